@@ -1,0 +1,3 @@
+module github.com/mcpdrift/mcpdrift/proto
+
+go 1.26
