@@ -1,0 +1,238 @@
+package canonjson
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+func TestRFC8785Vectors(t *testing.T) {
+	inputs, err := filepath.Glob("testdata/rfc8785/input/*.json")
+	if err != nil || len(inputs) == 0 {
+		t.Fatalf("no RFC 8785 vectors under testdata/rfc8785: %v", err)
+	}
+	for _, in := range inputs {
+		name := strings.TrimSuffix(filepath.Base(in), ".json")
+		t.Run(name, func(t *testing.T) {
+			src, err := os.ReadFile(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := os.ReadFile(filepath.Join("testdata/rfc8785/output", filepath.Base(in)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := Canonicalize(src)
+			if err != nil {
+				t.Fatalf("Canonicalize: %v", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("canonical form differs\n got: %s\nwant: %s", got, want)
+			}
+		})
+	}
+}
+
+func TestCanonicalize(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+	}{
+		{"whitespace", " { \"b\" : [ 1 , 2 ] ,\n\t\"a\" : null } ", `{"a":null,"b":[1,2]}`},
+		{"negative_zero", `[-0, -0.0, 0e10]`, `[0,0,0]`},
+		{"exponents", `[1e21, 1e20, 1e-6, 1e-7, 123e-9, -5E+2]`, `[1e+21,100000000000000000000,0.000001,1e-7,1.23e-7,-500]`},
+		{"max_safe_integer", `[9007199254740992, -9007199254740992, 1234567890123456]`, `[9007199254740992,-9007199254740992,1234567890123456]`},
+		{"exact_large_integer", `[100000000000000000000, 1e20]`, `[100000000000000000000,100000000000000000000]`},
+		{"fraction_beyond_double_precision", `0.30000000000000000000001`, `0.3`},
+		{"escapes_normalized", `"\u0041\/\u00e9\u001f\u007f"`, "\"A/\u00e9\\u001f\u007f\""},
+		{"surrogate_pair", `"\ud83d\ude02"`, "\"\U0001F602\""},
+		{"utf16_key_order", "{\"\uff01\":1,\"\U0001F602\":2}", "{\"\U0001F602\":2,\"\uff01\":1}"},
+		{"escaped_key_sorts_decoded", `{"b":1,"\u0061":2}`, `{"a":2,"b":1}`},
+		{"line_separators_raw", "\"\u2028\u2029\"", "\"\u2028\u2029\""},
+		{"nested_empty", `[[],{},[{}]]`, `[[],{},[{}]]`},
+		{"many_keys", `{"m":1,"l":2,"k":3,"j":4,"i":5,"h":6,"g":7,"f":8,"e":9,"d":10,"c":11,"b":12,"a":13,"n":14}`,
+			`{"a":13,"b":12,"c":11,"d":10,"e":9,"f":8,"g":7,"h":6,"i":5,"j":4,"k":3,"l":2,"m":1,"n":14}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Canonicalize([]byte(tt.in))
+			if err != nil {
+				t.Fatalf("Canonicalize(%s): %v", tt.in, err)
+			}
+			if string(got) != tt.want {
+				t.Fatalf("Canonicalize(%s)\n got: %s\nwant: %s", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		lim  Limits
+		code Code
+	}{
+		{"empty", ``, DefaultLimits, CodeInvalidJSON},
+		{"bare_word", `nope`, DefaultLimits, CodeInvalidJSON},
+		{"trailing_comma", `[1,]`, DefaultLimits, CodeInvalidJSON},
+		{"single_quotes", `{'a':1}`, DefaultLimits, CodeInvalidJSON},
+		{"leading_zero", `01`, DefaultLimits, CodeTrailingData},
+		{"bare_dot", `1.`, DefaultLimits, CodeInvalidJSON},
+		{"nan", `NaN`, DefaultLimits, CodeInvalidJSON},
+		{"trailing_data", `{} {}`, DefaultLimits, CodeTrailingData},
+		{"raw_control_char", "\"a\tb\"", DefaultLimits, CodeInvalidJSON},
+		{"bad_escape", `"\x"`, DefaultLimits, CodeInvalidJSON},
+		{"unterminated_string", `"abc`, DefaultLimits, CodeInvalidJSON},
+		{"duplicate_key", `{"a":1,"a":2}`, DefaultLimits, CodeDuplicateKey},
+		{"duplicate_key_escaped", `{"name":1,"n\u0061me":2}`, DefaultLimits, CodeDuplicateKey},
+		{"duplicate_key_nested", `[{"x":{"k":1,"j":0,"k":2}}]`, DefaultLimits, CodeDuplicateKey},
+		{"duplicate_key_many", `{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10,"k":11,"l":12,"m":13,"a":0}`, DefaultLimits, CodeDuplicateKey},
+		{"invalid_utf8", "\"\xff\"", DefaultLimits, CodeInvalidUTF8},
+		{"overlong_utf8", "\"\xc0\xaf\"", DefaultLimits, CodeInvalidUTF8},
+		{"utf8_encoded_surrogate", "\"\xed\xa0\x80\"", DefaultLimits, CodeInvalidUTF8},
+		{"truncated_utf8", "\"\xe2\x82\"", DefaultLimits, CodeInvalidUTF8},
+		{"lone_high_surrogate", `"\ud83d"`, DefaultLimits, CodeLoneSurrogate},
+		{"lone_low_surrogate", `"\ude02"`, DefaultLimits, CodeLoneSurrogate},
+		{"high_then_bmp", `"\ud83d\u0041"`, DefaultLimits, CodeLoneSurrogate},
+		{"too_deep", strings.Repeat("[", 5) + strings.Repeat("]", 5), Limits{MaxDepth: 4}, CodeTooDeep},
+		{"too_deep_default", strings.Repeat(`{"a":`, 200) + "1" + strings.Repeat("}", 200), DefaultLimits, CodeTooDeep},
+		{"too_large", `[1,2,3]`, Limits{MaxBytes: 6}, CodeTooLarge},
+		{"overflow", `1e400`, DefaultLimits, CodeNumberOutOfRange},
+		{"negative_overflow", `-1.8e308`, DefaultLimits, CodeNumberOutOfRange},
+		{"underflow", `1e-400`, DefaultLimits, CodeNumberOutOfRange},
+		{"integer_beyond_2_53", `9007199254740993`, DefaultLimits, CodeNumberInexact},
+		{"negative_integer_beyond_2_53", `-9007199254740993`, DefaultLimits, CodeNumberInexact},
+		{"integer_2_60_not_written_back", `1152921504606846976`, DefaultLimits, CodeNumberInexact},
+		{"integer_1e21", `1000000000000000000000`, DefaultLimits, CodeNumberInexact},
+		{"huge_integer", `123456789012345678901234567890`, DefaultLimits, CodeNumberInexact},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var d Doc
+			err := d.Parse([]byte(tt.in), tt.lim)
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("Parse(%q) = %v, want an *Error with code %s", tt.in, err, tt.code)
+			}
+			if e.Code != tt.code {
+				t.Fatalf("Parse(%q) code = %s (%v), want %s", tt.in, e.Code, err, tt.code)
+			}
+			if !errors.Is(err, &Error{Code: tt.code}) {
+				t.Fatalf("errors.Is does not match code %s", tt.code)
+			}
+		})
+	}
+}
+
+func TestMarkSet(t *testing.T) {
+	var d Doc
+	src := []byte(`{"required":["b","a","c"],"nested":[["z","y"],"x"]}`)
+	if err := d.Parse(src, DefaultLimits); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := d.Get(Root, "required")
+	d.MarkSet(req)
+	nested, _ := d.Get(Root, "nested")
+	d.MarkSet(nested)
+	d.MarkSet(d.First(nested))
+	got := string(d.Append(nil, Root))
+	want := `{"nested":["x",["y","z"]],"required":["a","b","c"]}`
+	if got != want {
+		t.Fatalf("got %s\nwant %s", got, want)
+	}
+}
+
+func TestReuseDoesNotAllocate(t *testing.T) {
+	src, err := os.ReadFile("../surface/testdata/xxh64-collision/benign.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d Doc
+	buf := make([]byte, 0, len(src))
+	run := func() {
+		if err := d.Parse(src, DefaultLimits); err != nil {
+			t.Fatal(err)
+		}
+		buf = d.Append(buf[:0], Root)
+	}
+	run()
+	if n := testing.AllocsPerRun(20, run); n != 0 {
+		t.Fatalf("steady-state Parse+Append allocated %v times per run, want 0", n)
+	}
+}
+
+// canonicalByJSONText is an independent RFC 8785 implementation to compare with.
+func canonicalByJSONText(src []byte) ([]byte, error) {
+	v := jsontext.Value(bytes.Clone(src))
+	if err := v.Canonicalize(); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func TestMatchesJSONText(t *testing.T) {
+	for _, in := range fuzzSeeds {
+		want, err := canonicalByJSONText([]byte(in))
+		if err != nil {
+			continue
+		}
+		got, err := Canonicalize([]byte(in))
+		if err != nil {
+			continue // stricter than jsontext: covered by TestParseRejects
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("Canonicalize(%s)\n got: %s\nwant: %s", in, got, want)
+		}
+	}
+}
+
+var fuzzSeeds = []string{
+	`{"b":[1,2,{"z":null,"a":true}],"a":"x"}`,
+	`[1e21,1e-7,0.1,-0,123456789012345,3.14159,2e-3,1E30]`,
+	`"\u00e9\ud83d\ude02\n\t\"\\\/\u001f"`,
+	"{\"\uff01\":1,\"\U0001F602\":2,\"a\":3}",
+	`{"a":{"b":{"c":[[],[{}],{"d":false}]}}}`,
+	`9007199254740992`,
+	`{"a":1,"a":2}`,
+	`[9007199254740993]`,
+	`"\ud800"`,
+	" \t\n[ ] ",
+}
+
+// FuzzCanonicalize checks that parsing never panics, that canonicalization is
+// idempotent, and that whatever we accept canonicalizes exactly as jsontext
+// (an independent RFC 8785 implementation) does.
+func FuzzCanonicalize(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		got, err := Canonicalize(src)
+		if err != nil {
+			var e *Error
+			if !errors.As(err, &e) || e.Code == "" {
+				t.Fatalf("error without a code: %v", err)
+			}
+			return
+		}
+		again, err := Canonicalize(got)
+		if err != nil {
+			t.Fatalf("canonical output does not parse: %v\n%s", err, got)
+		}
+		if !bytes.Equal(again, got) {
+			t.Fatalf("not idempotent:\n once: %s\ntwice: %s", got, again)
+		}
+		want, err := canonicalByJSONText(src)
+		if err != nil {
+			t.Fatalf("we accepted what jsontext rejects (%v): %q", err, src)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("differs from jsontext on %q\n got: %s\nwant: %s", src, got, want)
+		}
+	})
+}
