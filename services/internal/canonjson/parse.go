@@ -1,6 +1,7 @@
 package canonjson
 
 import (
+	"bytes"
 	"math"
 	"slices"
 	"strconv"
@@ -47,9 +48,10 @@ type Limits struct {
 var DefaultLimits = Limits{MaxBytes: 64 << 20, MaxDepth: 128}
 
 const (
-	flagEscaped  = 1 << iota // string holds backslash escapes
-	flagVerbatim             // number literal is already canonical
-	flagSet                  // array is written with its elements sorted
+	flagEscaped   = 1 << iota // string holds backslash escapes
+	flagCanonical             // the source span is already in canonical form
+	flagSet                   // array is written with its elements sorted
+	flagHigh                  // string holds bytes from 0xEE up (UTF-16 order may differ from byte order)
 )
 
 type node struct {
@@ -69,6 +71,7 @@ type Doc struct {
 	nodes    []node
 	order    []int32 // sorted key node ids of every object, object by object
 	stack    []int32 // key ids of the objects being parsed
+	dirty    []int32 // sorted ids of arrays marked as sets that were not already sorted
 	spans    []int32 // element end offsets of the sets being written
 	pairs    []span  // scratch for sorting a set's elements
 	tmp      []byte  // scratch for rewriting sets
@@ -82,6 +85,7 @@ func (d *Doc) Parse(src []byte, lim Limits) error {
 	d.nodes = d.nodes[:0]
 	d.order = d.order[:0]
 	d.stack = d.stack[:0]
+	d.dirty = d.dirty[:0]
 	d.maxDepth = lim.MaxDepth
 	if d.maxDepth <= 0 {
 		d.maxDepth = DefaultLimits.MaxDepth
@@ -121,8 +125,13 @@ func skipWS(src []byte, i int) int {
 }
 
 func (d *Doc) add(k Kind, start int) int32 {
-	d.nodes = append(d.nodes, node{kind: k, start: int32(start)})
-	return int32(len(d.nodes) - 1)
+	n := len(d.nodes)
+	if n == cap(d.nodes) {
+		d.nodes = slices.Grow(d.nodes, n+1)
+	}
+	d.nodes = d.nodes[:n+1]
+	d.nodes[n] = node{kind: k, start: int32(start)}
+	return int32(n)
 }
 
 func (d *Doc) value(i, depth int) (int, error) {
@@ -137,15 +146,12 @@ func (d *Doc) value(i, depth int) (int, error) {
 		return d.array(i, depth)
 	case '"':
 		id := d.add(String, i)
-		j, esc, err := scanString(src, i)
+		j, flags, err := scanString(src, i)
 		if err != nil {
 			return j, err
 		}
 		nd := &d.nodes[id]
-		nd.end, nd.next = int32(j), id+1
-		if esc {
-			nd.flags = flagEscaped
-		}
+		nd.end, nd.next, nd.flags = int32(j), id+1, flags
 		return j, nil
 	case 't':
 		return d.literal(i, "true", True)
@@ -166,7 +172,8 @@ func (d *Doc) literal(i int, lit string, k Kind) (int, error) {
 		return i, errAt(CodeInvalidJSON, i, "invalid literal, expected %s", lit)
 	}
 	id := d.add(k, i)
-	d.nodes[id].end, d.nodes[id].next = int32(i+len(lit)), id+1
+	nd := &d.nodes[id]
+	nd.end, nd.next, nd.flags = int32(i+len(lit)), id+1, flagCanonical
 	return i + len(lit), nil
 }
 
@@ -176,16 +183,22 @@ func (d *Doc) array(i, depth int) (int, error) {
 	}
 	src := d.src
 	id := d.add(Array, i)
+	start := i
 	n := int32(0)
+	canon, size := true, 2 // canonical so far, and the span a canonical array would have
 	i = skipWS(src, i+1)
 	if i < len(src) && src[i] == ']' {
 		i++
 	} else {
 		for {
 			var err error
+			el := int32(len(d.nodes))
 			if i, err = d.value(i, depth+1); err != nil {
 				return i, err
 			}
+			en := &d.nodes[el]
+			canon = canon && en.flags&flagCanonical != 0
+			size += int(en.end-en.start) + 1
 			n++
 			i = skipWS(src, i)
 			if i >= len(src) {
@@ -202,8 +215,14 @@ func (d *Doc) array(i, depth int) (int, error) {
 			return i, errAt(CodeInvalidJSON, i, "expected ',' or ']' in array, found %q", src[i])
 		}
 	}
+	if n > 0 {
+		size-- // no comma after the last element
+	}
 	nd := &d.nodes[id]
 	nd.end, nd.next, nd.n = int32(i), int32(len(d.nodes)), n
+	if canon && i-start == size {
+		nd.flags = flagCanonical
+	}
 	return i, nil
 }
 
@@ -213,7 +232,9 @@ func (d *Doc) object(i, depth int) (int, error) {
 	}
 	src := d.src
 	id := d.add(Object, i)
+	start := i
 	base := len(d.stack)
+	canon, size := true, 2
 	i = skipWS(src, i+1)
 	if i < len(src) && src[i] == '}' {
 		i++
@@ -223,15 +244,12 @@ func (d *Doc) object(i, depth int) (int, error) {
 				return i, errAt(CodeInvalidJSON, i, "expected a string key in object")
 			}
 			key := d.add(String, i)
-			j, esc, err := scanString(src, i)
+			j, flags, err := scanString(src, i)
 			if err != nil {
 				return j, err
 			}
 			kn := &d.nodes[key]
-			kn.end, kn.next = int32(j), key+1
-			if esc {
-				kn.flags = flagEscaped
-			}
+			kn.end, kn.next, kn.flags = int32(j), key+1, flags
 			d.stack = append(d.stack, key)
 			i = skipWS(src, j)
 			if i >= len(src) || src[i] != ':' {
@@ -240,6 +258,9 @@ func (d *Doc) object(i, depth int) (int, error) {
 			if i, err = d.value(skipWS(src, i+1), depth+1); err != nil {
 				return i, err
 			}
+			kn, vn := &d.nodes[key], &d.nodes[key+1]
+			canon = canon && kn.flags&vn.flags&flagCanonical != 0
+			size += int(kn.end-kn.start) + int(vn.end-vn.start) + 2 // ':' and ','
 			i = skipWS(src, i)
 			if i >= len(src) {
 				return i, errAt(CodeInvalidJSON, i, "unterminated object")
@@ -256,19 +277,40 @@ func (d *Doc) object(i, depth int) (int, error) {
 		}
 	}
 	keys := d.stack[base:]
-	d.sortKeys(keys)
-	for k := 1; k < len(keys); k++ {
-		if d.cmpKeys(keys[k-1], keys[k]) == 0 {
-			later := max(d.nodes[keys[k-1]].start, d.nodes[keys[k]].start)
-			return int(later), errAt(CodeDuplicateKey, int(later), "duplicate object key %q", d.keyText(keys[k]))
+	if len(keys) > 0 {
+		size--
+	}
+	if !d.increasing(keys) {
+		// Not strictly increasing: out of order, or a key repeats.
+		canon = false
+		d.sortKeys(keys)
+		for k := 1; k < len(keys); k++ {
+			if d.cmpKeys(keys[k-1], keys[k]) == 0 {
+				later := max(d.nodes[keys[k-1]].start, d.nodes[keys[k]].start)
+				return int(later), errAt(CodeDuplicateKey, int(later), "duplicate object key %q", d.keyText(keys[k]))
+			}
 		}
 	}
 	nd := &d.nodes[id]
 	nd.first, nd.n = int32(len(d.order)), int32(len(keys))
 	nd.end, nd.next = int32(i), int32(len(d.nodes))
+	if canon && i-start == size {
+		nd.flags = flagCanonical
+	}
 	d.order = append(d.order, keys...)
 	d.stack = d.stack[:base]
 	return i, nil
+}
+
+// increasing reports whether keys are in strictly increasing order, which is
+// both canonical order and proof that no key repeats.
+func (d *Doc) increasing(keys []int32) bool {
+	for k := 1; k < len(keys); k++ {
+		if d.cmpKeys(keys[k-1], keys[k]) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func (d *Doc) sortKeys(keys []int32) {
@@ -288,7 +330,11 @@ func (d *Doc) sortKeys(keys []int32) {
 func (d *Doc) cmpKeys(a, b int32) int {
 	na, nb := &d.nodes[a], &d.nodes[b]
 	if (na.flags|nb.flags)&flagEscaped == 0 {
-		return CompareUTF16(d.src[na.start+1:na.end-1], d.src[nb.start+1:nb.end-1])
+		x, y := d.src[na.start+1:na.end-1], d.src[nb.start+1:nb.end-1]
+		if (na.flags|nb.flags)&flagHigh == 0 {
+			return bytes.Compare(x, y) // no bytes where UTF-16 order differs
+		}
+		return CompareUTF16(x, y)
 	}
 	d.ka = d.AppendDecoded(d.ka[:0], NodeID(a))
 	d.kb = d.AppendDecoded(d.kb[:0], NodeID(b))
@@ -345,9 +391,11 @@ var strSafe = func() (t [256]bool) {
 }()
 
 // scanString validates the string starting at src[i] == '"' and returns the
-// offset after its closing quote.
-func scanString(src []byte, i int) (end int, escaped bool, err error) {
+// offset after its closing quote, and its flags: escaped when it holds
+// escapes, canonical when those are all as RFC 8785 writes them.
+func scanString(src []byte, i int) (end int, flags uint8, err error) {
 	j := i + 1
+	escaped, canon, high := false, true, false
 	for {
 		for j+8 <= len(src) && strSafe[src[j]] && strSafe[src[j+1]] && strSafe[src[j+2]] && strSafe[src[j+3]] &&
 			strSafe[src[j+4]] && strSafe[src[j+5]] && strSafe[src[j+6]] && strSafe[src[j+7]] {
@@ -357,52 +405,81 @@ func scanString(src []byte, i int) (end int, escaped bool, err error) {
 			j++
 		}
 		if j >= len(src) {
-			return j, escaped, errAt(CodeInvalidJSON, i, "unterminated string")
+			return j, 0, errAt(CodeInvalidJSON, i, "unterminated string")
 		}
 		switch c := src[j]; {
 		case c == '"':
-			return j + 1, escaped, nil
+			if escaped {
+				flags = flagEscaped
+			}
+			if canon {
+				flags |= flagCanonical
+			}
+			if high {
+				flags |= flagHigh
+			}
+			return j + 1, flags, nil
 		case c == '\\':
 			escaped = true
 			if j+1 >= len(src) {
-				return j, escaped, errAt(CodeInvalidJSON, j, "unterminated escape")
+				return j, 0, errAt(CodeInvalidJSON, j, "unterminated escape")
 			}
 			switch src[j+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case '"', '\\', 'b', 'f', 'n', 'r', 't':
+				j += 2
+			case '/':
+				canon = false
 				j += 2
 			case 'u':
 				r, ok := hex4(src, j+2)
 				if !ok {
-					return j, escaped, errAt(CodeInvalidJSON, j, "invalid \\u escape")
+					return j, 0, errAt(CodeInvalidJSON, j, "invalid \\u escape")
 				}
 				switch {
 				case r >= 0xDC00 && r <= 0xDFFF:
-					return j, escaped, errAt(CodeLoneSurrogate, j, "low surrogate \\u%04x without a high surrogate before it", r)
+					return j, 0, errAt(CodeLoneSurrogate, j, "low surrogate \\u%04x without a high surrogate before it", r)
 				case r >= 0xD800 && r <= 0xDBFF:
 					lo, ok := rune(0), false
 					if j+7 < len(src) && src[j+6] == '\\' && src[j+7] == 'u' {
 						lo, ok = hex4(src, j+8)
 					}
 					if !ok || lo < 0xDC00 || lo > 0xDFFF {
-						return j, escaped, errAt(CodeLoneSurrogate, j, "high surrogate \\u%04x without a low surrogate after it", r)
+						return j, 0, errAt(CodeLoneSurrogate, j, "high surrogate \\u%04x without a low surrogate after it", r)
 					}
+					canon = false
 					j += 12
 				default:
+					// RFC 8785 escapes only control characters this way, in lowercase.
+					canon = canon && r < 0x20 && shortEscape[r] == 0 && lowerHex(src[j+2:j+6])
 					j += 6
 				}
 			default:
-				return j, escaped, errAt(CodeInvalidJSON, j, "invalid escape \\%c", src[j+1])
+				return j, 0, errAt(CodeInvalidJSON, j, "invalid escape \\%c", src[j+1])
 			}
 		case c < 0x20:
-			return j, escaped, errAt(CodeInvalidJSON, j, "control character 0x%02x in string", c)
+			return j, 0, errAt(CodeInvalidJSON, j, "control character 0x%02x in string", c)
 		default:
+			high = high || c >= 0xEE
 			r, size := utf8.DecodeRune(src[j:])
 			if r == utf8.RuneError && size <= 1 {
-				return j, escaped, errAt(CodeInvalidUTF8, j, "invalid UTF-8 byte 0x%02x in string", c)
+				return j, 0, errAt(CodeInvalidUTF8, j, "invalid UTF-8 byte 0x%02x in string", c)
 			}
 			j += size
 		}
 	}
+}
+
+// shortEscape maps the control characters RFC 8785 writes with a two-byte
+// escape to the escape letter.
+var shortEscape = [0x20]byte{'\b': 'b', '\t': 't', '\n': 'n', '\f': 'f', '\r': 'r'}
+
+func lowerHex(h []byte) bool {
+	for _, c := range h {
+		if c >= 'A' && c <= 'F' {
+			return false
+		}
+	}
+	return true
 }
 
 func hex4(src []byte, i int) (rune, bool) {
@@ -476,7 +553,7 @@ func (d *Doc) number(i int) (int, error) {
 		// written as 0
 	case isInt && intDigits <= 15:
 		// Every integer below 10^15 is an exact double, and ES6 prints it as is.
-		flags = flagVerbatim
+		flags = flagCanonical
 	case isInt:
 		// A longer integer is accepted only when the double nearest to it is
 		// written back as the very same integer; otherwise readers that keep
@@ -487,7 +564,7 @@ func (d *Doc) number(i int) (int, error) {
 		if math.IsInf(f, 0) || string(AppendNumber(buf[:0], f)) != string(lit) {
 			return start, errAt(CodeNumberInexact, start, "integer %s cannot be carried exactly by a double", clip(lit))
 		}
-		flags = flagVerbatim
+		flags = flagCanonical
 	default:
 		f, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(lit), len(lit)), 64)
 		if math.IsInf(f, 0) || (err != nil && f != 0) {

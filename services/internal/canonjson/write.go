@@ -65,7 +65,41 @@ func (d *Doc) Text(n NodeID) string {
 
 // MarkSet makes Append write the elements of arr sorted by their canonical
 // bytes, so that their order does not matter.
-func (d *Doc) MarkSet(arr NodeID) { d.nodes[arr].flags |= flagSet }
+func (d *Doc) MarkSet(arr NodeID) {
+	nd := &d.nodes[arr]
+	if nd.flags&flagSet != 0 {
+		return
+	}
+	nd.flags |= flagSet
+	if nd.flags&flagCanonical != 0 && !d.dirtyIn(arr) {
+		// Already canonical: the set is canonical too if its elements are sorted.
+		sorted := true
+		var prev []byte
+		for c, i := arr+1, int32(0); i < nd.n; c, i = NodeID(d.nodes[c].next), i+1 {
+			cur := d.Raw(c)
+			if i > 0 && bytes.Compare(prev, cur) > 0 {
+				sorted = false
+				break
+			}
+			prev = cur
+		}
+		if sorted {
+			return
+		}
+	}
+	// Its span (and every enclosing span) can no longer be copied as it is.
+	at, _ := slices.BinarySearch(d.dirty, int32(arr))
+	d.dirty = slices.Insert(d.dirty, at, int32(arr))
+}
+
+// dirtyIn reports whether the subtree of n holds a set that must be rewritten.
+func (d *Doc) dirtyIn(n NodeID) bool {
+	if len(d.dirty) == 0 {
+		return false
+	}
+	at, _ := slices.BinarySearch(d.dirty, int32(n))
+	return at < len(d.dirty) && d.dirty[at] < d.nodes[n].next
+}
 
 // AppendDecoded appends the decoded value of the string node n to dst.
 func (d *Doc) AppendDecoded(dst []byte, n NodeID) []byte {
@@ -117,6 +151,9 @@ func unescape(s []byte) (rune, int) {
 // Append appends the canonical form of n to dst.
 func (d *Doc) Append(dst []byte, n NodeID) []byte {
 	nd := &d.nodes[n]
+	if nd.flags&flagCanonical != 0 && (len(d.dirty) == 0 || !d.dirtyIn(n)) {
+		return append(dst, d.src[nd.start:nd.end]...)
+	}
 	switch nd.kind {
 	case Null:
 		return append(dst, "null"...)
@@ -126,9 +163,6 @@ func (d *Doc) Append(dst []byte, n NodeID) []byte {
 		return append(dst, "false"...)
 	case Number:
 		lit := d.src[nd.start:nd.end]
-		if nd.flags&flagVerbatim != 0 {
-			return append(dst, lit...)
-		}
 		f, _ := strconv.ParseFloat(unsafe.String(unsafe.SliceData(lit), len(lit)), 64)
 		return AppendNumber(dst, f)
 	case String:
@@ -202,8 +236,7 @@ func (d *Doc) appendSet(dst []byte, n NodeID) []byte {
 
 func (d *Doc) appendString(dst []byte, n NodeID) []byte {
 	nd := &d.nodes[n]
-	if nd.flags&flagEscaped == 0 {
-		// Parse admits no raw '"', '\\' or control bytes, so the source is canonical.
+	if nd.flags&flagCanonical != 0 {
 		return append(dst, d.src[nd.start:nd.end]...)
 	}
 	s := d.src[nd.start+1 : nd.end-1]
@@ -289,4 +322,16 @@ func Canonicalize(src []byte) ([]byte, error) {
 		return nil, err
 	}
 	return d.Append(make([]byte, 0, len(src)), Root), nil
+}
+
+// Decoded returns the decoded bytes of the string node n. When the string has
+// escapes the result lives in a scratch buffer of d, valid until the next
+// call that decodes; otherwise it aliases the source.
+func (d *Doc) Decoded(n NodeID) []byte {
+	nd := &d.nodes[n]
+	if nd.flags&flagEscaped == 0 {
+		return d.src[nd.start+1 : nd.end-1]
+	}
+	d.ka = d.AppendDecoded(d.ka[:0], n)
+	return d.ka
 }

@@ -54,8 +54,8 @@ type Config struct {
 	Env []string
 	// Dir is the server's working directory; empty means this process's.
 	Dir string
-	// Timeout bounds the whole capture, from start to the last page.
-	// Stopping the server afterwards may take up to shutdownGrace more.
+	// Timeout bounds the capture, from start to the last page. Stopping
+	// the server afterwards may take up to four seconds more (see Run).
 	Timeout time.Duration
 	// ProtocolVersion is sent in initialize.
 	ProtocolVersion string
@@ -131,8 +131,9 @@ func (e *timeoutError) Unwrap() error { return context.DeadlineExceeded }
 // writes the capture to w, only once the capture is complete and the server
 // has been stopped. The server's stderr is copied to stderr; nil discards it.
 //
-// The server is stopped by closing its stdin; one that has not exited after
-// shutdownGrace gets SIGTERM, and SIGKILL after shutdownGrace more. Its exit
+// The server is stopped by closing its stdin; one that has not exited two
+// seconds later gets SIGTERM, and SIGKILL two seconds after that. The same
+// happens at once when ctx is done or cfg.Timeout passes. The server's exit
 // status does not affect a capture that completed.
 func Run(ctx context.Context, cfg Config, w io.Writer, stderr io.Writer) error {
 	if err := cfg.Validate(); err != nil {

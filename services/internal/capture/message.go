@@ -114,6 +114,9 @@ func parseMessage(line []byte) (message, error) {
 			return message{}, err
 		}
 	}
+	if isNull(m.err) {
+		m.err = nil // "error": null beside a result is sloppy but unambiguous
+	}
 	if m.id == nil && m.method == nil {
 		return message{}, errors.New("neither id nor method")
 	}

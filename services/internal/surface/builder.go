@@ -1,0 +1,404 @@
+package surface
+
+import (
+	"crypto/sha256"
+	"slices"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
+)
+
+// Builder assembles a Surface from pages as they arrive: a proxy feeds it
+// each tools/list page it forwards, and asks for the Surface when the last
+// page is in. A Builder is not safe for concurrent use; Reset reuses it.
+type Builder struct {
+	opt     Options
+	lim     Limits
+	doc     canonjson.Doc
+	arena   []byte // canonical bytes of every item so far
+	pending []pending
+	kinds   [numKinds + 1]listing
+}
+
+type pending struct {
+	kind     Kind
+	name     string
+	off, end int
+	hash     Digest
+}
+
+type listing struct {
+	listed bool
+	pages  int
+	items  int
+	more   bool // the last page added had a nextCursor
+}
+
+// NewBuilder returns an empty Builder.
+func NewBuilder(opt Options) *Builder {
+	return &Builder{opt: opt, lim: opt.limits()}
+}
+
+// Reset empties b for a new surface, keeping its buffers.
+func (b *Builder) Reset() {
+	b.arena = b.arena[:0]
+	b.pending = b.pending[:0]
+	b.kinds = [numKinds + 1]listing{}
+}
+
+// AddPage adds one page of a tools/list, prompts/list, resources/list or
+// resources/templates/list result (kind says which), given as the result
+// object or as the whole JSON-RPC response. It returns the page's nextCursor,
+// "" on the last page.
+func (b *Builder) AddPage(kind Kind, raw []byte) (nextCursor string, err error) {
+	if kind < KindTool || kind > KindResourceTemplate {
+		return "", fail(CodeUnknownFormat, "AddPage takes a list kind, not %s", kind)
+	}
+	if err := b.doc.Parse(raw, b.opt.jsonLimits()); err != nil {
+		e := jsonFail(err)
+		e.Kind, e.Page = kind, b.kinds[kind].pages+1
+		return "", e
+	}
+	return b.addPage(kind, canonjson.Root)
+}
+
+// AddInitialize records the instructions of an initialize (or 2026-07-28
+// server/discover) result, given as the result object or the JSON-RPC
+// response. A result without instructions adds nothing.
+func (b *Builder) AddInitialize(raw []byte) error {
+	if err := b.doc.Parse(raw, b.opt.jsonLimits()); err != nil {
+		e := jsonFail(err)
+		e.Kind = KindInstructions
+		return e
+	}
+	return b.addInitialize(canonjson.Root)
+}
+
+func (b *Builder) addInitialize(n canonjson.NodeID) error {
+	d := &b.doc
+	r, err := unwrapResponse(d, n)
+	if err != nil {
+		err.Kind = KindInstructions
+		return err
+	}
+	if d.Kind(r) != canonjson.Object {
+		return &Error{Code: CodeUnknownFormat, Kind: KindInstructions, Msg: "the initialize result is not an object"}
+	}
+	ins, ok := d.Get(r, "instructions")
+	if !ok || d.Kind(ins) == canonjson.Null {
+		return nil
+	}
+	if d.Kind(ins) != canonjson.String {
+		return &Error{Code: CodeInvalidField, Kind: KindInstructions, Msg: "instructions is a " + d.Kind(ins).String() + ", want a string"}
+	}
+	if b.kinds[KindInstructions].items > 0 {
+		return &Error{Code: CodeDuplicateItem, Kind: KindInstructions, Msg: "instructions given twice"}
+	}
+	b.kinds[KindInstructions] = listing{listed: true, pages: 1, items: 1}
+	off := len(b.arena)
+	b.arena = d.Append(b.arena, ins)
+	b.pending = append(b.pending, pending{kind: KindInstructions, off: off, end: len(b.arena), hash: sha256.Sum256(b.arena[off:])})
+	return nil
+}
+
+// unwrapResponse returns the result of a JSON-RPC response, or n itself when
+// n is not a response.
+func unwrapResponse(d *canonjson.Doc, n canonjson.NodeID) (canonjson.NodeID, *Error) {
+	if d.Kind(n) != canonjson.Object {
+		return n, nil
+	}
+	if _, ok := d.Get(n, "jsonrpc"); !ok {
+		return n, nil
+	}
+	if e, ok := d.Get(n, "error"); ok {
+		msg := "the server answered with an error"
+		if d.Kind(e) == canonjson.Object {
+			if m, ok := d.Get(e, "message"); ok && d.Kind(m) == canonjson.String {
+				msg += ": " + clipText(d.Text(m))
+			}
+		}
+		return n, &Error{Code: CodeJSONRPCError, Msg: msg}
+	}
+	r, ok := d.Get(n, "result")
+	if !ok {
+		return n, &Error{Code: CodeUnknownFormat, Msg: "a JSON-RPC message with neither result nor error"}
+	}
+	return r, nil
+}
+
+func (b *Builder) addPage(kind Kind, n canonjson.NodeID) (string, error) {
+	d := &b.doc
+	st := &b.kinds[kind]
+	page := st.pages + 1
+	r, perr := unwrapResponse(d, n)
+	if perr != nil {
+		perr.Kind, perr.Page = kind, page
+		return "", perr
+	}
+	if d.Kind(r) != canonjson.Object {
+		return "", &Error{Code: CodeUnknownFormat, Kind: kind, Page: page, Msg: "the list result is not an object"}
+	}
+	arr, ok := d.Get(r, kind.ListKey())
+	if !ok || d.Kind(arr) != canonjson.Array {
+		return "", &Error{Code: CodeUnknownFormat, Kind: kind, Page: page, Msg: "the list result has no " + kind.ListKey() + " array"}
+	}
+	cursor := ""
+	if c, ok := d.Get(r, "nextCursor"); ok {
+		switch d.Kind(c) {
+		case canonjson.String:
+			cursor = d.Text(c)
+		case canonjson.Null:
+		default:
+			return "", &Error{Code: CodeInvalidField, Kind: kind, Page: page, Msg: "nextCursor is a " + d.Kind(c).String() + ", want a string"}
+		}
+	}
+	if st.items+d.Len(arr) > b.lim.MaxItems {
+		return "", &Error{Code: CodeTooManyItems, Kind: kind, Page: page,
+			Msg: "more than the limit of " + itoa(b.lim.MaxItems) + " items"}
+	}
+	st.listed, st.pages, st.more = true, page, cursor != ""
+	for el, i := d.First(arr), 0; i < d.Len(arr); el, i = d.Next(el), i+1 {
+		if err := b.addItem(kind, el); err != nil {
+			err.Kind, err.Page = kind, page
+			return "", err
+		}
+	}
+	st.items += d.Len(arr)
+	return cursor, nil
+}
+
+// coveredField reports whether key is hashed for items of kind, and the
+// JSON kind its value must have.
+func coveredField(kind Kind, key []byte, opt *Options) (want canonjson.Kind, covered bool) {
+	switch kind {
+	case KindTool:
+		switch string(key) {
+		case "name", "description", "title":
+			return canonjson.String, true
+		case "inputSchema", "outputSchema":
+			return canonjson.Object, true
+		case "annotations":
+			return canonjson.Object, !opt.ExcludeAnnotations
+		}
+	case KindPrompt:
+		switch string(key) {
+		case "name", "description", "title":
+			return canonjson.String, true
+		case "arguments":
+			return canonjson.Array, true
+		}
+	case KindResource, KindResourceTemplate:
+		switch string(key) {
+		case "name", "description", "title", "mimeType":
+			return canonjson.String, true
+		case "uri":
+			return canonjson.String, kind == KindResource
+		case "uriTemplate":
+			return canonjson.String, kind == KindResourceTemplate
+		}
+	}
+	return 0, false
+}
+
+func (b *Builder) addItem(kind Kind, n canonjson.NodeID) *Error {
+	d := &b.doc
+	if d.Kind(n) != canonjson.Object {
+		return &Error{Code: CodeItemNotObject, Msg: "an item is a " + d.Kind(n).String() + ", want an object"}
+	}
+	nameKey := kindInfo[kind].nameKey
+	nameNode, ok := d.Get(n, nameKey)
+	if !ok {
+		return &Error{Code: CodeMissingName, Msg: "an item has no " + nameKey}
+	}
+	if d.Kind(nameNode) != canonjson.String {
+		return &Error{Code: CodeMissingName, Msg: "an item's " + nameKey + " is a " + d.Kind(nameNode).String() + ", want a string"}
+	}
+	name := d.Text(nameNode)
+	if name == "" {
+		return &Error{Code: CodeMissingName, Msg: "an item has an empty " + nameKey}
+	}
+	off := len(b.arena)
+	b.arena = append(b.arena, '{')
+	wrote := false
+	for i := range d.Len(n) {
+		k, v := d.Member(n, i)
+		want, covered := coveredField(kind, d.Decoded(k), &b.opt)
+		if !covered {
+			continue
+		}
+		if got := d.Kind(v); got != want {
+			return &Error{Code: CodeInvalidField, Item: name, Msg: "field " + d.Text(k) + " is a " + got.String() + ", want a " + want.String()}
+		}
+		switch {
+		case want == canonjson.Object && kind == KindTool && !d.StringIs(k, "annotations"):
+			markSchema(d, v)
+		case want == canonjson.Array: // prompt arguments: a set of argument objects
+			if err := checkArguments(d, v); err != nil {
+				err.Item = name
+				return err
+			}
+			d.MarkSet(v)
+		}
+		if wrote {
+			b.arena = append(b.arena, ',')
+		}
+		b.arena = d.Append(b.arena, k)
+		b.arena = append(b.arena, ':')
+		b.arena = d.Append(b.arena, v)
+		wrote = true
+	}
+	b.arena = append(b.arena, '}')
+	b.pending = append(b.pending, pending{kind: kind, name: name, off: off, end: len(b.arena), hash: sha256.Sum256(b.arena[off:])})
+	return nil
+}
+
+func checkArguments(d *canonjson.Doc, arr canonjson.NodeID) *Error {
+	for el, i := d.First(arr), 0; i < d.Len(arr); el, i = d.Next(el), i+1 {
+		if d.Kind(el) != canonjson.Object {
+			return &Error{Code: CodeInvalidField, Msg: "a prompt argument is a " + d.Kind(el).String() + ", want an object"}
+		}
+		if nm, ok := d.Get(el, "name"); !ok || d.Kind(nm) != canonjson.String {
+			return &Error{Code: CodeMissingName, Msg: "a prompt argument has no string name"}
+		}
+	}
+	return nil
+}
+
+// markSchema walks a JSON Schema and marks its set-valued keywords so that
+// their order does not reach the canonical form. It follows only keywords
+// whose values are schemas, so data ("default", "enum", "const", "examples")
+// is never reordered, even where it holds a member named "required".
+func markSchema(d *canonjson.Doc, n canonjson.NodeID) {
+	if d.Kind(n) != canonjson.Object {
+		return // true / false schemas and malformed ones are hashed as they are
+	}
+	for i := range d.Len(n) {
+		k, v := d.Member(n, i)
+		vk := d.Kind(v)
+		switch string(d.Decoded(k)) {
+		case "required", "type":
+			if vk == canonjson.Array {
+				d.MarkSet(v)
+			}
+		case "properties", "patternProperties", "$defs", "definitions", "dependentSchemas":
+			if vk == canonjson.Object {
+				for j := range d.Len(v) {
+					_, s := d.Member(v, j)
+					markSchema(d, s)
+				}
+			}
+		case "dependencies": // draft 7: a schema, or a set of property names
+			if vk == canonjson.Object {
+				for j := range d.Len(v) {
+					_, s := d.Member(v, j)
+					if d.Kind(s) == canonjson.Array {
+						d.MarkSet(s)
+					} else {
+						markSchema(d, s)
+					}
+				}
+			}
+		case "items", "allOf", "anyOf", "oneOf", "prefixItems":
+			if vk == canonjson.Array {
+				for el, j := d.First(v), 0; j < d.Len(v); el, j = d.Next(el), j+1 {
+					markSchema(d, el)
+				}
+			} else {
+				markSchema(d, v)
+			}
+		case "additionalProperties", "additionalItems", "contains", "propertyNames", "not", "if", "then", "else",
+			"unevaluatedProperties", "unevaluatedItems", "contentSchema":
+			markSchema(d, v)
+		}
+	}
+}
+
+// Surface finishes the surface. It fails when a listing is incomplete (its
+// last page had a nextCursor) or names an item twice. b may be reused after
+// Reset; the Surface does not share memory with it.
+func (b *Builder) Surface() (*Surface, error) {
+	for k := KindTool; k <= KindResourceTemplate; k++ {
+		if b.kinds[k].more {
+			return nil, &Error{Code: CodeIncomplete, Kind: k, Page: b.kinds[k].pages,
+				Msg: "the last page has a nextCursor: a partial listing is never a surface"}
+		}
+	}
+	slices.SortFunc(b.pending, func(x, y pending) int {
+		if x.kind != y.kind {
+			return int(x.kind) - int(y.kind)
+		}
+		return canonjson.CompareUTF16(x.name, y.name)
+	})
+	s := &Surface{Items: make([]Item, len(b.pending))}
+	arena := b.arena
+	for i, p := range b.pending {
+		if i > 0 && b.pending[i-1].kind == p.kind && b.pending[i-1].name == p.name {
+			return nil, &Error{Code: CodeDuplicateItem, Kind: p.kind, Item: p.name,
+				Msg: "two " + p.kind.ListKey() + " share the " + kindInfo[p.kind].nameKey + " " + quote(p.name)}
+		}
+		s.Items[i] = Item{Kind: p.kind, Name: p.name, Hash: p.hash, Canonical: arena[p.off:p.end:p.end]}
+	}
+	for k := range b.kinds {
+		s.listed[k] = b.kinds[k].listed
+	}
+	s.Hash = sha256.Sum256(appendSurfaceDoc(nil, s))
+	b.arena = nil // now owned by s
+	b.pending = b.pending[:0]
+	b.kinds = [numKinds + 1]listing{}
+	return s, nil
+}
+
+// surfaceVersion tags the surface document so that a future change to the
+// canonical form can never collide with this one.
+const surfaceVersion = "mcpdrift/v1"
+
+// appendSurfaceDoc writes the surface document: a canonical JSON object with a
+// member per listed kind mapping each item name to its hash, "instructions"
+// mapping to the hash of the instructions, and "surface" naming this version
+// of the form. Members and names are in RFC 8785 order by construction.
+func appendSurfaceDoc(dst []byte, s *Surface) []byte {
+	dst = append(dst, '{')
+	first := true
+	member := func(key string) {
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = canonjson.AppendString(dst, key)
+		dst = append(dst, ':')
+	}
+	// RFC 8785 order of the member names: instructions < prompts <
+	// resourceTemplates < resources < surface < tools.
+	if ins := s.Of(KindInstructions); len(ins) == 1 {
+		member("instructions")
+		dst = append(dst, '"')
+		dst = ins[0].Hash.AppendText(dst)
+		dst = append(dst, '"')
+	}
+	for _, k := range []Kind{KindPrompt, KindResourceTemplate, KindResource, 0, KindTool} {
+		if k == 0 {
+			member("surface")
+			dst = canonjson.AppendString(dst, surfaceVersion)
+			continue
+		}
+		if !s.listed[k] {
+			continue
+		}
+		member(k.ListKey())
+		dst = append(dst, '{')
+		for i, it := range s.Of(k) {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = canonjson.AppendString(dst, it.Name)
+			dst = append(dst, ':', '"')
+			dst = it.Hash.AppendText(dst)
+			dst = append(dst, '"')
+		}
+		dst = append(dst, '}')
+	}
+	return append(dst, '}')
+}
+
+// SurfaceDocument returns the canonical bytes whose SHA-256 is s.Hash, for
+// anyone who wants to check the hash by hand.
+func (s *Surface) SurfaceDocument() []byte { return appendSurfaceDoc(nil, s) }

@@ -1,0 +1,753 @@
+package surface
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
+)
+
+// Severity ranks a change. A change no rule describes is Critical.
+type Severity int
+
+// Severities, from nothing to worst.
+const (
+	SeverityNone Severity = iota
+	SeverityInfo
+	SeverityLow
+	SeverityMedium
+	SeverityHigh
+	SeverityCritical
+)
+
+var severityNames = [...]string{"none", "info", "low", "medium", "high", "critical"}
+
+func (s Severity) String() string {
+	if s >= 0 && int(s) < len(severityNames) {
+		return severityNames[s]
+	}
+	return "critical"
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (s Severity) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (s *Severity) UnmarshalText(b []byte) error {
+	i := slices.Index(severityNames[:], string(b))
+	if i < 0 {
+		return fmt.Errorf("parsing severity %q: want one of %s", b, strings.Join(severityNames[:], ", "))
+	}
+	*s = Severity(i)
+	return nil
+}
+
+// Change kinds. Each is a stable string; docs/canonical-form.md lists them
+// with their severities.
+const (
+	ChangeItemAdded          = "added" // prefixed with the item kind: tool_added, prompt_added, ...
+	ChangeItemRemoved        = "removed"
+	ChangeDestructiveAdded   = "destructive_tool_added"
+	ChangeListingAdded       = "listing_added"
+	ChangeListingRemoved     = "listing_removed"
+	ChangeDescription        = "description_changed"
+	ChangeTitle              = "title_changed"
+	ChangeInstructions       = "instructions_changed"
+	ChangeParamAddedOptional = "param_added_optional"
+	ChangeParamAddedRequired = "param_added_required"
+	ChangeParamRemoved       = "param_removed"
+	ChangeRequiredExpanded   = "required_expanded"
+	ChangeRequiredRelaxed    = "required_relaxed"
+	ChangeTypeChanged        = "type_changed"
+	ChangeEnumRemoved        = "enum_values_removed"
+	ChangeEnumAdded          = "enum_values_added"
+	ChangeEnumReordered      = "enum_reordered"
+	ChangeConstraintNarrowed = "constraint_narrowed"
+	ChangeConstraintWidened  = "constraint_widened"
+	ChangeConstraintChanged  = "constraint_changed"
+	ChangeDefault            = "default_changed"
+	ChangeExamples           = "examples_changed"
+	ChangeSchemaMetadata     = "schema_metadata_changed"
+	ChangeAnnotationRaised   = "annotation_risk_raised"
+	ChangeAnnotationLowered  = "annotation_risk_lowered"
+	ChangeAnnotation         = "annotation_changed"
+	ChangeOutputAdded        = "output_schema_added"
+	ChangeOutputChanged      = "output_schema_changed"
+	ChangeOutputRemoved      = "output_schema_removed"
+	ChangeArgAddedOptional   = "argument_added_optional"
+	ChangeArgAddedRequired   = "argument_added_required"
+	ChangeArgRemoved         = "argument_removed"
+	ChangeMimeType           = "mime_type_changed"
+	ChangeName               = "name_changed"
+	ChangeUnclassified       = "unclassified"
+	MarkerPrefix             = "marker_" // marker_hidden_instructions, marker_secret_path, ...
+)
+
+var severityOf = map[string]Severity{
+	ChangeListingAdded:       SeverityInfo,
+	ChangeListingRemoved:     SeverityLow,
+	ChangeDestructiveAdded:   SeverityHigh,
+	ChangeDescription:        SeverityMedium,
+	ChangeTitle:              SeverityLow,
+	ChangeInstructions:       SeverityMedium,
+	ChangeParamAddedOptional: SeverityInfo,
+	ChangeParamAddedRequired: SeverityHigh,
+	ChangeParamRemoved:       SeverityMedium,
+	ChangeRequiredExpanded:   SeverityHigh,
+	ChangeRequiredRelaxed:    SeverityLow,
+	ChangeTypeChanged:        SeverityMedium,
+	ChangeEnumRemoved:        SeverityMedium,
+	ChangeEnumAdded:          SeverityLow,
+	ChangeEnumReordered:      SeverityInfo,
+	ChangeConstraintNarrowed: SeverityMedium,
+	ChangeConstraintWidened:  SeverityLow,
+	ChangeConstraintChanged:  SeverityMedium,
+	ChangeDefault:            SeverityMedium,
+	ChangeExamples:           SeverityLow,
+	ChangeSchemaMetadata:     SeverityLow,
+	ChangeAnnotationRaised:   SeverityHigh,
+	ChangeAnnotationLowered:  SeverityMedium,
+	ChangeAnnotation:         SeverityLow,
+	ChangeOutputAdded:        SeverityMedium,
+	ChangeOutputChanged:      SeverityMedium,
+	ChangeOutputRemoved:      SeverityLow,
+	ChangeArgAddedOptional:   SeverityInfo,
+	ChangeArgAddedRequired:   SeverityHigh,
+	ChangeArgRemoved:         SeverityMedium,
+	ChangeMimeType:           SeverityLow,
+	ChangeName:               SeverityLow,
+	ChangeUnclassified:       SeverityCritical,
+}
+
+// benignKinds are the changes the guard posture may accept on its own: new
+// items and new optional parameters, nothing else.
+var benignKinds = map[string]bool{
+	"tool" + "_" + ChangeItemAdded:             true,
+	"prompt" + "_" + ChangeItemAdded:           true,
+	"resource" + "_" + ChangeItemAdded:         true,
+	"resourceTemplate" + "_" + ChangeItemAdded: true,
+	ChangeListingAdded:                         true,
+	ChangeParamAddedOptional:                   true,
+	ChangeArgAddedOptional:                     true,
+}
+
+// Change is one classified difference inside an item.
+type Change struct {
+	Kind     string   `json:"kind"`
+	Path     string   `json:"path,omitempty"`
+	Severity Severity `json:"severity"`
+	Detail   string   `json:"detail,omitempty"`
+}
+
+// ItemDiff is what happened to one item.
+type ItemDiff struct {
+	Kind     string   `json:"kind"`
+	Name     string   `json:"name"`
+	OldHash  *Digest  `json:"oldHash,omitempty"`
+	NewHash  *Digest  `json:"newHash,omitempty"`
+	Severity Severity `json:"severity"`
+	Benign   bool     `json:"benign"`
+	Changes  []Change `json:"changes"`
+}
+
+// Report is the classified difference between two surfaces.
+type Report struct {
+	Drift    bool       `json:"drift"`
+	Severity Severity   `json:"severity"`
+	Benign   bool       `json:"benign"` // drift made only of benign changes
+	OldHash  Digest     `json:"oldHash"`
+	NewHash  Digest     `json:"newHash"`
+	Added    []ItemDiff `json:"added"`
+	Removed  []ItemDiff `json:"removed"`
+	Changed  []ItemDiff `json:"changed"`
+}
+
+// Diff classifies what changed from old (the baseline) to new (the live
+// surface). Every difference between the two surface hashes shows up in the
+// report; one that no rule describes is reported as unclassified, Critical.
+func Diff(old, new *Surface) *Report {
+	r := &Report{OldHash: old.Hash, NewHash: new.Hash, Added: []ItemDiff{}, Removed: []ItemDiff{}, Changed: []ItemDiff{}}
+	if old.Hash == new.Hash {
+		return r
+	}
+	r.Drift = true
+	for k := KindTool; k <= KindInstructions; k++ {
+		if old.listed[k] != new.listed[k] && k != KindInstructions {
+			kind := ChangeListingRemoved
+			if new.listed[k] {
+				kind = ChangeListingAdded
+			}
+			r.Changed = append(r.Changed, finish(ItemDiff{Kind: "listing", Name: k.ListKey(),
+				Changes: []Change{{Kind: kind, Severity: severityOf[kind]}}}))
+		}
+		olds, news := old.Of(k), new.Of(k)
+		i, j := 0, 0
+		for i < len(olds) || j < len(news) {
+			switch {
+			case j == len(news) || (i < len(olds) && compareNames(olds[i].Name, news[j].Name) < 0):
+				r.Removed = append(r.Removed, removedItem(olds[i]))
+				i++
+			case i == len(olds) || compareNames(olds[i].Name, news[j].Name) > 0:
+				r.Added = append(r.Added, addedItem(news[j]))
+				j++
+			default:
+				if olds[i].Hash != news[j].Hash {
+					r.Changed = append(r.Changed, changedItem(olds[i], news[j]))
+				}
+				i, j = i+1, j+1
+			}
+		}
+	}
+	r.Benign = true
+	for _, list := range [][]ItemDiff{r.Added, r.Removed, r.Changed} {
+		for _, it := range list {
+			r.Severity = max(r.Severity, it.Severity)
+			r.Benign = r.Benign && it.Benign
+		}
+	}
+	if len(r.Added)+len(r.Removed)+len(r.Changed) == 0 {
+		// The hashes differ, so something did; never let drift pass as nothing.
+		r.Changed = append(r.Changed, finish(ItemDiff{Kind: "surface", Changes: []Change{{Kind: ChangeUnclassified,
+			Severity: SeverityCritical, Detail: "the surface hash changed but no item did"}}}))
+		r.Severity, r.Benign = SeverityCritical, false
+	}
+	return r
+}
+
+func compareNames(a, b string) int {
+	switch {
+	case a == b:
+		return 0
+	}
+	return canonjson.CompareUTF16(a, b)
+}
+
+func digestPtr(d Digest) *Digest { return &d }
+
+func decode(it Item) any {
+	dec := json.NewDecoder(bytes.NewReader(it.Canonical))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		// Canonical bytes are our own output; this cannot happen.
+		panic(fmt.Sprintf("surface: decoding canonical %s %q: %v", it.Kind, it.Name, err))
+	}
+	return v
+}
+
+func addedItem(it Item) ItemDiff {
+	d := ItemDiff{Kind: it.Kind.String(), Name: it.Name, NewHash: digestPtr(it.Hash)}
+	kind := it.Kind.String() + "_" + ChangeItemAdded
+	sev := SeverityLow
+	if it.Kind == KindInstructions {
+		sev = SeverityMedium // new text in the model's context
+	}
+	d.Changes = append(d.Changes, Change{Kind: kind, Severity: sev})
+	v := decode(it)
+	if it.Kind == KindTool && explicitlyDestructive(v) {
+		d.Changes = append(d.Changes, Change{Kind: ChangeDestructiveAdded, Path: "annotations", Severity: severityOf[ChangeDestructiveAdded],
+			Detail: "the new tool declares itself destructive"})
+	}
+	d.Changes = appendMarkers(d.Changes, nil, scanValue(nil, "", v))
+	return finish(d)
+}
+
+func removedItem(it Item) ItemDiff {
+	return finish(ItemDiff{Kind: it.Kind.String(), Name: it.Name, OldHash: digestPtr(it.Hash),
+		Changes: []Change{{Kind: it.Kind.String() + "_" + ChangeItemRemoved, Severity: SeverityLow}}})
+}
+
+func explicitlyDestructive(v any) bool {
+	m, _ := v.(map[string]any)
+	ann, _ := m["annotations"].(map[string]any)
+	return ann["destructiveHint"] == true && ann["readOnlyHint"] != true
+}
+
+func changedItem(o, n Item) ItemDiff {
+	d := ItemDiff{Kind: n.Kind.String(), Name: n.Name, OldHash: digestPtr(o.Hash), NewHash: digestPtr(n.Hash)}
+	ov, nv := decode(o), decode(n)
+	var cs []Change
+	switch n.Kind {
+	case KindInstructions:
+		cs = append(cs, change(ChangeInstructions, "", ""))
+	default:
+		cs = diffItem(n.Kind, ov.(map[string]any), nv.(map[string]any))
+	}
+	cs = appendMarkers(cs, scanValue(nil, "", ov), scanValue(nil, "", nv))
+	if len(cs) == 0 {
+		cs = append(cs, change(ChangeUnclassified, "", "the item's hash changed but no rule describes how"))
+	}
+	d.Changes = cs
+	return finish(d)
+}
+
+// appendMarkers reports markers of the new version that the old one lacked.
+func appendMarkers(cs []Change, old, new []Marker) []Change {
+	seen := make(map[Marker]bool, len(old))
+	for _, m := range old {
+		seen[m] = true
+	}
+	slices.SortFunc(new, func(a, b Marker) int {
+		return strings.Compare(a.Path+"\x00"+a.Kind+"\x00"+a.Match, b.Path+"\x00"+b.Kind+"\x00"+b.Match)
+	})
+	for _, m := range new {
+		if !seen[m] {
+			cs = append(cs, Change{Kind: MarkerPrefix + m.Kind, Path: m.Path, Severity: SeverityCritical, Detail: m.Match})
+		}
+	}
+	return cs
+}
+
+func finish(d ItemDiff) ItemDiff {
+	d.Benign = len(d.Changes) > 0
+	for _, c := range d.Changes {
+		d.Severity = max(d.Severity, c.Severity)
+		d.Benign = d.Benign && benignKinds[c.Kind]
+	}
+	return d
+}
+
+func change(kind, path, detail string) Change {
+	sev, ok := severityOf[kind]
+	if !ok {
+		sev = SeverityCritical
+	}
+	return Change{Kind: kind, Path: path, Severity: sev, Detail: detail}
+}
+
+func diffItem(kind Kind, o, n map[string]any) []Change {
+	var cs []Change
+	for _, key := range unionKeys(o, n) {
+		ov, inOld := o[key]
+		nv, inNew := n[key]
+		if inOld && inNew && reflect.DeepEqual(ov, nv) {
+			continue
+		}
+		switch {
+		case key == "description":
+			cs = append(cs, change(ChangeDescription, key, textDelta(ov, nv)))
+		case key == "title":
+			cs = append(cs, change(ChangeTitle, key, textDelta(ov, nv)))
+		case kind == KindTool && key == "inputSchema":
+			cs = diffSchema(cs, key, ov, nv)
+		case kind == KindTool && key == "outputSchema":
+			switch {
+			case !inOld:
+				cs = append(cs, change(ChangeOutputAdded, key, ""))
+			case !inNew:
+				cs = append(cs, change(ChangeOutputRemoved, key, ""))
+			default:
+				cs = append(cs, change(ChangeOutputChanged, key, strings.Join(changedPaths(diffSchema(nil, key, ov, nv)), ", ")))
+			}
+		case kind == KindTool && key == "annotations":
+			cs = diffAnnotations(cs, asMap(ov), asMap(nv))
+		case kind == KindPrompt && key == "arguments":
+			cs = diffArguments(cs, ov, nv)
+		case key == "mimeType":
+			cs = append(cs, change(ChangeMimeType, key, textDelta(ov, nv)))
+		case key == "name":
+			cs = append(cs, change(ChangeName, key, textDelta(ov, nv)))
+		default:
+			cs = append(cs, change(ChangeUnclassified, key, "no rule for this field"))
+		}
+	}
+	return cs
+}
+
+func changedPaths(cs []Change) []string {
+	var ps []string
+	for _, c := range cs {
+		ps = append(ps, c.Path+" "+c.Kind)
+	}
+	return ps
+}
+
+func unionKeys(a, b map[string]any) []string {
+	keys := make([]string, 0, len(a)+len(b))
+	for k := range a {
+		keys = append(keys, k)
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func asMap(v any) map[string]any {
+	m, _ := v.(map[string]any)
+	return m
+}
+
+func textDelta(o, n any) string {
+	return clipText(fmt.Sprint(o)) + " → " + clipText(fmt.Sprint(n))
+}
+
+// The MCP defaults of the tool annotation hints, and which value is riskier.
+type hint struct {
+	name       string
+	def, risky bool
+}
+
+var hints = []hint{
+	{"readOnlyHint", false, false},
+	{"destructiveHint", true, true},
+	{"openWorldHint", true, true},
+	{"idempotentHint", false, false},
+}
+
+func diffAnnotations(cs []Change, o, n map[string]any) []Change {
+	for _, h := range hints {
+		ov, nv := hintValue(o, h.name, h.def), hintValue(n, h.name, h.def)
+		switch {
+		case ov == nv:
+		case h.name == "idempotentHint":
+			cs = append(cs, change(ChangeAnnotation, "annotations."+h.name, fmt.Sprintf("%v → %v", ov, nv)))
+		case nv == h.risky:
+			cs = append(cs, change(ChangeAnnotationRaised, "annotations."+h.name, fmt.Sprintf("%v → %v", ov, nv)))
+		default:
+			cs = append(cs, change(ChangeAnnotationLowered, "annotations."+h.name, fmt.Sprintf("%v → %v", ov, nv)))
+		}
+	}
+	for _, key := range unionKeys(o, n) {
+		if reflect.DeepEqual(o[key], n[key]) {
+			continue
+		}
+		switch {
+		case isHint(key) && boolOrAbsent(o[key]) && boolOrAbsent(n[key]):
+			// compared above, with defaults
+		case key == "title":
+			cs = append(cs, change(ChangeAnnotation, "annotations.title", textDelta(o[key], n[key])))
+		default:
+			cs = append(cs, change(ChangeUnclassified, "annotations."+key, "no rule for this annotation"))
+		}
+	}
+	return cs
+}
+
+func isHint(key string) bool {
+	return slices.ContainsFunc(hints, func(h hint) bool { return h.name == key })
+}
+
+func boolOrAbsent(v any) bool {
+	_, ok := v.(bool)
+	return ok || v == nil
+}
+
+// hintValue reads a boolean hint; a missing hint takes the MCP default, and a
+// hint of another type counts as missing (clients ignore it too).
+func hintValue(m map[string]any, name string, def bool) bool {
+	if b, ok := m[name].(bool); ok {
+		return b
+	}
+	return def
+}
+
+func diffArguments(cs []Change, ov, nv any) []Change {
+	index := func(v any) map[string]map[string]any {
+		out := map[string]map[string]any{}
+		list, _ := v.([]any)
+		for _, a := range list {
+			if m, ok := a.(map[string]any); ok {
+				if name, ok := m["name"].(string); ok {
+					out[name] = m
+				}
+			}
+		}
+		return out
+	}
+	o, n := index(ov), index(nv)
+	names := make([]string, 0, len(o)+len(n))
+	for k := range o {
+		names = append(names, k)
+	}
+	for k := range n {
+		if _, ok := o[k]; !ok {
+			names = append(names, k)
+		}
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		oa, inOld := o[name]
+		na, inNew := n[name]
+		path := "arguments." + name
+		switch {
+		case !inOld:
+			kind := ChangeArgAddedOptional
+			if na["required"] == true {
+				kind = ChangeArgAddedRequired
+			}
+			cs = append(cs, change(kind, path, ""))
+		case !inNew:
+			cs = append(cs, change(ChangeArgRemoved, path, ""))
+		default:
+			for _, key := range unionKeys(oa, na) {
+				if reflect.DeepEqual(oa[key], na[key]) {
+					continue
+				}
+				switch key {
+				case "required":
+					if na[key] == true {
+						cs = append(cs, change(ChangeRequiredExpanded, path, ""))
+					} else {
+						cs = append(cs, change(ChangeRequiredRelaxed, path, ""))
+					}
+				case "description":
+					cs = append(cs, change(ChangeDescription, path+".description", textDelta(oa[key], na[key])))
+				case "title":
+					cs = append(cs, change(ChangeTitle, path+".title", textDelta(oa[key], na[key])))
+				default:
+					cs = append(cs, change(ChangeUnclassified, path+"."+key, "no rule for this argument field"))
+				}
+			}
+		}
+	}
+	return cs
+}
+
+// Lower and upper bounds: raising a lower bound or lowering an upper one
+// narrows what is accepted.
+var (
+	lowerBounds = map[string]bool{"minimum": true, "exclusiveMinimum": true, "minLength": true, "minItems": true, "minProperties": true, "minContains": true}
+	upperBounds = map[string]bool{"maximum": true, "exclusiveMaximum": true, "maxLength": true, "maxItems": true, "maxProperties": true, "maxContains": true}
+	shapeWords  = map[string]bool{"pattern": true, "format": true, "multipleOf": true, "contentEncoding": true, "contentMediaType": true, "const": true}
+	metaWords   = map[string]bool{"$schema": true, "$id": true, "$comment": true, "deprecated": true, "readOnly": true, "writeOnly": true}
+)
+
+// diffSchema classifies the differences between two JSON Schemas at path.
+func diffSchema(cs []Change, path string, ov, nv any) []Change {
+	if reflect.DeepEqual(ov, nv) {
+		return cs
+	}
+	o, okO := ov.(map[string]any)
+	n, okN := nv.(map[string]any)
+	if !okO || !okN {
+		return append(cs, change(ChangeUnclassified, path, "a schema that is not an object changed"))
+	}
+	oProps, nProps := asMap(o["properties"]), asMap(n["properties"])
+	oReq, nReq := stringSet(o["required"]), stringSet(n["required"])
+	for _, key := range unionKeys(o, n) {
+		a, inOld := o[key]
+		b, inNew := n[key]
+		if inOld && inNew && reflect.DeepEqual(a, b) {
+			continue
+		}
+		p := path + "." + key
+		switch {
+		case key == "properties":
+			if (inOld && oProps == nil) || (inNew && nProps == nil) {
+				cs = append(cs, change(ChangeUnclassified, p, "properties is not an object"))
+				continue
+			}
+			for _, name := range unionKeys(oProps, nProps) {
+				ps, inO := oProps[name]
+				ns, inN := nProps[name]
+				pp := p + "." + name
+				switch {
+				case !inO && nReq[name]:
+					cs = append(cs, change(ChangeParamAddedRequired, pp, ""))
+				case !inO:
+					cs = append(cs, change(ChangeParamAddedOptional, pp, ""))
+				case !inN:
+					cs = append(cs, change(ChangeParamRemoved, pp, ""))
+				default:
+					cs = diffSchema(cs, pp, ps, ns)
+				}
+			}
+		case key == "required":
+			for _, name := range setKeys(nReq) {
+				_, isNewProp := nProps[name]
+				_, wasProp := oProps[name]
+				if !oReq[name] && (wasProp || !isNewProp) {
+					cs = append(cs, change(ChangeRequiredExpanded, path+".properties."+name, "now required"))
+				}
+			}
+			for _, name := range setKeys(oReq) {
+				if _, still := nProps[name]; !nReq[name] && (still || nProps == nil) {
+					cs = append(cs, change(ChangeRequiredRelaxed, path+".properties."+name, "no longer required"))
+				}
+			}
+		case key == "type":
+			if !reflect.DeepEqual(typeSet(a), typeSet(b)) {
+				cs = append(cs, change(ChangeTypeChanged, p, fmt.Sprintf("%v → %v", typeList(a), typeList(b))))
+			}
+		case key == "enum":
+			cs = diffEnum(cs, p, a, b)
+		case key == "description":
+			cs = append(cs, change(ChangeDescription, p, textDelta(a, b)))
+		case key == "title":
+			cs = append(cs, change(ChangeTitle, p, textDelta(a, b)))
+		case key == "default":
+			cs = append(cs, change(ChangeDefault, p, textDelta(a, b)))
+		case key == "examples":
+			cs = append(cs, change(ChangeExamples, p, ""))
+		case metaWords[key]:
+			cs = append(cs, change(ChangeSchemaMetadata, p, textDelta(a, b)))
+		case lowerBounds[key] || upperBounds[key]:
+			cs = append(cs, boundChange(p, key, a, b, inOld, inNew))
+		case shapeWords[key] || key == "uniqueItems":
+			switch {
+			case key == "uniqueItems" && b == true && a != true, !inOld:
+				cs = append(cs, change(ChangeConstraintNarrowed, p, textDelta(a, b)))
+			case key == "uniqueItems" && a == true && b != true, !inNew:
+				cs = append(cs, change(ChangeConstraintWidened, p, textDelta(a, b)))
+			default:
+				cs = append(cs, change(ChangeConstraintChanged, p, textDelta(a, b)))
+			}
+		case key == "additionalProperties":
+			_, aObj := a.(map[string]any)
+			_, bObj := b.(map[string]any)
+			switch {
+			case aObj && bObj:
+				cs = diffSchema(cs, p, a, b)
+			case allowsAny(a, inOld) && b == false:
+				cs = append(cs, change(ChangeConstraintNarrowed, p, textDelta(a, b)))
+			case a == false && allowsAny(b, inNew):
+				cs = append(cs, change(ChangeConstraintWidened, p, textDelta(a, b)))
+			default:
+				cs = append(cs, change(ChangeUnclassified, p, textDelta(a, b)))
+			}
+		case key == "items":
+			_, aObj := a.(map[string]any)
+			_, bObj := b.(map[string]any)
+			if aObj && bObj {
+				cs = diffSchema(cs, p, a, b)
+			} else {
+				cs = append(cs, change(ChangeUnclassified, p, "items changed shape"))
+			}
+		default:
+			cs = append(cs, change(ChangeUnclassified, p, "no rule for this keyword"))
+		}
+	}
+	return cs
+}
+
+// allowsAny reports whether an additionalProperties value admits anything.
+func allowsAny(v any, present bool) bool {
+	if !present || v == true {
+		return true
+	}
+	m, ok := v.(map[string]any)
+	return ok && len(m) == 0
+}
+
+func boundChange(p, key string, a, b any, inOld, inNew bool) Change {
+	narrowed, widened := ChangeConstraintNarrowed, ChangeConstraintWidened
+	if upperBounds[key] {
+		narrowed, widened = widened, narrowed // for an upper bound, a larger value widens
+	}
+	switch {
+	case !inOld:
+		return change(ChangeConstraintNarrowed, p, textDelta(a, b))
+	case !inNew:
+		return change(ChangeConstraintWidened, p, textDelta(a, b))
+	}
+	x, okA := number(a)
+	y, okB := number(b)
+	switch {
+	case !okA || !okB:
+		return change(ChangeUnclassified, p, "a bound that is not a number")
+	case y > x:
+		return change(narrowed, p, textDelta(a, b))
+	default:
+		return change(widened, p, textDelta(a, b))
+	}
+}
+
+func number(v any) (float64, bool) {
+	n, ok := v.(json.Number)
+	if !ok {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(string(n), 64)
+	return f, err == nil
+}
+
+func diffEnum(cs []Change, p string, a, b any) []Change {
+	al, okA := a.([]any)
+	bl, okB := b.([]any)
+	if a == nil && okB {
+		return append(cs, change(ChangeConstraintNarrowed, p, "enum added"))
+	}
+	if okA && b == nil {
+		return append(cs, change(ChangeConstraintWidened, p, "enum removed"))
+	}
+	if !okA || !okB {
+		return append(cs, change(ChangeUnclassified, p, "enum is not an array"))
+	}
+	as, bs := valueSet(al), valueSet(bl)
+	var removed, added []string
+	for k := range as {
+		if !bs[k] {
+			removed = append(removed, k)
+		}
+	}
+	for k := range bs {
+		if !as[k] {
+			added = append(added, k)
+		}
+	}
+	sort.Strings(removed)
+	sort.Strings(added)
+	if len(removed) > 0 {
+		cs = append(cs, change(ChangeEnumRemoved, p, clipText(strings.Join(removed, ", "))))
+	}
+	if len(added) > 0 {
+		cs = append(cs, change(ChangeEnumAdded, p, clipText(strings.Join(added, ", "))))
+	}
+	if len(removed)+len(added) == 0 {
+		cs = append(cs, change(ChangeEnumReordered, p, ""))
+	}
+	return cs
+}
+
+func valueSet(l []any) map[string]bool {
+	s := make(map[string]bool, len(l))
+	for _, v := range l {
+		b, _ := json.Marshal(v)
+		s[string(b)] = true
+	}
+	return s
+}
+
+func stringSet(v any) map[string]bool {
+	s := map[string]bool{}
+	l, _ := v.([]any)
+	for _, e := range l {
+		if str, ok := e.(string); ok {
+			s[str] = true
+		}
+	}
+	return s
+}
+
+func setKeys(s map[string]bool) []string {
+	keys := make([]string, 0, len(s))
+	for k := range s {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func typeSet(v any) map[string]bool {
+	if s, ok := v.(string); ok {
+		return map[string]bool{s: true}
+	}
+	return stringSet(v)
+}
+
+func typeList(v any) string {
+	if v == nil {
+		return "(none)"
+	}
+	return strings.Join(setKeys(typeSet(v)), "|")
+}

@@ -1,0 +1,115 @@
+package surface
+
+import (
+	"regexp"
+	"strings"
+	"unicode/utf8"
+)
+
+// Marker kinds: signs of tool poisoning in text a model will read.
+const (
+	MarkerHiddenInstructions = "hidden_instructions" // text that addresses the model, not the user
+	MarkerExfiltration       = "exfiltration"        // asks to send data somewhere
+	MarkerSecretPath         = "secret_path"         // names credential files or stores
+	MarkerInvisibleChars     = "invisible_chars"     // zero-width, bidi control or tag characters
+	MarkerEncodedBlob        = "encoded_blob"        // a long base64 or hex run that hides content
+)
+
+// A Marker is one sign found in one string of an item.
+type Marker struct {
+	Kind  string `json:"kind"`
+	Path  string `json:"path"`  // where in the item, e.g. inputSchema.properties.path.description
+	Match string `json:"match"` // what matched, clipped; invisible characters shown as U+XXXX
+}
+
+var markerRules = []struct {
+	kind string
+	re   *regexp.Regexp
+}{
+	{MarkerHiddenInstructions, regexp.MustCompile(`(?i)<\s*/?\s*(important|system|instructions?|secret|hidden|admin|assistant)\s*>` +
+		`|\bignore\s+(all\s+)?(the\s+)?(previous|prior|above|earlier|other)\s+(instructions|prompts|rules)` +
+		`|\b(do\s+not|don't|never)\s+(tell|mention|inform|reveal|show|alert|notify)\b[^.]{0,60}\b(user|human|operator)` +
+		`|\bwithout\s+(telling|informing|notifying|alerting)\s+the\s+(user|human)` +
+		`|\b(before|prior\s+to)\s+(using|calling|invoking)\s+(this|any|the)\s+tool\b[^.]{0,40}\b(you\s+must|must|always|first)` +
+		`|\byou\s+(must|should)\s+(first\s+)?(read|call|include|send|pass|fetch|run)\b` +
+		`|\bthis\s+is\s+(very\s+)?important\b` +
+		`|\b(system|developer)\s+(prompt|message|override)\b`)},
+	{MarkerExfiltration, regexp.MustCompile(`(?i)\b(send|post|upload|forward|transmit|exfiltrate|leak|copy|email)\b[^.]{0,80}` +
+		`(https?://|\bwebhook\b|\bendpoint\b|\b[a-z0-9._%+-]+@[a-z0-9-]+\.[a-z]{2,}\b)` +
+		`|\b(pastebin|requestbin|ngrok|webhook\.site|pipedream|burpcollaborator|interact\.sh)\b` +
+		`|\b(include|put|pass|append|embed)\b[^.]{0,40}\b(contents?|full\s+text|entire)\b[^.]{0,40}\b(in|into|as)\b[^.]{0,30}\b(parameter|argument|field|sidenote|notes?)\b`)},
+	{MarkerSecretPath, regexp.MustCompile(`(?i)~?/\.ssh\b|\bid_(rsa|dsa|ecdsa|ed25519)\b|\.aws/credentials|/etc/(passwd|shadow|sudoers)\b` +
+		`|\.git-credentials|\.netrc\b|\.npmrc\b|\.pypirc\b|\.kube/config|\.docker/config\.json|\.gnupg\b` +
+		`|(^|[\s/"'(])\.env\b|\bmcp\.json\b|\.cursor/|claude_desktop_config\.json|\bprivate[\s_-]?key\b|\bkeychain\b`)},
+	{MarkerEncodedBlob, regexp.MustCompile(`[A-Za-z0-9+/]{60,}={0,2}|[A-Za-z0-9_-]{80,}|\b[0-9a-fA-F]{64,}\b`)},
+}
+
+// invisible reports characters that render as nothing or reorder text:
+// zero-width, bidi controls, and Unicode tag characters (ASCII smuggling).
+func invisible(r rune) bool {
+	switch {
+	case r == 0x00AD, r == 0x180E, r == 0x034F, r == 0xFEFF:
+		return true
+	case r >= 0x200B && r <= 0x200F, r >= 0x202A && r <= 0x202E, r >= 0x2060 && r <= 0x2064, r >= 0x2066 && r <= 0x2069:
+		return true
+	case r >= 0xE0000 && r <= 0xE007F:
+		return true
+	}
+	return false
+}
+
+// scanText appends the markers found in s, which sits at path in an item.
+func scanText(dst []Marker, path, s string) []Marker {
+	for _, r := range s {
+		if invisible(r) {
+			dst = append(dst, Marker{Kind: MarkerInvisibleChars, Path: path, Match: "U+" + strings.ToUpper(hex4(r))})
+			break
+		}
+	}
+	for _, rule := range markerRules {
+		if loc := rule.re.FindStringIndex(s); loc != nil {
+			dst = append(dst, Marker{Kind: rule.kind, Path: path, Match: clipText(s[loc[0]:loc[1]])})
+		}
+	}
+	return dst
+}
+
+func hex4(r rune) string {
+	const digits = "0123456789abcdef"
+	var b []byte
+	for shift := 20; shift >= 0; shift -= 4 {
+		if d := (r >> shift) & 0xF; d != 0 || len(b) > 0 || shift <= 12 {
+			b = append(b, digits[d])
+		}
+	}
+	return string(b)
+}
+
+// scanValue walks a decoded JSON value and scans every string in it, member
+// names included (a property name is text the model reads, too).
+func scanValue(dst []Marker, path string, v any) []Marker {
+	switch v := v.(type) {
+	case string:
+		if utf8.ValidString(v) {
+			dst = scanText(dst, path, v)
+		}
+	case []any:
+		for _, e := range v {
+			dst = scanValue(dst, path+"[]", e)
+		}
+	case map[string]any:
+		for k, e := range v {
+			p := joinPath(path, k)
+			dst = scanText(dst, p+"(name)", k)
+			dst = scanValue(dst, p, e)
+		}
+	}
+	return dst
+}
+
+func joinPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}

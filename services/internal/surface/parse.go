@@ -1,0 +1,119 @@
+package surface
+
+import (
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
+)
+
+// Parse reads a surface from raw bytes in any of the accepted shapes:
+//
+//   - a list result: a tools/list, prompts/list, resources/list or
+//     resources/templates/list result object, or the JSON-RPC response
+//     carrying one (one page: it must not have a nextCursor);
+//   - an initialize or server/discover result (or its response), for the
+//     instructions alone;
+//   - a capture: {"initialize": R, "tools": {"pages": [R, ...]},
+//     "prompts": {...}, "resources": {...}, "resourceTemplates": {...}},
+//     every key but "tools" optional, each R a result or a response.
+func Parse(raw []byte, opt Options) (*Surface, error) {
+	b := NewBuilder(opt)
+	d := &b.doc
+	if err := d.Parse(raw, opt.jsonLimits()); err != nil {
+		return nil, jsonFail(err)
+	}
+	root := canonjson.Root
+	if d.Kind(root) != canonjson.Object {
+		return nil, fail(CodeUnknownFormat, "the input is a JSON %s; want a list result, a JSON-RPC response or a capture", d.Kind(root))
+	}
+	if t, ok := d.Get(root, "tools"); ok && d.Kind(t) == canonjson.Object {
+		if err := b.addCapture(root); err != nil {
+			return nil, err
+		}
+		return b.Surface()
+	}
+	r, perr := unwrapResponse(d, root)
+	if perr != nil {
+		return nil, perr
+	}
+	if d.Kind(r) == canonjson.Object {
+		for k := KindTool; k <= KindResourceTemplate; k++ {
+			if v, ok := d.Get(r, k.ListKey()); ok && d.Kind(v) == canonjson.Array {
+				if _, err := b.addPage(k, root); err != nil {
+					return nil, err
+				}
+				return b.Surface()
+			}
+		}
+		for _, key := range []string{"instructions", "protocolVersion", "serverInfo", "capabilities"} {
+			if _, ok := d.Get(r, key); ok {
+				if err := b.addInitialize(root); err != nil {
+					return nil, err
+				}
+				return b.Surface()
+			}
+		}
+	}
+	return nil, fail(CodeUnknownFormat, "the input is neither a list result, an initialize result, a JSON-RPC response carrying one, nor a capture")
+}
+
+func (b *Builder) addCapture(root canonjson.NodeID) error {
+	d := &b.doc
+	for i := range d.Len(root) {
+		k, v := d.Member(root, i)
+		key := string(d.Decoded(k))
+		if key == "initialize" {
+			if err := b.addInitialize(v); err != nil {
+				return err
+			}
+			continue
+		}
+		kind := Kind(0)
+		for c := KindTool; c <= KindResourceTemplate; c++ {
+			if c.ListKey() == key {
+				kind = c
+			}
+		}
+		if kind == 0 {
+			return fail(CodeInvalidCapture, "unknown capture member %s; want initialize, tools, prompts, resources or resourceTemplates", quote(key))
+		}
+		pages, ok := canonjson.NodeID(0), false
+		if d.Kind(v) == canonjson.Object {
+			pages, ok = d.Get(v, "pages")
+		}
+		if !ok || d.Kind(pages) != canonjson.Array || d.Len(pages) == 0 {
+			return &Error{Code: CodeInvalidCapture, Kind: kind, Msg: "want {\"pages\": [<list result>, ...]} with at least one page"}
+		}
+		for p, j := d.First(pages), 0; j < d.Len(pages); p, j = d.Next(p), j+1 {
+			cursor, err := b.addPage(kind, p)
+			if err != nil {
+				return err
+			}
+			if cursor == "" && j < d.Len(pages)-1 {
+				return &Error{Code: CodeInvalidCapture, Kind: kind, Page: j + 1, Msg: "a page without a nextCursor is followed by more pages"}
+			}
+		}
+	}
+	if !b.kinds[KindTool].listed {
+		return fail(CodeMissingTools, "the capture has no tools listing")
+	}
+	return nil
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// quote quotes s for a message, clipped so that hostile input cannot flood logs.
+func quote(s string) string { return strconv.Quote(clipText(s)) }
+
+func clipText(s string) string {
+	const max = 80
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}

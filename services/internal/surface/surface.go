@@ -1,0 +1,187 @@
+// Package surface is the fingerprint engine: it turns what an MCP server
+// advertises (tools, prompts, resources, resource templates and the
+// initialize instructions), as the raw bytes the server sent, into canonical
+// items with SHA-256 hashes, and classifies the difference between two such
+// surfaces.
+//
+// The canonical form is specified in docs/canonical-form.md; it is RFC 8785
+// applied to the covered fields of each item, with JSON Schema's set-valued
+// keywords ("required", an array "type") written order-free. Input from a
+// server is hostile by assumption: everything that is not exactly one
+// well-formed surface is rejected with a stable [Code].
+//
+// The package does no I/O and holds no NATS or MCP session state; the proxy
+// and the fingerprint service both use it.
+package surface
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
+)
+
+// Kind is a kind of advertised item.
+type Kind uint8
+
+// The item kinds, in the order a Surface lists them.
+const (
+	KindTool Kind = iota + 1
+	KindPrompt
+	KindResource
+	KindResourceTemplate
+	KindInstructions
+	numKinds = iota
+)
+
+var kindInfo = [...]struct {
+	name    string // singular, for messages and reports
+	listKey string // member of the list result (and of the capture, and of the surface document)
+	nameKey string // member naming an item
+}{
+	KindTool:             {"tool", "tools", "name"},
+	KindPrompt:           {"prompt", "prompts", "name"},
+	KindResource:         {"resource", "resources", "uri"},
+	KindResourceTemplate: {"resourceTemplate", "resourceTemplates", "uriTemplate"},
+	KindInstructions:     {"instructions", "instructions", ""},
+}
+
+func (k Kind) String() string {
+	if k >= KindTool && k <= KindInstructions {
+		return kindInfo[k].name
+	}
+	return fmt.Sprintf("kind(%d)", k)
+}
+
+// ListKey is the JSON member that carries this kind in a list result.
+func (k Kind) ListKey() string { return kindInfo[k].listKey }
+
+// Digest is a SHA-256 hash. It prints as "sha256:<64 lowercase hex digits>".
+type Digest [sha256.Size]byte
+
+const digestPrefix = "sha256:"
+
+func (d Digest) String() string { return string(d.AppendText(nil)) }
+
+// AppendText appends the tagged hex form of d.
+func (d Digest) AppendText(b []byte) []byte {
+	b = append(b, digestPrefix...)
+	return hex.AppendEncode(b, d[:])
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (d Digest) MarshalText() ([]byte, error) { return d.AppendText(nil), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (d *Digest) UnmarshalText(b []byte) error {
+	p, err := ParseDigest(string(b))
+	*d = p
+	return err
+}
+
+// ParseDigest parses the tagged form written by Digest.String.
+func ParseDigest(s string) (Digest, error) {
+	var d Digest
+	hexPart, ok := strings.CutPrefix(s, digestPrefix)
+	if !ok || len(hexPart) != 2*sha256.Size {
+		return d, fmt.Errorf("parsing digest %q: want %s followed by %d hex digits", s, digestPrefix, 2*sha256.Size)
+	}
+	if _, err := hex.Decode(d[:], []byte(hexPart)); err != nil || strings.ToLower(hexPart) != hexPart {
+		return d, fmt.Errorf("parsing digest %q: want lowercase hex digits", s)
+	}
+	return d, nil
+}
+
+// Item is one advertised thing: a tool, prompt, resource, resource template,
+// or the server's instructions.
+type Item struct {
+	Kind Kind
+	// Name identifies the item within its kind: a tool's or prompt's name, a
+	// resource's uri, a template's uriTemplate; empty for instructions.
+	Name string
+	// Hash is the SHA-256 of Canonical.
+	Hash Digest
+	// Canonical is the canonical JSON of the item's covered fields (for
+	// instructions, the canonical JSON string).
+	Canonical []byte
+}
+
+// Surface is everything a server advertised, canonicalized and hashed.
+type Surface struct {
+	// Hash is the SHA-256 of the surface document (docs/canonical-form.md):
+	// it changes exactly when an item of a listed kind is added, removed or
+	// changed, or a kind starts or stops being listed.
+	Hash Digest
+	// Items holds every item, ordered by kind and then by name in UTF-16
+	// code unit order.
+	Items  []Item
+	listed [numKinds + 1]bool
+}
+
+// Listed reports whether the surface includes a listing of kind k (a capture
+// may leave out prompts, say, which is not the same as an empty list).
+func (s *Surface) Listed(k Kind) bool { return s.listed[k] }
+
+// Of returns the items of kind k.
+func (s *Surface) Of(k Kind) []Item {
+	lo, _ := slices.BinarySearchFunc(s.Items, k, func(it Item, k Kind) int { return int(it.Kind) - int(k) })
+	hi := lo
+	for hi < len(s.Items) && s.Items[hi].Kind == k {
+		hi++
+	}
+	return s.Items[lo:hi]
+}
+
+// Find returns the item of kind k named name.
+func (s *Surface) Find(k Kind, name string) (Item, bool) {
+	items := s.Of(k)
+	i, ok := slices.BinarySearchFunc(items, name, func(it Item, name string) int {
+		return canonjson.CompareUTF16(it.Name, name)
+	})
+	if !ok {
+		return Item{}, false
+	}
+	return items[i], true
+}
+
+// Limits bound what the engine accepts from a server.
+type Limits struct {
+	MaxBytes int // bytes of one input (a page, or a whole capture)
+	MaxDepth int // JSON nesting
+	MaxItems int // items of one kind, over all pages
+}
+
+// DefaultLimits accept real manifests of 8 MiB and 10,000 tools with room to
+// spare, and stop absurd ones.
+var DefaultLimits = Limits{MaxBytes: 32 << 20, MaxDepth: 128, MaxItems: 20_000}
+
+// Options configure what the fingerprint covers.
+type Options struct {
+	// ExcludeAnnotations leaves tool annotations out of the hashes. They
+	// are hints a server sets, but clients act on them (auto-approving a
+	// read-only tool, say), so they are covered by default.
+	ExcludeAnnotations bool
+	Limits             Limits // zero fields take DefaultLimits
+}
+
+func (o Options) limits() Limits {
+	l := o.Limits
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = DefaultLimits.MaxBytes
+	}
+	if l.MaxDepth <= 0 {
+		l.MaxDepth = DefaultLimits.MaxDepth
+	}
+	if l.MaxItems <= 0 {
+		l.MaxItems = DefaultLimits.MaxItems
+	}
+	return l
+}
+
+func (o Options) jsonLimits() canonjson.Limits {
+	l := o.limits()
+	return canonjson.Limits{MaxBytes: l.MaxBytes, MaxDepth: l.MaxDepth}
+}
