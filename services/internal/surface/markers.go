@@ -31,12 +31,14 @@ var markerRules = []struct {
 		`|\b(do\s+not|don't|never)\s+(tell|mention|inform|reveal|show|alert|notify)\b[^.]{0,60}\b(user|human|operator)` +
 		`|\bwithout\s+(telling|informing|notifying|alerting)\s+the\s+(user|human)` +
 		`|\b(before|prior\s+to)\s+(using|calling|invoking)\s+(this|any|the)\s+tool\b[^.]{0,40}\b(you\s+must|must|always|first)` +
+		`|\b(before|prior\s+to)\s+(answering|responding|replying|using|calling)\b[^.]{0,20}\b(read|call|send|include|fetch|open|run)\b` +
 		`|\byou\s+(must|should)\s+(first\s+)?(read|call|include|send|pass|fetch|run)\b` +
 		`|\bthis\s+is\s+(very\s+)?important\b` +
 		`|\b(system|developer)\s+(prompt|message|override)\b`)},
 	{MarkerExfiltration, regexp.MustCompile(`(?i)\b(send|post|upload|forward|transmit|exfiltrate|leak|copy|email)\b[^.]{0,80}` +
 		`(https?://|\bwebhook\b|\bendpoint\b|\b[a-z0-9._%+-]+@[a-z0-9-]+\.[a-z]{2,}\b)` +
 		`|\b(pastebin|requestbin|ngrok|webhook\.site|pipedream|burpcollaborator|interact\.sh)\b` +
+		`|\b(pass|put|include|send|append|embed)\s+(it|them|this|that|its\s+contents?|the\s+(contents?|file|key|token|secret))\s+(in|into|as|via|through)\s+(the\s+)?[\w-]+\s+(field|parameter|argument|param)\b` +
 		`|\b(include|put|pass|append|embed)\b[^.]{0,40}\b(contents?|full\s+text|entire)\b[^.]{0,40}\b(in|into|as)\b[^.]{0,30}\b(parameter|argument|field|sidenote|notes?)\b`)},
 	{MarkerSecretPath, regexp.MustCompile(`(?i)~?/\.ssh\b|\bid_(rsa|dsa|ecdsa|ed25519)\b|\.aws/credentials|/etc/(passwd|shadow|sudoers)\b` +
 		`|\.git-credentials|\.netrc\b|\.npmrc\b|\.pypirc\b|\.kube/config|\.docker/config\.json|\.gnupg\b` +

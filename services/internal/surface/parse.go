@@ -27,7 +27,7 @@ func Parse(raw []byte, opt Options) (*Surface, error) {
 	if d.Kind(root) != canonjson.Object {
 		return nil, fail(CodeUnknownFormat, "the input is a JSON %s; want a list result, a JSON-RPC response or a capture", d.Kind(root))
 	}
-	if t, ok := d.Get(root, "tools"); ok && d.Kind(t) == canonjson.Object {
+	if isCapture(d, root) {
 		if err := b.addCapture(root); err != nil {
 			return nil, err
 		}
@@ -56,6 +56,24 @@ func Parse(raw []byte, opt Options) (*Surface, error) {
 		}
 	}
 	return nil, fail(CodeUnknownFormat, "the input is neither a list result, an initialize result, a JSON-RPC response carrying one, nor a capture")
+}
+
+// isCapture tells a capture from a result: a capture has an initialize member,
+// or a listing member whose value is an object ({"pages": [...]}) rather than
+// an array of items.
+func isCapture(d *canonjson.Doc, root canonjson.NodeID) bool {
+	if _, ok := d.Get(root, "jsonrpc"); ok {
+		return false
+	}
+	if _, ok := d.Get(root, "initialize"); ok {
+		return true
+	}
+	for k := KindTool; k <= KindResourceTemplate; k++ {
+		if v, ok := d.Get(root, k.ListKey()); ok && d.Kind(v) == canonjson.Object {
+			return true
+		}
+	}
+	return false
 }
 
 func (b *Builder) addCapture(root canonjson.NodeID) error {

@@ -1,0 +1,40 @@
+# mcpdrift: make run (the main job), make test (what CI runs), make check, make bench.
+SHELL := /bin/bash
+GO    ?= go
+PKGS  := ./services/... ./proto/...
+BIN   := bin
+
+.PHONY: run build test check fmt vet lint bench fuzz fixtures help
+
+help: ## list the targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+build: ## build every command into bin/
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ ./services/driftctl
+
+run: build ## the main job: fingerprint two real releases of an MCP server and show what changed
+	@scripts/run.sh
+
+test: ## the test suite: race detector, shuffled order (CI runs this)
+	$(GO) test -race -shuffle=on -count=1 $(PKGS)
+
+check: fmt vet lint test ## gofmt, go vet, staticcheck, tests
+
+fmt:
+	@out=$$(gofmt -l services proto); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet $(PKGS)
+
+lint:
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 $(PKGS)
+
+bench: ## benchmarks, reported as ratios against baselines measured in the same run
+	@scripts/bench.sh
+
+fuzz: ## run each fuzz target for FUZZTIME (default 30s)
+	@scripts/fuzz.sh $${FUZZTIME:-30s}
+
+fixtures: ## re-capture the real-world MCP server fixtures from npm
+	@scripts/capture-fixtures.sh

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Runs the benchmarks and reports each as a ratio against the baseline
+# measured in the same run (absolute figures on a shared machine are noise).
+set -euo pipefail
+cd "$(dirname "$0")/../services"
+count=${COUNT:-5}
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+go test ./internal/surface/ -run '^$' -bench 'Fingerprint|FastPath' -benchmem -count "$count" | tee "$out"
+echo
+echo "== ratios (median of $count runs; higher is better for us)"
+awk '
+/^Benchmark/ {
+  name=$1; sub(/-[0-9]+$/, "", name)
+  for (i=2; i<=NF; i++) if ($(i+1)=="ns/op") { v[name]=v[name] " " $i }
+}
+function median(s,   a, n, i, j, t) {
+  n=split(s, a, " ")
+  for (i=1;i<=n;i++) for (j=i+1;j<=n;j++) if (a[j]+0<a[i]+0) { t=a[i]; a[i]=a[j]; a[j]=t }
+  return (n%2) ? a[(n+1)/2] : (a[n/2]+a[n/2+1])/2
+}
+END {
+  s=median(v["BenchmarkFingerprint/impl=surface"])
+  t=median(v["BenchmarkFingerprint/impl=jsontext"])
+  j=median(v["BenchmarkFingerprint/impl=jcs"])
+  m=median(v["BenchmarkFastPath/path=memo"])
+  f=median(v["BenchmarkFastPath/path=full"])
+  printf "fingerprint 66 KB manifest: %.0f ns/op = %.0f MiB/s\n", s, 66299/s*1e9/1048576
+  printf "  speed-up vs jsontext Canonicalize+SHA-256: %.2fx (goal 3.5x)\n", t/s
+  printf "  speed-up vs gowebpki/jcs+SHA-256:          %.2fx (goal 15x)\n", j/s
+  printf "fast path (same bytes as last verified): %.0f ns/op, %.0fx faster than a full fingerprint\n", m, f/m
+  d4=median(v["BenchmarkFingerprintDepth/depth=4"]); d60=median(v["BenchmarkFingerprintDepth/depth=60"])
+}' "$out"
+grep -E '^BenchmarkFingerprintDepth' "$out" | awk '{print "  allocs/op at", $1, $(NF-1)}' | sort -u

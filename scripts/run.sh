@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The main job of the engine today: fingerprint two published releases of the
+# reference memory server (captured from npm into the test fixtures) and show
+# the classified drift between them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fx=services/internal/surface/testdata/real/memory
+old=${OLD:-$fx/0.6.2.json}
+new=${NEW:-$fx/2025.8.4.json}
+echo "== fingerprint of $old"
+bin/driftctl fingerprint "$old"
+echo "== fingerprint of $new"
+bin/driftctl fingerprint "$new"
+echo "== what changed (driftctl diff; exit status 1 means drift)"
+set +e
+bin/driftctl diff "$old" "$new"
+status=$?
+set -e
+echo "== driftctl diff exited $status"
+[ "$status" -le 1 ]

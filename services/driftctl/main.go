@@ -1,0 +1,79 @@
+// Command driftctl is the mcpdrift operator CLI: it fingerprints and diffs
+// MCP server surfaces, and captures what a server advertises.
+//
+// Exit status: 0 success (for diff: nothing changed), 1 diff found a change,
+// 2 error; errors print "driftctl: <code>: <sentence>" on stderr.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// exitError carries an exit status other than the default 2.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+const usage = `driftctl: the mcpdrift operator CLI
+
+Usage:
+  driftctl fingerprint [--json] [--no-annotations] FILE|-
+  driftctl diff [--no-annotations] OLD NEW
+  driftctl capture [flags] -- COMMAND [ARGS...]
+
+Commands:
+  fingerprint  print the sha256 fingerprint of a server surface
+  diff         classify what changed between two surfaces (JSON report)
+  capture      run an MCP server over stdio and capture what it advertises
+
+Input is a tools/list (or prompts/list, resources/list, templates/list)
+result, a JSON-RPC response carrying one, an initialize result, or a capture:
+  {"initialize": R, "tools": {"pages": [R, ...]}, "prompts": {...},
+   "resources": {...}, "resourceTemplates": {...}}
+
+Exit status: 0 ok (diff: no change), 1 diff found a change, 2 error.
+Run "driftctl COMMAND --help" for a command's flags.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	if err == nil {
+		return
+	}
+	var ee exitError
+	if errors.As(err, &ee) {
+		stop()
+		os.Exit(ee.code)
+	}
+	fmt.Fprintf(os.Stderr, "driftctl: %v\n", err)
+	stop()
+	os.Exit(2) // the only other exit
+}
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitError{2}
+	}
+	switch args[0] {
+	case "fingerprint":
+		return runFingerprint(args[1:], stdin, stdout, stderr)
+	case "diff":
+		return runDiff(args[1:], stdin, stdout, stderr)
+	case "capture":
+		return runCapture(ctx, args[1:], stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("usage: unknown command %q", args[0])
+}
