@@ -125,4 +125,3 @@ func BenchmarkFastPath(b *testing.B) {
 		}
 	})
 }
-
