@@ -50,18 +50,18 @@ func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		"client capabilities to send in initialize, a JSON `object`")
 	maxPages := fs.Int("max-pages", capture.DefaultMaxPages,
 		"fail if a list has more than this many `pages`")
-	if err := fs.Parse(args); err != nil {
-		return err // flag has printed the problem and the usage
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()
-		return errors.New("capture: missing server command after --")
+		return errors.New("usage: capture needs the server command after --")
 	}
 	if *timeout <= 0 {
-		return fmt.Errorf("capture: --timeout %s must be positive", *timeout)
+		return fmt.Errorf("usage: --timeout %s must be positive", *timeout)
 	}
 	if *maxPages <= 0 {
-		return fmt.Errorf("capture: --max-pages %d must be positive", *maxPages)
+		return fmt.Errorf("usage: --max-pages %d must be positive", *maxPages)
 	}
 	cfg := capture.Config{
 		Command:            fs.Arg(0),
@@ -72,7 +72,10 @@ func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		MaxPages:           *maxPages,
 	}
 	if err := cfg.Validate(); err != nil {
-		return err
+		return fmt.Errorf("usage: %w", err)
 	}
-	return capture.Run(ctx, cfg, stdout, stderr)
+	if err := capture.Run(ctx, cfg, stdout, stderr); err != nil {
+		return fmt.Errorf("capture_failed: %w", err)
+	}
+	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -81,10 +80,10 @@ func TestRunCaptureUsageErrors(t *testing.T) {
 		is         error
 		wantStderr string // substring of what was printed
 	}{
-		{name: "help", args: []string{"-h"}, is: flag.ErrHelp, wantStderr: "Usage: driftctl capture [flags] -- COMMAND"},
-		{name: "no_command", args: []string{"--timeout", "5s"}, want: "missing server command", wantStderr: "Usage:"},
-		{name: "no_command_after_dashes", args: []string{"--"}, want: "missing server command"},
-		{name: "unknown_flag", args: []string{"--bogus", "--", "srv"}, want: "flag provided but not defined", wantStderr: "-bogus"},
+		{name: "help", args: []string{"-h"}, is: exitError{0}, wantStderr: "Usage: driftctl capture [flags] -- COMMAND"},
+		{name: "no_command", args: []string{"--timeout", "5s"}, want: "needs the server command", wantStderr: "Usage:"},
+		{name: "no_command_after_dashes", args: []string{"--"}, want: "needs the server command"},
+		{name: "unknown_flag", args: []string{"--bogus", "--", "srv"}, is: exitError{2}, wantStderr: "flag provided but not defined: -bogus"},
 		{name: "bad_timeout", args: []string{"--timeout", "0s", "--", "srv"}, want: "--timeout 0s must be positive"},
 		{name: "bad_max_pages", args: []string{"--max-pages", "0", "--", "srv"}, want: "--max-pages 0 must be positive"},
 		{name: "capabilities_not_object", args: []string{"--client-capabilities", "[]", "--", "srv"}, want: "client capabilities must be a JSON object"},

@@ -236,3 +236,17 @@ func FuzzCanonicalize(f *testing.F) {
 		}
 	})
 }
+
+func TestSafe8(t *testing.T) {
+	for c := range 256 {
+		for pos := range 8 {
+			b := []byte("abcdefgh")
+			b[pos] = byte(c)
+			got := safe8(uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+				uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56)
+			if got != strSafe[c] {
+				t.Fatalf("safe8 with byte 0x%02x at %d = %v, want %v", c, pos, got, strSafe[c])
+			}
+		}
+	}
+}

@@ -2,6 +2,7 @@ package canonjson
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math"
 	"slices"
 	"strconv"
@@ -67,52 +68,66 @@ type node struct {
 // keep its buffers. A Doc refers to the source bytes passed to Parse, which
 // must not change while the Doc is in use.
 type Doc struct {
+	src    []byte
+	nodes  []node
+	order  []int32 // sorted key node ids of every object, object by object
+	stack  []int32 // key ids of the objects being parsed
+	dirty  []int32 // sorted ids of arrays marked as sets that were not already sorted
+	spans  []int32 // element end offsets of the sets being written
+	pairs  []span  // scratch for sorting a set's elements
+	tmp    []byte  // scratch for rewriting sets
+	ka, kb []byte  // scratch for decoding escaped keys
+}
+
+// parser is the state of one Parse. It lives on the stack, so that storing
+// its slices needs no write barrier; Parse hands its buffers back to the Doc.
+type parser struct {
 	src      []byte
-	nodes    []node
-	order    []int32 // sorted key node ids of every object, object by object
-	stack    []int32 // key ids of the objects being parsed
-	dirty    []int32 // sorted ids of arrays marked as sets that were not already sorted
-	spans    []int32 // element end offsets of the sets being written
-	pairs    []span  // scratch for sorting a set's elements
-	tmp      []byte  // scratch for rewriting sets
-	ka, kb   []byte  // scratch for decoding escaped keys
+	nodes    []node // len is capacity in use; n counts the nodes
+	n        int
+	order    []int32
+	stack    []int32
+	ka, kb   []byte
 	maxDepth int
 }
 
 // Parse parses src strictly, replacing what d held.
 func (d *Doc) Parse(src []byte, lim Limits) error {
 	d.src = src
-	d.nodes = d.nodes[:0]
-	d.order = d.order[:0]
-	d.stack = d.stack[:0]
 	d.dirty = d.dirty[:0]
-	d.maxDepth = lim.MaxDepth
-	if d.maxDepth <= 0 {
-		d.maxDepth = DefaultLimits.MaxDepth
-	}
 	maxBytes := lim.MaxBytes
 	if maxBytes <= 0 {
 		maxBytes = DefaultLimits.MaxBytes
 	}
 	if len(src) > maxBytes || len(src) >= math.MaxInt32 {
+		d.nodes = d.nodes[:0]
 		return errAt(CodeTooLarge, 0, "input is %d bytes, over the limit of %d", len(src), maxBytes)
 	}
-	if cap(d.nodes) == 0 {
-		d.nodes = make([]node, 0, len(src)/16+8)
+	p := parser{src: src, nodes: d.nodes[:cap(d.nodes)], order: d.order[:0], stack: d.stack[:0],
+		ka: d.ka, kb: d.kb, maxDepth: lim.MaxDepth}
+	if p.maxDepth <= 0 {
+		p.maxDepth = DefaultLimits.MaxDepth
 	}
-	i, err := d.value(skipWS(src, 0), 1)
+	if len(p.nodes) == 0 {
+		p.nodes = make([]node, len(src)/8+16)
+	}
+	i, err := p.value(skipWS(src, 0), 1)
+	if err == nil {
+		if i = skipWS(src, i); i != len(src) {
+			err = errAt(CodeTrailingData, i, "unexpected data after the top-level value")
+		}
+	}
 	if err != nil {
-		d.nodes = d.nodes[:0]
-		return err
+		p.n = 0
 	}
-	if i = skipWS(src, i); i != len(src) {
-		d.nodes = d.nodes[:0]
-		return errAt(CodeTrailingData, i, "unexpected data after the top-level value")
-	}
-	return nil
+	d.nodes, d.order, d.stack, d.ka, d.kb = p.nodes[:p.n], p.order, p.stack, p.ka, p.kb
+	return err
 }
 
 func skipWS(src []byte, i int) int {
+	if i < len(src) && src[i] > ' ' {
+		return i
+	}
 	for i < len(src) {
 		switch src[i] {
 		case ' ', '\t', '\n', '\r':
@@ -124,65 +139,65 @@ func skipWS(src []byte, i int) int {
 	return i
 }
 
-func (d *Doc) add(k Kind, start int) int32 {
-	n := len(d.nodes)
-	if n == cap(d.nodes) {
-		d.nodes = slices.Grow(d.nodes, n+1)
+func (p *parser) add(k Kind, start int) int32 {
+	n := p.n
+	if n == len(p.nodes) {
+		p.nodes = append(p.nodes, make([]node, n+64)...)
 	}
-	d.nodes = d.nodes[:n+1]
-	d.nodes[n] = node{kind: k, start: int32(start)}
+	p.nodes[n] = node{kind: k, start: int32(start)}
+	p.n++
 	return int32(n)
 }
 
-func (d *Doc) value(i, depth int) (int, error) {
-	src := d.src
+func (p *parser) value(i, depth int) (int, error) {
+	src := p.src
 	if i >= len(src) {
 		return i, errAt(CodeInvalidJSON, i, "unexpected end of input")
 	}
 	switch c := src[i]; c {
 	case '{':
-		return d.object(i, depth)
+		return p.object(i, depth)
 	case '[':
-		return d.array(i, depth)
+		return p.array(i, depth)
 	case '"':
-		id := d.add(String, i)
+		id := p.add(String, i)
 		j, flags, err := scanString(src, i)
 		if err != nil {
 			return j, err
 		}
-		nd := &d.nodes[id]
+		nd := &p.nodes[id]
 		nd.end, nd.next, nd.flags = int32(j), id+1, flags
 		return j, nil
 	case 't':
-		return d.literal(i, "true", True)
+		return p.literal(i, "true", True)
 	case 'f':
-		return d.literal(i, "false", False)
+		return p.literal(i, "false", False)
 	case 'n':
-		return d.literal(i, "null", Null)
+		return p.literal(i, "null", Null)
 	default:
 		if c == '-' || (c >= '0' && c <= '9') {
-			return d.number(i)
+			return p.number(i)
 		}
 		return i, errAt(CodeInvalidJSON, i, "unexpected character %q", c)
 	}
 }
 
-func (d *Doc) literal(i int, lit string, k Kind) (int, error) {
-	if len(d.src)-i < len(lit) || string(d.src[i:i+len(lit)]) != lit {
+func (p *parser) literal(i int, lit string, k Kind) (int, error) {
+	if len(p.src)-i < len(lit) || string(p.src[i:i+len(lit)]) != lit {
 		return i, errAt(CodeInvalidJSON, i, "invalid literal, expected %s", lit)
 	}
-	id := d.add(k, i)
-	nd := &d.nodes[id]
+	id := p.add(k, i)
+	nd := &p.nodes[id]
 	nd.end, nd.next, nd.flags = int32(i+len(lit)), id+1, flagCanonical
 	return i + len(lit), nil
 }
 
-func (d *Doc) array(i, depth int) (int, error) {
-	if depth > d.maxDepth {
-		return i, errAt(CodeTooDeep, i, "nesting deeper than %d", d.maxDepth)
+func (p *parser) array(i, depth int) (int, error) {
+	if depth > p.maxDepth {
+		return i, errAt(CodeTooDeep, i, "nesting deeper than %d", p.maxDepth)
 	}
-	src := d.src
-	id := d.add(Array, i)
+	src := p.src
+	id := p.add(Array, i)
 	start := i
 	n := int32(0)
 	canon, size := true, 2 // canonical so far, and the span a canonical array would have
@@ -192,11 +207,11 @@ func (d *Doc) array(i, depth int) (int, error) {
 	} else {
 		for {
 			var err error
-			el := int32(len(d.nodes))
-			if i, err = d.value(i, depth+1); err != nil {
+			el := int32(p.n)
+			if i, err = p.value(i, depth+1); err != nil {
 				return i, err
 			}
-			en := &d.nodes[el]
+			en := &p.nodes[el]
 			canon = canon && en.flags&flagCanonical != 0
 			size += int(en.end-en.start) + 1
 			n++
@@ -218,22 +233,22 @@ func (d *Doc) array(i, depth int) (int, error) {
 	if n > 0 {
 		size-- // no comma after the last element
 	}
-	nd := &d.nodes[id]
-	nd.end, nd.next, nd.n = int32(i), int32(len(d.nodes)), n
+	nd := &p.nodes[id]
+	nd.end, nd.next, nd.n = int32(i), int32(p.n), n
 	if canon && i-start == size {
 		nd.flags = flagCanonical
 	}
 	return i, nil
 }
 
-func (d *Doc) object(i, depth int) (int, error) {
-	if depth > d.maxDepth {
-		return i, errAt(CodeTooDeep, i, "nesting deeper than %d", d.maxDepth)
+func (p *parser) object(i, depth int) (int, error) {
+	if depth > p.maxDepth {
+		return i, errAt(CodeTooDeep, i, "nesting deeper than %d", p.maxDepth)
 	}
-	src := d.src
-	id := d.add(Object, i)
+	src := p.src
+	id := p.add(Object, i)
 	start := i
-	base := len(d.stack)
+	base := len(p.stack)
 	canon, size := true, 2
 	i = skipWS(src, i+1)
 	if i < len(src) && src[i] == '}' {
@@ -243,22 +258,22 @@ func (d *Doc) object(i, depth int) (int, error) {
 			if i >= len(src) || src[i] != '"' {
 				return i, errAt(CodeInvalidJSON, i, "expected a string key in object")
 			}
-			key := d.add(String, i)
+			key := p.add(String, i)
 			j, flags, err := scanString(src, i)
 			if err != nil {
 				return j, err
 			}
-			kn := &d.nodes[key]
+			kn := &p.nodes[key]
 			kn.end, kn.next, kn.flags = int32(j), key+1, flags
-			d.stack = append(d.stack, key)
+			p.stack = append(p.stack, key)
 			i = skipWS(src, j)
 			if i >= len(src) || src[i] != ':' {
 				return i, errAt(CodeInvalidJSON, i, "expected ':' after object key")
 			}
-			if i, err = d.value(skipWS(src, i+1), depth+1); err != nil {
+			if i, err = p.value(skipWS(src, i+1), depth+1); err != nil {
 				return i, err
 			}
-			kn, vn := &d.nodes[key], &d.nodes[key+1]
+			kn, vn := &p.nodes[key], &p.nodes[key+1]
 			canon = canon && kn.flags&vn.flags&flagCanonical != 0
 			size += int(kn.end-kn.start) + int(vn.end-vn.start) + 2 // ':' and ','
 			i = skipWS(src, i)
@@ -276,73 +291,74 @@ func (d *Doc) object(i, depth int) (int, error) {
 			return i, errAt(CodeInvalidJSON, i, "expected ',' or '}' in object, found %q", src[i])
 		}
 	}
-	keys := d.stack[base:]
+	keys := p.stack[base:]
 	if len(keys) > 0 {
 		size--
 	}
-	if !d.increasing(keys) {
+	if !p.increasing(keys) {
 		// Not strictly increasing: out of order, or a key repeats.
 		canon = false
-		d.sortKeys(keys)
+		p.sortKeys(keys)
 		for k := 1; k < len(keys); k++ {
-			if d.cmpKeys(keys[k-1], keys[k]) == 0 {
-				later := max(d.nodes[keys[k-1]].start, d.nodes[keys[k]].start)
-				return int(later), errAt(CodeDuplicateKey, int(later), "duplicate object key %q", d.keyText(keys[k]))
+			if p.cmpKeys(keys[k-1], keys[k]) == 0 {
+				later := max(p.nodes[keys[k-1]].start, p.nodes[keys[k]].start)
+				return int(later), errAt(CodeDuplicateKey, int(later), "duplicate object key %q", p.keyText(keys[k]))
 			}
 		}
 	}
-	nd := &d.nodes[id]
-	nd.first, nd.n = int32(len(d.order)), int32(len(keys))
-	nd.end, nd.next = int32(i), int32(len(d.nodes))
+	nd := &p.nodes[id]
+	nd.first, nd.n = int32(len(p.order)), int32(len(keys))
+	nd.end, nd.next = int32(i), int32(p.n)
 	if canon && i-start == size {
 		nd.flags = flagCanonical
 	}
-	d.order = append(d.order, keys...)
-	d.stack = d.stack[:base]
+	p.order = append(p.order, keys...)
+	p.stack = p.stack[:base]
 	return i, nil
 }
 
 // increasing reports whether keys are in strictly increasing order, which is
 // both canonical order and proof that no key repeats.
-func (d *Doc) increasing(keys []int32) bool {
+func (p *parser) increasing(keys []int32) bool {
 	for k := 1; k < len(keys); k++ {
-		if d.cmpKeys(keys[k-1], keys[k]) >= 0 {
+		if p.cmpKeys(keys[k-1], keys[k]) >= 0 {
 			return false
 		}
 	}
 	return true
 }
 
-func (d *Doc) sortKeys(keys []int32) {
+func (p *parser) sortKeys(keys []int32) {
 	if len(keys) <= 12 {
 		for i := 1; i < len(keys); i++ {
-			for j := i; j > 0 && d.cmpKeys(keys[j-1], keys[j]) > 0; j-- {
+			for j := i; j > 0 && p.cmpKeys(keys[j-1], keys[j]) > 0; j-- {
 				keys[j-1], keys[j] = keys[j], keys[j-1]
 			}
 		}
 		return
 	}
-	slices.SortFunc(keys, d.cmpKeys)
+	slices.SortFunc(keys, p.cmpKeys)
 }
 
 // cmpKeys orders two string nodes by the UTF-16 code units of their decoded
 // values, as RFC 8785 section 3.2.3 requires.
-func (d *Doc) cmpKeys(a, b int32) int {
-	na, nb := &d.nodes[a], &d.nodes[b]
+func (p *parser) cmpKeys(a, b int32) int {
+	na, nb := &p.nodes[a], &p.nodes[b]
 	if (na.flags|nb.flags)&flagEscaped == 0 {
-		x, y := d.src[na.start+1:na.end-1], d.src[nb.start+1:nb.end-1]
+		x, y := p.src[na.start+1:na.end-1], p.src[nb.start+1:nb.end-1]
 		if (na.flags|nb.flags)&flagHigh == 0 {
 			return bytes.Compare(x, y) // no bytes where UTF-16 order differs
 		}
 		return CompareUTF16(x, y)
 	}
-	d.ka = d.AppendDecoded(d.ka[:0], NodeID(a))
-	d.kb = d.AppendDecoded(d.kb[:0], NodeID(b))
-	return CompareUTF16(d.ka, d.kb)
+	p.ka = appendDecoded(p.ka[:0], p.src[na.start+1:na.end-1])
+	p.kb = appendDecoded(p.kb[:0], p.src[nb.start+1:nb.end-1])
+	return CompareUTF16(p.ka, p.kb)
 }
 
-func (d *Doc) keyText(k int32) string {
-	s := string(d.AppendDecoded(nil, NodeID(k)))
+func (p *parser) keyText(k int32) string {
+	nd := &p.nodes[k]
+	s := string(appendDecoded(nil, p.src[nd.start+1:nd.end-1]))
 	if len(s) > 64 {
 		s = s[:64] + "..."
 	}
@@ -390,6 +406,23 @@ var strSafe = func() (t [256]bool) {
 	return t
 }()
 
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// safe8 reports whether the 8 bytes in x are all strSafe: below 0x80, not
+// control characters, not '"' and not '\\' (SWAR, "has less than" and
+// "has zero byte" bit tricks).
+func safe8(x uint64) bool {
+	lt20 := (x - ones*0x20) &^ x
+	y := x ^ (ones * '"')
+	quote := (y - ones) &^ y
+	z := x ^ (ones * '\\')
+	bslash := (z - ones) &^ z
+	return (lt20|quote|bslash|x)&highs == 0
+}
+
 // scanString validates the string starting at src[i] == '"' and returns the
 // offset after its closing quote, and its flags: escaped when it holds
 // escapes, canonical when those are all as RFC 8785 writes them.
@@ -397,8 +430,7 @@ func scanString(src []byte, i int) (end int, flags uint8, err error) {
 	j := i + 1
 	escaped, canon, high := false, true, false
 	for {
-		for j+8 <= len(src) && strSafe[src[j]] && strSafe[src[j+1]] && strSafe[src[j+2]] && strSafe[src[j+3]] &&
-			strSafe[src[j+4]] && strSafe[src[j+5]] && strSafe[src[j+6]] && strSafe[src[j+7]] {
+		for j+8 <= len(src) && safe8(binary.LittleEndian.Uint64(src[j:])) {
 			j += 8
 		}
 		for j < len(src) && strSafe[src[j]] {
@@ -502,8 +534,8 @@ func hex4(src []byte, i int) (rune, bool) {
 	return r, true
 }
 
-func (d *Doc) number(i int) (int, error) {
-	src := d.src
+func (p *parser) number(i int) (int, error) {
+	src := p.src
 	start := i
 	if src[i] == '-' {
 		i++
@@ -574,8 +606,8 @@ func (d *Doc) number(i int) (int, error) {
 			return start, errAt(CodeNumberOutOfRange, start, "number %s underflows to zero", clip(lit))
 		}
 	}
-	id := d.add(Number, start)
-	nd := &d.nodes[id]
+	id := p.add(Number, start)
+	nd := &p.nodes[id]
 	nd.end, nd.next, nd.flags = int32(i), id+1, flags
 	return i, nil
 }

@@ -104,7 +104,12 @@ func (d *Doc) dirtyIn(n NodeID) bool {
 // AppendDecoded appends the decoded value of the string node n to dst.
 func (d *Doc) AppendDecoded(dst []byte, n NodeID) []byte {
 	nd := &d.nodes[n]
-	s := d.src[nd.start+1 : nd.end-1]
+	return appendDecoded(dst, d.src[nd.start+1:nd.end-1])
+}
+
+// appendDecoded appends the decoded value of s, the validated body of a JSON
+// string (without its quotes).
+func appendDecoded(dst, s []byte) []byte {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c != '\\' {
