@@ -388,7 +388,13 @@ func asMap(v any) map[string]any {
 }
 
 func textDelta(o, n any) string {
-	return clipText(fmt.Sprint(o)) + " → " + clipText(fmt.Sprint(n))
+	show := func(v any) string {
+		if v == nil {
+			return "(none)"
+		}
+		return clipText(fmt.Sprint(v))
+	}
+	return show(o) + " → " + show(n)
 }
 
 // The MCP defaults of the tool annotation hints, and which value is riskier.
