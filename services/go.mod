@@ -4,6 +4,6 @@ go 1.26
 
 require github.com/go-json-experiment/json v1.27.2
 
-require github.com/gowebpki/jcs v1.0.2 // indirect
+require github.com/gowebpki/jcs v1.0.2
 
 replace github.com/mcpdrift/mcpdrift/proto => ../proto

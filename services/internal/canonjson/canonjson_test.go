@@ -191,7 +191,12 @@ func TestMatchesJSONText(t *testing.T) {
 	}
 }
 
+var testLazy = Lazy{Keys: []string{"a", "s", "b"}, Sorted: []string{"r"}, Bail: []string{"x"}}
+
 var fuzzSeeds = []string{
+	`{"a":{"b":[1,2],"r":["b","a"]},"s":[{"x":1}],"z":{"a":[]}}`,
+	`{"a":{"r":["a","b"],"t":{"u":"v"}},"s":{"a":1,"a":2}}`,
+	`{"s":{"k":"\u00e9","n":1.5e300}}`,
 	`{"b":[1,2,{"z":null,"a":true}],"a":"x"}`,
 	`[1e21,1e-7,0.1,-0,123456789012345,3.14159,2e-3,1E30]`,
 	`"\u00e9\ud83d\ude02\n\t\"\\\/\u001f"`,
@@ -218,6 +223,11 @@ func FuzzCanonicalize(f *testing.F) {
 			if !errors.As(err, &e) || e.Code == "" {
 				t.Fatalf("error without a code: %v", err)
 			}
+			var lazy Doc
+			lazy.SetLazy(testLazy)
+			if lerr := lazy.Parse(src, DefaultLimits); !errors.Is(lerr, e) {
+				t.Fatalf("lazy parse: %v, full parse: %v", lerr, err)
+			}
 			return
 		}
 		again, err := Canonicalize(got)
@@ -226,6 +236,14 @@ func FuzzCanonicalize(f *testing.F) {
 		}
 		if !bytes.Equal(again, got) {
 			t.Fatalf("not idempotent:\n once: %s\ntwice: %s", got, again)
+		}
+		var lazy Doc
+		lazy.SetLazy(testLazy)
+		if err := lazy.Parse(src, DefaultLimits); err != nil {
+			t.Fatalf("lazy parse rejects what the full parse accepts: %v", err)
+		}
+		if l := lazy.Append(nil, Root); !bytes.Equal(l, got) {
+			t.Fatalf("lazy parse writes\n%s\nfull parse writes\n%s", l, got)
 		}
 		want, err := canonicalByJSONText(src)
 		if err != nil {
@@ -237,16 +255,61 @@ func FuzzCanonicalize(f *testing.F) {
 	})
 }
 
-func TestSafe8(t *testing.T) {
+func TestUnsafe8(t *testing.T) {
 	for c := range 256 {
 		for pos := range 8 {
 			b := []byte("abcdefgh")
 			b[pos] = byte(c)
-			got := safe8(uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+			m := unsafe8(uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
 				uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56)
-			if got != strSafe[c] {
-				t.Fatalf("safe8 with byte 0x%02x at %d = %v, want %v", c, pos, got, strSafe[c])
+			want := uint64(0)
+			if !strSafe[c] {
+				want = 0x80 << (8 * pos)
+			}
+			// Only the lowest flagged byte is relied on.
+			if got := m & -m; got != want {
+				t.Fatalf("unsafe8 with byte 0x%02x at %d: lowest flag %#x, want %#x", c, pos, got, want)
 			}
 		}
+	}
+}
+
+func TestLazy(t *testing.T) {
+	tests := []struct {
+		name   string
+		in     string
+		opaque bool // the value of "s" is opaque
+	}{
+		{"canonical_object", `{"s":{"a":[1,"x",true,null,false],"b":{"c":0.5}}}`, true},
+		{"canonical_array", `{"s":[{"a":1},[]]}`, true},
+		{"whitespace", `{"s":{"a": 1}}`, false},
+		{"unsorted_keys", `{"s":{"b":1,"a":2}}`, false},
+		{"unsorted_set", `{"s":{"r":["b","a"]}}`, false},
+		{"sorted_set", `{"s":{"r":["a","b"]}}`, true},
+		{"bail_key", `{"s":{"x":1}}`, false},
+		{"noncanonical_number", `{"s":[1.0]}`, false},
+		{"noncanonical_escape", `{"s":["\u0041"]}`, false},
+		{"canonical_escape", `{"s":["a\nb"]}`, true},
+		{"not_a_lazy_key", `{"t":{"a":1}}`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var d Doc
+			d.SetLazy(testLazy)
+			if err := d.Parse([]byte(tt.in), DefaultLimits); err != nil {
+				t.Fatal(err)
+			}
+			_, v := d.Member(Root, 0)
+			if d.Opaque(v) != tt.opaque {
+				t.Fatalf("Opaque = %v, want %v", d.Opaque(v), tt.opaque)
+			}
+			want, err := Canonicalize([]byte(tt.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := d.Append(nil, Root); !bytes.Equal(got, want) {
+				t.Fatalf("lazy %s, full %s", got, want)
+			}
+		})
 	}
 }

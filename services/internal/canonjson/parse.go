@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"unicode/utf8"
@@ -53,6 +54,7 @@ const (
 	flagCanonical             // the source span is already in canonical form
 	flagSet                   // array is written with its elements sorted
 	flagHigh                  // string holds bytes from 0xEE up (UTF-16 order may differ from byte order)
+	flagOpaque                // container parsed without nodes for its insides (see Lazy)
 )
 
 type node struct {
@@ -68,15 +70,17 @@ type node struct {
 // keep its buffers. A Doc refers to the source bytes passed to Parse, which
 // must not change while the Doc is in use.
 type Doc struct {
-	src    []byte
-	nodes  []node
-	order  []int32 // sorted key node ids of every object, object by object
-	stack  []int32 // key ids of the objects being parsed
-	dirty  []int32 // sorted ids of arrays marked as sets that were not already sorted
-	spans  []int32 // element end offsets of the sets being written
-	pairs  []span  // scratch for sorting a set's elements
-	tmp    []byte  // scratch for rewriting sets
-	ka, kb []byte  // scratch for decoding escaped keys
+	src      []byte
+	nodes    []node
+	order    []int32 // sorted key node ids of every object, object by object
+	stack    []int32 // key ids of the objects being parsed
+	dirty    []int32 // sorted ids of arrays marked as sets that were not already sorted
+	spans    []int32 // element end offsets of the sets being written
+	pairs    []span  // scratch for sorting a set's elements
+	tmp      []byte  // scratch for rewriting sets
+	ka, kb   []byte  // scratch for decoding escaped keys
+	lazy     Lazy
+	lazyLens uint64 // bit n set: a Sorted or Bail key has length n
 }
 
 // parser is the state of one Parse. It lives on the stack, so that storing
@@ -89,6 +93,8 @@ type parser struct {
 	stack    []int32
 	ka, kb   []byte
 	maxDepth int
+	lazy     *Lazy
+	lazyLens uint64
 }
 
 // Parse parses src strictly, replacing what d held.
@@ -104,7 +110,7 @@ func (d *Doc) Parse(src []byte, lim Limits) error {
 		return errAt(CodeTooLarge, 0, "input is %d bytes, over the limit of %d", len(src), maxBytes)
 	}
 	p := parser{src: src, nodes: d.nodes[:cap(d.nodes)], order: d.order[:0], stack: d.stack[:0],
-		ka: d.ka, kb: d.kb, maxDepth: lim.MaxDepth}
+		ka: d.ka, kb: d.kb, maxDepth: lim.MaxDepth, lazy: &d.lazy, lazyLens: d.lazyLens}
 	if p.maxDepth <= 0 {
 		p.maxDepth = DefaultLimits.MaxDepth
 	}
@@ -270,8 +276,16 @@ func (p *parser) object(i, depth int) (int, error) {
 			if i >= len(src) || src[i] != ':' {
 				return i, errAt(CodeInvalidJSON, i, "expected ':' after object key")
 			}
-			if i, err = p.value(skipWS(src, i+1), depth+1); err != nil {
-				return i, err
+			i = skipWS(src, i+1)
+			lazy := false
+			if len(p.lazy.Keys) > 0 && i < len(src) && (src[i] == '{' || src[i] == '[') && flags&flagEscaped == 0 &&
+				inList(p.lazy.Keys, src[p.nodes[key].start+1:j-1]) {
+				i, lazy = p.opaque(i, depth+1)
+			}
+			if !lazy {
+				if i, err = p.value(i, depth+1); err != nil {
+					return i, err
+				}
 			}
 			kn, vn := &p.nodes[key], &p.nodes[key+1]
 			canon = canon && kn.flags&vn.flags&flagCanonical != 0
@@ -411,16 +425,15 @@ const (
 	highs = 0x8080808080808080
 )
 
-// safe8 reports whether the 8 bytes in x are all strSafe: below 0x80, not
-// control characters, not '"' and not '\\' (SWAR, "has less than" and
-// "has zero byte" bit tricks).
-func safe8(x uint64) bool {
+// unsafe8 returns a mask with the high bit set in each byte of x that is
+// not strSafe: 0x80 and up, a control character, '"' or '\\' (SWAR "has
+// less than" and "has zero byte" bit tricks). Borrows can only set bits
+// above a byte that is truly unsafe, so the lowest set bit is exact.
+func unsafe8(x uint64) uint64 {
 	lt20 := (x - ones*0x20) &^ x
 	y := x ^ (ones * '"')
-	quote := (y - ones) &^ y
 	z := x ^ (ones * '\\')
-	bslash := (z - ones) &^ z
-	return (lt20|quote|bslash|x)&highs == 0
+	return (lt20 | (y-ones)&^y | (z-ones)&^z | x) & highs
 }
 
 // scanString validates the string starting at src[i] == '"' and returns the
@@ -430,7 +443,11 @@ func scanString(src []byte, i int) (end int, flags uint8, err error) {
 	j := i + 1
 	escaped, canon, high := false, true, false
 	for {
-		for j+8 <= len(src) && safe8(binary.LittleEndian.Uint64(src[j:])) {
+		for j+8 <= len(src) {
+			if m := unsafe8(binary.LittleEndian.Uint64(src[j:])); m != 0 {
+				j += bits.TrailingZeros64(m) >> 3 // the first byte that needs a look
+				break
+			}
 			j += 8
 		}
 		for j < len(src) && strSafe[src[j]] {
@@ -535,7 +552,19 @@ func hex4(src []byte, i int) (rune, bool) {
 }
 
 func (p *parser) number(i int) (int, error) {
-	src := p.src
+	j, flags, err := scanNumber(p.src, i)
+	if err != nil {
+		return j, err
+	}
+	id := p.add(Number, i)
+	nd := &p.nodes[id]
+	nd.end, nd.next, nd.flags = int32(j), id+1, flags
+	return j, nil
+}
+
+// scanNumber validates the number at src[i] and returns the offset after it
+// and its flags (canonical when the literal is as ES6 would write it).
+func scanNumber(src []byte, i int) (end int, flags uint8, err error) {
 	start := i
 	if src[i] == '-' {
 		i++
@@ -549,7 +578,7 @@ func (p *parser) number(i int) (int, error) {
 			i++
 		}
 	default:
-		return i, errAt(CodeInvalidJSON, i, "invalid number")
+		return i, 0, errAt(CodeInvalidJSON, i, "invalid number")
 	}
 	intDigits := i - digitsStart
 	isInt := true
@@ -561,7 +590,7 @@ func (p *parser) number(i int) (int, error) {
 			i++
 		}
 		if i == j {
-			return i, errAt(CodeInvalidJSON, i, "invalid number: no digits after '.'")
+			return i, 0, errAt(CodeInvalidJSON, i, "invalid number: no digits after '.'")
 		}
 	}
 	if i < len(src) && (src[i] == 'e' || src[i] == 'E') {
@@ -575,11 +604,10 @@ func (p *parser) number(i int) (int, error) {
 			i++
 		}
 		if i == j {
-			return i, errAt(CodeInvalidJSON, i, "invalid number: no digits in exponent")
+			return i, 0, errAt(CodeInvalidJSON, i, "invalid number: no digits in exponent")
 		}
 	}
 	lit := src[start:i]
-	var flags uint8
 	switch {
 	case string(lit) == "-0":
 		// written as 0
@@ -594,22 +622,23 @@ func (p *parser) number(i int) (int, error) {
 		f, _ := strconv.ParseFloat(unsafe.String(unsafe.SliceData(lit), len(lit)), 64)
 		var buf [32]byte
 		if math.IsInf(f, 0) || string(AppendNumber(buf[:0], f)) != string(lit) {
-			return start, errAt(CodeNumberInexact, start, "integer %s cannot be carried exactly by a double", clip(lit))
+			return start, 0, errAt(CodeNumberInexact, start, "integer %s cannot be carried exactly by a double", clip(lit))
 		}
 		flags = flagCanonical
 	default:
 		f, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(lit), len(lit)), 64)
 		if math.IsInf(f, 0) || (err != nil && f != 0) {
-			return start, errAt(CodeNumberOutOfRange, start, "number %s overflows a double", clip(lit))
+			return start, 0, errAt(CodeNumberOutOfRange, start, "number %s overflows a double", clip(lit))
 		}
 		if f == 0 && hasNonZeroMantissa(lit) {
-			return start, errAt(CodeNumberOutOfRange, start, "number %s underflows to zero", clip(lit))
+			return start, 0, errAt(CodeNumberOutOfRange, start, "number %s underflows to zero", clip(lit))
+		}
+		var buf [32]byte
+		if string(AppendNumber(buf[:0], f)) == string(lit) {
+			flags = flagCanonical
 		}
 	}
-	id := p.add(Number, start)
-	nd := &p.nodes[id]
-	nd.end, nd.next, nd.flags = int32(i), id+1, flags
-	return i, nil
+	return i, flags, nil
 }
 
 func hasNonZeroMantissa(lit []byte) bool {

@@ -12,7 +12,8 @@ import (
 // Kind reports the JSON type of n.
 func (d *Doc) Kind(n NodeID) Kind { return d.nodes[n].kind }
 
-// Len reports the members of an object or the elements of an array.
+// Len reports the members of an object or the elements of an array (0 for
+// an opaque one).
 func (d *Doc) Len(n NodeID) int { return int(d.nodes[n].n) }
 
 // Offset reports where n starts in the source.
@@ -293,8 +294,18 @@ func appendRune(dst []byte, r rune) []byte {
 // AppendString appends s, which must be valid UTF-8, as a canonical JSON string.
 func AppendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
-	for _, r := range s {
-		dst = appendRune(dst, r)
+	for i := 0; i < len(s); {
+		// Copy the run that needs no escaping in one go.
+		j := i
+		for j < len(s) && s[j] >= 0x20 && s[j] != '"' && s[j] != '\\' {
+			j++
+		}
+		dst = append(dst, s[i:j]...)
+		if j == len(s) {
+			break
+		}
+		dst = appendRune(dst, rune(s[j]))
+		i = j + 1
 	}
 	return append(dst, '"')
 }

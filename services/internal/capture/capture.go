@@ -298,7 +298,8 @@ func advertised(initResult json.RawMessage) (capabilities, error) {
 }
 
 // nextCursor returns the result's nextCursor; more is false when it is
-// absent or null.
+// absent, null or empty (as the reference SDK client reads it, and as the
+// fingerprint engine does).
 func nextCursor(result json.RawMessage) (cursor string, more bool, err error) {
 	members, err := objectMembers(result)
 	if err != nil {
@@ -314,7 +315,7 @@ func nextCursor(result json.RawMessage) (cursor string, more bool, err error) {
 	if err := json.Unmarshal(raw, &cursor); err != nil {
 		return "", false, fmt.Errorf("result: nextCursor %s is not a string", quoteShort(raw))
 	}
-	return cursor, true, nil
+	return cursor, cursor != "", nil
 }
 
 // Wire types for what the capture client sends. encoding/json compacts

@@ -70,7 +70,7 @@ func TestNextCursor(t *testing.T) {
 		{name: "absent", result: `{"tools":[]}`},
 		{name: "null", result: `{"tools":[],"nextCursor":null}`},
 		{name: "string", result: `{"nextCursor":"abc\u0021"}`, cursor: "abc!", more: true},
-		{name: "empty_string", result: `{"nextCursor":""}`, cursor: "", more: true},
+		{name: "empty_string", result: `{"nextCursor":""}`, cursor: "", more: false},
 		{name: "number", result: `{"nextCursor":5}`, wantErr: true},
 		{name: "duplicate", result: `{"nextCursor":"a","nextCursor":null}`, wantErr: true},
 		{name: "not_object", result: `[]`, wantErr: true},

@@ -22,7 +22,7 @@ func loadBenign(b *testing.B) []byte {
 // BenchmarkFingerprint compares our canonicalize-and-hash of the 66 KB,
 // 50-tool manifest with two general RFC 8785 implementations plus SHA-256,
 // in the same run. Report ratios with `make bench` (benchstat-free: see
-// scripts/bench-ratio.sh).
+// scripts/bench.sh).
 func BenchmarkFingerprint(b *testing.B) {
 	src := loadBenign(b)
 	b.Run("impl=surface", func(b *testing.B) {

@@ -17,6 +17,9 @@ type Builder struct {
 	arena   []byte // canonical bytes of every item so far
 	pending []pending
 	kinds   [numKinds + 1]listing
+	scratch []byte // the surface document being hashed
+	total   int    // raw bytes fed since Reset
+	err     error  // the first error since Reset: it sticks, so no surface comes of a failed page
 }
 
 type pending struct {
@@ -33,9 +36,23 @@ type listing struct {
 	more   bool // the last page added had a nextCursor
 }
 
+// lazyValues lets the parser skip building nodes inside a schema or an
+// annotations object that arrives already canonical, with its set-valued
+// keywords already in order: such a value is hashed as its bytes stand, which
+// is exactly what markSchema and Append would produce for it. (The
+// dependency keywords hold sets under arbitrary names, so a schema using one
+// is walked in full.)
+var lazyValues = canonjson.Lazy{
+	Keys:   []string{"inputSchema", "outputSchema", "annotations"},
+	Sorted: []string{"required", "type"},
+	Bail:   []string{"dependencies", "dependentRequired"},
+}
+
 // NewBuilder returns an empty Builder.
 func NewBuilder(opt Options) *Builder {
-	return &Builder{opt: opt, lim: opt.limits()}
+	b := &Builder{opt: opt, lim: opt.limits()}
+	b.doc.SetLazy(lazyValues)
+	return b
 }
 
 // Reset empties b for a new surface, keeping its buffers.
@@ -43,6 +60,18 @@ func (b *Builder) Reset() {
 	b.arena = b.arena[:0]
 	b.pending = b.pending[:0]
 	b.kinds = [numKinds + 1]listing{}
+	b.total, b.err = 0, nil
+}
+
+// take accounts for n more raw bytes and reports the sticky error, if any.
+func (b *Builder) take(n int) error {
+	if b.err != nil {
+		return b.err
+	}
+	if b.total += n; b.total > b.lim.MaxTotalBytes {
+		b.err = fail(canonjson.CodeTooLarge, "the pages add up to more than the limit of %d bytes", b.lim.MaxTotalBytes)
+	}
+	return b.err
 }
 
 // AddPage adds one page of a tools/list, prompts/list, resources/list or
@@ -53,24 +82,49 @@ func (b *Builder) AddPage(kind Kind, raw []byte) (nextCursor string, err error) 
 	if kind < KindTool || kind > KindResourceTemplate {
 		return "", fail(CodeUnknownFormat, "AddPage takes a list kind, not %s", kind)
 	}
+	if err := b.take(len(raw)); err != nil {
+		return "", err
+	}
 	if err := b.doc.Parse(raw, b.opt.jsonLimits()); err != nil {
 		e := jsonFail(err)
 		e.Kind, e.Page = kind, b.kinds[kind].pages+1
+		b.err = e
 		return "", e
 	}
-	return b.addPage(kind, canonjson.Root)
+	b.reserve(len(raw))
+	cursor, err := b.addPage(kind, canonjson.Root)
+	if err != nil {
+		b.err = err
+	}
+	return cursor, err
+}
+
+// reserve grows the arena once for a page of n raw bytes: canonical bytes
+// are rarely longer than the input, so one allocation usually suffices.
+func (b *Builder) reserve(n int) {
+	if need := n + n/8 + 64; cap(b.arena)-len(b.arena) < need {
+		b.arena = append(make([]byte, 0, len(b.arena)+need), b.arena...)
+	}
 }
 
 // AddInitialize records the instructions of an initialize (or 2026-07-28
 // server/discover) result, given as the result object or the JSON-RPC
 // response. A result without instructions adds nothing.
 func (b *Builder) AddInitialize(raw []byte) error {
+	if err := b.take(len(raw)); err != nil {
+		return err
+	}
 	if err := b.doc.Parse(raw, b.opt.jsonLimits()); err != nil {
 		e := jsonFail(err)
 		e.Kind = KindInstructions
+		b.err = e
 		return e
 	}
-	return b.addInitialize(canonjson.Root)
+	if err := b.addInitialize(canonjson.Root); err != nil {
+		b.err = err
+		return err
+	}
+	return nil
 }
 
 func (b *Builder) addInitialize(n canonjson.NodeID) error {
@@ -222,8 +276,8 @@ func (b *Builder) addItem(kind Kind, n canonjson.NodeID) *Error {
 	for i := range d.Len(n) {
 		k, v := d.Member(n, i)
 		want, covered := coveredField(kind, d.Decoded(k), &b.opt)
-		if !covered {
-			continue
+		if !covered || d.Kind(v) == canonjson.Null {
+			continue // a covered field that is null counts as absent, as clients read it (the name is not null: checked above)
 		}
 		if got := d.Kind(v); got != want {
 			return &Error{Code: CodeInvalidField, Item: name, Msg: "field " + d.Text(k) + " is a " + got.String() + ", want a " + want.String()}
@@ -286,6 +340,14 @@ func markSchema(d *canonjson.Doc, n canonjson.NodeID) {
 					markSchema(d, s)
 				}
 			}
+		case "dependentRequired": // sets of property names
+			if vk == canonjson.Object {
+				for j := range d.Len(v) {
+					if _, s := d.Member(v, j); d.Kind(s) == canonjson.Array {
+						d.MarkSet(s)
+					}
+				}
+			}
 		case "dependencies": // draft 7: a schema, or a set of property names
 			if vk == canonjson.Object {
 				for j := range d.Len(v) {
@@ -316,6 +378,9 @@ func markSchema(d *canonjson.Doc, n canonjson.NodeID) {
 // last page had a nextCursor) or names an item twice. b may be reused after
 // Reset; the Surface does not share memory with it.
 func (b *Builder) Surface() (*Surface, error) {
+	if b.err != nil {
+		return nil, b.err
+	}
 	for k := KindTool; k <= KindResourceTemplate; k++ {
 		if b.kinds[k].more {
 			return nil, &Error{Code: CodeIncomplete, Kind: k, Page: b.kinds[k].pages,
@@ -340,7 +405,8 @@ func (b *Builder) Surface() (*Surface, error) {
 	for k := range b.kinds {
 		s.listed[k] = b.kinds[k].listed
 	}
-	s.Hash = sha256.Sum256(appendSurfaceDoc(nil, s))
+	b.scratch = appendSurfaceDoc(b.scratch[:0], s)
+	s.Hash = sha256.Sum256(b.scratch)
 	b.arena = nil // now owned by s
 	b.pending = b.pending[:0]
 	b.kinds = [numKinds + 1]listing{}

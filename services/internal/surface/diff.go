@@ -85,6 +85,7 @@ const (
 	ChangeArgRemoved         = "argument_removed"
 	ChangeMimeType           = "mime_type_changed"
 	ChangeName               = "name_changed"
+	ChangeRepresentation     = "representation_changed" // written differently, same meaning
 	ChangeUnclassified       = "unclassified"
 	MarkerPrefix             = "marker_" // marker_hidden_instructions, marker_secret_path, ...
 )
@@ -122,6 +123,7 @@ var severityOf = map[string]Severity{
 	ChangeArgRemoved:         SeverityMedium,
 	ChangeMimeType:           SeverityLow,
 	ChangeName:               SeverityLow,
+	ChangeRepresentation:     SeverityLow,
 	ChangeUnclassified:       SeverityCritical,
 }
 
@@ -346,7 +348,10 @@ func diffItem(kind Kind, o, n map[string]any) []Change {
 				cs = append(cs, change(ChangeOutputChanged, key, strings.Join(changedPaths(diffSchema(nil, key, ov, nv)), ", ")))
 			}
 		case kind == KindTool && key == "annotations":
-			cs = diffAnnotations(cs, asMap(ov), asMap(nv))
+			before := len(cs)
+			if cs = diffAnnotations(cs, asMap(ov), asMap(nv)); len(cs) == before {
+				cs = append(cs, change(ChangeRepresentation, key, "no hint changed its effective value (defaults written out or dropped)"))
+			}
 		case kind == KindPrompt && key == "arguments":
 			cs = diffArguments(cs, ov, nv)
 		case key == "mimeType":
@@ -392,7 +397,7 @@ func textDelta(o, n any) string {
 		if v == nil {
 			return "(none)"
 		}
-		return clipText(fmt.Sprint(v))
+		return visible(clipText(fmt.Sprint(v)))
 	}
 	return show(o) + " → " + show(n)
 }
@@ -569,6 +574,9 @@ func diffSchema(cs []Change, path string, ov, nv any) []Change {
 				}
 			}
 		case key == "required":
+			if reflect.DeepEqual(oReq, nReq) {
+				cs = append(cs, change(ChangeRepresentation, p, "the same set of names, written differently"))
+			}
 			for _, name := range setKeys(nReq) {
 				_, isNewProp := nProps[name]
 				_, wasProp := oProps[name]
@@ -584,6 +592,8 @@ func diffSchema(cs []Change, path string, ov, nv any) []Change {
 		case key == "type":
 			if !reflect.DeepEqual(typeSet(a), typeSet(b)) {
 				cs = append(cs, change(ChangeTypeChanged, p, fmt.Sprintf("%v → %v", typeList(a), typeList(b))))
+			} else {
+				cs = append(cs, change(ChangeRepresentation, p, "the same types, written differently"))
 			}
 		case key == "enum":
 			cs = diffEnum(cs, p, a, b)

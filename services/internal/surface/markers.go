@@ -2,6 +2,7 @@ package surface
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -60,20 +61,40 @@ func invisible(r rune) bool {
 	return false
 }
 
-// scanText appends the markers found in s, which sits at path in an item.
+// scanText appends every marker found in s, which sits at path in an item:
+// each match of each rule and each distinct invisible character, so that a
+// phrase the baseline already had cannot hide a new one after it.
 func scanText(dst []Marker, path, s string) []Marker {
+	var seen []rune
 	for _, r := range s {
-		if invisible(r) {
+		if invisible(r) && !slices.Contains(seen, r) {
+			seen = append(seen, r)
 			dst = append(dst, Marker{Kind: MarkerInvisibleChars, Path: path, Match: "U+" + strings.ToUpper(hex4(r))})
-			break
 		}
 	}
 	for _, rule := range markerRules {
-		if loc := rule.re.FindStringIndex(s); loc != nil {
-			dst = append(dst, Marker{Kind: rule.kind, Path: path, Match: clipText(s[loc[0]:loc[1]])})
+		for _, loc := range rule.re.FindAllStringIndex(s, -1) {
+			dst = append(dst, Marker{Kind: rule.kind, Path: path, Match: visible(clipText(s[loc[0]:loc[1]]))})
 		}
 	}
 	return dst
+}
+
+// visible shows invisible and bidi characters as <U+XXXX>, so that a
+// reviewer reading a report sees where a payload hides.
+func visible(s string) string {
+	if !strings.ContainsFunc(s, invisible) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if invisible(r) {
+			b.WriteString("<U+" + strings.ToUpper(hex4(r)) + ">")
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 func hex4(r rune) string {

@@ -27,6 +27,7 @@ func Parse(raw []byte, opt Options) (*Surface, error) {
 	if d.Kind(root) != canonjson.Object {
 		return nil, fail(CodeUnknownFormat, "the input is a JSON %s; want a list result, a JSON-RPC response or a capture", d.Kind(root))
 	}
+	b.reserve(len(raw))
 	if isCapture(d, root) {
 		if err := b.addCapture(root); err != nil {
 			return nil, err

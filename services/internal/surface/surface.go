@@ -149,14 +149,15 @@ func (s *Surface) Find(k Kind, name string) (Item, bool) {
 
 // Limits bound what the engine accepts from a server.
 type Limits struct {
-	MaxBytes int // bytes of one input (a page, or a whole capture)
-	MaxDepth int // JSON nesting
-	MaxItems int // items of one kind, over all pages
+	MaxBytes      int // bytes of one input (a page, or a whole capture)
+	MaxTotalBytes int // bytes of all the pages a Builder is fed
+	MaxDepth      int // JSON nesting
+	MaxItems      int // items of one kind, over all pages
 }
 
 // DefaultLimits accept real manifests of 8 MiB and 10,000 tools with room to
 // spare, and stop absurd ones.
-var DefaultLimits = Limits{MaxBytes: 32 << 20, MaxDepth: 128, MaxItems: 20_000}
+var DefaultLimits = Limits{MaxBytes: 32 << 20, MaxTotalBytes: 64 << 20, MaxDepth: 128, MaxItems: 20_000}
 
 // Options configure what the fingerprint covers.
 type Options struct {
@@ -171,6 +172,9 @@ func (o Options) limits() Limits {
 	l := o.Limits
 	if l.MaxBytes <= 0 {
 		l.MaxBytes = DefaultLimits.MaxBytes
+	}
+	if l.MaxTotalBytes <= 0 {
+		l.MaxTotalBytes = DefaultLimits.MaxTotalBytes
 	}
 	if l.MaxDepth <= 0 {
 		l.MaxDepth = DefaultLimits.MaxDepth

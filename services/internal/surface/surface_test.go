@@ -262,16 +262,20 @@ func TestMemo(t *testing.T) {
 		t.Fatal("empty memo matched")
 	}
 	m.Remember(s, raw)
-	raw[0] = raw[0] // the memo keeps its own copy
-	if got, ok := m.Match(bytes.Clone(raw)); !ok || got != s {
+	same := bytes.Clone(raw)
+	raw[len(raw)-2] ^= 1 // the memo keeps its own copy: changing ours changes nothing
+	if got, ok := m.Match(same); !ok || got != s {
 		t.Fatal("identical bytes not recognized")
+	}
+	if _, ok := m.Match(raw); ok {
+		t.Fatal("bytes that differ in one bit matched")
 	}
 	// Same xxh64 of the canonical form, different bytes: never a match.
 	if _, ok := m.Match(poisoned); ok {
 		t.Fatal("poisoned manifest matched the memo")
 	}
 	m.Forget()
-	if _, ok := m.Match(raw); ok {
+	if _, ok := m.Match(same); ok {
 		t.Fatal("forgotten memo matched")
 	}
 }
@@ -286,5 +290,44 @@ func TestDigestText(t *testing.T) {
 		if _, err := ParseDigest(bad); err == nil {
 			t.Errorf("ParseDigest(%q) accepted", bad)
 		}
+	}
+}
+
+func TestBuilderErrorSticks(t *testing.T) {
+	b := NewBuilder(Options{})
+	if _, err := b.AddPage(KindTool, []byte(`{"tools":[{"name":"ok"},{"description":"no name"}]}`)); CodeOf(err) != CodeMissingName {
+		t.Fatalf("AddPage: %v", err)
+	}
+	if _, err := b.AddPage(KindTool, []byte(`{"tools":[{"name":"later"}]}`)); CodeOf(err) != CodeMissingName {
+		t.Fatalf("a page after a failed one: %v, want the first error again", err)
+	}
+	if s, err := b.Surface(); err == nil {
+		t.Fatalf("a failed builder produced a surface with %d items", len(s.Items))
+	}
+	b.Reset()
+	if _, err := b.AddPage(KindTool, []byte(`{"tools":[]}`)); err != nil {
+		t.Fatalf("after Reset: %v", err)
+	}
+}
+
+func TestBuilderTotalLimit(t *testing.T) {
+	b := NewBuilder(Options{Limits: Limits{MaxTotalBytes: 100}})
+	page := []byte(`{"tools":[{"name":"` + strings.Repeat("a", 40) + `"}],"nextCursor":"x"}`)
+	var err error
+	for range 3 {
+		if _, err = b.AddPage(KindTool, page); err != nil {
+			break
+		}
+	}
+	if CodeOf(err) != "too_large" {
+		t.Fatalf("pages past MaxTotalBytes: %v", err)
+	}
+}
+
+func TestNullFieldsAreAbsent(t *testing.T) {
+	a := mustParse(t, `{"tools":[{"name":"t","title":null,"description":null,"outputSchema":null,"annotations":null}]}`, Options{})
+	b := mustParse(t, `{"tools":[{"name":"t"}]}`, Options{})
+	if a.Hash != b.Hash {
+		t.Fatal("null covered fields changed the hash")
 	}
 }
