@@ -28,7 +28,7 @@ vet:
 	$(GO) vet $(PKGS)
 
 lint:
-	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 $(PKGS)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
 
 bench: ## benchmarks, reported as ratios against baselines measured in the same run
 	@scripts/bench.sh
