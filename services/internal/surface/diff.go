@@ -345,7 +345,14 @@ func diffItem(kind Kind, o, n map[string]any) []Change {
 			case !inNew:
 				cs = append(cs, change(ChangeOutputRemoved, key, ""))
 			default:
-				cs = append(cs, change(ChangeOutputChanged, key, strings.Join(changedPaths(diffSchema(nil, key, ov, nv)), ", ")))
+				inner := diffSchema(nil, key, ov, nv)
+				c := change(ChangeOutputChanged, key, strings.Join(changedPaths(inner), ", "))
+				for _, ic := range inner {
+					if ic.Kind == ChangeUnclassified {
+						c.Severity = SeverityCritical // unclassified stays the most severe, inside an output schema too
+					}
+				}
+				cs = append(cs, c)
 			}
 		case kind == KindTool && key == "annotations":
 			before := len(cs)
