@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The main job of the engine today: fingerprint two published releases of the
-# reference memory server (captured from npm into the test fixtures) and show
+# reference filesystem server (captured from npm into the test fixtures) and show
 # the classified drift between them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-fx=services/internal/surface/testdata/real/memory
-old=${OLD:-$fx/0.6.2.json}
-new=${NEW:-$fx/2025.8.4.json}
+fx=services/internal/surface/testdata/real/filesystem
+old=${OLD:-$fx/2026.1.14.json}
+new=${NEW:-$fx/2026.8.31.json}
 echo "== fingerprint of $old"
 bin/driftctl fingerprint "$old"
 echo "== fingerprint of $new"
