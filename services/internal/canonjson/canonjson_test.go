@@ -313,3 +313,19 @@ func TestLazy(t *testing.T) {
 		})
 	}
 }
+
+func TestKeyBefore(t *testing.T) {
+	keys := []string{"", "!", "a", "a!", "ab", "abcdefgh", "abcdefgh!", "abcdefghi", "abcdefgi", "b", "type", "type!", "typf", "\u00e9", "\uffff"}
+	for _, a := range keys {
+		for _, b := range keys {
+			// Keys inside a larger buffer, as in a document, with bytes after them.
+			src := []byte(`"` + a + `":0,"` + b + `":1,"padding padding"`)
+			ka := src[1 : 1+len(a)]
+			kb := src[len(a)+6 : len(a)+6+len(b)]
+			want := CompareUTF16(a, b) < 0
+			if got := keyBefore(src, ka, kb, false); got != want {
+				t.Errorf("keyBefore(%q, %q) = %v, want %v", a, b, got, want)
+			}
+		}
+	}
+}

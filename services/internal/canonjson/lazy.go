@@ -95,16 +95,8 @@ func (p *parser) skim(i, depth int, set bool) (int, bool) {
 				high = flags&flagHigh != 0
 			}
 			key := src[i+1 : j-1]
-			if prev != nil {
-				var c int
-				if high || prevHigh {
-					c = CompareUTF16(prev, key)
-				} else {
-					c = bytes.Compare(prev, key)
-				}
-				if c >= 0 {
-					return i, false // out of order, or a duplicate
-				}
+			if prev != nil && !keyBefore(src, prev, key, high || prevHigh) {
+				return i, false // out of order, or a duplicate
 			}
 			prev, prevHigh = key, high
 			if j >= len(src) || src[j] != ':' {
@@ -199,4 +191,33 @@ func plainString(src []byte, i int) (end int, ok bool) {
 		j++
 	}
 	return j + 1, j < len(src) && src[j] == '"'
+}
+
+// keyBefore reports whether key a sorts strictly before key b; both are
+// unescaped string bodies inside src, so neither holds a NUL byte. Most keys
+// differ in their first 8 bytes, which are compared as one big-endian word
+// with the bytes past each key's end masked to zero.
+func keyBefore(src, a, b []byte, high bool) bool {
+	if high {
+		return CompareUTF16(a, b) < 0
+	}
+	if cap(a) >= 8 && cap(b) >= 8 { // cap reaches to the end of src: 8 bytes can be loaded
+		x := binary.BigEndian.Uint64(a[:8]) & prefixMask(len(a))
+		y := binary.BigEndian.Uint64(b[:8]) & prefixMask(len(b))
+		if x != y {
+			return x < y
+		}
+		if len(a) <= 8 || len(b) <= 8 {
+			return len(a) < len(b)
+		}
+	}
+	return bytes.Compare(a, b) < 0
+}
+
+// prefixMask keeps the first n (up to 8) bytes of a big-endian word.
+func prefixMask(n int) uint64 {
+	if n >= 8 {
+		return ^uint64(0)
+	}
+	return ^(^uint64(0) >> (8 * n))
 }

@@ -7,6 +7,10 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
 )
 
 func mustParse(t testing.TB, raw string, opt Options) *Surface {
@@ -329,5 +333,31 @@ func TestNullFieldsAreAbsent(t *testing.T) {
 	b := mustParse(t, `{"tools":[{"name":"t"}]}`, Options{})
 	if a.Hash != b.Hash {
 		t.Fatal("null covered fields changed the hash")
+	}
+}
+
+// TestWeakHashCollides shows why the fingerprint is SHA-256: the benign and
+// the poisoned manifest canonicalize to bytes with the same xxh64, while
+// their fingerprints differ.
+func TestWeakHashCollides(t *testing.T) {
+	var sums []uint64
+	var hashes []Digest
+	for _, name := range []string{"benign.json", "poisoned.json"} {
+		raw, err := os.ReadFile("testdata/xxh64-collision/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		canon, err := canonjson.Canonicalize(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sums = append(sums, xxhash.Sum64(canon))
+		hashes = append(hashes, mustParse(t, string(raw), Options{}).Hash)
+	}
+	if sums[0] != sums[1] || fmt.Sprintf("%016x", sums[0]) != "611a15fc65a7fe71" {
+		t.Fatalf("xxh64 %016x and %016x: the fixture no longer collides", sums[0], sums[1])
+	}
+	if hashes[0] == hashes[1] {
+		t.Fatal("SHA-256 fingerprints of different manifests are equal")
 	}
 }
