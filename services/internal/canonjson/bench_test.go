@@ -45,3 +45,19 @@ func BenchmarkSHA256(b *testing.B) {
 		_ = sha256.Sum256(src)
 	}
 }
+
+func BenchmarkParseLazy(b *testing.B) {
+	src, err := os.ReadFile("../surface/testdata/xxh64-collision/benign.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var d Doc
+	d.SetLazy(Lazy{Keys: []string{"inputSchema", "outputSchema", "annotations"}, Sorted: []string{"required", "type"}})
+	b.SetBytes(int64(len(src)))
+	for b.Loop() {
+		if err := d.Parse(src, DefaultLimits); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(d.nodes)), "nodes")
+}

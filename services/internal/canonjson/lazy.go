@@ -170,6 +170,15 @@ func (p *parser) skim(i, depth int, set bool) (int, bool) {
 	case c == 'n':
 		return i + 4, len(src)-i >= 4 && string(src[i:i+4]) == "null"
 	default:
+		// Fast path: a plain integer of 1 to 15 digits, no leading zero, is canonical.
+		j := i
+		for j < len(src) && j-i < 16 && src[j] >= '0' && src[j] <= '9' {
+			j++
+		}
+		if n := j - i; n > 0 && n <= 15 && (src[i] != '0' || n == 1) &&
+			(j == len(src) || (src[j] != '.' && src[j] != 'e' && src[j] != 'E' && (src[j] < '0' || src[j] > '9'))) {
+			return j, true
+		}
 		j, flags, err := scanNumber(src, i)
 		return j, err == nil && flags&flagCanonical != 0
 	}
