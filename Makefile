@@ -4,7 +4,7 @@ GO    ?= go
 PKGS  := ./services/... ./proto/...
 BIN   := bin
 
-.PHONY: run build test check fmt vet lint bench fuzz fixtures help
+.PHONY: run build test check fmt vet lint bench fuzz fixtures proto proto-check help
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -16,7 +16,7 @@ build: ## build every command into bin/
 run: build ## the main job: fingerprint two real releases of an MCP server and show what changed
 	@scripts/run.sh
 
-test: ## the test suite: race detector, shuffled order (CI runs this)
+test: proto-check ## the test suite: generated code up to date, race detector, shuffled order (CI runs this)
 	$(GO) test -race -shuffle=on -count=1 $(PKGS)
 
 check: fmt vet lint test ## gofmt, go vet, staticcheck, tests
@@ -35,6 +35,12 @@ bench: ## benchmarks, reported as ratios against baselines measured in the same 
 
 fuzz: ## run each fuzz target for FUZZTIME (default 30s)
 	@scripts/fuzz.sh $${FUZZTIME:-30s}
+
+proto: ## regenerate the Go code of the bus contract (proto/mcpdriftv1)
+	@scripts/proto.sh
+
+proto-check: ## fail when the committed generated code is out of date
+	@scripts/proto.sh --check
 
 fixtures: ## re-capture the real-world MCP server fixtures from npm
 	@scripts/capture-fixtures.sh

@@ -1,0 +1,244 @@
+// Package bus is the mcpdrift side of NATS JetStream: subject names, the
+// streams, key-value buckets and object store every service relies on
+// (created or updated idempotently at start), and the encodings of events.
+// docs/bus.md is the reference for operators and subscribers.
+package bus
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// Prefix starts every subject.
+const Prefix = "mcpdrift"
+
+// Stream, bucket and consumer names.
+const (
+	StreamObservations = "MCPDRIFT_OBS"
+	StreamFingerprints = "MCPDRIFT_FP"
+	StreamVerdicts     = "MCPDRIFT_DRIFT"
+	StreamAdmin        = "MCPDRIFT_ADMIN"
+
+	BucketStatus    = "mcpdrift_status"
+	BucketBaselines = "mcpdrift_baselines"
+	BucketManifests = "mcpdrift_manifests"
+
+	ConsumerFingerprint = "fingerprint"
+	ConsumerDrift       = "drift"
+)
+
+// ErrInvalidID is returned for a tenant, server or variant that cannot be a
+// subject token or key part.
+var ErrInvalidID = errors.New("invalid_id")
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ValidID checks a tenant, server or variant id: 1 to 64 of A-Z a-z 0-9 _ -,
+// so that it is one subject token and one key segment.
+func ValidID(kind, id string) error {
+	if !idPattern.MatchString(id) {
+		return fmt.Errorf("%w: %s %q must be 1 to 64 characters of A-Z, a-z, 0-9, _ and -", ErrInvalidID, kind, clip(id))
+	}
+	return nil
+}
+
+func clip(s string) string {
+	if len(s) > 70 {
+		return s[:70] + "..."
+	}
+	return s
+}
+
+// Subjects. Tenant and server are single tokens (see ValidID).
+func ListObservationSubject(tenant, server string) string {
+	return Prefix + ".obs.list." + tenant + "." + server
+}
+
+// CallObservationSubject carries CallObservation events.
+func CallObservationSubject(tenant, server string) string {
+	return Prefix + ".obs.call." + tenant + "." + server
+}
+
+// FingerprintSubject carries Fingerprint events.
+func FingerprintSubject(tenant, server string) string { return Prefix + ".fp." + tenant + "." + server }
+
+// VerdictSubject carries Verdict events, as JSON.
+func VerdictSubject(tenant, server string) string { return Prefix + ".drift." + tenant + "." + server }
+
+// AdminSubject carries AdminAction events, as JSON.
+func AdminSubject(tenant, server string) string { return Prefix + ".admin." + tenant + "." + server }
+
+// DeadLetterSubject carries DeadLetter events of one service, as JSON.
+func DeadLetterSubject(service string) string { return Prefix + ".dead." + service }
+
+// StatusKey is the key of a server's status record for one listing variant.
+func StatusKey(tenant, server, variant string) string { return tenant + "." + server + "." + variant }
+
+// BaselineKey is the key of one baseline version of a server and variant.
+func BaselineKey(tenant, server, variant string, version int64) string {
+	return fmt.Sprintf("%s.%s.%s.v%d", tenant, server, variant, version)
+}
+
+// Config sets the retention of what Setup creates.
+type Config struct {
+	Replicas          int           // 1 on a single node, 3 in a cluster
+	ObservationMaxAge time.Duration // how long raw observations are kept
+	VerdictMaxAge     time.Duration // how long verdicts and fingerprints are kept
+	AdminMaxAge       time.Duration // how long admin actions and dead letters are kept
+	DuplicateWindow   time.Duration // JetStream de-duplication of message ids
+	MaxMsgBytes       int32         // largest event (an observation carries a whole manifest)
+}
+
+// DefaultConfig is used for zero fields.
+var DefaultConfig = Config{
+	Replicas:          1,
+	ObservationMaxAge: 7 * 24 * time.Hour,
+	VerdictMaxAge:     30 * 24 * time.Hour,
+	AdminMaxAge:       365 * 24 * time.Hour,
+	DuplicateWindow:   10 * time.Minute,
+	MaxMsgBytes:       16 << 20,
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig
+	if c.Replicas > 0 {
+		d.Replicas = c.Replicas
+	}
+	if c.ObservationMaxAge > 0 {
+		d.ObservationMaxAge = c.ObservationMaxAge
+	}
+	if c.VerdictMaxAge > 0 {
+		d.VerdictMaxAge = c.VerdictMaxAge
+	}
+	if c.AdminMaxAge > 0 {
+		d.AdminMaxAge = c.AdminMaxAge
+	}
+	if c.DuplicateWindow > 0 {
+		d.DuplicateWindow = c.DuplicateWindow
+	}
+	if c.MaxMsgBytes > 0 {
+		d.MaxMsgBytes = c.MaxMsgBytes
+	}
+	return d
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Replicas != 0 && (c.Replicas < 1 || c.Replicas > 5) {
+		errs = append(errs, fmt.Errorf("replicas %d: want 1 to 5", c.Replicas))
+	}
+	if c.DuplicateWindow < 0 || c.ObservationMaxAge < 0 || c.VerdictMaxAge < 0 || c.AdminMaxAge < 0 {
+		errs = append(errs, errors.New("durations must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// Handles are the key-value buckets and object store Setup made ready.
+type Handles struct {
+	Status    jetstream.KeyValue
+	Baselines jetstream.KeyValue
+	Manifests jetstream.ObjectStore
+}
+
+// Setup creates or updates every stream and bucket; running it again, or
+// from several services at once, changes nothing.
+func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Handles, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := cfg.withDefaults()
+	streams := []jetstream.StreamConfig{
+		{Name: StreamObservations, Subjects: []string{Prefix + ".obs.>"}, MaxAge: c.ObservationMaxAge,
+			Description: "proxy observations: tools/list surfaces and tools/call outcomes"},
+		{Name: StreamFingerprints, Subjects: []string{Prefix + ".fp.>"}, MaxAge: c.VerdictMaxAge,
+			Description: "fingerprint service results"},
+		{Name: StreamVerdicts, Subjects: []string{Prefix + ".drift.>"}, MaxAge: c.VerdictMaxAge,
+			Description: "schema status changes (JSON)"},
+		{Name: StreamAdmin, Subjects: []string{Prefix + ".admin.>", Prefix + ".dead.>"}, MaxAge: c.AdminMaxAge,
+			Description: "admin actions and dead letters (JSON)"},
+	}
+	for _, sc := range streams {
+		sc.Retention = jetstream.LimitsPolicy
+		sc.Storage = jetstream.FileStorage
+		sc.Replicas = c.Replicas
+		sc.Duplicates = c.DuplicateWindow
+		sc.MaxMsgSize = c.MaxMsgBytes
+		sc.Discard = jetstream.DiscardOld
+		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+			return nil, fmt.Errorf("creating stream %s: %w", sc.Name, err)
+		}
+	}
+	status, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: BucketStatus, Description: "schema status per tenant, server and listing variant",
+		History: 16, Replicas: c.Replicas, Storage: jetstream.FileStorage, MaxValueSize: 1 << 20,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating bucket %s: %w", BucketStatus, err)
+	}
+	baselines, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: BucketBaselines, Description: "every baseline version of every server and variant",
+		History: 1, Replicas: c.Replicas, Storage: jetstream.FileStorage, MaxValueSize: 1 << 20,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating bucket %s: %w", BucketBaselines, err)
+	}
+	manifests, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		Bucket: BucketManifests, Description: "observed manifests (capture format), content-addressed by surface hash",
+		Replicas: c.Replicas, Storage: jetstream.FileStorage,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating object store %s: %w", BucketManifests, err)
+	}
+	return &Handles{Status: status, Baselines: baselines, Manifests: manifests}, nil
+}
+
+// ManifestName is the object name of a manifest with the given surface hash
+// ("sha256:<hex>" becomes "sha256-<hex>").
+func ManifestName(surfaceHash string) string {
+	b := []byte(surfaceHash)
+	return string(bytes.Replace(b, []byte(":"), []byte("-"), 1))
+}
+
+var jsonOpts = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
+
+// MarshalJSON encodes an event for a JSON subject: proto field names, every
+// field present, compact and stable.
+func MarshalJSON(m proto.Message) ([]byte, error) {
+	raw, err := jsonOpts.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	// protojson varies its whitespace on purpose; compact it so that the
+	// same event always has the same bytes.
+	var out bytes.Buffer
+	if err := json.Compact(&out, raw); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+// UnmarshalJSON decodes an event from a JSON subject, ignoring unknown
+// fields so that older subscribers read newer events.
+func UnmarshalJSON(b []byte, m proto.Message) error {
+	return protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(b, m)
+}
+
+// Publish publishes with a message id, so that a retry within the duplicate
+// window is stored once.
+func Publish(ctx context.Context, js jetstream.JetStream, subject string, data []byte, msgID string) (*jetstream.PubAck, error) {
+	ack, err := js.Publish(ctx, subject, data, jetstream.WithMsgID(msgID))
+	if err != nil {
+		return nil, fmt.Errorf("publishing %s: %w", subject, err)
+	}
+	return ack, nil
+}

@@ -1,0 +1,101 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+
+	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
+	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
+)
+
+func TestSetupIsIdempotent(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := range 3 {
+		if _, err := Setup(ctx, js, Config{}); err != nil {
+			t.Fatalf("Setup #%d: %v", i+1, err)
+		}
+	}
+	for _, name := range []string{StreamObservations, StreamFingerprints, StreamVerdicts, StreamAdmin} {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatalf("stream %s: %v", name, err)
+		}
+		if cfg := s.CachedInfo().Config; cfg.Duplicates != DefaultConfig.DuplicateWindow || cfg.Replicas != 1 {
+			t.Fatalf("stream %s: duplicates %v replicas %d", name, cfg.Duplicates, cfg.Replicas)
+		}
+	}
+}
+
+func TestPublishDeduplicates(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	ctx := context.Background()
+	if _, err := Setup(ctx, js, Config{}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := Publish(ctx, js, ListObservationSubject("acme", "fs"), []byte("x"), "obs-1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, _ := js.Stream(ctx, StreamObservations)
+	info, _ := s.Info(ctx)
+	if info.State.Msgs != 1 {
+		t.Fatalf("%d messages stored for one message id, want 1", info.State.Msgs)
+	}
+}
+
+// An alerting subscriber needs no generated code: a plain subscription and a
+// JSON decoder read a verdict.
+func TestVerdictReadableWithoutGeneratedCode(t *testing.T) {
+	srv := natstest.Start(t)
+	nc, js := srv.Connect(t)
+	ctx := context.Background()
+	if _, err := Setup(ctx, js, Config{}); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := nc.SubscribeSync(Prefix + ".drift.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &mcpdriftv1.Verdict{EventId: "v-1", Tenant: "acme", Server: "fs", Status: mcpdriftv1.Status_STATUS_CHANGED,
+		ReasonCode: "drift", Severity: "critical", LiveHash: "sha256:ab"}
+	data, err := MarshalJSON(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Publish(ctx, js, VerdictSubject("acme", "fs"), data, v.EventId); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := sub.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plain map[string]any
+	if err := json.Unmarshal(msg.Data, &plain); err != nil {
+		t.Fatalf("verdict is not JSON: %v\n%s", err, msg.Data)
+	}
+	if plain["status"] != "STATUS_CHANGED" || plain["tenant"] != "acme" || plain["serve"] != false || plain["severity"] != "critical" {
+		t.Fatalf("verdict as plain JSON: %v", plain)
+	}
+}
+
+func TestValidID(t *testing.T) {
+	for _, ok := range []string{"a", "acme-corp", "fs_01", "A9"} {
+		if err := ValidID("server", ok); err != nil {
+			t.Errorf("ValidID(%q): %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "a.b", "a b", "*", ">", "ü", string(make([]byte, 65))} {
+		if err := ValidID("server", bad); !errors.Is(err, ErrInvalidID) {
+			t.Errorf("ValidID(%q) = %v, want invalid_id", bad, err)
+		}
+	}
+}
