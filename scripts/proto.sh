@@ -24,7 +24,7 @@ if [ "${1:-}" = "--check" ]; then
 fi
 PATH="$bin:$PATH" protoc -I proto --go_out="$out" --go_opt=module=github.com/mcpdrift/mcpdrift/proto proto/mcpdrift/v1/*.proto
 if [ "${1:-}" = "--check" ]; then
-  if ! diff -ru proto/mcpdriftv1 "$out/mcpdriftv1"; then
+  if ! diff -ru -x doc.go proto/mcpdriftv1 "$out/mcpdriftv1"; then
     echo "proto: generated code is out of date; run make proto and commit the result" >&2
     exit 1
   fi

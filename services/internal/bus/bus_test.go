@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
 )
