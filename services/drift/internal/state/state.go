@@ -86,8 +86,8 @@ type Record struct {
 	ApprovedAtMs    int64  `json:"approved_at_ms,omitempty"`
 	ApprovedBy      string `json:"approved_by,omitempty"`
 
-	LiveHash       string `json:"live_hash,omitempty"`       // the last manifest observed
-	LiveError      string `json:"live_error,omitempty"`      // its error code, when it could not be fingerprinted
+	LiveHash       string `json:"live_hash,omitempty"`        // the last manifest observed
+	LiveError      string `json:"live_error,omitempty"`       // its error code, when it could not be fingerprinted
 	LiveObservedMs int64  `json:"live_observed_ms,omitempty"` // when it was observed
 	DriftAtMs      int64  `json:"drift_at_ms,omitempty"`      // when the live manifest first differed from the baseline
 	Severity       string `json:"severity,omitempty"`         // of the live diff against the baseline
