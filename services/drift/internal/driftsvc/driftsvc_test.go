@@ -1,0 +1,327 @@
+package driftsvc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
+	"github.com/mcpdrift/mcpdrift/services/drift/internal/state"
+	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/surface"
+)
+
+// env is one in-process NATS with the buses set up.
+type env struct {
+	t   *testing.T
+	srv *natstest.Server
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	h   *bus.Handles
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	srv := natstest.Start(t)
+	nc, js := srv.Connect(t)
+	h, err := bus.Setup(context.Background(), js, bus.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, srv: srv, nc: nc, js: js, h: h}
+}
+
+// start runs a drift service until the test ends (or stop is called).
+func (e *env) start(cfg Config) (*Service, context.CancelFunc) {
+	e.t.Helper()
+	svc, err := New(cfg, Deps{JS: e.js, Handles: e.h, Log: zerolog.Nop()})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	stop := func() {
+		cancel()
+		if err := <-done; err != nil {
+			e.t.Errorf("Run: %v", err)
+		}
+	}
+	var once sync.Once
+	e.t.Cleanup(func() { once.Do(stop) })
+	return svc, func() { once.Do(stop) }
+}
+
+// manifest stores a real capture and returns its fingerprint.
+func (e *env) manifest(path string) string {
+	e.t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	s, err := surface.Parse(raw, surface.Options{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.h.Manifests.PutBytes(context.Background(), bus.ManifestName(s.Hash.String()), raw); err != nil {
+		e.t.Fatal(err)
+	}
+	return s.Hash.String()
+}
+
+func (e *env) publish(server, eventID, hash, errCode string, at time.Time, msgID string) {
+	e.t.Helper()
+	fp := &mcpdriftv1.Fingerprint{EventId: eventID, Tenant: "acme", Server: server, Variant: "v0", Proxy: "p1",
+		ObservedAtUnixMs: at.UnixMilli(), SurfaceHash: hash, ErrorCode: errCode}
+	data, err := proto.Marshal(fp)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if msgID == "" {
+		msgID = eventID
+	}
+	if _, err := bus.Publish(context.Background(), e.js, bus.FingerprintSubject("acme", server), data, msgID); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// waitFor polls cond until it holds or 10 s pass.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (e *env) record(svc *Service, server string) *state.Record {
+	rec, err := svc.Get(context.Background(), "acme", server, "v0")
+	if errors.Is(err, state.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return rec
+}
+
+// consumerDone reports whether the drift consumer has settled everything.
+func (e *env) consumerDone() bool {
+	c, err := e.js.Consumer(context.Background(), bus.StreamFingerprints, bus.ConsumerDrift)
+	if err != nil {
+		return false
+	}
+	info, err := c.Info(context.Background())
+	return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+}
+
+func (e *env) verdicts() []map[string]any {
+	s, err := e.js.Stream(context.Background(), bus.StreamVerdicts)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	info, _ := s.Info(context.Background())
+	var out []map[string]any
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := s.GetMsg(context.Background(), seq)
+		if err != nil {
+			continue
+		}
+		var v map[string]any
+		if err := json.Unmarshal(m.Data, &v); err != nil {
+			e.t.Fatalf("verdict is not plain JSON: %v", err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+const (
+	fixA = "../../../internal/surface/testdata/real/memory/2025.8.4.json"
+	fixB = "../../../internal/surface/testdata/real/memory/2025.9.25.json"
+	fixC = "../../../internal/surface/testdata/real/memory/2026.8.31.json"
+)
+
+func TestDriftLifecycle(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.manifest(fixA), e.manifest(fixB)
+	svc, _ := e.start(Config{})
+	t0 := time.Now()
+
+	e.publish("mem", "o1", a, "", t0, "")
+	waitFor(t, "verified", func() bool { r := e.record(svc, "mem"); return r != nil && r.Status == state.Verified })
+
+	e.publish("mem", "o2", b, "", t0.Add(time.Second), "")
+	waitFor(t, "changed", func() bool { return e.record(svc, "mem").Status == state.Changed })
+	r := e.record(svc, "mem")
+	if r.Severity != "medium" || r.Serve() || r.BaselineHash != a || r.LiveHash != b || r.DriftAtMs == 0 {
+		t.Fatalf("after drift: %+v", r)
+	}
+
+	// Reverting does not restore it.
+	e.publish("mem", "o3", a, "", t0.Add(2*time.Second), "")
+	waitFor(t, "live back to the baseline", func() bool { return e.record(svc, "mem").LiveHash == a })
+	if s := e.record(svc, "mem").Status; s != state.Changed {
+		t.Fatalf("a revert changed the status to %s", s)
+	}
+	e.publish("mem", "o4", b, "", t0.Add(3*time.Second), "")
+	waitFor(t, "live b", func() bool { return e.record(svc, "mem").LiveHash == b })
+
+	ctx := context.Background()
+	rep, err := svc.Diff(ctx, "acme", "mem", "v0")
+	if err != nil || !rep.Drift || len(rep.Changed) == 0 {
+		t.Fatalf("Diff: %v %+v", err, rep)
+	}
+	if _, err := svc.Approve(ctx, "acme", "mem", "v0", a, "alice"); Code(err) != "stale_hash" {
+		t.Fatalf("approving a hash that is not live: %v", err)
+	}
+	rec, err := svc.Approve(ctx, "acme", "mem", "v0", b, "alice")
+	if err != nil || rec.Status != state.Verified || rec.BaselineVersion != 2 || rec.ApprovedBy != "alice" {
+		t.Fatalf("Approve: %v %+v", err, rec)
+	}
+	hist, err := svc.History(ctx, "acme", "mem", "v0")
+	if err != nil || len(hist) != 2 || hist[0].Hash != a || hist[1].Hash != b || hist[0].ApprovedBy != state.ActorTOFU {
+		t.Fatalf("History: %v %+v", err, hist)
+	}
+
+	if _, err := svc.Quarantine(ctx, "acme", "mem", "v0", "bob", "incident"); err != nil {
+		t.Fatal(err)
+	}
+	e.publish("mem", "o5", b, "", t0.Add(4*time.Second), "")
+	waitFor(t, "settled", e.consumerDone)
+	if s := e.record(svc, "mem").Status; s != state.Quarantined {
+		t.Fatalf("an observation lifted the quarantine: %s", s)
+	}
+
+	// Every status change went out as plain JSON.
+	var statuses []string
+	for _, v := range e.verdicts() {
+		statuses = append(statuses, fmt.Sprint(v["status"]))
+	}
+	want := "[STATUS_VERIFIED STATUS_CHANGED STATUS_CHANGED STATUS_CHANGED STATUS_VERIFIED STATUS_QUARANTINED]"
+	if fmt.Sprint(statuses) != want {
+		t.Fatalf("verdicts %v, want %s", statuses, want)
+	}
+}
+
+func TestStrictAndUnfingerprintable(t *testing.T) {
+	e := newEnv(t)
+	a := e.manifest(fixA)
+	svc, _ := e.start(Config{Policy: state.Policy{Posture: state.Strict, OnDrift: state.Block}})
+	e.publish("s1", "o1", a, "", time.Now(), "")
+	e.publish("s2", "o2", "", "duplicate_item", time.Now(), "")
+	waitFor(t, "settled", e.consumerDone)
+	if r := e.record(svc, "s1"); r.Status != state.Pending || r.Serve() {
+		t.Fatalf("strict first sight: %+v", r)
+	}
+	r := e.record(svc, "s2")
+	if r.Status != state.Pending || r.Reason != state.ReasonUnfingerprintable {
+		t.Fatalf("unfingerprintable first sight: %+v", r)
+	}
+	if _, err := svc.Approve(context.Background(), "acme", "s2", "v0", "", "alice"); Code(err) != "unfingerprintable" {
+		t.Fatalf("approving an unfingerprintable manifest: %v", err)
+	}
+	if rec, err := svc.Approve(context.Background(), "acme", "s1", "v0", a, "alice"); err != nil || rec.Status != state.Verified || rec.BaselineVersion != 1 {
+		t.Fatalf("approving a pending server: %v %+v", err, rec)
+	}
+}
+
+// Two drift writers and two different first manifests at once: exactly one
+// becomes the baseline, the other is drift.
+func TestConcurrentFirstManifests(t *testing.T) {
+	for round := range 5 {
+		t.Run(fmt.Sprint("round", round), func(t *testing.T) {
+			e := newEnv(t)
+			a, b := e.manifest(fixA), e.manifest(fixB)
+			svc1, _ := e.start(Config{})
+			e.start(Config{})
+			at := time.Now()
+			var wg sync.WaitGroup
+			for i, h := range []string{a, b} {
+				wg.Add(1)
+				go func() { defer wg.Done(); e.publish("race", fmt.Sprint("first-", i), h, "", at, "") }()
+			}
+			wg.Wait()
+			waitFor(t, "both applied", func() bool {
+				r := e.record(svc1, "race")
+				return r != nil && len(r.Applied) == 2
+			})
+			r := e.record(svc1, "race")
+			if r.Status != state.Changed || r.BaselineVersion != 1 || r.BaselineHash == r.LiveHash {
+				t.Fatalf("after two first manifests: %+v", r)
+			}
+			if _, err := e.h.Baselines.Get(context.Background(), bus.BaselineKey("acme", "race", "v0", 2)); !errors.Is(err, jetstream.ErrKeyNotFound) {
+				t.Fatalf("a second baseline version exists: %v", err)
+			}
+		})
+	}
+}
+
+func TestRedeliveryAndRestart(t *testing.T) {
+	e := newEnv(t)
+	hashes := []string{e.manifest(fixA), e.manifest(fixB), e.manifest(fixC)}
+	svc, stop := e.start(Config{})
+	t0 := time.Now()
+	// The same event published again after a dedup window (new message id):
+	// one transition, no version bump.
+	e.publish("r", "o1", hashes[0], "", t0, "")
+	e.publish("r", "o1", hashes[0], "", t0, "retry-o1")
+	e.publish("r", "o2", hashes[1], "", t0.Add(time.Second), "")
+	e.publish("r", "o2", hashes[1], "", t0.Add(time.Second), "retry-o2")
+	waitFor(t, "settled", e.consumerDone)
+	stop()
+
+	// Published while no drift service runs; a new one picks them up.
+	e.publish("r", "o3", hashes[2], "", t0.Add(2*time.Second), "")
+	e.publish("r", "o2", hashes[1], "", t0.Add(time.Second), "retry2-o2") // late and old
+	svc2, _ := e.start(Config{})
+	waitFor(t, "settled after restart", e.consumerDone)
+	r := e.record(svc2, "r")
+	if r.Status != state.Changed || r.BaselineVersion != 1 || r.LiveHash != hashes[2] {
+		t.Fatalf("after restart: %+v", r)
+	}
+	if n := len(e.verdicts()); n != 3 {
+		t.Fatalf("%d verdicts, want 3 (first baseline, drift, live moved)", n)
+	}
+	_ = svc
+	if st := svc2.Stats(); st.Applied != 1 || st.Redelivered != 1 {
+		t.Fatalf("restarted service stats %+v, want 1 applied and 1 redelivery", st)
+	}
+}
+
+func TestPoisonIsDeadLettered(t *testing.T) {
+	e := newEnv(t)
+	a := e.manifest(fixA)
+	sub, err := e.nc.SubscribeSync(bus.DeadLetterSubject("drift"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, _ := e.start(Config{})
+	if _, err := bus.Publish(context.Background(), e.js, bus.FingerprintSubject("acme", "x"), []byte("not protobuf \xff"), "junk"); err != nil {
+		t.Fatal(err)
+	}
+	e.publish("x", "o1", a, "", time.Now(), "")
+	msg, err := sub.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(msg.Data, []byte(`"error_code":"malformed_event"`)) {
+		t.Fatalf("dead letter: %s", msg.Data)
+	}
+	waitFor(t, "the valid event applied after the poison one", func() bool { r := e.record(svc, "x"); return r != nil })
+}
