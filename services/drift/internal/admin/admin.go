@@ -1,0 +1,427 @@
+// Package admin is the drift service's admin HTTP API: list, show, diff and
+// history of server status for the read role; approve and quarantine for the
+// write role; a live stream of verdicts. Every request is authenticated with
+// a bearer token, and every action, allowed or not, is published as an
+// AdminAction event.
+package admin
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
+	"github.com/mcpdrift/mcpdrift/services/drift/internal/state"
+	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/surface"
+)
+
+// Role is what a token may do.
+type Role string
+
+// Roles: write includes read.
+const (
+	RoleRead  Role = "read"
+	RoleWrite Role = "write"
+)
+
+// Token is one API credential.
+type Token struct {
+	Name   string // who: recorded as the actor of every action
+	Role   Role
+	Secret string
+}
+
+// ParseTokens reads "name:role:secret" entries separated by commas or
+// newlines, as given in MCPDRIFT_ADMIN_TOKENS or a tokens file.
+func ParseTokens(spec string) ([]Token, error) {
+	var out []Token
+	var errs []error
+	seen := map[string]bool{}
+	for _, f := range strings.FieldsFunc(spec, func(r rune) bool { return r == ',' || r == '\n' }) {
+		f = strings.TrimSpace(f)
+		if f == "" || strings.HasPrefix(f, "#") {
+			continue
+		}
+		parts := strings.SplitN(f, ":", 3)
+		if len(parts) != 3 || parts[0] == "" || len(parts[2]) < 16 {
+			errs = append(errs, fmt.Errorf("token entry %q: want name:role:secret with a secret of 16 characters or more", clip(parts[0])))
+			continue
+		}
+		role := Role(parts[1])
+		if role != RoleRead && role != RoleWrite {
+			errs = append(errs, fmt.Errorf("token %q: role %q, want read or write", parts[0], parts[1]))
+			continue
+		}
+		if seen[parts[2]] {
+			errs = append(errs, fmt.Errorf("token %q: the same secret is given twice", parts[0]))
+			continue
+		}
+		seen[parts[2]] = true
+		out = append(out, Token{Name: parts[0], Role: role, Secret: parts[2]})
+	}
+	return out, errors.Join(errs...)
+}
+
+func randomSuffix() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
+}
+
+// Backend is what the API serves; *driftsvc.Service is one.
+type Backend interface {
+	List(ctx context.Context) ([]state.Record, error)
+	Get(ctx context.Context, tenant, server, variant string) (*state.Record, error)
+	Diff(ctx context.Context, tenant, server, variant string) (*surface.Report, error)
+	History(ctx context.Context, tenant, server, variant string) ([]state.Baseline, error)
+	Approve(ctx context.Context, tenant, server, variant, hash, actor string) (*state.Record, error)
+	Quarantine(ctx context.Context, tenant, server, variant, actor, reason string) (*state.Record, error)
+}
+
+// Deps are what the handler needs besides the backend.
+type Deps struct {
+	// Audit publishes an admin action; an error fails the request, since
+	// an action that cannot be audited must not happen.
+	Audit func(ctx context.Context, a *mcpdriftv1.AdminAction) error
+	// Follow calls fn with each verdict (JSON) until ctx is done.
+	Follow func(ctx context.Context, fn func(verdict []byte)) error
+	// Code maps a backend error to its stable code.
+	Code func(error) string
+	Log  zerolog.Logger
+	Now  func() time.Time
+}
+
+type handler struct {
+	b      Backend
+	tokens []Token
+	d      Deps
+}
+
+// NewHandler returns the API.
+func NewHandler(b Backend, tokens []Token, d Deps) http.Handler {
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	h := &handler{b: b, tokens: tokens, d: d}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /v1/servers", h.auth(RoleRead, "status", h.list))
+	mux.HandleFunc("GET /v1/servers/{tenant}/{server}/{variant}", h.auth(RoleRead, "show", h.show))
+	mux.HandleFunc("GET /v1/servers/{tenant}/{server}/{variant}/diff", h.auth(RoleRead, "diff", h.diff))
+	mux.HandleFunc("GET /v1/servers/{tenant}/{server}/{variant}/history", h.auth(RoleRead, "history", h.history))
+	mux.HandleFunc("POST /v1/servers/{tenant}/{server}/{variant}/approve", h.auth(RoleWrite, "approve", h.approve))
+	mux.HandleFunc("POST /v1/servers/{tenant}/{server}/{variant}/quarantine", h.auth(RoleWrite, "quarantine", h.quarantine))
+	mux.HandleFunc("GET /v1/verdicts", h.auth(RoleRead, "tail", nil)) // a stream, served by tail
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
+	})
+	return mux
+}
+
+// call is one request as it is audited.
+type call struct {
+	action *mcpdriftv1.AdminAction
+}
+
+type apiFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) (status int, body any, err error)
+
+func (h *handler) token(r *http.Request) (Token, bool) {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || got == "" {
+		return Token{}, false
+	}
+	for _, t := range h.tokens {
+		if subtle.ConstantTimeCompare([]byte(got), []byte(t.Secret)) == 1 {
+			return t, true
+		}
+	}
+	return Token{}, false
+}
+
+// auth authenticates, checks the role, runs f, and audits the outcome.
+func (h *handler) auth(need Role, action string, f apiFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		a := &mcpdriftv1.AdminAction{
+			EventId: fmt.Sprintf("admin-%d-%s", h.d.Now().UnixNano(), randomSuffix()),
+			Tenant:  r.PathValue("tenant"), Server: r.PathValue("server"), Variant: r.PathValue("variant"),
+			Action: action, Actor: "anonymous", AtUnixMs: h.d.Now().UnixMilli(),
+		}
+		tok, ok := h.token(r)
+		var status int
+		var body any
+		var err error
+		switch {
+		case !ok:
+			status, err = http.StatusUnauthorized, codedError{"unauthenticated", "a valid bearer token is required (Authorization: Bearer <token>)"}
+		case need == RoleWrite && tok.Role != RoleWrite:
+			a.Actor, a.Role = tok.Name, string(tok.Role)
+			status, err = http.StatusForbidden, codedError{"forbidden", fmt.Sprintf("%s needs the write role; token %q has %s", action, tok.Name, tok.Role)}
+		default:
+			a.Actor, a.Role = tok.Name, string(tok.Role)
+			if err = h.validPath(r); err != nil {
+				status = http.StatusBadRequest
+				break
+			}
+			if action == "tail" {
+				// A stream: audited when it starts.
+				if aerr := h.audit(ctx, a, nil); aerr != nil {
+					writeError(w, http.StatusServiceUnavailable, "audit_unavailable", "the action could not be audited, so it was not done")
+					return
+				}
+				h.tail(ctx, w, r)
+				return
+			}
+			status, body, err = f(ctx, w, r, &call{action: a})
+		}
+		if aerr := h.audit(ctx, a, err); aerr != nil {
+			h.d.Log.Error().Err(aerr).Str("action", action).Str("actor", a.Actor).Msg("publishing admin action")
+			if err == nil && need == RoleWrite {
+				// Done but not audited: say so loudly rather than pretend.
+				writeError(w, http.StatusInternalServerError, "audit_unavailable", "the action was done but could not be audited: "+aerr.Error())
+				return
+			}
+		}
+		if err != nil {
+			code, msg := h.describe(err)
+			if status == 0 {
+				status = httpStatus(code)
+			}
+			writeError(w, status, code, msg)
+			return
+		}
+		writeJSON(w, status, body)
+	}
+}
+
+func (h *handler) audit(ctx context.Context, a *mcpdriftv1.AdminAction, err error) error {
+	a.Ok = err == nil
+	if err != nil {
+		a.ErrorCode, a.ErrorMessage = h.describe(err)
+	}
+	if h.d.Audit == nil {
+		return nil
+	}
+	return h.d.Audit(ctx, a)
+}
+
+func (h *handler) validPath(r *http.Request) error {
+	for _, p := range []string{"tenant", "server", "variant"} {
+		if v := r.PathValue(p); v != "" {
+			if err := bus.ValidID(p, v); err != nil {
+				return codedError{"invalid_id", err.Error()}
+			}
+		}
+	}
+	return nil
+}
+
+type codedError struct{ code, msg string }
+
+func (e codedError) Error() string { return e.code + ": " + e.msg }
+
+func (h *handler) describe(err error) (code, msg string) {
+	var ce codedError
+	if errors.As(err, &ce) {
+		return ce.code, ce.msg
+	}
+	code = "internal"
+	if h.d.Code != nil {
+		code = h.d.Code(err)
+	}
+	msg = err.Error()
+	if rest, ok := strings.CutPrefix(msg, code+": "); ok {
+		msg = rest
+	}
+	return code, msg
+}
+
+func httpStatus(code string) int {
+	switch code {
+	case "not_found":
+		return http.StatusNotFound
+	case "stale_hash", "unfingerprintable", "no_baseline", "nothing_to_approve":
+		return http.StatusConflict
+	case "invalid_id", "bad_request":
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError
+}
+
+func path(r *http.Request) (string, string, string) {
+	return r.PathValue("tenant"), r.PathValue("server"), r.PathValue("variant")
+}
+
+// Show is the body of GET /v1/servers/{tenant}/{server}/{variant}.
+type Show struct {
+	Record state.Record `json:"record"`
+	Serve  bool         `json:"serve"`
+}
+
+func (h *handler) list(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
+	recs, err := h.b.List(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	out := make([]Show, 0, len(recs))
+	for _, rec := range recs {
+		out = append(out, Show{Record: rec, Serve: rec.Serve()})
+	}
+	return http.StatusOK, out, nil
+}
+
+func (h *handler) show(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
+	t, s, v := path(r)
+	rec, err := h.b.Get(ctx, t, s, v)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, Show{Record: *rec, Serve: rec.Serve()}, nil
+}
+
+func (h *handler) diff(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
+	t, s, v := path(r)
+	rep, err := h.b.Diff(ctx, t, s, v)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, rep, nil
+}
+
+func (h *handler) history(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
+	t, s, v := path(r)
+	hist, err := h.b.History(ctx, t, s, v)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, hist, nil
+}
+
+// ApproveRequest is the body of POST .../approve.
+type ApproveRequest struct {
+	Hash string `json:"hash"` // the live manifest's hash, as reviewed
+}
+
+// QuarantineRequest is the body of POST .../quarantine.
+type QuarantineRequest struct {
+	Reason string `json:"reason"`
+}
+
+func decodeBody(r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return codedError{"bad_request", "the body must be a JSON object of the documented shape: " + err.Error()}
+	}
+	return nil
+}
+
+func (h *handler) approve(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
+	var req ApproveRequest
+	if err := decodeBody(r, &req); err != nil {
+		return 0, nil, err
+	}
+	c.action.Hash = req.Hash
+	if _, err := surface.ParseDigest(req.Hash); err != nil {
+		return 0, nil, codedError{"bad_request", "hash must be the sha256:<hex> you reviewed: " + err.Error()}
+	}
+	t, s, v := path(r)
+	rec, err := h.b.Approve(ctx, t, s, v, req.Hash, c.action.Actor)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, Show{Record: *rec, Serve: rec.Serve()}, nil
+}
+
+func (h *handler) quarantine(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
+	var req QuarantineRequest
+	if r.ContentLength != 0 {
+		if err := decodeBody(r, &req); err != nil {
+			return 0, nil, err
+		}
+	}
+	t, s, v := path(r)
+	rec, err := h.b.Quarantine(ctx, t, s, v, c.action.Actor, req.Reason)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, Show{Record: *rec, Serve: rec.Serve()}, nil
+}
+
+// tail streams verdicts as newline-delimited JSON until the client leaves.
+func (h *handler) tail(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	if h.d.Follow == nil {
+		writeError(w, http.StatusNotImplemented, "unavailable", "this server does not stream verdicts")
+		return
+	}
+	fl, _ := w.(http.Flusher)
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	if fl != nil {
+		fl.Flush()
+	}
+	lines := make(chan []byte, 256)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		_ = h.d.Follow(ctx, func(v []byte) {
+			select {
+			case lines <- v:
+			default: // a client too slow to read loses verdicts rather than stall the bus
+			}
+		})
+		cancel()
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case v := <-lines:
+			if _, err := w.Write(append(v, '\n')); err != nil {
+				return
+			}
+			if fl != nil {
+				fl.Flush()
+			}
+		}
+	}
+}
+
+// Error is the body of every error response.
+type Error struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	var e Error
+	e.Error.Code, e.Error.Message = code, msg
+	writeJSON(w, status, e)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}

@@ -1,0 +1,207 @@
+// Command drift runs the mcpdrift drift service: the one writer of schema
+// status, and the admin API.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
+	"github.com/mcpdrift/mcpdrift/services/drift/internal/admin"
+	"github.com/mcpdrift/mcpdrift/services/drift/internal/driftsvc"
+	"github.com/mcpdrift/mcpdrift/services/drift/internal/state"
+	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		fmt.Fprintf(os.Stderr, "drift: %v\n", err)
+		stop()
+		os.Exit(1) // the only exit
+	}
+}
+
+// Config is everything the command is configured with.
+type Config struct {
+	NATSURL   string
+	HTTPAddr  string
+	Tokens    []admin.Token
+	Replicas  int
+	LogLevel  zerolog.Level
+	Service   driftsvc.Config
+	Ready     func(addr net.Addr) // tests learn the admin address
+	LogOutput io.Writer
+}
+
+const usage = `drift: the mcpdrift drift service (schema status and admin API)
+
+Usage: drift [flags]
+
+Every flag can also be set by the environment variable shown with it.
+Admin tokens are "name:role:secret" entries (role read or write), separated
+by commas or newlines; give them in MCPDRIFT_ADMIN_TOKENS or a file.
+
+Flags:
+`
+
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
+	env := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	fs := flag.NewFlagSet("drift", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	natsURL := fs.String("nats-url", env("MCPDRIFT_NATS_URL", nats.DefaultURL), "NATS server `URL` (MCPDRIFT_NATS_URL)")
+	httpAddr := fs.String("http-addr", env("MCPDRIFT_ADMIN_ADDR", "127.0.0.1:8470"), "admin API listen `address` (MCPDRIFT_ADMIN_ADDR)")
+	tokens := fs.String("tokens", env("MCPDRIFT_ADMIN_TOKENS", ""), "admin API `tokens` (MCPDRIFT_ADMIN_TOKENS)")
+	tokensFile := fs.String("tokens-file", env("MCPDRIFT_ADMIN_TOKENS_FILE", ""), "read admin API tokens from this `file` (MCPDRIFT_ADMIN_TOKENS_FILE)")
+	replicas := fs.Int("replicas", atoi(env("MCPDRIFT_REPLICAS", "1")), "replicas of streams and buckets: 1, or 3 in a cluster (MCPDRIFT_REPLICAS)")
+	posture := fs.String("posture", env("MCPDRIFT_POSTURE", state.Discovery), "first sight of a server: discovery (trust on first use) or strict (MCPDRIFT_POSTURE)")
+	onDrift := fs.String("on-drift", env("MCPDRIFT_ON_DRIFT", state.Block), "on drift: block (withhold tools) or alert (serve and alert) (MCPDRIFT_ON_DRIFT)")
+	guard := fs.Bool("guard", env("MCPDRIFT_GUARD", "false") == "true", "auto-accept provably benign changes as new baselines (MCPDRIFT_GUARD)")
+	logLevel := fs.String("log-level", env("MCPDRIFT_LOG_LEVEL", "info"), "log `level`: debug, info, warn, error (MCPDRIFT_LOG_LEVEL)")
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	var errs []error
+	cfg := Config{NATSURL: *natsURL, HTTPAddr: *httpAddr, Replicas: *replicas,
+		Service: driftsvc.Config{Policy: state.Policy{Posture: *posture, OnDrift: *onDrift, Guard: *guard}}}
+	spec := *tokens
+	if *tokensFile != "" {
+		b, err := os.ReadFile(*tokensFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("reading tokens file: %w", err))
+		}
+		spec += "\n" + string(b)
+	}
+	var err error
+	if cfg.Tokens, err = admin.ParseTokens(spec); err != nil {
+		errs = append(errs, err)
+	}
+	if len(cfg.Tokens) == 0 {
+		errs = append(errs, errors.New("no admin tokens: set --tokens, --tokens-file or MCPDRIFT_ADMIN_TOKENS (the API refuses anonymous requests)"))
+	}
+	if cfg.LogLevel, err = zerolog.ParseLevel(*logLevel); err != nil {
+		errs = append(errs, fmt.Errorf("log level %q: %w", *logLevel, err))
+	}
+	errs = append(errs, cfg.Service.Validate(), bus.Config{Replicas: cfg.Replicas}.Validate())
+	return cfg, errors.Join(errs...)
+}
+
+func atoi(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return -1 // reported by Validate
+	}
+	return n
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	cfg, err := parseConfig(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	cfg.LogOutput = stderr
+	return serve(ctx, cfg)
+}
+
+func serve(ctx context.Context, cfg Config) error {
+	log := zerolog.New(cfg.LogOutput).Level(cfg.LogLevel).With().Timestamp().Str("service", "drift").Logger()
+	nc, err := nats.Connect(cfg.NATSURL, nats.Name("mcpdrift-drift"), nats.MaxReconnects(-1))
+	if err != nil {
+		return fmt.Errorf("connecting to NATS at %s: %w", cfg.NATSURL, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	h, err := bus.Setup(ctx, js, bus.Config{Replicas: cfg.Replicas})
+	if err != nil {
+		return err
+	}
+	svc, err := driftsvc.New(cfg.Service, driftsvc.Deps{JS: js, Handles: h, Log: log})
+	if err != nil {
+		return err
+	}
+	api := admin.NewHandler(svc, cfg.Tokens, admin.Deps{
+		Audit: func(ctx context.Context, a *mcpdriftv1.AdminAction) error {
+			data, err := bus.MarshalJSON(a)
+			if err != nil {
+				return err
+			}
+			subject := bus.AdminSubject(orDash(a.Tenant), orDash(a.Server))
+			_, err = bus.Publish(ctx, js, subject, data, a.EventId)
+			return err
+		},
+		Follow: func(ctx context.Context, fn func([]byte)) error {
+			sub, err := nc.Subscribe(bus.Prefix+".drift.>", func(m *nats.Msg) { fn(m.Data) })
+			if err != nil {
+				return err
+			}
+			<-ctx.Done()
+			return sub.Unsubscribe()
+		},
+		Code: driftsvc.Code,
+		Log:  log,
+	})
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", cfg.HTTPAddr, err)
+	}
+	if cfg.Ready != nil {
+		cfg.Ready(ln.Addr())
+	}
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+	log.Info().Str("admin_addr", ln.Addr().String()).Str("nats", cfg.NATSURL).
+		Str("posture", cfg.Service.Policy.Posture).Str("on_drift", cfg.Service.Policy.OnDrift).Bool("guard", cfg.Service.Policy.Guard).
+		Msg("drift service started")
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return svc.Run(gctx) })
+	g.Go(func() error {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	})
+	err = g.Wait()
+	log.Info().Msg("drift service stopped")
+	return err
+}
+
+// orDash stands in for an empty subject token (GET /v1/servers has no server).
+func orDash(s string) string {
+	if s == "" {
+		return "_"
+	}
+	return s
+}

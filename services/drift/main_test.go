@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
+	"github.com/mcpdrift/mcpdrift/services/drift/internal/admin"
+	"github.com/mcpdrift/mcpdrift/services/drift/internal/driftsvc"
+	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/surface"
+)
+
+const (
+	readSecret  = "read-secret-0123456789"
+	writeSecret = "write-secret-0123456789"
+)
+
+type stack struct {
+	t   *testing.T
+	api string
+	srv *natstest.Server
+}
+
+func startStack(t *testing.T) *stack {
+	t.Helper()
+	srv := natstest.Start(t)
+	tokens, err := admin.ParseTokens("reader:read:" + readSecret + ",alice:write:" + writeSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := make(chan net.Addr, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, Config{NATSURL: srv.ClientURL(), HTTPAddr: "127.0.0.1:0", Tokens: tokens, Replicas: 1,
+			LogLevel: zerolog.WarnLevel, LogOutput: io.Discard, Service: driftsvc.Config{},
+			Ready: func(a net.Addr) { addr <- a }})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	select {
+	case a := <-addr:
+		return &stack{t: t, api: "http://" + a.String(), srv: srv}
+	case err := <-done:
+		t.Fatalf("serve: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the drift service did not start")
+	}
+	return nil
+}
+
+func (s *stack) do(method, path, secret string, body any) (int, []byte) {
+	s.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, s.api+path, rd)
+	if secret != "" {
+		req.Header.Set("Authorization", "Bearer "+secret)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out
+}
+
+func (s *stack) observe(server, eventID, fixture string, at time.Time) string {
+	s.t.Helper()
+	_, js := s.srv.Connect(s.t)
+	h, err := bus.Setup(context.Background(), js, bus.Config{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	raw, err := os.ReadFile(fixture)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	sf, err := surface.Parse(raw, surface.Options{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	hash := sf.Hash.String()
+	if _, err := h.Manifests.PutBytes(context.Background(), bus.ManifestName(hash), raw); err != nil {
+		s.t.Fatal(err)
+	}
+	data, _ := proto.Marshal(&mcpdriftv1.Fingerprint{EventId: eventID, Tenant: "acme", Server: server, Variant: "v0",
+		ObservedAtUnixMs: at.UnixMilli(), SurfaceHash: hash})
+	if _, err := bus.Publish(context.Background(), js, bus.FingerprintSubject("acme", server), data, eventID); err != nil {
+		s.t.Fatal(err)
+	}
+	return hash
+}
+
+func (s *stack) waitStatus(server, status string) admin.Show {
+	s.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, body := s.do("GET", "/v1/servers/acme/"+server+"/v0", readSecret, nil)
+		var show admin.Show
+		if code == 200 && json.Unmarshal(body, &show) == nil && string(show.Record.Status) == status {
+			return show
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("status of %s never became %s: %d %s", server, status, code, body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func errorCode(body []byte) string {
+	var e admin.Error
+	_ = json.Unmarshal(body, &e)
+	return e.Error.Code
+}
+
+func TestAdminAPI(t *testing.T) {
+	s := startStack(t)
+	nc, _ := s.srv.Connect(t)
+	actions, err := nc.SubscribeSync(bus.Prefix + ".admin.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx := "../internal/surface/testdata/real/memory/"
+	t0 := time.Now()
+	a := s.observe("mem", "o1", fx+"2025.8.4.json", t0)
+	s.waitStatus("mem", "verified")
+
+	// Follow verdicts live, as driftctl tail does.
+	req, _ := http.NewRequest("GET", s.api+"/v1/verdicts", nil)
+	req.Header.Set("Authorization", "Bearer "+readSecret)
+	tail, err := http.DefaultClient.Do(req)
+	if err != nil || tail.StatusCode != 200 {
+		t.Fatalf("tail: %v %v", err, tail.Status)
+	}
+	defer tail.Body.Close()
+	lines := bufio.NewScanner(tail.Body)
+
+	b := s.observe("mem", "o2", fx+"2025.9.25.json", t0.Add(time.Second))
+	show := s.waitStatus("mem", "changed")
+	if show.Serve || show.Record.LiveHash != b {
+		t.Fatalf("after drift: %+v", show)
+	}
+	if !lines.Scan() || !strings.Contains(lines.Text(), `"STATUS_CHANGED"`) {
+		t.Fatalf("tail did not deliver the drift verdict: %q", lines.Text())
+	}
+
+	tests := []struct {
+		name, method, path, secret string
+		body                       any
+		status                     int
+		code                       string
+	}{
+		{"no_token", "GET", "/v1/servers", "", nil, 401, "unauthenticated"},
+		{"bad_token", "GET", "/v1/servers", "nope-nope-nope-nope", nil, 401, "unauthenticated"},
+		{"read_cannot_approve", "POST", "/v1/servers/acme/mem/v0/approve", readSecret, admin.ApproveRequest{Hash: b}, 403, "forbidden"},
+		{"read_cannot_quarantine", "POST", "/v1/servers/acme/mem/v0/quarantine", readSecret, nil, 403, "forbidden"},
+		{"stale_hash", "POST", "/v1/servers/acme/mem/v0/approve", writeSecret, admin.ApproveRequest{Hash: a}, 409, "stale_hash"},
+		{"not_a_hash", "POST", "/v1/servers/acme/mem/v0/approve", writeSecret, admin.ApproveRequest{Hash: "latest"}, 400, "bad_request"},
+		{"unknown_server", "GET", "/v1/servers/acme/nope/v0", readSecret, nil, 404, "not_found"},
+		{"bad_id", "GET", "/v1/servers/acme/a.b/v0", readSecret, nil, 400, "invalid_id"},
+		{"no_endpoint", "GET", "/v2/whatever", readSecret, nil, 404, "not_found"},
+		{"list", "GET", "/v1/servers", readSecret, nil, 200, ""},
+		{"diff", "GET", "/v1/servers/acme/mem/v0/diff", readSecret, nil, 200, ""},
+		{"approve", "POST", "/v1/servers/acme/mem/v0/approve", writeSecret, admin.ApproveRequest{Hash: b}, 200, ""},
+		{"history", "GET", "/v1/servers/acme/mem/v0/history", readSecret, nil, 200, ""},
+		{"quarantine", "POST", "/v1/servers/acme/mem/v0/quarantine", writeSecret, admin.QuarantineRequest{Reason: "incident 7"}, 200, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, body := s.do(tt.method, tt.path, tt.secret, tt.body)
+			if status != tt.status || errorCode(body) != tt.code {
+				t.Fatalf("%s %s: %d %s, want %d %q", tt.method, tt.path, status, body, tt.status, tt.code)
+			}
+		})
+	}
+	_, body := s.do("GET", "/v1/servers/acme/mem/v0/history", readSecret, nil)
+	var hist []map[string]any
+	if err := json.Unmarshal(body, &hist); err != nil || len(hist) != 2 || hist[1]["approved_by"] != "alice" {
+		t.Fatalf("history: %s", body)
+	}
+	if show := s.waitStatus("mem", "quarantined"); show.Record.Actor != "alice" {
+		t.Fatalf("quarantine actor: %+v", show.Record)
+	}
+
+	// Every request was audited, the refused ones included, with who did it.
+	seen := map[string]bool{}
+	for {
+		m, err := actions.NextMsg(time.Second)
+		if err != nil {
+			break
+		}
+		var act map[string]any
+		if err := json.Unmarshal(m.Data, &act); err != nil {
+			t.Fatalf("admin action is not JSON: %s", m.Data)
+		}
+		seen[fmt.Sprint(act["action"], " ", act["actor"], " ", act["ok"], " ", act["error_code"])] = true
+	}
+	for _, want := range []string{"approve reader false forbidden", "approve alice false stale_hash", "approve alice true ", "quarantine alice true ", "status anonymous false unauthenticated"} {
+		if !seen[want] {
+			t.Errorf("no admin action %q among %v", want, seen)
+		}
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	env := map[string]string{}
+	getenv := func(k string) string { return env[k] }
+	var stderr bytes.Buffer
+	if err := run(context.Background(), []string{"--posture", "yolo"}, getenv, &stderr); err == nil ||
+		!strings.Contains(err.Error(), "posture") || !strings.Contains(err.Error(), "no admin tokens") {
+		t.Fatalf("bad config: %v", err)
+	}
+	env["MCPDRIFT_ADMIN_TOKENS"] = "x:admin:short"
+	if err := run(context.Background(), nil, getenv, &stderr); err == nil || !strings.Contains(err.Error(), "16 characters") {
+		t.Fatalf("weak token: %v", err)
+	}
+}
