@@ -157,13 +157,16 @@ func serve(ctx context.Context, cfg Config) error {
 			_, err = bus.Publish(ctx, js, subject, data, a.EventId)
 			return err
 		},
-		Follow: func(ctx context.Context, fn func([]byte)) error {
+		Follow: func(fn func([]byte)) (func(), error) {
 			sub, err := nc.Subscribe(bus.Prefix+".drift.>", func(m *nats.Msg) { fn(m.Data) })
 			if err != nil {
-				return err
+				return nil, err
 			}
-			<-ctx.Done()
-			return sub.Unsubscribe()
+			if err := nc.Flush(); err != nil { // the server has the subscription
+				_ = sub.Unsubscribe()
+				return nil, err
+			}
+			return func() { _ = sub.Unsubscribe() }, nil
 		},
 		Code: driftsvc.Code,
 		Log:  log,

@@ -26,11 +26,28 @@ Usage:
   driftctl fingerprint [--json] [--no-annotations] FILE|-
   driftctl diff [--no-annotations] OLD NEW
   driftctl capture [flags] -- COMMAND [ARGS...]
+  driftctl status [--json]
+  driftctl show TENANT SERVER [VARIANT]
+  driftctl diff --live TENANT SERVER [VARIANT]
+  driftctl history TENANT SERVER [VARIANT]
+  driftctl approve --hash sha256:<hex> TENANT SERVER [VARIANT]
+  driftctl quarantine [--reason TEXT] TENANT SERVER [VARIANT]
+  driftctl tail
 
-Commands:
+Commands on files:
   fingerprint  print the sha256 fingerprint of a server surface
   diff         classify what changed between two surfaces (JSON report)
   capture      run an MCP server over stdio and capture what it advertises
+
+Commands against the drift service's admin API (--api or MCPDRIFT_API,
+token in MCPDRIFT_TOKEN; VARIANT defaults to "default"):
+  status       every server with its status
+  show         one server's status record
+  diff --live  the live manifest against the approved baseline
+  history      every baseline version
+  approve      re-baseline to the live manifest, naming the hash you reviewed
+  quarantine   withhold a server until an explicit approve
+  tail         follow verdicts as they happen (JSON lines)
 
 Input is a tools/list (or prompts/list, resources/list, templates/list)
 result, a JSON-RPC response carrying one, an initialize result, or a capture:
@@ -44,7 +61,7 @@ Run "driftctl COMMAND --help" for a command's flags.
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	if err == nil {
 		return
 	}
@@ -58,7 +75,7 @@ func main() {
 	os.Exit(2) // the only other exit
 }
 
-func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitError{2}
@@ -67,7 +84,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "fingerprint":
 		return runFingerprint(args[1:], stdin, stdout, stderr)
 	case "diff":
+		for i, a := range args[1:] {
+			if a == "--live" || a == "-live" {
+				rest := append(append([]string{}, args[1:i+1]...), args[i+2:]...)
+				return runAPI(ctx, "server-diff", rest, getenv, stdout, stderr)
+			}
+		}
 		return runDiff(args[1:], stdin, stdout, stderr)
+	case "status", "show", "history", "approve", "quarantine", "tail":
+		return runAPI(ctx, args[0], args[1:], getenv, stdout, stderr)
 	case "capture":
 		return runCapture(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":

@@ -16,7 +16,7 @@ const fixtures = "../internal/surface/testdata"
 func runCLI(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	err := run(context.Background(), args, strings.NewReader(stdin), &out, &errb)
+	err := run(context.Background(), args, func(string) string { return "" }, strings.NewReader(stdin), &out, &errb)
 	var ee exitError
 	switch {
 	case err == nil:

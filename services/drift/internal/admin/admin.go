@@ -100,8 +100,9 @@ type Deps struct {
 	// Audit publishes an admin action; an error fails the request, since
 	// an action that cannot be audited must not happen.
 	Audit func(ctx context.Context, a *mcpdriftv1.AdminAction) error
-	// Follow calls fn with each verdict (JSON) until ctx is done.
-	Follow func(ctx context.Context, fn func(verdict []byte)) error
+	// Follow subscribes to verdicts, calling fn with each (JSON), until stop
+	// is called. It returns once the subscription is in place.
+	Follow func(fn func(verdict []byte)) (stop func(), err error)
 	// Code maps a backend error to its stable code.
 	Code func(error) string
 	Log  zerolog.Logger
@@ -371,24 +372,26 @@ func (h *handler) tail(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		writeError(w, http.StatusNotImplemented, "unavailable", "this server does not stream verdicts")
 		return
 	}
+	lines := make(chan []byte, 256)
+	stop, err := h.d.Follow(func(v []byte) {
+		select {
+		case lines <- v:
+		default: // a client too slow to read loses verdicts rather than stall the bus
+		}
+	})
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "subscribing to verdicts: "+err.Error())
+		return
+	}
+	defer stop()
+	// The subscription is in place before the client hears 200: a verdict
+	// that happens after that reaches it.
 	fl, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	if fl != nil {
 		fl.Flush()
 	}
-	lines := make(chan []byte, 256)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		_ = h.d.Follow(ctx, func(v []byte) {
-			select {
-			case lines <- v:
-			default: // a client too slow to read loses verdicts rather than stall the bus
-			}
-		})
-		cancel()
-	}()
 	for {
 		select {
 		case <-ctx.Done():

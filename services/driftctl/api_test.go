@@ -1,0 +1,216 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
+	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/surface"
+)
+
+const (
+	readTok  = "reader-token-0123456789"
+	writeTok = "writer-token-0123456789"
+)
+
+// startDrift builds and runs the real drift command against an in-process
+// NATS, and returns its admin API URL.
+func startDrift(t *testing.T, natsURL string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "drift")
+	build := exec.Command("go", "build", "-o", bin, "../drift")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the drift command: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "MCPDRIFT_NATS_URL="+natsURL, "MCPDRIFT_ADMIN_ADDR=127.0.0.1:0",
+		"MCPDRIFT_ADMIN_TOKENS=ops:read:"+readTok+",alice:write:"+writeTok)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Error("drift did not stop on SIGINT within 10s")
+		}
+	})
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var line struct {
+				Msg       string `json:"message"`
+				AdminAddr string `json:"admin_addr"`
+			}
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.AdminAddr != "" {
+				addr <- line.AdminAddr
+			}
+		}
+	}()
+	select {
+	case a := <-addr:
+		return "http://" + a
+	case <-time.After(20 * time.Second):
+		t.Fatal("drift did not report its admin address")
+	}
+	return ""
+}
+
+func publishFingerprint(t *testing.T, srv *natstest.Server, server, eventID, fixture string, at time.Time) string {
+	t.Helper()
+	_, js := srv.Connect(t)
+	h, err := bus.Setup(context.Background(), js, bus.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(fixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := surface.Parse(raw, surface.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash := s.Hash.String()
+	if _, err := h.Manifests.PutBytes(context.Background(), bus.ManifestName(hash), raw); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := proto.Marshal(&mcpdriftv1.Fingerprint{EventId: eventID, Tenant: "acme", Server: server,
+		ObservedAtUnixMs: at.UnixMilli(), SurfaceHash: hash})
+	if _, err := bus.Publish(context.Background(), js, bus.FingerprintSubject("acme", server), data, eventID); err != nil {
+		t.Fatal(err)
+	}
+	return hash
+}
+
+func TestAdminCommands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the drift command")
+	}
+	srv := natstest.Start(t)
+	api := startDrift(t, srv.ClientURL())
+	env := map[string]string{"MCPDRIFT_API": api, "MCPDRIFT_TOKEN": readTok}
+	cli := func(args ...string) (string, string, int) {
+		var out, errb bytes.Buffer
+		err := run(context.Background(), args, func(k string) string { return env[k] }, strings.NewReader(""), &out, &errb)
+		var ee exitError
+		switch {
+		case err == nil:
+			return out.String(), errb.String(), 0
+		case errors.As(err, &ee):
+			return out.String(), errb.String(), ee.code
+		}
+		return out.String(), errb.String() + "driftctl: " + err.Error(), 2
+	}
+	poll := func(what string, cond func() bool) {
+		deadline := time.Now().Add(15 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(25 * time.Millisecond)
+		}
+	}
+	fx := "../internal/surface/testdata/real/filesystem/"
+	t0 := time.Now()
+	a := publishFingerprint(t, srv, "fs", "o1", fx+"2026.1.14.json", t0)
+	poll("verified", func() bool { out, _, _ := cli("status"); return strings.Contains(out, "verified") })
+
+	// Follow verdicts while the server drifts.
+	tctx, stopTail := context.WithCancel(context.Background())
+	var tailOut, tailErr syncBuffer
+	tailDone := make(chan error, 1)
+	go func() {
+		tailDone <- run(tctx, []string{"tail"}, func(k string) string { return env[k] }, strings.NewReader(""), &tailOut, &tailErr)
+	}()
+	poll("the tail to follow", func() bool { return strings.Contains(tailErr.String(), "following verdicts") })
+	b := publishFingerprint(t, srv, "fs", "o2", fx+"2026.8.31.json", t0.Add(time.Second))
+	poll("changed", func() bool {
+		out, _, _ := cli("show", "acme", "fs")
+		return strings.Contains(out, `"status": "changed"`)
+	})
+	poll("the tail to print the verdict", func() bool { return strings.Contains(tailOut.String(), "STATUS_CHANGED") })
+	stopTail()
+	if err := <-tailDone; err != nil {
+		t.Fatalf("tail: %v", err)
+	}
+
+	out, _, code := cli("diff", "--live", "acme", "fs")
+	if code != 0 || !strings.Contains(out, "annotation_risk_raised") || !strings.Contains(out, "move_file") {
+		t.Fatalf("diff --live: %d %.300s", code, out)
+	}
+	_, errOut, code := cli("approve", "--hash", b, "acme", "fs")
+	if code != 2 || !strings.Contains(errOut, "driftctl: forbidden:") {
+		t.Fatalf("approve with a read token: %d %s", code, errOut)
+	}
+	env["MCPDRIFT_TOKEN"] = writeTok
+	_, errOut, code = cli("approve", "--hash", a, "acme", "fs")
+	if code != 2 || !strings.Contains(errOut, "driftctl: stale_hash:") {
+		t.Fatalf("approve of a stale hash: %d %s", code, errOut)
+	}
+	out, _, code = cli("approve", "--hash", b, "acme", "fs")
+	if code != 0 || !strings.Contains(out, `"status": "verified"`) || !strings.Contains(out, `"baseline_version": 2`) {
+		t.Fatalf("approve: %d %s", code, out)
+	}
+	out, _, code = cli("history", "acme", "fs")
+	if code != 0 || strings.Count(out, `"version"`) != 2 || !strings.Contains(out, `"approved_by": "alice"`) {
+		t.Fatalf("history: %d %s", code, out)
+	}
+	out, _, code = cli("quarantine", "--reason", "incident 9", "acme", "fs")
+	if code != 0 || !strings.Contains(out, `"status": "quarantined"`) {
+		t.Fatalf("quarantine: %d %s", code, out)
+	}
+	out, _, _ = cli("status")
+	if !strings.Contains(out, "quarantined") || !strings.Contains(out, "false") {
+		t.Fatalf("status table:\n%s", out)
+	}
+	_, errOut, code = cli("show", "acme", "nope")
+	if code != 2 || !strings.Contains(errOut, "driftctl: not_found:") {
+		t.Fatalf("show of an unknown server: %d %s", code, errOut)
+	}
+	env["MCPDRIFT_API"] = "http://127.0.0.1:1"
+	if _, errOut, code = cli("status"); code != 2 || !strings.Contains(errOut, "api_unreachable") {
+		t.Fatalf("status with no service: %d %s", code, errOut)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
