@@ -54,9 +54,9 @@ const (
 // Policy says how a server is treated; it is recorded with the server when
 // its record is created.
 type Policy struct {
-	Posture string // Discovery or Strict
-	OnDrift string // Block or Alert
-	Guard   bool   // auto-accept a provably benign change as a new baseline
+	Posture string `json:"posture"`  // Discovery or Strict
+	OnDrift string `json:"on_drift"` // Block or Alert
+	Guard   bool   `json:"guard"`    // auto-accept a provably benign change as a new baseline
 }
 
 // Validate reports a policy with unknown values.
