@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
@@ -37,6 +38,7 @@ type Config struct {
 	MaxDeliver    int           // deliveries before a message is given up (and dead-lettered)
 	AckWait       time.Duration // time to settle a message before it is redelivered
 	MaxAckPending int           // messages in flight
+	Workers       int           // fingerprints applied at once (one server's always in order)
 	DrainTimeout  time.Duration // how long shutdown waits for messages in flight
 }
 
@@ -47,6 +49,7 @@ var DefaultConfig = Config{
 	MaxDeliver:    20,
 	AckWait:       30 * time.Second,
 	MaxAckPending: 1024,
+	Workers:       16,
 	DrainTimeout:  10 * time.Second,
 }
 
@@ -73,6 +76,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DrainTimeout > 0 {
 		d.DrainTimeout = c.DrainTimeout
+	}
+	if c.Workers > 0 {
+		d.Workers = c.Workers
 	}
 	return d
 }
@@ -138,8 +144,29 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("creating consumer %s: %w", s.cfg.Durable, err)
 	}
-	cc, err := cons.Consume(func(msg jetstream.Msg) { s.handle(ctx, msg) })
+	// Workers apply fingerprints concurrently; a server's fingerprints go to
+	// one worker, by a hash of the subject (trusted: our own subject names),
+	// so that they are applied in order and do not fight over one record.
+	queues := make([]chan jetstream.Msg, s.cfg.Workers)
+	var wg sync.WaitGroup
+	for i := range queues {
+		queues[i] = make(chan jetstream.Msg, 64)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for msg := range queues[i] {
+				s.handle(ctx, msg)
+			}
+		}()
+	}
+	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		queues[xxhash.Sum64String(msg.Subject())%uint64(len(queues))] <- msg
+	})
 	if err != nil {
+		for _, q := range queues {
+			close(q)
+		}
+		wg.Wait()
 		return fmt.Errorf("consuming %s: %w", bus.StreamFingerprints, err)
 	}
 	<-ctx.Done()
@@ -148,7 +175,13 @@ func (s *Service) Run(ctx context.Context) error {
 	case <-cc.Closed():
 	case <-time.After(s.cfg.DrainTimeout):
 		s.log.Warn().Dur("timeout", s.cfg.DrainTimeout).Msg("drain timed out; unsettled messages will be redelivered")
+		cc.Stop()
+		<-cc.Closed() // no callback runs after this, so the queues can close
 	}
+	for _, q := range queues {
+		close(q)
+	}
+	wg.Wait()
 	return nil
 }
 
