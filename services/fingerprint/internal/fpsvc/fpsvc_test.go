@@ -1,0 +1,801 @@
+package fpsvc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
+	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/surface"
+)
+
+const fixture = "../../../internal/surface/testdata/real/memory/2025.9.25.json"
+
+// testConfig retries fast so that tests finish quickly.
+var testConfig = Config{
+	AckWait:       5 * time.Second,
+	OpTimeout:     2 * time.Second,
+	RetryDelay:    10 * time.Millisecond,
+	MaxRetryDelay: 50 * time.Millisecond,
+	DrainTimeout:  5 * time.Second,
+}
+
+type env struct {
+	nc *nats.Conn
+	js jetstream.JetStream
+	h  *bus.Handles
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	srv := natstest.Start(t)
+	nc, js := srv.Connect(t)
+	h, err := bus.Setup(context.Background(), js, bus.Config{})
+	if err != nil {
+		t.Fatalf("bus.Setup: %v", err)
+	}
+	return &env{nc: nc, js: js, h: h}
+}
+
+func testLogger(t *testing.T) zerolog.Logger {
+	return zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
+}
+
+// start runs a Service until the test ends; stop cancels it and returns
+// Run's error.
+func (e *env) start(t *testing.T, cfg Config, d Deps) (svc *Service, stop func() error) {
+	t.Helper()
+	if d.JS == nil {
+		d.JS = e.js
+	}
+	if d.Manifests == nil {
+		d.Manifests = NewObjectManifests(e.h.Manifests)
+	}
+	d.Log = testLogger(t)
+	svc, err := New(cfg, d)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	var stopped atomic.Bool
+	var runErr error
+	stop = func() error {
+		if stopped.CompareAndSwap(false, true) {
+			cancel()
+			select {
+			case runErr = <-done:
+			case <-time.After(30 * time.Second):
+				t.Errorf("Run did not return 30s after cancel")
+			}
+		}
+		return runErr
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return svc, stop
+}
+
+func readFixture(t testing.TB) []byte {
+	t.Helper()
+	b, err := os.ReadFile(fixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func observation(id string, capture []byte) *mcpdriftv1.ListObservation {
+	return &mcpdriftv1.ListObservation{
+		EventId: id, Tenant: "acme", Server: "memory", Proxy: "proxy-1", Variant: "v2025",
+		ObservedAtUnixMs: 1_750_000_000_000, Capture: capture,
+	}
+}
+
+func publishObs(t testing.TB, js jetstream.JetStream, obs *mcpdriftv1.ListObservation, msgID string) {
+	t.Helper()
+	data, err := proto.Marshal(obs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishRaw(t, js, bus.ListObservationSubject(obs.Tenant, obs.Server), data, msgID)
+}
+
+func publishRaw(t testing.TB, js jetstream.JetStream, subject string, data []byte, msgID string) uint64 {
+	t.Helper()
+	ack, err := bus.Publish(context.Background(), js, subject, data, msgID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ack.Sequence
+}
+
+// waitFor polls cond until it holds or 20 seconds pass.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func streamMsgs(t testing.TB, js jetstream.JetStream, stream string) uint64 {
+	t.Helper()
+	s, err := js.Stream(context.Background(), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+// stored returns every message of a stream, in order.
+func stored(t testing.TB, js jetstream.JetStream, stream string) []*jetstream.RawStreamMsg {
+	t.Helper()
+	ctx := context.Background()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*jetstream.RawStreamMsg
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func fingerprints(t testing.TB, js jetstream.JetStream) []*mcpdriftv1.Fingerprint {
+	t.Helper()
+	var out []*mcpdriftv1.Fingerprint
+	for _, m := range stored(t, js, bus.StreamFingerprints) {
+		fp := new(mcpdriftv1.Fingerprint)
+		if err := proto.Unmarshal(m.Data, fp); err != nil {
+			t.Fatalf("fingerprint at seq %d is not binary protobuf: %v", m.Sequence, err)
+		}
+		if got := m.Header.Get(jetstream.MsgIDHeader); got != fp.EventId {
+			t.Errorf("fingerprint %s published with message id %q", fp.EventId, got)
+		}
+		if want := bus.FingerprintSubject(fp.Tenant, fp.Server); m.Subject != want {
+			t.Errorf("fingerprint %s on %s, want %s", fp.EventId, m.Subject, want)
+		}
+		out = append(out, fp)
+	}
+	return out
+}
+
+func deadLetters(t testing.TB, js jetstream.JetStream) []*mcpdriftv1.DeadLetter {
+	t.Helper()
+	var out []*mcpdriftv1.DeadLetter
+	for _, m := range stored(t, js, bus.StreamAdmin) {
+		if m.Subject != bus.DeadLetterSubject(ServiceName) {
+			continue
+		}
+		var plain map[string]any
+		if err := json.Unmarshal(m.Data, &plain); err != nil {
+			t.Fatalf("dead letter is not JSON: %v\n%s", err, m.Data)
+		}
+		dl := new(mcpdriftv1.DeadLetter)
+		if err := bus.UnmarshalJSON(m.Data, dl); err != nil {
+			t.Fatal(err)
+		}
+		if got := m.Header.Get(jetstream.MsgIDHeader); got != dl.EventId {
+			t.Errorf("dead letter %s published with message id %q", dl.EventId, got)
+		}
+		out = append(out, dl)
+	}
+	return out
+}
+
+// consumerIdle reports that the durable consumer has nothing pending or unacked.
+func consumerIdle(t testing.TB, js jetstream.JetStream) bool {
+	t.Helper()
+	c, err := js.Consumer(context.Background(), bus.StreamObservations, DefaultConfig.Durable)
+	if err != nil {
+		return false
+	}
+	info, err := c.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.NumPending == 0 && info.NumAckPending == 0 && info.NumRedelivered == 0
+}
+
+// terminations subscribes to the server's advisories for terminated messages.
+func terminations(t *testing.T, nc *nats.Conn) *nats.Subscription {
+	t.Helper()
+	sub, err := nc.SubscribeSync("$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED." + bus.StreamObservations + "." + DefaultConfig.Durable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return sub
+}
+
+func TestFingerprintsRealCapture(t *testing.T) {
+	e := newEnv(t)
+	capture := readFixture(t)
+	want, err := surface.Parse(capture, surface.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, _ := e.start(t, testConfig, Deps{})
+	obs := observation("obs-1", capture)
+	publishObs(t, e.js, obs, obs.EventId)
+
+	waitFor(t, "one fingerprint", func() bool { return streamMsgs(t, e.js, bus.StreamFingerprints) == 1 })
+	fp := fingerprints(t, e.js)[0]
+	if fp.ErrorCode != "" {
+		t.Fatalf("error %s: %s", fp.ErrorCode, fp.ErrorMessage)
+	}
+	if fp.SurfaceHash != want.Hash.String() {
+		t.Errorf("surface_hash %s, want %s", fp.SurfaceHash, want.Hash)
+	}
+	if fp.EventId != "fp-obs-1" || fp.ObservationId != "obs-1" || fp.Tenant != "acme" || fp.Server != "memory" ||
+		fp.Proxy != "proxy-1" || fp.Variant != "v2025" || fp.ObservedAtUnixMs != obs.ObservedAtUnixMs {
+		t.Errorf("identity fields: %v", fp)
+	}
+	if len(fp.Items) != len(want.Items) {
+		t.Fatalf("%d items, want %d", len(fp.Items), len(want.Items))
+	}
+	for i, it := range want.Items {
+		got := fp.Items[i]
+		if got.Kind != it.Kind.String() || got.Name != it.Name || got.Hash != it.Hash.String() {
+			t.Errorf("item %d: %s %q %s, want %s %q %s", i, got.Kind, got.Name, got.Hash, it.Kind, it.Name, it.Hash)
+		}
+	}
+	manifest, err := e.h.Manifests.GetBytes(context.Background(), bus.ManifestName(fp.SurfaceHash))
+	if err != nil {
+		t.Fatalf("manifest %s: %v", bus.ManifestName(fp.SurfaceHash), err)
+	}
+	if !bytes.Equal(manifest, capture) {
+		t.Error("stored manifest differs from the capture")
+	}
+	waitFor(t, "the observation acked", func() bool { return consumerIdle(t, e.js) })
+	if st := svc.Stats(); st != (Stats{Processed: 1}) {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+func TestPoisonIsTerminated(t *testing.T) {
+	valid := readFixture(t)
+	marshal := func(o *mcpdriftv1.ListObservation) []byte {
+		b, err := proto.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	with := func(f func(*mcpdriftv1.ListObservation)) []byte {
+		o := observation("bad-1", valid)
+		f(o)
+		return marshal(o)
+	}
+	for _, tc := range []struct {
+		name string
+		data []byte
+		code string
+	}{
+		{"garbage", []byte("\xff\xff\xff not protobuf"), CodeMalformedEvent},
+		{"json_instead_of_protobuf", []byte(`{"event_id":"x"}`), CodeMalformedEvent},
+		{"empty_event_id", with(func(o *mcpdriftv1.ListObservation) { o.EventId = "" }), CodeMalformedEvent},
+		{"event_id_with_newline", with(func(o *mcpdriftv1.ListObservation) { o.EventId = "a\r\nb" }), CodeInvalidID},
+		{"event_id_too_long", with(func(o *mcpdriftv1.ListObservation) { o.EventId = strings.Repeat("e", 201) }), CodeInvalidID},
+		{"tenant_with_space", with(func(o *mcpdriftv1.ListObservation) { o.Tenant = "acme corp" }), CodeInvalidID},
+		{"empty_variant", with(func(o *mcpdriftv1.ListObservation) { o.Variant = "" }), CodeInvalidID},
+		{"other_tenant_in_body", with(func(o *mcpdriftv1.ListObservation) { o.Tenant = "globex" }), CodeSubjectMismatch},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			terms := terminations(t, e.nc)
+			svc, _ := e.start(t, testConfig, Deps{})
+
+			badSeq := publishRaw(t, e.js, bus.ListObservationSubject("acme", "memory"), tc.data, "bad")
+			good := observation("good-1", valid)
+			publishObs(t, e.js, good, good.EventId)
+
+			waitFor(t, "the valid observation fingerprinted", func() bool {
+				return streamMsgs(t, e.js, bus.StreamFingerprints) == 1
+			})
+			if fp := fingerprints(t, e.js)[0]; fp.EventId != "fp-good-1" || fp.ErrorCode != "" {
+				t.Fatalf("fingerprint %s error %q", fp.EventId, fp.ErrorCode)
+			}
+			waitFor(t, "a dead letter", func() bool { return len(deadLetters(t, e.js)) == 1 })
+			dl := deadLetters(t, e.js)[0]
+			wantID := fmt.Sprintf("dead-fingerprint-%d", badSeq)
+			if dl.ErrorCode != tc.code || dl.EventId != wantID || dl.Service != ServiceName ||
+				dl.StreamSequence != fmt.Sprint(badSeq) || dl.Subject != bus.ListObservationSubject("acme", "memory") ||
+				dl.ErrorMessage == "" || dl.AtUnixMs == 0 {
+				t.Errorf("dead letter %+v, want code %s id %s", dl, tc.code, wantID)
+			}
+			adv, err := terms.NextMsg(10 * time.Second)
+			if err != nil {
+				t.Fatalf("no termination advisory: %v", err)
+			}
+			var a struct {
+				StreamSeq uint64 `json:"stream_seq"`
+				Reason    string `json:"reason"`
+			}
+			if err := json.Unmarshal(adv.Data, &a); err != nil {
+				t.Fatal(err)
+			}
+			if a.StreamSeq != badSeq || a.Reason != tc.code {
+				t.Errorf("terminated seq %d reason %q, want %d %q", a.StreamSeq, a.Reason, badSeq, tc.code)
+			}
+			waitFor(t, "both settled", func() bool { return consumerIdle(t, e.js) })
+			if st := svc.Stats(); st != (Stats{Processed: 1, Poison: 1}) {
+				t.Errorf("stats %+v", st)
+			}
+		})
+	}
+}
+
+func TestRejectedSurfaceIsPublished(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		capture string
+		code    surface.Code
+	}{
+		{"duplicate_tool_names", `{"tools":{"pages":[{"tools":[{"name":"read","inputSchema":{"type":"object"}},{"name":"read","inputSchema":{"type":"object","properties":{"to":{"type":"string"}}}}]}]}}`, surface.CodeDuplicateItem},
+		{"duplicate_keys", `{"tools":{"pages":[{"tools":[{"name":"read","name":"exfiltrate","inputSchema":{"type":"object"}}]}]}}`, "duplicate_key"},
+		{"last_page_has_cursor", `{"tools":{"pages":[{"tools":[],"nextCursor":"2"}]}}`, surface.CodeIncomplete},
+		{"not_json", `{"tools":`, "invalid_json"},
+		{"empty_capture", ``, "invalid_json"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			svc, _ := e.start(t, testConfig, Deps{})
+			publishObs(t, e.js, observation("obs-1", []byte(tc.capture)), "obs-1")
+			waitFor(t, "one fingerprint", func() bool { return streamMsgs(t, e.js, bus.StreamFingerprints) == 1 })
+			fp := fingerprints(t, e.js)[0]
+			if fp.ErrorCode != string(tc.code) || fp.ErrorMessage == "" || strings.HasPrefix(fp.ErrorMessage, string(tc.code)) {
+				t.Errorf("error_code %q message %q, want code %q and a sentence", fp.ErrorCode, fp.ErrorMessage, tc.code)
+			}
+			if fp.SurfaceHash != "" || len(fp.Items) != 0 {
+				t.Errorf("a rejected surface has hash %q and %d items", fp.SurfaceHash, len(fp.Items))
+			}
+			if fp.EventId != "fp-obs-1" || fp.Tenant != "acme" || fp.Variant != "v2025" {
+				t.Errorf("identity fields: %v", fp)
+			}
+			waitFor(t, "the observation acked", func() bool { return consumerIdle(t, e.js) })
+			if names, err := e.h.Manifests.List(context.Background()); !errors.Is(err, jetstream.ErrNoObjectsFound) {
+				t.Errorf("a rejected surface stored manifests %v (%v)", names, err)
+			}
+			if st := svc.Stats(); st != (Stats{Processed: 1, Rejected: 1}) {
+				t.Errorf("stats %+v", st)
+			}
+		})
+	}
+}
+
+// A proxy that retries after the duplicate window publishes the same
+// observation under a new message id: the fingerprint is stored once.
+func TestDuplicateObservationFingerprintedOnce(t *testing.T) {
+	e := newEnv(t)
+	svc, _ := e.start(t, testConfig, Deps{})
+	obs := observation("obs-1", readFixture(t))
+	publishObs(t, e.js, obs, "msg-a")
+	publishObs(t, e.js, obs, "msg-b")
+	if n := streamMsgs(t, e.js, bus.StreamObservations); n != 2 {
+		t.Fatalf("%d observations stored, want 2", n)
+	}
+	waitFor(t, "both observations processed", func() bool { return svc.Stats().Processed == 2 && consumerIdle(t, e.js) })
+	fps := fingerprints(t, e.js)
+	if len(fps) != 1 || fps[0].EventId != "fp-obs-1" {
+		t.Fatalf("%d fingerprints stored for one observation, want 1", len(fps))
+	}
+}
+
+func TestInstancesShareTheConsumer(t *testing.T) {
+	const n = 200
+	e := newEnv(t)
+	cfg := testConfig
+	cfg.Workers, cfg.Prefetch = 4, 8
+	a, _ := e.start(t, cfg, Deps{})
+	b, _ := e.start(t, cfg, Deps{})
+	waitFor(t, "both instances pulling", func() bool {
+		c, err := e.js.Consumer(context.Background(), bus.StreamObservations, DefaultConfig.Durable)
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(context.Background())
+		return err == nil && info.NumWaiting >= 2
+	})
+	capture := readFixture(t)
+	for i := range n {
+		publishObs(t, e.js, observation(fmt.Sprintf("obs-%03d", i), capture), fmt.Sprintf("obs-%03d", i))
+	}
+	waitFor(t, "every observation processed", func() bool {
+		return a.Stats().Processed+b.Stats().Processed >= n && consumerIdle(t, e.js)
+	})
+	seen := map[string]int{}
+	for _, fp := range fingerprints(t, e.js) {
+		seen[fp.EventId]++
+	}
+	for i := range n {
+		if id := fmt.Sprintf("fp-obs-%03d", i); seen[id] != 1 {
+			t.Errorf("%s stored %d times", id, seen[id])
+		}
+	}
+	if len(seen) != n {
+		t.Errorf("%d distinct fingerprints, want %d", len(seen), n)
+	}
+	sa, sb := a.Stats(), b.Stats()
+	t.Logf("instance a processed %d, b %d", sa.Processed, sb.Processed)
+	if sa.Processed == 0 || sb.Processed == 0 {
+		t.Errorf("one instance did all the work: a %d, b %d", sa.Processed, sb.Processed)
+	}
+}
+
+// flakyStore fails the first failHas Has calls and failPut Put calls.
+type flakyStore struct {
+	ManifestStore
+	failHas, failPut atomic.Int64
+	puts             atomic.Int64
+	onPut            func(n int64)
+}
+
+var errInjected = errors.New("injected failure")
+
+func (s *flakyStore) Has(ctx context.Context, name string) (bool, error) {
+	if s.failHas.Add(-1) >= 0 {
+		return false, errInjected
+	}
+	return s.ManifestStore.Has(ctx, name)
+}
+
+func (s *flakyStore) Put(ctx context.Context, name string, data []byte) error {
+	if s.failPut.Add(-1) >= 0 {
+		return errInjected
+	}
+	err := s.ManifestStore.Put(ctx, name, data)
+	if n := s.puts.Add(1); s.onPut != nil {
+		s.onPut(n)
+	}
+	return err
+}
+
+// flakyJS fails the first failPub asynchronous publishes, in one of three
+// ways: refused at once, answered with an error, or never answered.
+type flakyJS struct {
+	jetstream.JetStream
+	failPub atomic.Int64
+	mode    string // "refuse", "error" or "silence"
+}
+
+func (j *flakyJS) PublishAsync(subj string, data []byte, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
+	if j.failPub.Add(-1) < 0 {
+		return j.JetStream.PublishAsync(subj, data, opts...)
+	}
+	f := &fakeFuture{msg: &nats.Msg{Subject: subj, Data: data}, ok: make(chan *jetstream.PubAck), err: make(chan error, 1)}
+	switch j.mode {
+	case "refuse":
+		return nil, errInjected
+	case "error":
+		f.err <- errInjected
+	}
+	return f, nil
+}
+
+type fakeFuture struct {
+	msg *nats.Msg
+	ok  chan *jetstream.PubAck
+	err chan error
+}
+
+func (f *fakeFuture) Ok() <-chan *jetstream.PubAck { return f.ok }
+func (f *fakeFuture) Err() <-chan error            { return f.err }
+func (f *fakeFuture) Msg() *nats.Msg               { return f.msg }
+
+func TestTransientFailureIsRetried(t *testing.T) {
+	for _, tc := range []struct {
+		name                      string
+		failHas, failPut, failPub int64
+		pubMode                   string
+		retries                   uint64
+		slow                      bool // waits out OpTimeout
+	}{
+		{name: "store_put_fails_twice", failPut: 2, retries: 2},
+		{name: "store_has_fails_twice", failHas: 2, retries: 2},
+		{name: "publish_refused_twice", failPub: 2, pubMode: "refuse", retries: 2},
+		{name: "publish_answered_with_error_twice", failPub: 2, pubMode: "error", retries: 2},
+		{name: "publish_never_answered", failPub: 1, pubMode: "silence", retries: 1, slow: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			store := &flakyStore{ManifestStore: NewObjectManifests(e.h.Manifests)}
+			store.failHas.Store(tc.failHas)
+			store.failPut.Store(tc.failPut)
+			js := &flakyJS{JetStream: e.js, mode: tc.pubMode}
+			js.failPub.Store(tc.failPub)
+			svc, _ := e.start(t, testConfig, Deps{JS: js, Manifests: store})
+
+			began := time.Now()
+			publishObs(t, e.js, observation("obs-1", readFixture(t)), "obs-1")
+			waitFor(t, "the observation processed", func() bool { return svc.Stats().Processed == 1 })
+			// Two retries of 10ms and 20ms, not an AckWait: the NakWithDelay
+			// delay is what paces them.
+			if d := time.Since(began); d >= testConfig.AckWait && !tc.slow {
+				t.Errorf("two retries took %v, as long as the ack wait", d)
+			}
+			fps := fingerprints(t, e.js)
+			if len(fps) != 1 || fps[0].ErrorCode != "" || fps[0].SurfaceHash == "" {
+				t.Fatalf("fingerprints %v", fps)
+			}
+			if _, err := e.h.Manifests.GetInfo(context.Background(), bus.ManifestName(fps[0].SurfaceHash)); err != nil {
+				t.Errorf("manifest: %v", err)
+			}
+			if st := svc.Stats(); st != (Stats{Processed: 1, Retries: tc.retries}) {
+				t.Errorf("stats %+v", st)
+			}
+		})
+	}
+}
+
+func TestRetriesExhaustedIsDeadLettered(t *testing.T) {
+	e := newEnv(t)
+	terms := terminations(t, e.nc)
+	store := &flakyStore{ManifestStore: NewObjectManifests(e.h.Manifests)}
+	store.failPut.Store(1 << 40)
+	cfg := testConfig
+	cfg.MaxDeliver = 3
+	svc, _ := e.start(t, cfg, Deps{Manifests: store})
+
+	publishObs(t, e.js, observation("obs-1", readFixture(t)), "obs-1")
+	waitFor(t, "a dead letter", func() bool { return len(deadLetters(t, e.js)) == 1 })
+	dl := deadLetters(t, e.js)[0]
+	if dl.ErrorCode != CodeRetriesExhausted || !strings.Contains(dl.ErrorMessage, errInjected.Error()) {
+		t.Errorf("dead letter %+v", dl)
+	}
+	if _, err := terms.NextMsg(10 * time.Second); err != nil {
+		t.Fatalf("no termination advisory: %v", err)
+	}
+	if st := svc.Stats(); st != (Stats{Poison: 1, Exhausted: 1, Retries: 2}) {
+		t.Errorf("stats %+v", st)
+	}
+	if n := streamMsgs(t, e.js, bus.StreamFingerprints); n != 0 {
+		t.Errorf("%d fingerprints published", n)
+	}
+}
+
+// distinctCapture is a small valid capture whose surface hash depends on i.
+func distinctCapture(i int) []byte {
+	return fmt.Appendf(nil, `{"tools":{"pages":[{"tools":[{"name":"t","description":"version %d","inputSchema":{"type":"object"}}]}]}}`, i)
+}
+
+func TestRestartLosesNothing(t *testing.T) {
+	const n = 100
+	e := newEnv(t)
+	for i := range n {
+		publishObs(t, e.js, observation(fmt.Sprintf("obs-%03d", i), distinctCapture(i)), fmt.Sprintf("obs-%03d", i))
+	}
+	cfg := testConfig
+	cfg.Workers, cfg.Prefetch = 2, 8
+
+	midway := make(chan struct{})
+	store := &flakyStore{ManifestStore: NewObjectManifests(e.h.Manifests)}
+	store.onPut = func(k int64) {
+		if k == n/3 {
+			close(midway)
+		}
+	}
+	first, stopFirst := e.start(t, cfg, Deps{Manifests: store})
+	<-midway
+	began := time.Now()
+	if err := stopFirst(); err != nil {
+		t.Fatalf("first instance: %v", err)
+	}
+	if d := time.Since(began); d > cfg.DrainTimeout {
+		t.Errorf("draining took %v, longer than the drain timeout", d)
+	}
+	done := first.Stats().Processed
+	if done == 0 || done >= n {
+		t.Fatalf("the first instance processed %d of %d; the test wants it stopped midway", done, n)
+	}
+	if got := streamMsgs(t, e.js, bus.StreamFingerprints); got != done {
+		t.Errorf("%d fingerprints after the first instance acked %d", got, done)
+	}
+
+	second, _ := e.start(t, cfg, Deps{})
+	waitFor(t, "every observation processed", func() bool {
+		return streamMsgs(t, e.js, bus.StreamFingerprints) == n && consumerIdle(t, e.js)
+	})
+	seen := map[string]bool{}
+	for _, fp := range fingerprints(t, e.js) {
+		if seen[fp.EventId] {
+			t.Errorf("%s stored twice", fp.EventId)
+		}
+		seen[fp.EventId] = true
+	}
+	t.Logf("first instance processed %d, second %d", done, second.Stats().Processed)
+	if done+second.Stats().Processed != n {
+		t.Errorf("first %d + second %d != %d: a message was redelivered after a clean drain", done, second.Stats().Processed, n)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string // substring of the error; empty for valid
+	}{
+		{"zero_is_defaults", Config{}, ""},
+		{"bad_durable", Config{Durable: "a.b"}, "durable"},
+		{"too_many_workers", Config{Workers: 5000}, "workers"},
+		{"negative_workers", Config{Workers: -1}, "workers"},
+		{"max_deliver_one", Config{MaxDeliver: 1}, "max deliver"},
+		{"max_deliver_unlimited", Config{MaxDeliver: -1}, ""},
+		{"short_ack_wait", Config{AckWait: time.Millisecond}, "ack wait"},
+		{"op_timeout_past_ack_wait", Config{AckWait: 5 * time.Second, OpTimeout: 5 * time.Second}, "op timeout"},
+		{"retry_cap_below_delay", Config{RetryDelay: time.Minute, MaxRetryDelay: time.Second}, "max retry delay"},
+		{"negative_drain", Config{DrainTimeout: -time.Second}, "drain timeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.Validate()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Validate = %v, want an error about %s", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestRetryDelay(t *testing.T) {
+	c := Config{RetryDelay: 100 * time.Millisecond, MaxRetryDelay: time.Second}
+	for _, tc := range []struct {
+		delivered uint64
+		want      time.Duration
+	}{{1, 100 * time.Millisecond}, {2, 200 * time.Millisecond}, {4, 800 * time.Millisecond}, {5, time.Second}, {1 << 40, time.Second}} {
+		t.Run(fmt.Sprint("delivered=", tc.delivered), func(t *testing.T) {
+			if got := c.retryDelay(tc.delivered); got != tc.want {
+				t.Errorf("retryDelay(%d) = %v, want %v", tc.delivered, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestNewRejectsMissingDeps(t *testing.T) {
+	e := newEnv(t)
+	store := NewObjectManifests(e.h.Manifests)
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		deps Deps
+	}{
+		{"no_js", Config{}, Deps{Manifests: store}},
+		{"no_store", Config{}, Deps{JS: e.js}},
+		{"bad_config", Config{Workers: -1}, Deps{JS: e.js, Manifests: store}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := New(tc.cfg, tc.deps); err == nil {
+				t.Fatal("New succeeded")
+			}
+		})
+	}
+}
+
+// The Fingerprint is encoded as the identity fields followed by the result
+// fields encoded once per capture: the bytes must be proto.Marshal's of the
+// whole message, from the memo or not.
+func TestEncodingIsMarshal(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		capture []byte
+		code    string
+	}{
+		{"accepted", readFixture(t), ""},
+		{"rejected", []byte(`{"tools":{"pages":[{"tools":[{"name":"a"},{"name":"a"}]}]}}`), string(surface.CodeDuplicateItem)},
+		{"no_items", []byte(`{"tools":{"pages":[{"tools":[]}]}}`), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &Service{memo: newMemo(1 << 20)}
+			for _, pass := range []string{"computed", "memo"} {
+				obs := observation("obs-"+pass, tc.capture)
+				data, res, err := s.fingerprint(obs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.errorCode != tc.code {
+					t.Fatalf("%s: error code %q, want %q", pass, res.errorCode, tc.code)
+				}
+				var fp mcpdriftv1.Fingerprint
+				if err := proto.Unmarshal(data, &fp); err != nil {
+					t.Fatal(err)
+				}
+				want, err := proto.MarshalOptions{Deterministic: true}.Marshal(&fp)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(data, want) {
+					t.Errorf("%s: encoding differs from proto.Marshal", pass)
+				}
+				if fp.EventId != "fp-"+obs.EventId || fp.ObservationId != obs.EventId || fp.ErrorCode != tc.code ||
+					(tc.code == "") != (fp.SurfaceHash != "") {
+					t.Errorf("%s: decoded %v", pass, &fp)
+				}
+			}
+		})
+	}
+}
+
+func TestMemo(t *testing.T) {
+	a := observation("o", []byte("capture-a"))
+	b := observation("o", []byte("capture-b"))
+	other := observation("o", []byte("capture-a"))
+	other.Server = "other"
+	entry := func(o *mcpdriftv1.ListObservation) *memoEntry { return &memoEntry{capture: o.Capture} }
+	for _, tc := range []struct {
+		name   string
+		budget int
+		put    []*mcpdriftv1.ListObservation
+		get    *mcpdriftv1.ListObservation
+		hit    bool
+	}{
+		{"same_bytes", 1 << 10, []*mcpdriftv1.ListObservation{a}, observation("o2", []byte("capture-a")), true},
+		{"other_bytes", 1 << 10, []*mcpdriftv1.ListObservation{a}, b, false},
+		{"replaced", 1 << 10, []*mcpdriftv1.ListObservation{a, b}, a, false},
+		{"other_server", 1 << 10, []*mcpdriftv1.ListObservation{a}, other, false},
+		{"off", -1, []*mcpdriftv1.ListObservation{a}, a, false},
+		{"too_large_for_budget", 64, []*mcpdriftv1.ListObservation{a}, a, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMemo(tc.budget)
+			for _, o := range tc.put {
+				m.put(o, entry(o))
+			}
+			if _, hit := m.get(tc.get); hit != tc.hit {
+				t.Errorf("hit = %v, want %v", hit, tc.hit)
+			}
+		})
+	}
+	t.Run("stays_within_budget", func(t *testing.T) {
+		m := newMemo(8 * 100)
+		for i := range 50 {
+			o := observation("o", bytes.Repeat([]byte{'x'}, 100))
+			o.Server = fmt.Sprintf("s%d", i)
+			m.put(o, entry(o))
+			if m.size > m.budget {
+				t.Fatalf("size %d over budget %d after %d puts", m.size, m.budget, i+1)
+			}
+		}
+	})
+}
