@@ -18,9 +18,15 @@ import (
 //     "prompts": {...}, "resources": {...}, "resourceTemplates": {...}},
 //     every key but "tools" optional, each R a result or a response.
 func Parse(raw []byte, opt Options) (*Surface, error) {
-	b := NewBuilder(opt)
+	return NewBuilder(opt).Parse(raw)
+}
+
+// Parse is the package's Parse with b's options, reusing b's buffers: a
+// service that parses many surfaces keeps a Builder per worker. It resets b.
+func (b *Builder) Parse(raw []byte) (*Surface, error) {
+	b.Reset()
 	d := &b.doc
-	if err := d.Parse(raw, opt.jsonLimits()); err != nil {
+	if err := d.Parse(raw, b.opt.jsonLimits()); err != nil {
 		return nil, jsonFail(err)
 	}
 	root := canonjson.Root

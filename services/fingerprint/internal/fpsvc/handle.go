@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -164,8 +165,13 @@ func parse(capture []byte) (s *surface.Surface, err error) {
 			s, err = nil, fmt.Errorf("the fingerprint engine panicked: %v", r)
 		}
 	}()
-	return surface.Parse(capture, surface.Options{})
+	b := builders.Get().(*surface.Builder)
+	defer builders.Put(b)
+	return b.Parse(capture)
 }
+
+// builders keeps the engine's buffers between captures (one per worker at a time).
+var builders = sync.Pool{New: func() any { return surface.NewBuilder(surface.Options{}) }}
 
 // inflight is a message whose Fingerprint was published asynchronously:
 // it is acked when the publish is acknowledged.
