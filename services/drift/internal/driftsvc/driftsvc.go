@@ -204,6 +204,12 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) {
 			return
 		}
 	}
+	if msg.Subject() != bus.FingerprintSubject(fp.Tenant, fp.Server) {
+		// NATS permissions apply to subjects: a body must not speak for
+		// another tenant or server than its subject does.
+		s.deadLetter(wctx, msg, "subject_mismatch", fmt.Sprintf("the fingerprint for %s/%s came on %s", fp.Tenant, fp.Server, msg.Subject()))
+		return
+	}
 	if fp.EventId == "" || (fp.SurfaceHash == "" && fp.ErrorCode == "") {
 		s.deadLetter(wctx, msg, "malformed_event", "a fingerprint needs an event_id and a surface_hash or an error_code")
 		return

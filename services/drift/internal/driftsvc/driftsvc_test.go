@@ -315,13 +315,23 @@ func TestPoisonIsDeadLettered(t *testing.T) {
 	if _, err := bus.Publish(context.Background(), e.js, bus.FingerprintSubject("acme", "x"), []byte("not protobuf \xff"), "junk"); err != nil {
 		t.Fatal(err)
 	}
-	e.publish("x", "o1", a, "", time.Now(), "")
-	msg, err := sub.NextMsg(10 * time.Second)
-	if err != nil {
+	// A body that names another server than its subject.
+	other, _ := proto.Marshal(&mcpdriftv1.Fingerprint{EventId: "o0", Tenant: "acme", Server: "victim", Variant: "v0", SurfaceHash: a})
+	if _, err := bus.Publish(context.Background(), e.js, bus.FingerprintSubject("acme", "x"), other, "o0"); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(msg.Data, []byte(`"error_code":"malformed_event"`)) {
-		t.Fatalf("dead letter: %s", msg.Data)
+	e.publish("x", "o1", a, "", time.Now(), "")
+	for _, code := range []string{"malformed_event", "subject_mismatch"} {
+		msg, err := sub.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(msg.Data, []byte(`"error_code":"`+code+`"`)) {
+			t.Fatalf("dead letter: %s, want %s", msg.Data, code)
+		}
+	}
+	if r := e.record(svc, "victim"); r != nil {
+		t.Fatalf("a mismatched fingerprint created a record: %+v", r)
 	}
 	waitFor(t, "the valid event applied after the poison one", func() bool { r := e.record(svc, "x"); return r != nil })
 }
