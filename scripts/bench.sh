@@ -32,3 +32,14 @@ END {
   d4=median(v["BenchmarkFingerprintDepth/depth=4"]); d60=median(v["BenchmarkFingerprintDepth/depth=60"])
 }' "$out"
 grep -E '^BenchmarkFingerprintDepth' "$out" | awk '{print "  allocs/op at", $1, $(NF-1)}' | sort -u
+
+echo
+echo "== fingerprint service throughput, as a ratio of a raw JetStream consume of the same messages (goal >= 0.5)"
+go test ./fingerprint/internal/fpsvc/ -run '^$' -bench BenchmarkThroughput -benchtime 5x -count 2 | grep '^Benchmark' |
+  awk '{ for (i=3;i<=NF;i++) if ($(i+1)=="ratio") r=$i; print "  " $1 ": ratio " r }'
+
+echo
+echo "== observation published to verdict received, through the real fingerprint and drift commands (goal p99 < 10 ms at 1000/s)"
+go test ./e2e/ -run '^$' -bench BenchmarkPipelineLatency -benchtime 1x -count 3 | grep '^Benchmark' |
+  awk '{ for (i=3;i<=NF;i++) { if ($(i+1)=="p50-ms") p50=$i; if ($(i+1)=="p99-ms") p99=$i; if ($(i+1)=="raw-p99-ms") raw=$i }
+         print "  p50 " p50 " ms, p99 " p99 " ms (raw JetStream publish to consume p99 " raw " ms, same run)" }'
