@@ -161,7 +161,7 @@ func TestAdminAPI(t *testing.T) {
 
 	b := s.observe("mem", "o2", fx+"2025.9.25.json", t0.Add(time.Second))
 	show := s.waitStatus("mem", "changed")
-	if show.Serve || show.Record.LiveHash != b {
+	if show.Serve || show.Record.LiveHash != b || show.Diff == nil || !show.Diff.Drift {
 		t.Fatalf("after drift: %+v", show)
 	}
 	if !lines.Scan() || !strings.Contains(lines.Text(), `"STATUS_CHANGED"`) {

@@ -274,6 +274,9 @@ func path(r *http.Request) (string, string, string) {
 type Show struct {
 	Record state.Record `json:"record"`
 	Serve  bool         `json:"serve"`
+	// Diff classifies the live manifest against the baseline, when they
+	// differ (show only).
+	Diff *surface.Report `json:"diff,omitempty"`
 }
 
 func (h *handler) list(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
@@ -294,7 +297,13 @@ func (h *handler) show(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, Show{Record: *rec, Serve: rec.Serve()}, nil
+	out := Show{Record: *rec, Serve: rec.Serve()}
+	if rec.BaselineHash != "" && rec.LiveError == "" && rec.LiveHash != "" && rec.LiveHash != rec.BaselineHash {
+		if out.Diff, err = h.b.Diff(ctx, t, s, v); err != nil {
+			return 0, nil, err
+		}
+	}
+	return http.StatusOK, out, nil
 }
 
 func (h *handler) diff(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
