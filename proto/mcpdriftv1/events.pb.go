@@ -558,8 +558,8 @@ func (x *Fingerprint) GetErrorMessage() string {
 	return ""
 }
 
-// Verdict: the schema status of a server (for one listing variant) changed,
-// or was confirmed for a proxy that asked. JSON on the bus.
+// Verdict: the schema status of a server (for one listing variant) changed.
+// JSON on the bus.
 // Subject: mcpdrift.drift.<tenant>.<server>
 type Verdict struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -754,7 +754,7 @@ type AdminAction struct {
 	Tenant  string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	Server  string                 `protobuf:"bytes,3,opt,name=server,proto3" json:"server,omitempty"`
 	Variant string                 `protobuf:"bytes,4,opt,name=variant,proto3" json:"variant,omitempty"`
-	Action  string                 `protobuf:"bytes,5,opt,name=action,proto3" json:"action,omitempty"` // approve | quarantine | status | show | diff | history
+	Action  string                 `protobuf:"bytes,5,opt,name=action,proto3" json:"action,omitempty"` // approve | quarantine | status | show | diff | history | tail
 	Actor   string                 `protobuf:"bytes,6,opt,name=actor,proto3" json:"actor,omitempty"`
 	Role    string                 `protobuf:"bytes,7,opt,name=role,proto3" json:"role,omitempty"` // read | write
 	// approve: the hash the admin reviewed and approves.

@@ -1,8 +1,11 @@
 // Command driftctl is the mcpdrift operator CLI: it fingerprints and diffs
-// MCP server surfaces, and captures what a server advertises.
+// MCP server surfaces, captures what a server advertises, and drives the
+// drift service's admin API (status, show, diff --live, history, approve,
+// quarantine, tail).
 //
-// Exit status: 0 success (for diff: nothing changed), 1 diff found a change,
-// 2 error; errors print "driftctl: <code>: <sentence>" on stderr.
+// Exit status: 0 success (for diff of two files: nothing changed), 1 diff of
+// two files found a change, 2 error; errors print "driftctl: <code>:
+// <sentence>" on stderr. diff --live prints the report and exits 0.
 package main
 
 import (

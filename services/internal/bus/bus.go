@@ -36,6 +36,9 @@ const (
 	ConsumerDrift       = "drift"
 )
 
+// DefaultVariant names the listing variant of an observation that names none.
+const DefaultVariant = "default"
+
 // ErrInvalidID is returned for a tenant, server or variant that cannot be a
 // subject token or key part.
 var ErrInvalidID = errors.New("invalid_id")

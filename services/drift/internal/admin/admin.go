@@ -97,8 +97,9 @@ type Backend interface {
 
 // Deps are what the handler needs besides the backend.
 type Deps struct {
-	// Audit publishes an admin action; an error fails the request, since
-	// an action that cannot be audited must not happen.
+	// Audit publishes an admin action after it was carried out (or
+	// refused). When it fails, a write answers 500 audit_unavailable saying
+	// the action was done but not audited; a read logs it.
 	Audit func(ctx context.Context, a *mcpdriftv1.AdminAction) error
 	// Follow subscribes to verdicts, calling fn with each (JSON), until stop
 	// is called. It returns once the subscription is in place.
@@ -162,8 +163,12 @@ func (h *handler) auth(need Role, action string, f apiFunc) http.HandlerFunc {
 		ctx := r.Context()
 		a := &mcpdriftv1.AdminAction{
 			EventId: fmt.Sprintf("admin-%d-%s", h.d.Now().UnixNano(), randomSuffix()),
-			Tenant:  r.PathValue("tenant"), Server: r.PathValue("server"), Variant: r.PathValue("variant"),
-			Action: action, Actor: "anonymous", AtUnixMs: h.d.Now().UnixMilli(),
+			Action:  action, Actor: "anonymous", AtUnixMs: h.d.Now().UnixMilli(),
+		}
+		pathErr := h.validPath(r)
+		if pathErr == nil {
+			// Only valid ids name the audit subject's tokens.
+			a.Tenant, a.Server, a.Variant = r.PathValue("tenant"), r.PathValue("server"), r.PathValue("variant")
 		}
 		tok, ok := h.token(r)
 		var status int
@@ -177,7 +182,7 @@ func (h *handler) auth(need Role, action string, f apiFunc) http.HandlerFunc {
 			status, err = http.StatusForbidden, codedError{"forbidden", fmt.Sprintf("%s needs the write role; token %q has %s", action, tok.Name, tok.Role)}
 		default:
 			a.Actor, a.Role = tok.Name, string(tok.Role)
-			if err = h.validPath(r); err != nil {
+			if err = pathErr; err != nil {
 				status = http.StatusBadRequest
 				break
 			}

@@ -28,9 +28,6 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
 
-// DefaultVariant stands for a listing variant a proxy did not name.
-const DefaultVariant = "default"
-
 // Config configures the service.
 type Config struct {
 	Policy        state.Policy
@@ -196,7 +193,7 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	if fp.Variant == "" {
-		fp.Variant = DefaultVariant
+		fp.Variant = bus.DefaultVariant
 	}
 	for _, id := range [][2]string{{"tenant", fp.Tenant}, {"server", fp.Server}, {"variant", fp.Variant}} {
 		if err := bus.ValidID(id[0], id[1]); err != nil {
@@ -216,6 +213,10 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 	if err := s.Observe(wctx, &fp); err != nil {
 		meta, _ := msg.Metadata()
+		if meta != nil && s.cfg.MaxDeliver > 0 && meta.NumDelivered >= uint64(s.cfg.MaxDeliver) {
+			s.deadLetter(wctx, msg, "retries_exhausted", fmt.Sprintf("gave up after %d deliveries: %v", meta.NumDelivered, err))
+			return
+		}
 		delay := time.Second
 		if meta != nil {
 			delay = min(time.Duration(meta.NumDelivered)*time.Second, 30*time.Second)

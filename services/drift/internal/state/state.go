@@ -221,8 +221,15 @@ func Observe(rec *Record, tenant, server, variant string, obs Observation, pol P
 		if obs.ErrorCode == "" && obs.Hash != r.BaselineHash && r.BaselineHash != "" && obs.Assess != nil {
 			r.Severity, r.Benign = obs.Assess(r.BaselineHash, obs.Hash)
 		}
-		if r.Status == Changed {
+		switch r.Status {
+		case Changed:
 			r.Reason, r.ReasonText = driftReason(obs, r.Severity)
+		case Pending:
+			if obs.ErrorCode != "" {
+				r.Reason, r.ReasonText = ReasonUnfingerprintable, "the live manifest could not be fingerprinted ("+obs.ErrorCode+"); nothing can be approved"
+			} else {
+				r.Reason, r.ReasonText = ReasonPendingApproval, "waiting for an admin to approve "+obs.Hash
+			}
 		}
 		r.Actor = "system"
 	}

@@ -56,6 +56,7 @@ func TestObserveTransitions(t *testing.T) {
 		{"no_guard_blocks_benign", discover, []Observation{obs("1", "sha256:a", 1), obs("2", "sha256:benign", 2)}, Changed, false, 1, ReasonDrift, 2},
 		{"redelivery_is_no_op", discover, []Observation{obs("1", "sha256:a", 1), obs("2", "sha256:b", 2), obs("2", "sha256:b", 2)}, Changed, false, 1, ReasonDrift, 2},
 		{"late_old_observation_ignored", discover, []Observation{obs("1", "sha256:a", 1), obs("3", "sha256:b", 3), obs("2", "sha256:c", 2)}, Changed, false, 1, ReasonDrift, 2},
+		{"unfingerprintable_then_valid_is_pending_approval", discover, []Observation{{EventID: "1", ErrorCode: "duplicate_item", ObservedAt: t0}, obs("2", "sha256:a", 2)}, Pending, false, 0, ReasonPendingApproval, 2},
 		{"pending_follows_live", strict, []Observation{obs("1", "sha256:a", 1), obs("2", "sha256:b", 2)}, Pending, false, 0, ReasonPendingApproval, 2},
 	}
 	for _, tt := range tests {

@@ -316,7 +316,7 @@ func TestPoisonIsTerminated(t *testing.T) {
 		{"event_id_with_newline", with(func(o *mcpdriftv1.ListObservation) { o.EventId = "a\r\nb" }), CodeInvalidID},
 		{"event_id_too_long", with(func(o *mcpdriftv1.ListObservation) { o.EventId = strings.Repeat("e", 201) }), CodeInvalidID},
 		{"tenant_with_space", with(func(o *mcpdriftv1.ListObservation) { o.Tenant = "acme corp" }), CodeInvalidID},
-		{"empty_variant", with(func(o *mcpdriftv1.ListObservation) { o.Variant = "" }), CodeInvalidID},
+		{"variant_with_dot", with(func(o *mcpdriftv1.ListObservation) { o.Variant = "a.b" }), CodeInvalidID},
 		{"other_tenant_in_body", with(func(o *mcpdriftv1.ListObservation) { o.Tenant = "globex" }), CodeSubjectMismatch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -67,6 +67,9 @@ func decode(subject string, data []byte) (*mcpdriftv1.ListObservation, *poisonEr
 	if !validEventID(obs.EventId) {
 		return nil, poison(CodeInvalidID, "event_id %q must be 1 to %d printable ASCII characters without spaces", clip(obs.EventId, 70), maxEventID)
 	}
+	if obs.Variant == "" {
+		obs.Variant = bus.DefaultVariant
+	}
 	for _, f := range []struct{ kind, id string }{{"tenant", obs.Tenant}, {"server", obs.Server}, {"variant", obs.Variant}} {
 		if err := bus.ValidID(f.kind, f.id); err != nil {
 			return nil, poison(CodeInvalidID, "%s", strings.TrimPrefix(err.Error(), bus.ErrInvalidID.Error()+": "))
