@@ -110,11 +110,8 @@ type pipeline struct {
 
 func startPipeline(tb testing.TB) *pipeline {
 	tb.Helper()
-	srv := natstest.Start(tb)
-	nc, js := srv.Connect(tb)
-	if _, err := bus.Setup(context.Background(), js, bus.Config{}); err != nil {
-		tb.Fatal(err)
-	}
+	b := natstest.StartBus(tb)
+	nc, js, srv := b.NC, b.JS, b.Server
 	env := []string{"MCPDRIFT_NATS_URL=" + srv.ClientURL(), "MCPDRIFT_LOG_LEVEL=info"}
 	runService(tb, "fingerprint", env...)
 	runService(tb, "drift", append(env, "MCPDRIFT_ADMIN_ADDR=127.0.0.1:0", "MCPDRIFT_ADMIN_TOKENS=bench:read:bench-token-0123456789")...)

@@ -1,4 +1,4 @@
-package bus
+package bus_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
+	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
 )
 
@@ -17,16 +18,16 @@ func TestSetupIsIdempotent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for i := range 3 {
-		if _, err := Setup(ctx, js, Config{}); err != nil {
-			t.Fatalf("Setup #%d: %v", i+1, err)
+		if _, err := bus.Setup(ctx, js, bus.Config{}); err != nil {
+			t.Fatalf("bus.Setup #%d: %v", i+1, err)
 		}
 	}
-	for _, name := range []string{StreamObservations, StreamFingerprints, StreamVerdicts, StreamAdmin} {
+	for _, name := range []string{bus.StreamObservations, bus.StreamFingerprints, bus.StreamVerdicts, bus.StreamAdmin} {
 		s, err := js.Stream(ctx, name)
 		if err != nil {
 			t.Fatalf("stream %s: %v", name, err)
 		}
-		if cfg := s.CachedInfo().Config; cfg.Duplicates != DefaultConfig.DuplicateWindow || cfg.Replicas != 1 {
+		if cfg := s.CachedInfo().Config; cfg.Duplicates != bus.DefaultConfig.DuplicateWindow || cfg.Replicas != 1 {
 			t.Fatalf("stream %s: duplicates %v replicas %d", name, cfg.Duplicates, cfg.Replicas)
 		}
 	}
@@ -36,15 +37,15 @@ func TestPublishDeduplicates(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := srv.Connect(t)
 	ctx := context.Background()
-	if _, err := Setup(ctx, js, Config{}); err != nil {
+	if _, err := bus.Setup(ctx, js, bus.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
-		if _, err := Publish(ctx, js, ListObservationSubject("acme", "fs"), []byte("x"), "obs-1"); err != nil {
+		if _, err := bus.Publish(ctx, js, bus.ListObservationSubject("acme", "fs"), []byte("x"), "obs-1"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	s, _ := js.Stream(ctx, StreamObservations)
+	s, _ := js.Stream(ctx, bus.StreamObservations)
 	info, _ := s.Info(ctx)
 	if info.State.Msgs != 1 {
 		t.Fatalf("%d messages stored for one message id, want 1", info.State.Msgs)
@@ -57,20 +58,20 @@ func TestVerdictReadableWithoutGeneratedCode(t *testing.T) {
 	srv := natstest.Start(t)
 	nc, js := srv.Connect(t)
 	ctx := context.Background()
-	if _, err := Setup(ctx, js, Config{}); err != nil {
+	if _, err := bus.Setup(ctx, js, bus.Config{}); err != nil {
 		t.Fatal(err)
 	}
-	sub, err := nc.SubscribeSync(Prefix + ".drift.>")
+	sub, err := nc.SubscribeSync(bus.Prefix + ".drift.>")
 	if err != nil {
 		t.Fatal(err)
 	}
 	v := &mcpdriftv1.Verdict{EventId: "v-1", Tenant: "acme", Server: "fs", Status: mcpdriftv1.Status_STATUS_CHANGED,
 		ReasonCode: "drift", Severity: "critical", LiveHash: "sha256:ab"}
-	data, err := MarshalJSON(v)
+	data, err := bus.MarshalJSON(v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Publish(ctx, js, VerdictSubject("acme", "fs"), data, v.EventId); err != nil {
+	if _, err := bus.Publish(ctx, js, bus.VerdictSubject("acme", "fs"), data, v.EventId); err != nil {
 		t.Fatal(err)
 	}
 	msg, err := sub.NextMsg(5 * time.Second)
@@ -88,13 +89,13 @@ func TestVerdictReadableWithoutGeneratedCode(t *testing.T) {
 
 func TestValidID(t *testing.T) {
 	for _, ok := range []string{"a", "acme-corp", "fs_01", "A9"} {
-		if err := ValidID("server", ok); err != nil {
-			t.Errorf("ValidID(%q): %v", ok, err)
+		if err := bus.ValidID("server", ok); err != nil {
+			t.Errorf("bus.ValidID(%q): %v", ok, err)
 		}
 	}
 	for _, bad := range []string{"", "a.b", "a b", "*", ">", "ü", string(make([]byte, 65))} {
-		if err := ValidID("server", bad); !errors.Is(err, ErrInvalidID) {
-			t.Errorf("ValidID(%q) = %v, want invalid_id", bad, err)
+		if err := bus.ValidID("server", bad); !errors.Is(err, bus.ErrInvalidID) {
+			t.Errorf("bus.ValidID(%q) = %v, want invalid_id", bad, err)
 		}
 	}
 }

@@ -4,12 +4,15 @@
 package natstest
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 )
 
 // Server is a running in-process nats-server.
@@ -76,4 +79,25 @@ func (s *Server) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 func (s *Server) Stop() {
 	s.Shutdown()
 	s.WaitForShutdown()
+}
+
+// Bus is a started server with a connection and the mcpdrift streams and
+// buckets set up, as every service test needs.
+type Bus struct {
+	*Server
+	NC      *nats.Conn
+	JS      jetstream.JetStream
+	Handles *bus.Handles
+}
+
+// StartBus starts a server, connects, and runs bus.Setup with defaults.
+func StartBus(t testing.TB) *Bus {
+	t.Helper()
+	srv := Start(t)
+	nc, js := srv.Connect(t)
+	h, err := bus.Setup(context.Background(), js, bus.Config{})
+	if err != nil {
+		t.Fatalf("natstest: bus.Setup: %v", err)
+	}
+	return &Bus{Server: srv, NC: nc, JS: js, Handles: h}
 }

@@ -34,13 +34,8 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	srv := natstest.Start(t)
-	nc, js := srv.Connect(t)
-	h, err := bus.Setup(context.Background(), js, bus.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &env{t: t, srv: srv, nc: nc, js: js, h: h}
+	b := natstest.StartBus(t)
+	return &env{t: t, srv: b.Server, nc: b.NC, js: b.JS, h: b.Handles}
 }
 
 // start runs a drift service until the test ends (or stop is called).

@@ -42,13 +42,8 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	srv := natstest.Start(t)
-	nc, js := srv.Connect(t)
-	h, err := bus.Setup(context.Background(), js, bus.Config{})
-	if err != nil {
-		t.Fatalf("bus.Setup: %v", err)
-	}
-	return &env{nc: nc, js: js, h: h}
+	b := natstest.StartBus(t)
+	return &env{nc: b.NC, js: b.JS, h: b.Handles}
 }
 
 func testLogger(t *testing.T) zerolog.Logger {
