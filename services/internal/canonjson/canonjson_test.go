@@ -329,3 +329,21 @@ func TestKeyBefore(t *testing.T) {
 		}
 	}
 }
+
+func TestLaxNumbers(t *testing.T) {
+	src := []byte(`{"id":9007199254740993,"big":1e999,"tiny":1e-999,"ok":1.5}`)
+	var d Doc
+	if err := d.Parse(src, Limits{LaxNumbers: true}); err != nil {
+		t.Fatalf("lax parse: %v", err)
+	}
+	id, _ := d.Get(Root, "id")
+	if string(d.Raw(id)) != "9007199254740993" {
+		t.Fatalf("raw id %s", d.Raw(id))
+	}
+	if err := d.Parse(src, Limits{}); !errors.Is(err, &Error{Code: CodeNumberInexact}) {
+		t.Fatalf("strict parse: %v", err)
+	}
+	if err := d.Parse([]byte(`[01]`), Limits{LaxNumbers: true}); err == nil {
+		t.Fatal("lax numbers accepted a malformed number")
+	}
+}

@@ -3,6 +3,7 @@ package canonjson
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"math"
 	"math/bits"
 	"slices"
@@ -44,6 +45,10 @@ const Root NodeID = 0
 type Limits struct {
 	MaxBytes int // input size; at most 2 GiB - 1
 	MaxDepth int // nesting of arrays and objects; the top-level value is depth 1
+	// LaxNumbers accepts numbers a double cannot carry (number_inexact,
+	// number_out_of_range) for readers that only pass bytes on, such as a
+	// proxy reading message ids; such a Doc must never be canonicalized.
+	LaxNumbers bool
 }
 
 // DefaultLimits accept real-world MCP manifests with a wide margin.
@@ -93,6 +98,7 @@ type parser struct {
 	stack    []int32
 	ka, kb   []byte
 	maxDepth int
+	lax      bool
 	lazy     *Lazy
 	lazyLens uint64
 }
@@ -110,7 +116,7 @@ func (d *Doc) Parse(src []byte, lim Limits) error {
 		return errAt(CodeTooLarge, 0, "input is %d bytes, over the limit of %d", len(src), maxBytes)
 	}
 	p := parser{src: src, nodes: d.nodes[:cap(d.nodes)], order: d.order[:0], stack: d.stack[:0],
-		ka: d.ka, kb: d.kb, maxDepth: lim.MaxDepth, lazy: &d.lazy, lazyLens: d.lazyLens}
+		ka: d.ka, kb: d.kb, maxDepth: lim.MaxDepth, lazy: &d.lazy, lazyLens: d.lazyLens, lax: lim.LaxNumbers}
 	if p.maxDepth <= 0 {
 		p.maxDepth = DefaultLimits.MaxDepth
 	}
@@ -554,12 +560,25 @@ func hex4(src []byte, i int) (rune, bool) {
 func (p *parser) number(i int) (int, error) {
 	j, flags, err := scanNumber(p.src, i)
 	if err != nil {
-		return j, err
+		var e *Error
+		if !p.lax || !errors.As(err, &e) || (e.Code != CodeNumberInexact && e.Code != CodeNumberOutOfRange) {
+			return j, err
+		}
+		j, flags = skipNumber(p.src, i), 0
 	}
 	id := p.add(Number, i)
 	nd := &p.nodes[id]
 	nd.end, nd.next, nd.flags = int32(j), id+1, flags
 	return j, nil
+}
+
+// skipNumber returns the end of the number at src[i], which scanNumber has
+// found well formed.
+func skipNumber(src []byte, i int) int {
+	for i < len(src) && (src[i] == '-' || src[i] == '+' || src[i] == '.' || src[i] == 'e' || src[i] == 'E' || (src[i] >= '0' && src[i] <= '9')) {
+		i++
+	}
+	return i
 }
 
 // scanNumber validates the number at src[i] and returns the offset after it

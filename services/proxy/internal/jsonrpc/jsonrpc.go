@@ -1,0 +1,246 @@
+// Package jsonrpc reads JSON-RPC 2.0 messages as the MCP proxy sees them on
+// the wire, without decoding them into structs and encoding them again: it
+// finds what the proxy needs (kind, method, id, the result) as spans of the
+// original bytes, and rewrites only what it must. A filtered list result
+// keeps every byte of the original except the array it filters; a refusal
+// echoes the request's id exactly as the client wrote it.
+//
+// Parsing is strict (package canonjson): a message with duplicate members,
+// invalid UTF-8 or absurd nesting is refused rather than guessed at, since
+// two readers that disagree about a message are how a proxy is bypassed.
+package jsonrpc
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
+)
+
+// Kind is what a message is.
+type Kind uint8
+
+// Message kinds.
+const (
+	KindRequest      Kind = iota + 1 // method and id
+	KindNotification                 // method, no id
+	KindResponse                     // result or error, and id
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindRequest:
+		return "request"
+	case KindNotification:
+		return "notification"
+	case KindResponse:
+		return "response"
+	}
+	return "invalid"
+}
+
+// ErrInvalid is wrapped by every error about a message that is not a valid
+// JSON-RPC 2.0 message; canonjson's codes pass through for JSON problems.
+var ErrInvalid = errors.New("invalid_message")
+
+// Message is one JSON-RPC message, as spans of its raw bytes.
+type Message struct {
+	Raw    []byte
+	Kind   Kind
+	Method string // requests and notifications
+	ID     []byte // requests and responses: the id exactly as written (a JSON string or number)
+	// Result is the result member of a successful response; Error the
+	// error member of a failed one; Params the params of a request.
+	Result, Error, Params []byte
+	// resultOff is where Result starts in Raw.
+	resultOff int
+}
+
+// Limits for messages; zero fields take canonjson's defaults.
+type Limits = canonjson.Limits
+
+// Parse reads one message (not a batch; see Split).
+func Parse(raw []byte, lim Limits) (*Message, error) {
+	var d canonjson.Doc
+	lim.LaxNumbers = true // ids and params are passed on, never canonicalized
+	if err := d.Parse(raw, lim); err != nil {
+		return nil, err
+	}
+	return fromDoc(&d, canonjson.Root, raw)
+}
+
+func fromDoc(d *canonjson.Doc, n canonjson.NodeID, raw []byte) (*Message, error) {
+	if d.Kind(n) != canonjson.Object {
+		return nil, fmt.Errorf("%w: a JSON-RPC message is an object, not a %s", ErrInvalid, d.Kind(n))
+	}
+	m := &Message{Raw: d.Raw(n)}
+	v, ok := d.Get(n, "jsonrpc")
+	if !ok || d.Kind(v) != canonjson.String || !d.StringIs(v, "2.0") {
+		return nil, fmt.Errorf("%w: jsonrpc must be \"2.0\"", ErrInvalid)
+	}
+	method, hasMethod := d.Get(n, "method")
+	id, hasID := d.Get(n, "id")
+	result, hasResult := d.Get(n, "result")
+	rpcErr, hasError := d.Get(n, "error")
+	if hasID {
+		switch d.Kind(id) {
+		case canonjson.String, canonjson.Number:
+			m.ID = d.Raw(id)
+		case canonjson.Null:
+			if hasMethod {
+				return nil, fmt.Errorf("%w: a request id must not be null", ErrInvalid)
+			}
+			m.ID = d.Raw(id) // a response to a request whose id could not be read
+		default:
+			return nil, fmt.Errorf("%w: id must be a string or a number", ErrInvalid)
+		}
+	}
+	switch {
+	case hasMethod:
+		if d.Kind(method) != canonjson.String {
+			return nil, fmt.Errorf("%w: method must be a string", ErrInvalid)
+		}
+		if hasResult || hasError {
+			return nil, fmt.Errorf("%w: a message with a method has no result or error", ErrInvalid)
+		}
+		m.Method = d.Text(method)
+		if p, ok := d.Get(n, "params"); ok {
+			if k := d.Kind(p); k != canonjson.Object && k != canonjson.Array {
+				return nil, fmt.Errorf("%w: params must be an object or an array", ErrInvalid)
+			}
+			m.Params = d.Raw(p)
+		}
+		m.Kind = KindNotification
+		if hasID {
+			m.Kind = KindRequest
+		}
+	case hasResult == hasError:
+		return nil, fmt.Errorf("%w: a response has exactly one of result and error", ErrInvalid)
+	case !hasID:
+		return nil, fmt.Errorf("%w: a response has an id", ErrInvalid)
+	default:
+		m.Kind = KindResponse
+		if hasResult {
+			m.Result = d.Raw(result)
+			m.resultOff = d.Offset(result) - d.Offset(n)
+		} else {
+			if d.Kind(rpcErr) != canonjson.Object {
+				return nil, fmt.Errorf("%w: error must be an object", ErrInvalid)
+			}
+			m.Error = d.Raw(rpcErr)
+		}
+	}
+	return m, nil
+}
+
+// Split reads a message that may be a 2025-03-26 batch (a JSON array of
+// messages) and returns its messages; batch reports whether it was one.
+func Split(raw []byte, lim Limits) (msgs []*Message, batch bool, err error) {
+	var d canonjson.Doc
+	lim.LaxNumbers = true
+	if err := d.Parse(raw, lim); err != nil {
+		return nil, false, err
+	}
+	if d.Kind(canonjson.Root) != canonjson.Array {
+		m, err := fromDoc(&d, canonjson.Root, raw)
+		if err != nil {
+			return nil, false, err
+		}
+		return []*Message{m}, false, nil
+	}
+	if d.Len(canonjson.Root) == 0 {
+		return nil, true, fmt.Errorf("%w: an empty batch", ErrInvalid)
+	}
+	for el, i := d.First(canonjson.Root), 0; i < d.Len(canonjson.Root); el, i = d.Next(el), i+1 {
+		m, err := fromDoc(&d, el, raw)
+		if err != nil {
+			return nil, true, fmt.Errorf("batch element %d: %w", i+1, err)
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs, true, nil
+}
+
+// FilterList rewrites a response carrying a list result (tools/list,
+// prompts/list, ...): it keeps the elements of the array named listKey for
+// which keep is true, and every other byte of the message as it was. It
+// returns the message unchanged (same slice) when keep keeps everything.
+// keep is given each element's raw bytes and its name (or uri).
+func FilterList(m *Message, listKey, nameKey string, keep func(name string, raw []byte) bool) ([]byte, int, error) {
+	if m.Kind != KindResponse || m.Result == nil {
+		return nil, 0, fmt.Errorf("%w: not a successful response", ErrInvalid)
+	}
+	var d canonjson.Doc
+	if err := d.Parse(m.Result, Limits{MaxBytes: len(m.Result) + 1, LaxNumbers: true}); err != nil {
+		return nil, 0, err
+	}
+	if d.Kind(canonjson.Root) != canonjson.Object {
+		return nil, 0, fmt.Errorf("%w: the result is not an object", ErrInvalid)
+	}
+	arr, ok := d.Get(canonjson.Root, listKey)
+	if !ok || d.Kind(arr) != canonjson.Array {
+		return nil, 0, fmt.Errorf("%w: the result has no %s array", ErrInvalid, listKey)
+	}
+	var kept [][]byte
+	removed := 0
+	for el, i := d.First(arr), 0; i < d.Len(arr); el, i = d.Next(el), i+1 {
+		name := ""
+		if d.Kind(el) == canonjson.Object {
+			if nv, ok := d.Get(el, nameKey); ok && d.Kind(nv) == canonjson.String {
+				name = d.Text(nv)
+			}
+		}
+		if keep(name, d.Raw(el)) {
+			kept = append(kept, d.Raw(el))
+		} else {
+			removed++
+		}
+	}
+	if removed == 0 {
+		return m.Raw, 0, nil
+	}
+	// Splice: message bytes up to the array, the kept elements, the rest.
+	start := m.resultOff + d.Offset(arr)
+	end := start + len(d.Raw(arr))
+	var b bytes.Buffer
+	b.Grow(len(m.Raw))
+	b.Write(m.Raw[:start])
+	b.WriteByte('[')
+	b.Write(bytes.Join(kept, []byte{','}))
+	b.WriteByte(']')
+	b.Write(m.Raw[end:])
+	return b.Bytes(), removed, nil
+}
+
+// ToolError returns a tools/call response that reports a refusal as an MCP
+// tool error (isError: true) with a stable code, echoing the request's id
+// exactly.
+func ToolError(id []byte, code, text string) []byte {
+	var b []byte
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = append(b, `,"result":{"content":[{"type":"text","text":`...)
+	b = canonjson.AppendString(b, text)
+	b = append(b, `}],"isError":true,"_meta":{"mcpdrift/code":`...)
+	b = canonjson.AppendString(b, code)
+	b = append(b, `}}}`...)
+	return b
+}
+
+// ErrorResponse returns a JSON-RPC error response with the request's id.
+func ErrorResponse(id []byte, code int, message string) []byte {
+	if len(id) == 0 {
+		id = []byte("null")
+	}
+	var b []byte
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = append(b, `,"error":{"code":`...)
+	b = strconv.AppendInt(b, int64(code), 10)
+	b = append(b, `,"message":`...)
+	b = canonjson.AppendString(b, message)
+	b = append(b, `}}`...)
+	return b
+}

@@ -1,0 +1,163 @@
+package jsonrpc
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
+)
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		name   string
+		raw    string
+		kind   Kind
+		method string
+		id     string
+		err    string // code or sentinel text expected
+	}{
+		{"request", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`, KindRequest, "tools/list", "1", ""},
+		{"string_id", `{"jsonrpc":"2.0","id":"a\u0062","method":"ping"}`, KindRequest, "ping", `"a\u0062"`, ""},
+		{"huge_id_kept_exactly", `{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"ping"}`, KindRequest, "ping", "123456789012345678901234567890", ""},
+		{"float_id_kept_exactly", `{"jsonrpc":"2.0","id":1.50,"method":"ping"}`, KindRequest, "ping", "1.50", ""},
+		{"notification", `{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`, KindNotification, "notifications/tools/list_changed", "", ""},
+		{"result", `{"jsonrpc":"2.0","id":7,"result":{"tools":[]}}`, KindResponse, "", "7", ""},
+		{"error", `{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"nope"}}`, KindResponse, "", "7", ""},
+		{"null_id_error", `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error"}}`, KindResponse, "", "null", ""},
+		{"no_version", `{"id":1,"method":"x"}`, 0, "", "", "invalid_message"},
+		{"old_version", `{"jsonrpc":"1.0","id":1,"method":"x"}`, 0, "", "", "invalid_message"},
+		{"object_id", `{"jsonrpc":"2.0","id":{},"method":"x"}`, 0, "", "", "invalid_message"},
+		{"null_request_id", `{"jsonrpc":"2.0","id":null,"method":"x"}`, 0, "", "", "invalid_message"},
+		{"method_not_string", `{"jsonrpc":"2.0","id":1,"method":5}`, 0, "", "", "invalid_message"},
+		{"params_string", `{"jsonrpc":"2.0","id":1,"method":"x","params":"p"}`, 0, "", "", "invalid_message"},
+		{"result_and_error", `{"jsonrpc":"2.0","id":1,"result":{},"error":{}}`, 0, "", "", "invalid_message"},
+		{"neither", `{"jsonrpc":"2.0","id":1}`, 0, "", "", "invalid_message"},
+		{"response_without_id", `{"jsonrpc":"2.0","result":{}}`, 0, "", "", "invalid_message"},
+		{"method_and_result", `{"jsonrpc":"2.0","id":1,"method":"x","result":{}}`, 0, "", "", "invalid_message"},
+		{"duplicate_member", `{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"tools/call"}`, 0, "", "", "duplicate_key"},
+		{"not_json", `{"jsonrpc":`, 0, "", "", "invalid_json"},
+		{"array", `[]`, 0, "", "", "invalid_message"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := Parse([]byte(tt.raw), Limits{})
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("Parse = %v, want an error with %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Kind != tt.kind || m.Method != tt.method || string(m.ID) != tt.id {
+				t.Fatalf("kind %s method %q id %s", m.Kind, m.Method, m.ID)
+			}
+		})
+	}
+}
+
+func TestSplitBatch(t *testing.T) {
+	msgs, batch, err := Split([]byte(` [{"jsonrpc":"2.0","id":1,"method":"a"}, {"jsonrpc":"2.0","method":"b"}] `), Limits{})
+	if err != nil || !batch || len(msgs) != 2 || msgs[0].Kind != KindRequest || msgs[1].Kind != KindNotification {
+		t.Fatalf("batch: %v %v %d", err, batch, len(msgs))
+	}
+	if string(msgs[1].Raw) != `{"jsonrpc":"2.0","method":"b"}` {
+		t.Fatalf("raw of an element: %s", msgs[1].Raw)
+	}
+	if _, _, err := Split([]byte(`[]`), Limits{}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("empty batch: %v", err)
+	}
+	if _, _, err := Split([]byte(`[{"jsonrpc":"2.0","id":1,"method":"a"},5]`), Limits{}); err == nil || !strings.Contains(err.Error(), "batch element 2") {
+		t.Fatalf("bad element: %v", err)
+	}
+}
+
+func TestFilterList(t *testing.T) {
+	raw := `{"jsonrpc":"2.0", "id": 12345678901234567890 ,"result":{ "nextCursor" : null , "tools" : [ {"name":"keep","description":"<b>&amp;</b>","x":1.50} , {"name":"drop"}, {"name":"keep2"} ], "_meta":{"k":[3, 2]} } }`
+	m, err := Parse([]byte(raw), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, removed, err := FilterList(m, "tools", "name", func(name string, _ []byte) bool { return name != "drop" })
+	if err != nil || removed != 1 {
+		t.Fatalf("FilterList: %v, removed %d", err, removed)
+	}
+	want := `{"jsonrpc":"2.0", "id": 12345678901234567890 ,"result":{ "nextCursor" : null , "tools" : [{"name":"keep","description":"<b>&amp;</b>","x":1.50},{"name":"keep2"}], "_meta":{"k":[3, 2]} } }`
+	if string(out) != want {
+		t.Fatalf("filtered\n got %s\nwant %s", out, want)
+	}
+	if !json.Valid(out) {
+		t.Fatal("the filtered message is not valid JSON")
+	}
+	// Nothing to remove: the very same bytes.
+	same, removed, _ := FilterList(m, "tools", "name", func(string, []byte) bool { return true })
+	if removed != 0 || !bytes.Equal(same, m.Raw) {
+		t.Fatal("a filter that keeps everything changed the message")
+	}
+	none, _, _ := FilterList(m, "tools", "name", func(string, []byte) bool { return false })
+	if !strings.Contains(string(none), `"tools" : []`) || !json.Valid(none) {
+		t.Fatalf("a filter that keeps nothing: %s", none)
+	}
+	if _, _, err := FilterList(m, "prompts", "name", func(string, []byte) bool { return true }); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a missing list: %v", err)
+	}
+}
+
+func TestToolError(t *testing.T) {
+	out := ToolError([]byte(`"req-\u00e9"`), "server_changed", "Server \"fs\" changed since it was approved; an admin must review it.")
+	var v struct {
+		ID     string `json:"id"`
+		Result struct {
+			Content []struct{ Type, Text string }
+			IsError bool              `json:"isError"`
+			Meta    map[string]string `json:"_meta"`
+		}
+	}
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if v.ID != "req-é" || !v.Result.IsError || v.Result.Meta["mcpdrift/code"] != "server_changed" || !strings.Contains(v.Result.Content[0].Text, `"fs"`) {
+		t.Fatalf("tool error: %+v", v)
+	}
+	if !bytes.Contains(out, []byte(`"id":"req-\u00e9"`)) {
+		t.Fatalf("the id was not echoed byte for byte: %s", out)
+	}
+	if got := ErrorResponse(nil, -32700, "parse error"); !json.Valid(got) || !bytes.Contains(got, []byte(`"id":null`)) {
+		t.Fatalf("error response: %s", got)
+	}
+}
+
+// FuzzParse: never panics; whatever parses as a response with a list result
+// filters to valid JSON.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"a"},{"name":"b"}]}}`,
+		`[{"jsonrpc":"2.0","method":"x"}]`,
+		`{"jsonrpc":"2.0","id":"x","error":{"code":1,"message":"m"}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		msgs, _, err := Split(raw, Limits{MaxDepth: 64})
+		if err != nil {
+			var ce *canonjson.Error
+			if !errors.Is(err, ErrInvalid) && !errors.As(err, &ce) {
+				t.Fatalf("an error without a code: %v", err)
+			}
+			return
+		}
+		for _, m := range msgs {
+			if m.Kind != KindResponse || m.Result == nil {
+				continue
+			}
+			out, _, err := FilterList(m, "tools", "name", func(name string, _ []byte) bool { return len(name)%2 == 0 })
+			if err == nil && !json.Valid(out) {
+				t.Fatalf("filtered message is not JSON: %s", out)
+			}
+		}
+	})
+}
