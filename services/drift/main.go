@@ -76,7 +76,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
 	natsURL := fs.String("nats-url", env("MCPDRIFT_NATS_URL", nats.DefaultURL), "NATS server `URL` (MCPDRIFT_NATS_URL)")
 	httpAddr := fs.String("http-addr", env("MCPDRIFT_ADMIN_ADDR", "127.0.0.1:8470"), "admin API listen `address` (MCPDRIFT_ADMIN_ADDR)")
-	tokens := fs.String("tokens", env("MCPDRIFT_ADMIN_TOKENS", ""), "admin API `tokens` (MCPDRIFT_ADMIN_TOKENS)")
+	tokens := fs.String("tokens", "", "admin API `tokens` (MCPDRIFT_ADMIN_TOKENS; prefer the variable or a file: flags show in ps)")
 	tokensFile := fs.String("tokens-file", env("MCPDRIFT_ADMIN_TOKENS_FILE", ""), "read admin API tokens from this `file` (MCPDRIFT_ADMIN_TOKENS_FILE)")
 	replicas := fs.Int("replicas", atoi(env("MCPDRIFT_REPLICAS", "1")), "replicas of streams and buckets: 1, or 3 in a cluster (MCPDRIFT_REPLICAS)")
 	posture := fs.String("posture", env("MCPDRIFT_POSTURE", state.Discovery), "first sight of a server: discovery (trust on first use) or strict (MCPDRIFT_POSTURE)")
@@ -90,6 +90,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	cfg := Config{NATSURL: *natsURL, HTTPAddr: *httpAddr, Replicas: *replicas,
 		Service: driftsvc.Config{Policy: state.Policy{Posture: *posture, OnDrift: *onDrift, Guard: *guard}}}
 	spec := *tokens
+	if spec == "" {
+		spec = getenv("MCPDRIFT_ADMIN_TOKENS") // not a flag default: --help would print the secrets
+	}
 	if *tokensFile != "" {
 		b, err := os.ReadFile(*tokensFile)
 		if err != nil {

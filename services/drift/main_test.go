@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -233,6 +235,11 @@ func TestConfigErrors(t *testing.T) {
 	if err := run(context.Background(), []string{"--posture", "yolo"}, getenv, &stderr); err == nil ||
 		!strings.Contains(err.Error(), "posture") || !strings.Contains(err.Error(), "no admin tokens") {
 		t.Fatalf("bad config: %v", err)
+	}
+	env["MCPDRIFT_ADMIN_TOKENS"] = "ops:read:a-secret-that-must-not-show"
+	stderr.Reset()
+	if err := run(context.Background(), []string{"--help"}, getenv, &stderr); !errors.Is(err, flag.ErrHelp) || strings.Contains(stderr.String(), "a-secret") {
+		t.Fatalf("--help: %v\n%s", err, stderr.String())
 	}
 	env["MCPDRIFT_ADMIN_TOKENS"] = "x:admin:short"
 	if err := run(context.Background(), nil, getenv, &stderr); err == nil || !strings.Contains(err.Error(), "16 characters") {

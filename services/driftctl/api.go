@@ -32,7 +32,7 @@ func apiFlags(fs *flag.FlagSet, getenv func(string) string) (*string, *string) {
 		return def
 	}
 	api := fs.String("api", env("MCPDRIFT_API", "http://127.0.0.1:8470"), "admin API base `URL` (MCPDRIFT_API)")
-	token := fs.String("token", env("MCPDRIFT_TOKEN", ""), "admin API bearer `token` (MCPDRIFT_TOKEN; prefer the variable: flags show in ps)")
+	token := fs.String("token", "", "admin API bearer `token` (MCPDRIFT_TOKEN; prefer the variable: flags show in ps)")
 	return api, token
 }
 
@@ -136,6 +136,9 @@ func runAPI(ctx context.Context, cmd string, args []string, getenv func(string) 
 	reason := fs.String("reason", "", "why (quarantine)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *token == "" {
+		*token = getenv("MCPDRIFT_TOKEN") // not a flag default: --help would print it
 	}
 	c := &apiClient{base: strings.TrimRight(*api, "/"), token: *token, http: &http.Client{Timeout: 30 * time.Second}}
 	switch cmd {
