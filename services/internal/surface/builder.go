@@ -11,15 +11,16 @@ import (
 // each tools/list page it forwards, and asks for the Surface when the last
 // page is in. A Builder is not safe for concurrent use; Reset reuses it.
 type Builder struct {
-	opt     Options
-	lim     Limits
-	doc     canonjson.Doc
-	arena   []byte // canonical bytes of every item so far
-	pending []pending
-	kinds   [numKinds + 1]listing
-	scratch []byte // the surface document being hashed
-	total   int    // raw bytes fed since Reset
-	err     error  // the first error since Reset: it sticks, so no surface comes of a failed page
+	opt      Options
+	lim      Limits
+	doc      canonjson.Doc
+	arena    []byte // canonical bytes of every item so far
+	pending  []pending
+	kinds    [numKinds + 1]listing
+	scratch  []byte // the surface document being hashed
+	total    int    // raw bytes fed since Reset
+	lastFrom int    // index in pending of the first item of the last page
+	err      error  // the first error since Reset: it sticks, so no surface comes of a failed page
 }
 
 type pending struct {
@@ -60,7 +61,7 @@ func (b *Builder) Reset() {
 	b.arena = b.arena[:0]
 	b.pending = b.pending[:0]
 	b.kinds = [numKinds + 1]listing{}
-	b.total, b.err = 0, nil
+	b.total, b.err, b.lastFrom = 0, nil, 0
 }
 
 // take accounts for n more raw bytes and reports the sticky error, if any.
@@ -92,11 +93,32 @@ func (b *Builder) AddPage(kind Kind, raw []byte) (nextCursor string, err error) 
 		return "", e
 	}
 	b.reserve(len(raw))
+	b.lastFrom = len(b.pending)
 	cursor, err := b.addPage(kind, canonjson.Root)
 	if err != nil {
 		b.err = err
 	}
 	return cursor, err
+}
+
+// PageItem is one item of the page last added.
+type PageItem struct {
+	Name string
+	Hash Digest
+}
+
+// LastPage returns the items the last successful AddPage or AddInitialize
+// added, in the order the server sent them: a proxy decides on each item of
+// a page before the listing is complete.
+func (b *Builder) LastPage() []PageItem {
+	if b.err != nil || b.lastFrom > len(b.pending) {
+		return nil
+	}
+	out := make([]PageItem, 0, len(b.pending)-b.lastFrom)
+	for _, p := range b.pending[b.lastFrom:] {
+		out = append(out, PageItem{Name: p.name, Hash: p.hash})
+	}
+	return out
 }
 
 // reserve grows the arena once for a page of n raw bytes: canonical bytes
@@ -120,6 +142,7 @@ func (b *Builder) AddInitialize(raw []byte) error {
 		b.err = e
 		return e
 	}
+	b.lastFrom = len(b.pending)
 	if err := b.addInitialize(canonjson.Root); err != nil {
 		b.err = err
 		return err

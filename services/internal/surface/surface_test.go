@@ -361,3 +361,25 @@ func TestWeakHashCollides(t *testing.T) {
 		t.Fatal("SHA-256 fingerprints of different manifests are equal")
 	}
 }
+
+func TestLastPage(t *testing.T) {
+	b := NewBuilder(Options{})
+	if _, err := b.AddPage(KindTool, []byte(`{"tools":[{"name":"z"},{"name":"a"}],"nextCursor":"c"}`)); err != nil {
+		t.Fatal(err)
+	}
+	first := b.LastPage()
+	if _, err := b.AddPage(KindTool, []byte(`{"tools":[{"name":"m"}]}`)); err != nil {
+		t.Fatal(err)
+	}
+	second := b.LastPage()
+	s, err := b.Surface()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first) != 2 || first[0].Name != "z" || first[1].Name != "a" || len(second) != 1 || second[0].Name != "m" {
+		t.Fatalf("pages: %+v %+v", first, second)
+	}
+	if it, _ := s.Find(KindTool, "z"); it.Hash != first[0].Hash {
+		t.Fatal("a page item's hash differs from the surface's")
+	}
+}

@@ -1,0 +1,531 @@
+// Package session is the MCP proxy's view of one client connection to one
+// upstream server, independent of the transport: it sees every message in
+// both directions as raw bytes, forwards them unchanged unless it must
+// withhold something, assembles every listing the server sends, and decides
+// item by item against the approved baseline (docs/adr/0003).
+package session
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
+	"github.com/mcpdrift/mcpdrift/services/internal/surface"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
+)
+
+// ItemKey names an advertised item.
+type ItemKey struct {
+	Kind surface.Kind
+	Name string
+}
+
+// View is what the proxy knows of a server's approved surface.
+type View struct {
+	Status       string // verified, changed, pending, quarantined, unknown
+	Serve        bool
+	BaselineHash string
+	Items        map[ItemKey]surface.Digest // the baseline's items
+}
+
+// Gate answers for the server's approved surface per listing variant. View
+// may wait a bounded time when nothing is known yet (first sight); ok false
+// means nothing is known, and the proxy fails closed.
+type Gate interface {
+	View(ctx context.Context, variant string) (View, bool)
+}
+
+// Observer receives what the proxy saw. It must not block: publishing is
+// asynchronous.
+type Observer interface {
+	Listing(variant string, capture []byte)
+	Call(c Call)
+}
+
+// Call is one tools/call as the proxy handled it.
+type Call struct {
+	Tool        string
+	Refused     bool
+	RefusalCode string
+	Error       bool // forwarded, and the server answered with an error
+	Latency     time.Duration
+	ArgsDigest  string
+}
+
+// Config identifies the server behind the session.
+type Config struct {
+	Server   string        // the server id, for messages to people
+	MaxPages int           // pages of one listing the proxy follows itself
+	Timeout  time.Duration // how long a decision may wait for the gate
+}
+
+// Session is one client connection. Its methods are safe for concurrent use
+// by the two directions' readers.
+type Session struct {
+	cfg      Config
+	gate     Gate
+	obs      Observer
+	toClient func([]byte) error
+	toServer func([]byte) error
+
+	mu       sync.Mutex
+	variant  string
+	pending  map[string]pendingReq // client requests we answer for, by raw id
+	own      map[string]pendingReq // requests the proxy sent itself
+	ownSeq   int
+	builders [5]*surface.Builder // listing in progress per kind
+	pages    [5][][]byte         // raw result bytes of that listing's pages
+	complete [5][][]byte         // the last complete listing's pages
+	initRes  []byte              // the raw initialize result
+	live     map[ItemKey]surface.Digest
+	drifted  bool // a complete listing differed from the baseline
+}
+
+type pendingReq struct {
+	method string
+	kind   surface.Kind
+	tool   string
+	start  time.Time
+	digest string
+}
+
+var listKinds = map[string]surface.Kind{
+	"tools/list":               surface.KindTool,
+	"prompts/list":             surface.KindPrompt,
+	"resources/list":           surface.KindResource,
+	"resources/templates/list": surface.KindResourceTemplate,
+}
+
+var nameKey = map[surface.Kind]string{
+	surface.KindTool: "name", surface.KindPrompt: "name", surface.KindResource: "uri", surface.KindResourceTemplate: "uriTemplate",
+}
+
+// New returns a session; toClient and toServer write one message each.
+func New(cfg Config, gate Gate, obs Observer, toClient, toServer func([]byte) error) *Session {
+	if cfg.MaxPages <= 0 {
+		cfg.MaxPages = 1000
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 2 * time.Second
+	}
+	return &Session{cfg: cfg, gate: gate, obs: obs, toClient: toClient, toServer: toServer, variant: "default",
+		pending: map[string]pendingReq{}, own: map[string]pendingReq{}, live: map[ItemKey]surface.Digest{}}
+}
+
+// FromClient handles one message from the client (a batch is handled
+// element by element).
+func (s *Session) FromClient(ctx context.Context, raw []byte) error {
+	msgs, batch, err := jsonrpc.Split(raw, jsonrpc.Limits{})
+	if err != nil {
+		// Not ours to judge beyond refusing to pass on what we cannot read.
+		return s.toClient(jsonrpc.ErrorResponse(nil, -32700, "mcpdrift proxy: unreadable message: "+err.Error()))
+	}
+	if batch {
+		return s.clientBatch(ctx, raw, msgs)
+	}
+	m := msgs[0]
+	if refusal := s.clientMessage(ctx, m); refusal != nil {
+		return s.toClient(refusal)
+	}
+	return s.toServer(raw)
+}
+
+func (s *Session) clientBatch(ctx context.Context, raw []byte, msgs []*jsonrpc.Message) error {
+	var refusals [][]byte
+	var forward [][]byte
+	for _, m := range msgs {
+		if r := s.clientMessage(ctx, m); r != nil {
+			refusals = append(refusals, r)
+		} else {
+			forward = append(forward, m.Raw)
+		}
+	}
+	if len(refusals) == 0 {
+		return s.toServer(raw) // untouched
+	}
+	if len(forward) > 0 {
+		if err := s.toServer(append(append([]byte{'['}, bytes.Join(forward, []byte{','})...), ']')); err != nil {
+			return err
+		}
+	}
+	return s.toClient(append(append([]byte{'['}, bytes.Join(refusals, []byte{','})...), ']'))
+}
+
+// clientMessage records what the proxy must answer for and returns a
+// refusal to send instead of forwarding, or nil.
+func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) []byte {
+	if m.Kind != jsonrpc.KindRequest {
+		return nil // notifications and responses to server requests pass
+	}
+	switch {
+	case m.Method == "initialize":
+		s.mu.Lock()
+		s.variant = variantOf(m.Params)
+		s.pending[string(m.ID)] = pendingReq{method: m.Method}
+		s.mu.Unlock()
+	case listKinds[m.Method] != 0:
+		s.mu.Lock()
+		s.pending[string(m.ID)] = pendingReq{method: m.Method, kind: listKinds[m.Method]}
+		if cursorOf(m.Params) == "" {
+			s.startListing(listKinds[m.Method])
+		}
+		s.mu.Unlock()
+	case m.Method == "tools/call":
+		tool, digest := callOf(m.Params)
+		if code, text := s.decideCall(ctx, tool); code != "" {
+			s.obs.Call(Call{Tool: tool, Refused: true, RefusalCode: code, ArgsDigest: digest})
+			return jsonrpc.ToolError(m.ID, code, text)
+		}
+		s.mu.Lock()
+		s.pending[string(m.ID)] = pendingReq{method: m.Method, tool: tool, start: time.Now(), digest: digest}
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+func (s *Session) startListing(k surface.Kind) {
+	s.builders[k] = surface.NewBuilder(surface.Options{})
+	s.pages[k] = nil
+}
+
+// decideCall returns a refusal code and text, or "" to forward.
+func (s *Session) decideCall(ctx context.Context, tool string) (string, string) {
+	s.mu.Lock()
+	variant, drifted := s.variant, s.drifted
+	live, seen := s.live[ItemKey{surface.KindTool, tool}]
+	s.mu.Unlock()
+	v, ok := s.view(ctx, variant)
+	switch {
+	case !ok:
+		return "server_unknown", fmt.Sprintf("mcpdrift withheld this call: no verdict for server %q arrived in time, so it is not trusted yet. Retry shortly; if it persists an admin must check the drift service.", s.cfg.Server)
+	case !v.Serve:
+		return "server_" + v.Status, fmt.Sprintf("mcpdrift withheld this call: server %q is %s. An admin must review it and approve its manifest (driftctl show, then driftctl approve --hash) before its tools can be used.", s.cfg.Server, v.Status)
+	case drifted:
+		return "server_changed", fmt.Sprintf("mcpdrift withheld this call: server %q now advertises a manifest that differs from the approved one. An admin must review and approve it before its tools can be used.", s.cfg.Server)
+	}
+	approved, inBaseline := v.Items[ItemKey{surface.KindTool, tool}]
+	if !inBaseline || (seen && live != approved) {
+		return "tool_not_approved", fmt.Sprintf("mcpdrift withheld this call: tool %q of server %q is not in its approved manifest (new or changed). An admin must review and approve it first.", tool, s.cfg.Server)
+	}
+	return "", ""
+}
+
+func (s *Session) view(ctx context.Context, variant string) (View, bool) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	return s.gate.View(ctx, variant)
+}
+
+// FromServer handles one message from the upstream server.
+func (s *Session) FromServer(ctx context.Context, raw []byte) error {
+	msgs, batch, err := jsonrpc.Split(raw, jsonrpc.Limits{})
+	if err != nil || batch {
+		// A batch from the server is only ever responses to a client batch;
+		// the proxy tracks no listing inside one and passes it on. What it
+		// cannot read it passes on too: the client judges its own inputs.
+		return s.toClient(raw)
+	}
+	m := msgs[0]
+	switch m.Kind {
+	case jsonrpc.KindNotification:
+		if m.Method == "notifications/tools/list_changed" {
+			if err := s.relist(surface.KindTool, ""); err != nil {
+				return err
+			}
+		}
+		return s.toClient(raw)
+	case jsonrpc.KindRequest:
+		return s.toClient(raw)
+	}
+	id := string(m.ID)
+	s.mu.Lock()
+	if p, ok := s.own[id]; ok {
+		delete(s.own, id)
+		s.mu.Unlock()
+		return s.ownResponse(ctx, p, m)
+	}
+	p, ok := s.pending[id]
+	delete(s.pending, id)
+	s.mu.Unlock()
+	if !ok {
+		return s.toClient(raw)
+	}
+	switch {
+	case p.method == "initialize":
+		if m.Result != nil {
+			s.mu.Lock()
+			s.initRes = bytes.Clone(m.Result)
+			s.mu.Unlock()
+		}
+		return s.toClient(raw)
+	case p.kind != 0:
+		out, err := s.listPage(ctx, p.kind, m)
+		if err != nil {
+			return err
+		}
+		return s.toClient(out)
+	case p.method == "tools/call":
+		s.obs.Call(Call{Tool: p.tool, Error: m.Error != nil || isToolError(m.Result), Latency: time.Since(p.start), ArgsDigest: p.digest})
+	}
+	return s.toClient(raw)
+}
+
+// listPage decides on the items of one page and returns the message to
+// forward: the original bytes, or the page with unapproved items removed.
+func (s *Session) listPage(ctx context.Context, k surface.Kind, m *jsonrpc.Message) ([]byte, error) {
+	if m.Result == nil {
+		return m.Raw, nil // an error answer: nothing listed
+	}
+	items, last, err := s.addPage(k, m.Result)
+	s.mu.Lock()
+	variant := s.variant
+	s.mu.Unlock()
+	v, ok := s.view(ctx, variant)
+	serve := ok && v.Serve
+	keep := map[string]bool{}
+	if err == nil && serve && !hasDuplicates(items) {
+		for _, it := range items {
+			if h, ok := v.Items[ItemKey{k, it.Name}]; ok && h == it.Hash {
+				keep[it.Name] = true
+			}
+		}
+	}
+	if last {
+		s.finishListing(k, v, ok)
+	}
+	out, _, ferr := jsonrpc.FilterList(m, k.ListKey(), nameKey[k], func(name string, _ []byte) bool { return keep[name] })
+	if ferr != nil {
+		// Not a list result we can read: withhold it whole.
+		return jsonrpc.ErrorResponse(m.ID, -32603, "mcpdrift proxy: the server's "+k.ListKey()+" listing could not be read; it is withheld"), nil
+	}
+	return out, nil
+}
+
+// hasDuplicates reports a page naming an item twice: which of the two a
+// client would use is anyone's guess, so neither is served.
+func hasDuplicates(items []surface.PageItem) bool {
+	seen := make(map[string]bool, len(items))
+	for _, it := range items {
+		if seen[it.Name] {
+			return true
+		}
+		seen[it.Name] = true
+	}
+	return false
+}
+
+// addPage feeds a page to the listing in progress; last reports that the
+// listing is complete.
+func (s *Session) addPage(k surface.Kind, result []byte) ([]surface.PageItem, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.builders[k] == nil {
+		s.startListing(k) // a page without its first: judge it on its own
+	}
+	s.pages[k] = append(s.pages[k], bytes.Clone(result))
+	cursor, err := s.builders[k].AddPage(k, result)
+	if err != nil {
+		// Hostile or broken: nothing of it is served, and the pipeline hears of it.
+		s.complete[k] = s.pages[k]
+		s.builders[k] = nil
+		return nil, true, err
+	}
+	items := s.builders[k].LastPage()
+	for _, it := range items {
+		s.live[ItemKey{k, it.Name}] = it.Hash
+	}
+	return items, cursor == "" || len(s.pages[k]) >= s.cfg.MaxPages, nil
+}
+
+// finishListing publishes the complete listing and notes drift at once.
+func (s *Session) finishListing(k surface.Kind, v View, known bool) {
+	s.mu.Lock()
+	if s.builders[k] != nil {
+		s.complete[k] = s.pages[k]
+		if sf, err := s.builders[k].Surface(); err == nil && k == surface.KindTool {
+			// Tools alone against the baseline's tools: the surface hash also
+			// covers other kinds, so compare item sets.
+			s.drifted = known && !sameTools(sf, v)
+		}
+	} else if k == surface.KindTool {
+		s.drifted = true
+	}
+	s.builders[k] = nil
+	capture := s.captureLocked()
+	variant := s.variant
+	s.mu.Unlock()
+	s.obs.Listing(variant, capture)
+}
+
+func sameTools(sf *surface.Surface, v View) bool {
+	tools := sf.Of(surface.KindTool)
+	n := 0
+	for key := range v.Items {
+		if key.Kind == surface.KindTool {
+			n++
+		}
+	}
+	if n != len(tools) {
+		return false
+	}
+	for _, it := range tools {
+		if h, ok := v.Items[ItemKey{surface.KindTool, it.Name}]; !ok || h != it.Hash {
+			return false
+		}
+	}
+	return true
+}
+
+// captureLocked writes the capture document of what the session has seen.
+func (s *Session) captureLocked() []byte {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	first := true
+	member := func(key string) {
+		if !first {
+			b.WriteByte(',')
+		}
+		first = false
+		b.WriteString(strconv.Quote(key))
+		b.WriteByte(':')
+	}
+	if s.initRes != nil {
+		member("initialize")
+		b.Write(s.initRes)
+	}
+	for _, k := range []surface.Kind{surface.KindTool, surface.KindPrompt, surface.KindResource, surface.KindResourceTemplate} {
+		if len(s.complete[k]) == 0 {
+			continue
+		}
+		member(k.ListKey())
+		b.WriteString(`{"pages":[`)
+		b.Write(bytes.Join(s.complete[k], []byte{','}))
+		b.WriteString(`]}`)
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+// relist asks the server for a listing on the proxy's own account, so that
+// a change is checked before any agent acts on it.
+func (s *Session) relist(k surface.Kind, cursor string) error {
+	s.mu.Lock()
+	s.ownSeq++
+	id := `"mcpdrift-` + strconv.Itoa(s.ownSeq) + `"`
+	method := ""
+	for m, kk := range listKinds {
+		if kk == k {
+			method = m
+		}
+	}
+	s.own[id] = pendingReq{method: method, kind: k}
+	if cursor == "" {
+		s.startListing(k)
+	}
+	s.mu.Unlock()
+	params := "{}"
+	if cursor != "" {
+		params = `{"cursor":` + string(canonjson.AppendString(nil, cursor)) + `}`
+	}
+	return s.toServer([]byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":` + params + `}`))
+}
+
+func (s *Session) ownResponse(ctx context.Context, p pendingReq, m *jsonrpc.Message) error {
+	if p.kind == 0 || m.Result == nil {
+		return nil
+	}
+	_, last, err := s.addPage(p.kind, m.Result)
+	if err == nil && !last {
+		return s.relist(p.kind, nextCursor(m.Result))
+	}
+	s.mu.Lock()
+	variant := s.variant
+	s.mu.Unlock()
+	v, ok := s.view(ctx, variant)
+	s.finishListing(p.kind, v, ok)
+	return nil
+}
+
+// variantOf derives the listing variant from initialize params: the
+// protocol version and the names of the capabilities the client declared,
+// which are what servers list differently for.
+func variantOf(params []byte) string {
+	var d canonjson.Doc
+	if len(params) == 0 || d.Parse(params, canonjson.Limits{LaxNumbers: true}) != nil || d.Kind(canonjson.Root) != canonjson.Object {
+		return "default"
+	}
+	version := ""
+	if v, ok := d.Get(canonjson.Root, "protocolVersion"); ok && d.Kind(v) == canonjson.String {
+		version = d.Text(v)
+	}
+	var caps []string
+	if c, ok := d.Get(canonjson.Root, "capabilities"); ok && d.Kind(c) == canonjson.Object {
+		for i := range d.Len(c) {
+			k, _ := d.Member(c, i)
+			caps = append(caps, d.Text(k))
+		}
+	}
+	slices.Sort(caps)
+	sum := sha256.Sum256([]byte(version + "|" + strings.Join(caps, ",")))
+	return "v" + hex.EncodeToString(sum[:6])
+}
+
+func cursorOf(params []byte) string {
+	var d canonjson.Doc
+	if len(params) == 0 || d.Parse(params, canonjson.Limits{LaxNumbers: true}) != nil || d.Kind(canonjson.Root) != canonjson.Object {
+		return ""
+	}
+	if c, ok := d.Get(canonjson.Root, "cursor"); ok && d.Kind(c) == canonjson.String {
+		return d.Text(c)
+	}
+	return ""
+}
+
+func nextCursor(result []byte) string {
+	var d canonjson.Doc
+	if d.Parse(result, canonjson.Limits{LaxNumbers: true}) != nil || d.Kind(canonjson.Root) != canonjson.Object {
+		return ""
+	}
+	if c, ok := d.Get(canonjson.Root, "nextCursor"); ok && d.Kind(c) == canonjson.String {
+		return d.Text(c)
+	}
+	return ""
+}
+
+// callOf returns the tool name of tools/call params and a digest of the
+// arguments as the client wrote them (audit keeps the digest, not the
+// arguments, which can hold secrets).
+func callOf(params []byte) (string, string) {
+	var d canonjson.Doc
+	if len(params) == 0 || d.Parse(params, canonjson.Limits{LaxNumbers: true}) != nil || d.Kind(canonjson.Root) != canonjson.Object {
+		sum := sha256.Sum256(params)
+		return "", "sha256:" + hex.EncodeToString(sum[:])
+	}
+	name := ""
+	if n, ok := d.Get(canonjson.Root, "name"); ok && d.Kind(n) == canonjson.String {
+		name = d.Text(n)
+	}
+	args := []byte("null")
+	if a, ok := d.Get(canonjson.Root, "arguments"); ok {
+		args = d.Raw(a)
+	}
+	sum := sha256.Sum256(args)
+	return name, "sha256:" + hex.EncodeToString(sum[:])
+}
+
+func isToolError(result []byte) bool {
+	var d canonjson.Doc
+	if result == nil || d.Parse(result, canonjson.Limits{LaxNumbers: true}) != nil || d.Kind(canonjson.Root) != canonjson.Object {
+		return false
+	}
+	v, ok := d.Get(canonjson.Root, "isError")
+	return ok && d.Kind(v) == canonjson.True
+}
