@@ -1,0 +1,249 @@
+// Package stdio is the proxy's stdio transport: the agent talks to the proxy
+// on its stdin and stdout, and the proxy runs the upstream MCP server as a
+// child process and talks to it on the child's stdin and stdout. Messages are
+// newline-delimited JSON of any length up to a bound; each passes through a
+// session.Session. The child's stderr is passed through, signals are passed
+// on, end of input closes the child's input, and the child is always reaped.
+package stdio
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Handler sees every message; the session implements it.
+type Handler interface {
+	FromClient(ctx context.Context, raw []byte) error
+	FromServer(ctx context.Context, raw []byte) error
+}
+
+// Config says what to run.
+type Config struct {
+	Command  string
+	Args     []string
+	Env      []string      // nil: the proxy's environment
+	MaxLine  int           // longest message accepted, in bytes (default 64 MiB)
+	StopWait time.Duration // after end of input, how long the child gets before SIGTERM, then SIGKILL (default 5s)
+}
+
+// Pipes are the two writers a Handler writes to: ToClient and ToServer each
+// write one message as one line.
+type Pipes struct {
+	mu     sync.Mutex // serializes writes to the client
+	client io.Writer
+	smu    sync.Mutex
+	server io.Writer
+}
+
+// ToClient writes one message to the agent.
+func (p *Pipes) ToClient(b []byte) error { return writeLine(&p.mu, p.client, b) }
+
+// ToServer writes one message to the upstream server.
+func (p *Pipes) ToServer(b []byte) error { return writeLine(&p.smu, p.server, b) }
+
+func writeLine(mu *sync.Mutex, w io.Writer, b []byte) error {
+	if bytes.IndexByte(b, '\n') >= 0 {
+		// A raw newline inside a JSON text is only ever whitespace: compact
+		// it so the line stays one message.
+		b = bytes.ReplaceAll(b, []byte{'\n'}, nil)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if _, err := w.Write(append(b, '\n')); err != nil {
+		return err
+	}
+	if f, ok := w.(interface{ Flush() error }); ok {
+		return f.Flush()
+	}
+	return nil
+}
+
+// Proxy is a running upstream child with its pipes: Start launches it,
+// Serve runs the message pumps.
+type Proxy struct {
+	cfg    Config
+	stderr io.Writer
+	cmd    *exec.Cmd
+	pipes  *Pipes
+	stdout io.ReadCloser
+	stdin  io.WriteCloser
+}
+
+// Start launches the upstream command. Its stderr goes to stderr.
+func Start(cfg Config, client io.Writer, stderr io.Writer) (*Proxy, error) {
+	if cfg.Command == "" {
+		return nil, errors.New("stdio: no upstream command")
+	}
+	if cfg.MaxLine <= 0 {
+		cfg.MaxLine = 64 << 20
+	}
+	if cfg.StopWait <= 0 {
+		cfg.StopWait = 5 * time.Second
+	}
+	cmd := exec.Command(cfg.Command, cfg.Args...)
+	cmd.Env = cfg.Env
+	cmd.Stderr = stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // signals reach the server's own children
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting upstream %q: %w", cfg.Command, err)
+	}
+	return &Proxy{cfg: cfg, cmd: cmd, stdout: out, stdin: in, stderr: stderr,
+		pipes: &Pipes{client: client, server: in}}, nil
+}
+
+// Pipes returns the writers for the handler.
+func (p *Proxy) Pipes() *Pipes { return p.pipes }
+
+// Serve pumps messages until the client's input ends or the child exits,
+// then stops the child and returns its exit code. Signals received on sig
+// are passed on to the child.
+func (p *Proxy) Serve(ctx context.Context, h Handler, client io.Reader, sig <-chan os.Signal) (int, error) {
+	serverDone := make(chan error, 1)
+	go func() {
+		serverDone <- p.pump(ctx, p.stdout, h.FromServer, func() {
+			// The server sent a message too long to pass: it is dropped, and
+			// the client's request, if any, goes unanswered rather than half read.
+			fmt.Fprintf(p.stderrOrDiscard(), "mcpdrift proxy: dropped a message from the server longer than %d bytes\n", p.cfg.MaxLine)
+		})
+	}()
+	clientDone := make(chan error, 1)
+	go func() {
+		clientDone <- p.pump(ctx, client, h.FromClient, func() {
+			_ = p.pipes.ToClient([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"mcpdrift proxy: message longer than the limit; dropped"}}`))
+		})
+	}()
+	exited := make(chan struct{})
+	var waitErr error
+	go func() {
+		<-serverDone // the child closed its stdout: it is exiting
+		waitErr = p.cmd.Wait()
+		close(exited)
+	}()
+	var pumpErr error
+	for {
+		select {
+		case s := <-sig:
+			_ = syscall.Kill(-p.cmd.Process.Pid, s.(syscall.Signal))
+			continue
+		case err := <-clientDone:
+			// End of input: close the child's input and give it time to go.
+			pumpErr = err
+			_ = p.stdin.Close()
+			p.stop(exited)
+		case <-exited:
+		case <-ctx.Done():
+			_ = p.stdin.Close()
+			p.stop(exited)
+		}
+		break
+	}
+	<-exited
+	code := 0
+	var ee *exec.ExitError
+	switch {
+	case errors.As(waitErr, &ee):
+		code = ee.ExitCode()
+		if code < 0 {
+			code = 128 + int(ee.Sys().(syscall.WaitStatus).Signal())
+		}
+	case waitErr != nil:
+		return 1, waitErr
+	}
+	return code, pumpErr
+}
+
+func (p *Proxy) stderrOrDiscard() io.Writer {
+	if p.stderr == nil {
+		return io.Discard
+	}
+	return p.stderr
+}
+
+// stop waits for the child to exit after its input closed, then terminates it.
+func (p *Proxy) stop(exited <-chan struct{}) {
+	select {
+	case <-exited:
+		return
+	case <-time.After(p.cfg.StopWait):
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(p.cfg.StopWait):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	}
+}
+
+// pump reads lines from r and hands each to fn. A line longer than MaxLine
+// is dropped with its remainder, oversize is told, and the pump goes on.
+func (p *Proxy) pump(ctx context.Context, r io.Reader, fn func(context.Context, []byte) error, oversize func()) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			if len(line)+len(chunk) <= p.cfg.MaxLine {
+				line = append(line, chunk...)
+			} else {
+				line = line[:0]
+				oversize()
+				if skipErr := skipLine(br); skipErr != nil {
+					return nil
+				}
+			}
+			continue
+		case err != nil && len(chunk) == 0 && len(line) == 0:
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		if len(line)+len(chunk) > p.cfg.MaxLine {
+			line = line[:0]
+			oversize()
+			if err != nil {
+				return nil
+			}
+			continue
+		}
+		line = append(line, chunk...)
+		msg := bytes.TrimSpace(line)
+		if len(msg) > 0 {
+			if herr := fn(ctx, bytes.Clone(msg)); herr != nil {
+				return herr
+			}
+		}
+		line = line[:0]
+		if err != nil {
+			return nil // the last line had no newline: end of input
+		}
+	}
+}
+
+func skipLine(br *bufio.Reader) error {
+	for {
+		_, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return err
+	}
+}
