@@ -1,0 +1,162 @@
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/mcptest"
+)
+
+func TestMain(m *testing.M) {
+	mcptest.Main() // the upstream MCP server the proxies run
+	os.Exit(m.Run())
+}
+
+// agent is an MCP client speaking to a proxy command over stdio.
+type agent struct {
+	t     *testing.T
+	in    io.WriteCloser
+	lines chan string
+	seq   int
+}
+
+func startProxy(t *testing.T, natsURL, proxyID string) *agent {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(build(t), "proxy"), "--server-id", "files", "--proxy-id", proxyID,
+		"--outbox-dir", t.TempDir(), "--first-sight-wait", "5s", "--", os.Args[0])
+	cmd.Env = append(os.Environ(), "MCPDRIFT_NATS_URL="+natsURL, mcptest.Env+"=1")
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	a := &agent{t: t, in: in, lines: make(chan string, 64)}
+	go func() {
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		for sc.Scan() {
+			a.lines <- sc.Text()
+		}
+		close(a.lines)
+	}()
+	t.Cleanup(func() {
+		in.Close() // end of input ends the proxy and its server
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Errorf("proxy %s did not end after end of input", proxyID)
+		}
+	})
+	return a
+}
+
+// call sends a request and returns the response with its id, skipping
+// notifications.
+func (a *agent) call(method, params string) string {
+	a.t.Helper()
+	a.seq++
+	id := fmt.Sprint(a.seq)
+	if _, err := fmt.Fprintf(a.in, `{"jsonrpc":"2.0","id":%s,"method":%q,"params":%s}`+"\n", id, method, params); err != nil {
+		a.t.Fatal(err)
+	}
+	for {
+		select {
+		case l, ok := <-a.lines:
+			if !ok {
+				a.t.Fatal("the proxy closed its output")
+			}
+			if strings.Contains(l, `"id":`+id+`,`) {
+				return l
+			}
+		case <-time.After(20 * time.Second):
+			a.t.Fatalf("no answer to %s within 20s", method)
+		}
+	}
+}
+
+func (a *agent) init() {
+	a.t.Helper()
+	if got := a.call("initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}`); !strings.Contains(got, "serverInfo") {
+		a.t.Fatalf("initialize: %s", got)
+	}
+}
+
+// eventually retries f until it holds or 20 s pass.
+func eventually(t *testing.T, what string, f func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ok, last := f()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: never happened; last: %.300s", what, last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestFleetRugPull: two proxies front the same server id. The first proxy's
+// upstream changes a tool's description at runtime and announces it; that
+// proxy withholds it at once, and the second proxy, whose own upstream never
+// changed, withholds the server too, from the verdict alone.
+func TestFleetRugPull(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the commands")
+	}
+	p := startPipeline(t)
+	url := p.nc.ConnectedUrl()
+	a1 := startProxy(t, url, "node-1")
+	a2 := startProxy(t, url, "node-2")
+	a1.init()
+	a2.init()
+
+	// First sight: the first listing becomes baseline v1 (discovery), then both serve.
+	eventually(t, "proxy 1 serves the approved tools", func() (bool, string) {
+		got := a1.call("tools/list", "{}")
+		return strings.Contains(got, `"name":"read"`) && strings.Contains(got, `"name":"rug"`), got
+	})
+	eventually(t, "proxy 2 serves the approved tools", func() (bool, string) {
+		got := a2.call("tools/list", "{}")
+		return strings.Contains(got, `"name":"read"`), got
+	})
+	if got := a2.call("tools/call", `{"name":"read","arguments":{"path":"/tmp/x"}}`); strings.Contains(got, `"isError":true`) {
+		t.Fatalf("a verified call was refused: %s", got)
+	}
+
+	// The rug pull behind proxy 1.
+	a1.call("tools/call", `{"name":"rug","arguments":{}}`)
+	eventually(t, "proxy 1 refuses the poisoned tool", func() (bool, string) {
+		got := a1.call("tools/call", `{"name":"read","arguments":{}}`)
+		return strings.Contains(got, `"isError":true`), got
+	})
+	if got := a1.call("tools/list", "{}"); strings.Contains(got, `"name":"read"`) {
+		t.Fatalf("proxy 1 still lists the poisoned tool: %s", got)
+	}
+	// Proxy 2 never saw the change; the verdict reaches it.
+	eventually(t, "proxy 2 withholds the changed server", func() (bool, string) {
+		got := a2.call("tools/call", `{"name":"read","arguments":{}}`)
+		return strings.Contains(got, `"isError":true`) && strings.Contains(got, "server_changed"), got
+	})
+	if got := a2.call("tools/list", "{}"); strings.Contains(got, `"name":"read"`) {
+		t.Fatalf("proxy 2 still lists tools of a changed server: %s", got)
+	}
+}

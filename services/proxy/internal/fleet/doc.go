@@ -1,0 +1,17 @@
+// Package fleet connects one MCP proxy to the rest of mcpdrift over NATS
+// JetStream, and keeps it safe when NATS is not there.
+//
+// [Gate] implements session.Gate: it watches the server's own keys in the
+// status bucket, reads each baseline manifest once from the manifests object
+// store, and answers from memory, so a verdict written by the drift service
+// reaches every proxy within milliseconds and a lost connection leaves the
+// proxy with what it last knew (verified stays verified, anything else
+// fails closed).
+//
+// [Publisher] implements session.Observer: it publishes list and call
+// observations with message ids, without ever making the session wait on
+// the network, and spools them to a bounded on-disk outbox while NATS is
+// unreachable, to publish later in order and without duplicates.
+//
+// docs/services/proxy-fleet.md describes the behaviour for operators.
+package fleet

@@ -1,0 +1,291 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"testing"
+	"time"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/surface"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
+)
+
+const tenant = "acme"
+
+// statusJSON is a status record as the drift service writes it.
+func statusJSON(status, onDrift, baseline string) []byte {
+	return fmt.Appendf(nil, `{"tenant":%q,"status":%q,"policy":{"posture":"discovery","on_drift":%q,"guard":false},`+
+		`"baseline_version":1,"baseline_hash":%q,"live_hash":%q,"reason":"drift","updated_at_ms":1}`,
+		tenant, status, onDrift, baseline, baseline)
+}
+
+func itemsOf(sf *surface.Surface) map[session.ItemKey]surface.Digest {
+	m := map[session.ItemKey]surface.Digest{}
+	for _, it := range sf.Items {
+		m[session.ItemKey{Kind: it.Kind, Name: it.Name}] = it.Hash
+	}
+	return m
+}
+
+func startGate(t *testing.T, b *natstest.Bus, server string) *Gate {
+	t.Helper()
+	g, err := NewGate(context.Background(), b.JS, tenant, server, testLog(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runInBackground(t, g.Run)
+	return g
+}
+
+func view(g *Gate, variant string, wait time.Duration) (session.View, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	return g.View(ctx, variant)
+}
+
+func TestGateView(t *testing.T) {
+	b := natstest.StartBus(t)
+	ctx := context.Background()
+	raw, sf := fixture(t, "memory/2025.9.25.json")
+	if _, err := b.Handles.Manifests.PutBytes(ctx, bus.ManifestName(sf.Hash.String()), raw); err != nil {
+		t.Fatal(err)
+	}
+	// A manifest stored under a name that is not its hash.
+	_, other := fixture(t, "memory/2025.11.25.json")
+	if _, err := b.Handles.Manifests.PutBytes(ctx, bus.ManifestName(other.Hash.String()), raw); err != nil {
+		t.Fatal(err)
+	}
+	missing := "sha256:" + fmt.Sprintf("%064x", 7)
+	want := itemsOf(sf)
+
+	tests := []struct {
+		name       string
+		value      []byte
+		wantStatus string
+		wantServe  bool
+		wantItems  bool
+	}{
+		{"verified_serves_baseline_items", statusJSON("verified", "block", sf.Hash.String()), "verified", true, true},
+		{"changed_alert_serves", statusJSON("changed", "alert", sf.Hash.String()), "changed", true, true},
+		{"changed_block_withholds", statusJSON("changed", "block", sf.Hash.String()), "changed", false, true},
+		{"quarantined_withholds", statusJSON("quarantined", "alert", sf.Hash.String()), "quarantined", false, true},
+		{"pending_without_baseline_withholds", statusJSON("pending", "block", ""), "pending", false, false},
+		{"manifest_missing_fails_closed", statusJSON("verified", "block", missing), "verified", false, false},
+		{"manifest_not_its_hash_is_unknown", statusJSON("verified", "block", other.Hash.String()), "unknown", false, false},
+		{"unreadable_record_fails_closed", []byte(`{"status":`), "unknown", false, false},
+		{"future_status_withholds", statusJSON("reviewing", "alert", sf.Hash.String()), "reviewing", false, true},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			server := fmt.Sprintf("srv%d", i)
+			g := startGate(t, b, server)
+			if _, err := b.Handles.Status.Put(ctx, bus.StatusKey(tenant, server, "default"), tt.value); err != nil {
+				t.Fatal(err)
+			}
+			v, ok := view(g, "", 10*time.Second)
+			if !ok {
+				t.Fatal("View: ok false, want the record")
+			}
+			if v.Status != tt.wantStatus || v.Serve != tt.wantServe {
+				t.Errorf("View = status %q serve %v, want %q %v", v.Status, v.Serve, tt.wantStatus, tt.wantServe)
+			}
+			if got := v.Items != nil; got != tt.wantItems {
+				t.Fatalf("View items present %v, want %v", got, tt.wantItems)
+			}
+			if tt.wantItems && !maps.Equal(v.Items, want) {
+				t.Errorf("View items differ from the baseline manifest's: got %d items, want %d", len(v.Items), len(want))
+			}
+		})
+	}
+}
+
+func TestGateFirstSight(t *testing.T) {
+	b := natstest.StartBus(t)
+	g := startGate(t, b, "fresh")
+
+	start := time.Now()
+	if v, ok := view(g, "default", 300*time.Millisecond); ok {
+		t.Fatalf("View of a server never seen = %+v, want ok false", v)
+	}
+	if waited := time.Since(start); waited < 250*time.Millisecond {
+		t.Errorf("View gave up after %v; it should wait for its context (300ms)", waited)
+	}
+
+	// A View waiting when the record is written sees it.
+	got := make(chan bool, 1)
+	go func() {
+		v, ok := view(g, "v123", 20*time.Second)
+		got <- ok && v.Status == "pending"
+	}()
+	if _, err := b.Handles.Status.Put(context.Background(), bus.StatusKey(tenant, "fresh", "v123"), statusJSON("pending", "block", "")); err != nil {
+		t.Fatal(err)
+	}
+	if !<-got {
+		t.Error("waiting View did not see the record written meanwhile")
+	}
+	// Another variant of the same server is still unknown, and another
+	// server's key is not seen at all.
+	if _, err := b.Handles.Status.Put(context.Background(), bus.StatusKey(tenant, "fresher", "default"), statusJSON("verified", "block", "")); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := view(g, "default", 200*time.Millisecond); ok {
+		t.Error("View of variant default: ok true, want false (only v123 and another server have records)")
+	}
+}
+
+func TestGateFollowsRecord(t *testing.T) {
+	b := natstest.StartBus(t)
+	ctx := context.Background()
+	raw1, sf1 := fixture(t, "memory/2025.9.25.json")
+	raw2, sf2 := fixture(t, "memory/2026.8.31.json")
+	for _, m := range []struct {
+		raw []byte
+		sf  *surface.Surface
+	}{{raw1, sf1}, {raw2, sf2}} {
+		if _, err := b.Handles.Manifests.PutBytes(ctx, bus.ManifestName(m.sf.Hash.String()), m.raw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := startGate(t, b, "mem")
+	key := bus.StatusKey(tenant, "mem", "default")
+
+	steps := []struct {
+		name       string
+		value      []byte // nil deletes the key
+		wantOK     bool
+		wantStatus string
+		wantServe  bool
+		wantHash   string
+	}{
+		{"first_baseline", statusJSON("verified", "block", sf1.Hash.String()), true, "verified", true, sf1.Hash.String()},
+		{"drift_withholds", statusJSON("changed", "block", sf1.Hash.String()), true, "changed", false, sf1.Hash.String()},
+		{"approval_moves_baseline", statusJSON("verified", "block", sf2.Hash.String()), true, "verified", true, sf2.Hash.String()},
+		{"deleted_is_unknown", nil, false, "", false, ""},
+	}
+	for _, st := range steps {
+		if st.value == nil {
+			if err := b.Handles.Status.Delete(ctx, key); err != nil {
+				t.Fatal(err)
+			}
+		} else if _, err := b.Handles.Status.Put(ctx, key, st.value); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, st.name+": the gate did not follow the record", func() bool {
+			v, ok := view(g, "default", 50*time.Millisecond)
+			return ok == st.wantOK && v.Status == st.wantStatus && v.Serve == st.wantServe && v.BaselineHash == st.wantHash
+		})
+		if v, ok := view(g, "default", time.Second); ok && st.wantServe {
+			want := sf1
+			if st.wantHash == sf2.Hash.String() {
+				want = sf2
+			}
+			if !maps.Equal(v.Items, itemsOf(want)) {
+				t.Errorf("%s: items are not those of baseline %s", st.name, st.wantHash)
+			}
+		}
+	}
+}
+
+func TestGateManifestArrivesLater(t *testing.T) {
+	b := natstest.StartBus(t)
+	ctx := context.Background()
+	raw, sf := fixture(t, "memory/2025.9.25.json")
+	g := startGate(t, b, "late")
+	g.mu.Lock()
+	g.manifestRetry = 50 * time.Millisecond
+	g.mu.Unlock()
+	if _, err := b.Handles.Status.Put(ctx, bus.StatusKey(tenant, "late", "default"), statusJSON("verified", "block", sf.Hash.String())); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := view(g, "default", 5*time.Second); !ok || v.Serve {
+		t.Fatalf("View before the manifest is stored = %+v, %v; want ok, not served", v, ok)
+	}
+	if _, err := b.Handles.Manifests.PutBytes(ctx, bus.ManifestName(sf.Hash.String()), raw); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the gate did not read the manifest once it was stored", func() bool {
+		v, ok := view(g, "default", time.Second)
+		return ok && v.Serve && len(v.Items) == len(sf.Items)
+	})
+}
+
+func TestGateSurvivesNATSRestart(t *testing.T) {
+	b := natstest.StartBus(t)
+	ctx := context.Background()
+	raw, sf := fixture(t, "memory/2025.9.25.json")
+	if _, err := b.Handles.Manifests.PutBytes(ctx, bus.ManifestName(sf.Hash.String()), raw); err != nil {
+		t.Fatal(err)
+	}
+	g := startGate(t, b, "mem")
+	if _, err := b.Handles.Status.Put(ctx, bus.StatusKey(tenant, "mem", "default"), statusJSON("verified", "block", sf.Hash.String())); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Handles.Status.Put(ctx, bus.StatusKey(tenant, "mem", "vq"), statusJSON("quarantined", "block", sf.Hash.String())); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "gate did not see the records", func() bool {
+		v, ok := view(g, "default", time.Second)
+		q, qok := view(g, "vq", time.Second)
+		return ok && v.Serve && len(v.Items) > 0 && qok && !q.Serve
+	})
+
+	port := stopBus(t, b)
+
+	tests := []struct {
+		name      string
+		variant   string
+		wantOK    bool
+		wantServe bool
+	}{
+		{"verified_stays_verified", "default", true, true},
+		{"quarantined_stays_withheld", "vq", true, false},
+		{"unknown_stays_unknown", "never", false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			v, ok := view(g, tt.variant, 2*time.Second)
+			if ok != tt.wantOK || v.Serve != tt.wantServe {
+				t.Errorf("View while NATS is down = %+v, %v; want ok %v serve %v", v, ok, tt.wantOK, tt.wantServe)
+			}
+			if tt.wantServe && len(v.Items) != len(sf.Items) {
+				t.Errorf("cached items: %d, want %d", len(v.Items), len(sf.Items))
+			}
+			if waited := time.Since(start); waited > time.Second {
+				t.Errorf("View took %v while NATS is down; it should answer from memory at once", waited)
+			}
+		})
+	}
+
+	restartBus(t, b, port)
+	// The drift service writes a verdict after the outage: the gate's new
+	// watch must deliver it.
+	eventually(t, 30*time.Second, "writing the status record after the restart", func() bool {
+		wctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err := b.Handles.Status.Put(wctx, bus.StatusKey(tenant, "mem", "default"), statusJSON("changed", "block", sf.Hash.String()))
+		return err == nil
+	})
+	eventually(t, 30*time.Second, "the gate did not resume its watch after NATS came back", func() bool {
+		v, ok := view(g, "default", time.Second)
+		return ok && v.Status == "changed" && !v.Serve
+	})
+}
+
+func TestNewGateRejectsBadIDs(t *testing.T) {
+	b := natstest.StartBus(t)
+	for _, tt := range []struct{ name, tenant, server string }{
+		{"empty_tenant", "", "fs"},
+		{"dotted_server", "acme", "fs.x"},
+		{"wildcard_server", "acme", "*"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := NewGate(context.Background(), b.JS, tt.tenant, tt.server, testLog(t)); err == nil {
+				t.Errorf("NewGate(%q, %q) = nil error", tt.tenant, tt.server)
+			}
+		})
+	}
+}

@@ -1,0 +1,562 @@
+package fleet
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/proto"
+
+	mcpdriftv1 "github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
+	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
+)
+
+// Config configures a Publisher.
+type Config struct {
+	Tenant string
+	Server string
+	// Proxy names this proxy node (bus.ValidID): the proxy field of every
+	// event and the first part of its event id.
+	Proxy string
+	// Dir is the outbox root. The publisher takes the first slot
+	// Dir/0, Dir/1, ... that no running publisher holds, and publishes what
+	// an earlier publisher left there.
+	Dir string
+	// MaxEvents and MaxBytes bound the outbox slot (defaults 10,000 and
+	// 256 MiB). When full, the oldest call observations are dropped first.
+	MaxEvents int
+	MaxBytes  int64
+	// QueueEvents and QueueBytes bound the in-memory queue (defaults 4096
+	// and 64 MiB). Beyond them events go straight to the outbox.
+	QueueEvents int
+	QueueBytes  int64
+	// PublishTimeout is how long a batch waits for its acknowledgements
+	// before its unacknowledged events are spooled (default 5s).
+	PublishTimeout time.Duration
+	// RetryInterval is how often the outbox is retried while NATS is
+	// unreachable or refusing (default 2s); a reconnect retries at once.
+	RetryInterval time.Duration
+	// ShutdownTimeout is how long Run, once its context ends, tries to
+	// publish the in-memory queue before spooling the rest (default 5s).
+	ShutdownTimeout time.Duration
+	// WarnInterval: dropped events are logged at warn at most once per
+	// interval (default 1m).
+	WarnInterval time.Duration
+}
+
+// Defaults for zero Config fields.
+const (
+	DefaultMaxEvents       = 10_000
+	DefaultMaxBytes        = 256 << 20
+	DefaultQueueEvents     = 4096
+	DefaultQueueBytes      = 64 << 20
+	DefaultPublishTimeout  = 5 * time.Second
+	DefaultRetryInterval   = 2 * time.Second
+	DefaultShutdownTimeout = 5 * time.Second
+	DefaultWarnInterval    = time.Minute
+)
+
+// Reasons for spooling, for the log.
+var (
+	errBehind   = errors.New("nats unreachable, or older events are still in the outbox")
+	errOverflow = errors.New("in-memory queue full, or the publisher is shutting down")
+)
+
+// Batches: how many events one publish round sends before waiting for
+// their acknowledgements.
+const (
+	batchEvents = 256
+	batchBytes  = 8 << 20
+)
+
+// WithDefaults fills zero fields.
+func (c Config) WithDefaults() Config {
+	def := func(v *int64, d int64) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defDur := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	if c.MaxEvents == 0 {
+		c.MaxEvents = DefaultMaxEvents
+	}
+	if c.QueueEvents == 0 {
+		c.QueueEvents = DefaultQueueEvents
+	}
+	def(&c.MaxBytes, DefaultMaxBytes)
+	def(&c.QueueBytes, DefaultQueueBytes)
+	defDur(&c.PublishTimeout, DefaultPublishTimeout)
+	defDur(&c.RetryInterval, DefaultRetryInterval)
+	defDur(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	defDur(&c.WarnInterval, DefaultWarnInterval)
+	return c
+}
+
+// Validate reports a configuration that cannot work, after defaults.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	errs := []error{bus.ValidID("tenant", c.Tenant), bus.ValidID("server", c.Server), bus.ValidID("proxy", c.Proxy)}
+	if c.Dir == "" {
+		errs = append(errs, errors.New("outbox dir: required"))
+	}
+	if c.MaxEvents < 1 || c.QueueEvents < 1 {
+		errs = append(errs, fmt.Errorf("max events %d, queue events %d: want at least 1", c.MaxEvents, c.QueueEvents))
+	}
+	if c.MaxBytes < 1 || c.QueueBytes < 1 {
+		errs = append(errs, fmt.Errorf("max bytes %d, queue bytes %d: want at least 1", c.MaxBytes, c.QueueBytes))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"publish timeout", c.PublishTimeout}, {"retry interval", c.RetryInterval},
+		{"shutdown timeout", c.ShutdownTimeout}, {"warn interval", c.WarnInterval}} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("%s %v: must not be negative", d.name, d.v))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Deps are what the publisher uses and does not own.
+type Deps struct {
+	JS  jetstream.JetStream
+	Log zerolog.Logger
+	Now func() time.Time // time.Now when nil
+}
+
+// Stats are the publisher's counters since NewPublisher (totals) and its
+// current depths (gauges).
+type Stats struct {
+	Queued          int    // events in the in-memory queue now
+	Published       uint64 // acknowledged by JetStream, directly or from the outbox
+	Spooled         uint64 // written to the outbox
+	Dropped         uint64 // lost: outbox full, outbox unusable, event after Close, unreadable outbox file
+	DroppedListings uint64 // of Dropped, list observations
+	Rejected        uint64 // refused by JetStream for good (too large, bad request); not in Dropped
+	OutboxDepth     int    // events in the outbox now
+	OutboxBytes     int64  // bytes of the outbox now
+}
+
+// Publisher publishes the proxy's observations (session.Observer). Listing
+// and Call never wait on the network. Create it with NewPublisher, run it
+// once with Run, and Close it after Run returned.
+type Publisher struct {
+	cfg      Config
+	js       jetstream.JetStream
+	log      zerolog.Logger
+	now      func() time.Time
+	idPrefix string
+	seq      atomic.Uint64
+	ob       *outbox
+
+	queue      chan *event
+	queueBytes atomic.Int64
+
+	mu       sync.RWMutex // held for reading while an event is queued
+	draining bool         // Run is flushing or has returned: events go to the outbox
+
+	published, spooled, dropped, droppedLists, rejected atomic.Uint64
+	spooling                                            atomic.Bool // a spool was logged and the outbox has not drained since
+
+	warnMu         sync.Mutex
+	lastWarn       time.Time
+	unwarnedCalls  uint64
+	unwarnedLists  uint64
+	lastSpoolError time.Time
+}
+
+// NewPublisher checks the configuration, takes an outbox slot and indexes
+// the events left in it.
+func NewPublisher(cfg Config, d Deps) (*Publisher, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("fleet publisher config: %w", err)
+	}
+	if d.JS == nil {
+		return nil, errors.New("fleet publisher deps: JS is nil")
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	cfg = cfg.WithDefaults()
+	var nonce [4]byte
+	_, _ = rand.Read(nonce[:]) // never fails (crypto/rand)
+	p := &Publisher{
+		cfg: cfg, js: d.JS, now: d.Now,
+		log: d.Log.With().Str("tenant", cfg.Tenant).Str("server", cfg.Server).Str("proxy", cfg.Proxy).Logger(),
+		// Unique across restarts: the boot time and a random nonce tell two
+		// lives of the same proxy apart, the sequence the events of one.
+		idPrefix: cfg.Proxy + "-" + strconv.FormatInt(d.Now().UnixNano(), 36) + hex.EncodeToString(nonce[:]) + "-",
+		queue:    make(chan *event, cfg.QueueEvents),
+	}
+	ob, err := openOutbox(cfg.Dir, cfg.MaxEvents, cfg.MaxBytes, p.noteDrop)
+	if err != nil {
+		return nil, err
+	}
+	p.ob = ob
+	if n, size := ob.depth(); n > 0 {
+		p.spooling.Store(true)
+		p.log.Info().Int("events", n).Int64("bytes", size).Str("dir", ob.dir).Msg("outbox holds events from an earlier run")
+	}
+	return p, nil
+}
+
+// Listing implements session.Observer: a complete listing, in the capture
+// format, for the given variant ("" is the default variant).
+func (p *Publisher) Listing(variant string, capture []byte) {
+	if variant == "" {
+		variant = bus.DefaultVariant
+	}
+	id := p.nextID()
+	data, err := proto.Marshal(&mcpdriftv1.ListObservation{
+		EventId: id, Tenant: p.cfg.Tenant, Server: p.cfg.Server, Proxy: p.cfg.Proxy,
+		Variant: variant, ObservedAtUnixMs: p.now().UnixMilli(), Capture: capture,
+	})
+	if err != nil { // cannot happen for these field types
+		p.log.Error().Err(err).Str("event_id", id).Msg("encoding list observation")
+		p.noteDrop(false, 1)
+		return
+	}
+	p.enqueue(&event{id: id, subject: bus.ListObservationSubject(p.cfg.Tenant, p.cfg.Server), data: data})
+}
+
+// Call implements session.Observer.
+func (p *Publisher) Call(c session.Call) {
+	outcome := mcpdriftv1.CallOutcome_CALL_OUTCOME_FORWARDED
+	switch {
+	case c.Refused:
+		outcome = mcpdriftv1.CallOutcome_CALL_OUTCOME_REFUSED
+	case c.Error:
+		outcome = mcpdriftv1.CallOutcome_CALL_OUTCOME_ERROR
+	}
+	id := p.nextID()
+	data, err := proto.Marshal(&mcpdriftv1.CallObservation{
+		EventId: id, Tenant: p.cfg.Tenant, Server: p.cfg.Server, Proxy: p.cfg.Proxy,
+		Tool: c.Tool, Outcome: outcome, RefusalCode: c.RefusalCode, LatencyUs: c.Latency.Microseconds(),
+		ArgumentsDigest: c.ArgsDigest, ObservedAtUnixMs: p.now().UnixMilli(),
+	})
+	if err != nil {
+		p.log.Error().Err(err).Str("event_id", id).Msg("encoding call observation")
+		p.noteDrop(true, 1)
+		return
+	}
+	p.enqueue(&event{id: id, subject: bus.CallObservationSubject(p.cfg.Tenant, p.cfg.Server), call: true, data: data})
+}
+
+func (p *Publisher) nextID() string {
+	return p.idPrefix + strconv.FormatUint(p.seq.Add(1), 10)
+}
+
+// enqueue hands an event to Run without waiting: into the in-memory queue,
+// or, when the queue is full or Run is shutting down, into the outbox (a
+// local disk write, never a network wait).
+func (p *Publisher) enqueue(ev *event) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if !p.draining {
+		size := int64(len(ev.data))
+		if p.queueBytes.Add(size) <= p.cfg.QueueBytes {
+			select {
+			case p.queue <- ev:
+				return
+			default:
+			}
+		}
+		p.queueBytes.Add(-size)
+	}
+	p.spool([]*event{ev}, errOverflow)
+}
+
+// Run publishes queued events and replays the outbox until ctx ends, then
+// publishes what is still queued within ShutdownTimeout and spools the
+// rest. Events observed after that go straight to the outbox. Run it once;
+// it returns nil.
+func (p *Publisher) Run(ctx context.Context) error {
+	var reconnected chan nats.Status
+	if nc := p.js.Conn(); nc != nil {
+		reconnected = nc.StatusChanged(nats.CONNECTED)
+		defer nc.RemoveStatusListener(reconnected)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { p.replay(ctx, reconnected) })
+	p.drain(ctx)
+	wg.Wait()
+	return nil
+}
+
+// Close releases the outbox slot, after Run returned. Events observed after
+// Close are dropped (and counted).
+func (p *Publisher) Close() error {
+	p.mu.Lock()
+	p.draining = true
+	p.mu.Unlock()
+	return p.ob.close()
+}
+
+// Stats returns the counters.
+func (p *Publisher) Stats() Stats {
+	n, size := p.ob.depth()
+	return Stats{
+		Queued:          len(p.queue),
+		Published:       p.published.Load(),
+		Spooled:         p.spooled.Load(),
+		Dropped:         p.dropped.Load(),
+		DroppedListings: p.droppedLists.Load(),
+		Rejected:        p.rejected.Load(),
+		OutboxDepth:     n,
+		OutboxBytes:     size,
+	}
+}
+
+func (p *Publisher) connected() bool {
+	nc := p.js.Conn()
+	return nc != nil && nc.Status() == nats.CONNECTED
+}
+
+// drain publishes the in-memory queue until ctx ends, then flushes it.
+func (p *Publisher) drain(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			p.flush(ctx)
+			return
+		case ev := <-p.queue:
+			batch := p.collect(ev)
+			if n, _ := p.ob.depth(); n > 0 || !p.connected() {
+				// Behind older spooled events, or nowhere to send: keep the order.
+				p.spool(batch, errBehind)
+				continue
+			}
+			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.PublishTimeout)
+			failed, err := p.publish(pctx, batch)
+			cancel()
+			p.spool(failed, err)
+		}
+	}
+}
+
+// collect takes ev and whatever else is queued, up to one batch.
+func (p *Publisher) collect(ev *event) []*event {
+	batch := []*event{ev}
+	size := len(ev.data)
+	p.queueBytes.Add(-int64(len(ev.data)))
+	for len(batch) < batchEvents && size < batchBytes {
+		select {
+		case next := <-p.queue:
+			p.queueBytes.Add(-int64(len(next.data)))
+			batch = append(batch, next)
+			size += len(next.data)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// flush stops the queue and publishes what it holds within ShutdownTimeout,
+// spooling whatever is not acknowledged by then.
+func (p *Publisher) flush(ctx context.Context) {
+	p.mu.Lock() // waits for enqueues in progress; later ones spool
+	p.draining = true
+	p.mu.Unlock()
+	var rest []*event
+	for len(p.queue) > 0 { // no one sends any more, and only drain receives
+		ev := <-p.queue
+		p.queueBytes.Add(-int64(len(ev.data)))
+		rest = append(rest, ev)
+	}
+	if len(rest) == 0 {
+		return
+	}
+	if n, _ := p.ob.depth(); n > 0 || !p.connected() {
+		p.spool(rest, errBehind)
+		return
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ShutdownTimeout)
+	defer cancel()
+	for len(rest) > 0 {
+		n := min(len(rest), batchEvents)
+		if err := sctx.Err(); err != nil {
+			p.spool(rest, err)
+			return
+		}
+		p.spool(p.publish(sctx, rest[:n]))
+		rest = rest[n:]
+	}
+}
+
+// publish sends a batch without waiting between messages, then waits for
+// the acknowledgements until ctx ends. It returns the events to retry, in
+// order, and the last error; events JetStream refuses for good are counted
+// and logged.
+func (p *Publisher) publish(ctx context.Context, evs []*event) ([]*event, error) {
+	futures := make([]jetstream.PubAckFuture, len(evs))
+	errs := make([]error, len(evs))
+	for i, ev := range evs {
+		futures[i], errs[i] = p.js.PublishMsgAsync(&nats.Msg{Subject: ev.subject, Data: ev.data}, jetstream.WithMsgID(ev.id))
+	}
+	var retry []*event
+	var last error
+	for i, ev := range evs {
+		if errs[i] == nil {
+			select {
+			case <-futures[i].Ok():
+				p.published.Add(1)
+				continue
+			case err := <-futures[i].Err():
+				errs[i] = err
+			case <-ctx.Done():
+				errs[i] = ctx.Err()
+			}
+		}
+		if permanent(errs[i]) {
+			p.rejected.Add(1)
+			p.log.Error().Err(errs[i]).Str("event_id", ev.id).Str("subject", ev.subject).Int("bytes", len(ev.data)).
+				Msg("jetstream refused observation, dropping it")
+			continue
+		}
+		retry = append(retry, ev)
+		last = errs[i]
+	}
+	return retry, last
+}
+
+// permanent reports an error that retrying the same message cannot fix.
+func permanent(err error) bool {
+	if errors.Is(err, nats.ErrMaxPayload) {
+		return true
+	}
+	var api *jetstream.APIError
+	return errors.As(err, &api) && api.Code == 400
+}
+
+// spool writes events to the outbox; why is the reason, for the log.
+func (p *Publisher) spool(evs []*event, why error) {
+	if len(evs) == 0 {
+		return
+	}
+	n, err := p.ob.add(evs)
+	p.spooled.Add(uint64(n))
+	if err != nil && !errors.Is(err, errOutboxClosed) {
+		p.warnMu.Lock()
+		if p.now().Sub(p.lastSpoolError) >= p.cfg.WarnInterval {
+			p.lastSpoolError = p.now()
+			p.log.Error().Err(err).Msg("outbox write failed, events lost")
+		}
+		p.warnMu.Unlock()
+	}
+	if n > 0 && !p.spooling.Swap(true) {
+		depth, _ := p.ob.depth()
+		p.log.Warn().Err(why).Int("outbox_depth", depth).Msg("spooling observations to the outbox")
+	}
+}
+
+// noteDrop counts dropped events and warns at most once per WarnInterval.
+// The outbox calls it with its lock held.
+func (p *Publisher) noteDrop(call bool, n int) {
+	p.dropped.Add(uint64(n))
+	if !call {
+		p.droppedLists.Add(uint64(n))
+	}
+	p.warnMu.Lock()
+	defer p.warnMu.Unlock()
+	if call {
+		p.unwarnedCalls += uint64(n)
+	} else {
+		p.unwarnedLists += uint64(n)
+	}
+	if now := p.now(); p.lastWarn.IsZero() || now.Sub(p.lastWarn) >= p.cfg.WarnInterval {
+		p.lastWarn = now
+		p.log.Warn().Uint64("dropped_calls", p.unwarnedCalls).Uint64("dropped_listings", p.unwarnedLists).
+			Uint64("dropped_total", p.dropped.Load()).Msg("observations dropped (outbox full: oldest calls first)")
+		p.unwarnedCalls, p.unwarnedLists = 0, 0
+	}
+}
+
+// replay publishes the outbox, oldest first, whenever NATS is reachable,
+// until ctx ends.
+func (p *Publisher) replay(ctx context.Context, reconnected <-chan nats.Status) {
+	wait := func() bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-reconnected:
+		case <-time.After(p.cfg.RetryInterval):
+		}
+		return true
+	}
+	for {
+		if n, _ := p.ob.depth(); n == 0 {
+			if p.spooling.Swap(false) {
+				p.log.Info().Msg("outbox drained")
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-p.ob.added:
+				continue
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if !p.connected() {
+			if !wait() {
+				return
+			}
+			continue
+		}
+		if !p.replayBatch(ctx) && !wait() {
+			return
+		}
+	}
+}
+
+// replayBatch publishes the oldest events of the outbox and deletes each
+// once acknowledged. It reports whether all of them were.
+func (p *Publisher) replayBatch(ctx context.Context) bool {
+	entries := p.ob.head(batchEvents, batchBytes)
+	if len(entries) == 0 {
+		return true
+	}
+	var evs []*event
+	var from []*entry
+	for _, e := range entries {
+		ev, err := p.ob.read(e)
+		if err != nil {
+			p.log.Error().Err(err).Msg("outbox event unreadable, dropping it")
+			p.ob.done(e, true)
+			p.noteDrop(e.call, 1)
+			continue
+		}
+		evs = append(evs, ev)
+		from = append(from, e)
+	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.PublishTimeout)
+	retry, err := p.publish(pctx, evs)
+	cancel()
+	if err != nil {
+		p.log.Debug().Err(err).Int("events", len(retry)).Msg("outbox replay incomplete, retrying")
+	}
+	again := make(map[*event]bool, len(retry))
+	for _, ev := range retry {
+		again[ev] = true
+	}
+	for i, ev := range evs {
+		p.ob.done(from[i], !again[ev])
+	}
+	return len(retry) == 0
+}

@@ -1,0 +1,208 @@
+// Command proxy is the mcpdrift MCP proxy, stdio transport: an agent runs it
+// in place of an MCP server,
+//
+//	proxy --server-id fs -- npx -y @modelcontextprotocol/server-filesystem /data
+//
+// and the proxy runs the server, forwards every message as the original
+// bytes, publishes what the server advertises and every tools/call to NATS,
+// and withholds what the drift service has not approved (fail closed).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/fleet"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/stdio"
+)
+
+func main() {
+	code, err := run(context.Background(), os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(os.Stderr, "proxy: %v\n", err)
+			code = 2
+		}
+	}
+	os.Exit(code) // the only exit: the upstream server's exit code, or 2
+}
+
+// Config is everything the command is configured with.
+type Config struct {
+	Tenant         string
+	ServerID       string
+	ProxyID        string
+	NATSURL        string
+	NATSCreds      string
+	OutboxDir      string
+	FirstSightWait time.Duration
+	LogLevel       zerolog.Level
+	Command        []string
+}
+
+const usage = `proxy: the mcpdrift MCP proxy (stdio)
+
+Usage: proxy --server-id ID [flags] -- COMMAND [ARGS...]
+
+The agent speaks MCP to this process on stdin and stdout; the proxy runs
+COMMAND as the upstream server. Tools the drift service has not approved are
+withheld from listings and their calls refused with an MCP tool error. Logs go
+to stderr. Every flag can also be set by the environment variable shown.
+
+Flags:
+`
+
+var idClean = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
+
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
+	env := func(k, def string) string {
+		if v := getenv(k); v != "" {
+			return v
+		}
+		return def
+	}
+	host, _ := os.Hostname()
+	defaultOutbox := filepath.Join(os.TempDir(), "mcpdrift-outbox")
+	if dir, err := os.UserCacheDir(); err == nil {
+		defaultOutbox = filepath.Join(dir, "mcpdrift", "outbox")
+	}
+	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	tenant := fs.String("tenant", env("MCPDRIFT_TENANT", "default"), "tenant `id` (MCPDRIFT_TENANT)")
+	server := fs.String("server-id", env("MCPDRIFT_SERVER_ID", ""), "the upstream server's `id`, the same on every proxy that fronts it (MCPDRIFT_SERVER_ID; required)")
+	proxyID := fs.String("proxy-id", env("MCPDRIFT_PROXY_ID", strings.Trim(idClean.ReplaceAllString(host, "-"), "-")), "this proxy node's `id` (MCPDRIFT_PROXY_ID)")
+	natsURL := fs.String("nats-url", env("MCPDRIFT_NATS_URL", nats.DefaultURL), "NATS server `URL` (MCPDRIFT_NATS_URL)")
+	creds := fs.String("nats-creds", env("MCPDRIFT_NATS_CREDS", ""), "NATS credentials `file` (MCPDRIFT_NATS_CREDS)")
+	outbox := fs.String("outbox-dir", env("MCPDRIFT_OUTBOX_DIR", defaultOutbox), "where events wait while NATS is unreachable (MCPDRIFT_OUTBOX_DIR)")
+	wait := fs.Duration("first-sight-wait", durationEnv(getenv, "MCPDRIFT_FIRST_SIGHT_WAIT", 2*time.Second), "how long a decision waits for a verdict on a server never seen (MCPDRIFT_FIRST_SIGHT_WAIT)")
+	logLevel := fs.String("log-level", env("MCPDRIFT_LOG_LEVEL", "warn"), "log `level` (MCPDRIFT_LOG_LEVEL)")
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	cfg := Config{Tenant: *tenant, ServerID: *server, ProxyID: *proxyID, NATSURL: *natsURL, NATSCreds: *creds,
+		OutboxDir: *outbox, FirstSightWait: *wait, Command: fs.Args()}
+	var errs []error
+	if cfg.ServerID == "" {
+		errs = append(errs, errors.New("--server-id is required"))
+	}
+	for _, id := range [][2]string{{"tenant", cfg.Tenant}, {"server", cfg.ServerID}, {"proxy", cfg.ProxyID}} {
+		if id[1] != "" {
+			if err := bus.ValidID(id[0], id[1]); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if len(cfg.Command) == 0 {
+		errs = append(errs, errors.New("no upstream command: give it after --"))
+	}
+	if cfg.FirstSightWait <= 0 {
+		errs = append(errs, errors.New("--first-sight-wait must be positive"))
+	}
+	var err error
+	if cfg.LogLevel, err = zerolog.ParseLevel(*logLevel); err != nil {
+		errs = append(errs, fmt.Errorf("log level %q: %w", *logLevel, err))
+	}
+	if len(errs) > 0 {
+		fs.Usage()
+	}
+	return cfg, errors.Join(errs...)
+}
+
+func durationEnv(getenv func(string) string, k string, def time.Duration) time.Duration {
+	if v := getenv(k); v != "" {
+		if d, err := time.ParseDuration(v); err == nil {
+			return d
+		}
+		return -1 // reported by the check above
+	}
+	return def
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	cfg, err := parseConfig(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0, err
+	}
+	if err != nil {
+		return 2, err
+	}
+	log := zerolog.New(stderr).Level(cfg.LogLevel).With().Timestamp().Str("service", "proxy").Str("server", cfg.ServerID).Logger()
+
+	// NATS may be down: the proxy starts anyway, fails closed on what it
+	// does not know, and spools its events.
+	opts := []nats.Option{nats.Name("mcpdrift-proxy-" + cfg.ProxyID), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
+		nats.ReconnectWait(time.Second)}
+	if cfg.NATSCreds != "" {
+		opts = append(opts, nats.UserCredentials(cfg.NATSCreds))
+	}
+	nc, err := nats.Connect(cfg.NATSURL, opts...)
+	if err != nil {
+		return 2, fmt.Errorf("connecting to NATS at %s: %w", cfg.NATSURL, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return 2, err
+	}
+	gate, err := fleet.NewGate(ctx, js, cfg.Tenant, cfg.ServerID, log)
+	if err != nil {
+		return 2, err
+	}
+	pub, err := fleet.NewPublisher(fleet.Config{Tenant: cfg.Tenant, Server: cfg.ServerID, Proxy: cfg.ProxyID, Dir: cfg.OutboxDir},
+		fleet.Deps{JS: js, Log: log})
+	if err != nil {
+		return 2, err
+	}
+	bg, stopBG := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, part := range []func(context.Context) error{gate.Run, pub.Run} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := part(bg); err != nil && !errors.Is(err, context.Canceled) {
+				log.Error().Err(err).Msg("fleet connection stopped")
+			}
+		}()
+	}
+
+	p, err := stdio.Start(stdio.Config{Command: cfg.Command[0], Args: cfg.Command[1:]}, stdout, stderr)
+	if err != nil {
+		stopBG()
+		wg.Wait()
+		return 2, err
+	}
+	sess := session.New(session.Config{Server: cfg.ServerID, Timeout: cfg.FirstSightWait}, gate, pub, p.Pipes().ToClient, p.Pipes().ToServer)
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	code, serveErr := p.Serve(ctx, sess, stdin, sigs)
+
+	// The server is gone: flush what is queued (to NATS or the outbox).
+	stopBG()
+	wg.Wait()
+	if cerr := pub.Close(); cerr != nil {
+		log.Warn().Err(cerr).Msg("closing the publisher")
+	}
+	if serveErr != nil {
+		return code, fmt.Errorf("serving: %w", serveErr)
+	}
+	return code, nil
+}
