@@ -76,17 +76,19 @@ type Session struct {
 	toClient func([]byte) error
 	toServer func([]byte) error
 
-	mu       sync.Mutex
-	variant  string
-	pending  map[string]pendingReq // client requests we answer for, by raw id
-	own      map[string]pendingReq // requests the proxy sent itself
-	ownSeq   int
-	builders [5]*surface.Builder // listing in progress per kind
-	pages    [5][][]byte         // raw result bytes of that listing's pages
-	complete [5][][]byte         // the last complete listing's pages
-	initRes  []byte              // the raw initialize result
-	live     map[ItemKey]surface.Digest
-	drifted  bool // a complete listing differed from the baseline
+	mu        sync.Mutex
+	variant   string
+	pending   map[string]pendingReq // client requests we answer for, by raw id
+	own       map[string]pendingReq // requests the proxy sent itself
+	ownSeq    int
+	builders  [5]*surface.Builder // listing in progress per kind
+	pages     [5][][]byte         // raw result bytes of that listing's pages
+	complete  [5][][]byte         // the last complete listing's pages
+	initRes   []byte              // the raw initialize result
+	live      map[ItemKey]surface.Digest
+	lastTools map[string]surface.Digest // the last complete tools listing
+	drifted   bool                      // that listing differed from the baseline ...
+	driftBase string                    // ... whose hash was this
 }
 
 type pendingReq struct {
@@ -199,10 +201,11 @@ func (s *Session) startListing(k surface.Kind) {
 // decideCall returns a refusal code and text, or "" to forward.
 func (s *Session) decideCall(ctx context.Context, tool string) (string, string) {
 	s.mu.Lock()
-	variant, drifted := s.variant, s.drifted
+	variant := s.variant
 	live, seen := s.live[ItemKey{surface.KindTool, tool}]
 	s.mu.Unlock()
 	v, ok := s.view(ctx, variant)
+	drifted := s.driftedFrom(v, ok)
 	switch {
 	case !ok:
 		return "server_unknown", fmt.Sprintf("mcpdrift withheld this call: no verdict for server %q arrived in time, so it is not trusted yet. Retry shortly; if it persists an admin must check the drift service.", s.cfg.Server)
@@ -353,10 +356,16 @@ func (s *Session) finishListing(k surface.Kind, v View, known bool) {
 		if sf, err := s.builders[k].Surface(); err == nil && k == surface.KindTool {
 			// Tools alone against the baseline's tools: the surface hash also
 			// covers other kinds, so compare item sets.
-			s.drifted = known && !sameTools(sf, v)
+			s.lastTools = map[string]surface.Digest{}
+			for _, it := range sf.Of(surface.KindTool) {
+				s.lastTools[it.Name] = it.Hash
+			}
+			s.drifted, s.driftBase = known && !sameTools(s.lastTools, v), v.BaselineHash
+		} else if k == surface.KindTool {
+			s.lastTools, s.drifted, s.driftBase = nil, true, v.BaselineHash
 		}
 	} else if k == surface.KindTool {
-		s.drifted = true
+		s.lastTools, s.drifted, s.driftBase = nil, true, v.BaselineHash
 	}
 	s.builders[k] = nil
 	capture := s.captureLocked()
@@ -365,8 +374,19 @@ func (s *Session) finishListing(k surface.Kind, v View, known bool) {
 	s.obs.Listing(variant, capture)
 }
 
-func sameTools(sf *surface.Surface, v View) bool {
-	tools := sf.Of(surface.KindTool)
+// driftedFrom reports whether the last complete tools listing differs from
+// the baseline in v, judging again when the baseline moved (an approval)
+// since it was last judged.
+func (s *Session) driftedFrom(v View, known bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if known && s.lastTools != nil && v.BaselineHash != s.driftBase {
+		s.drifted, s.driftBase = !sameTools(s.lastTools, v), v.BaselineHash
+	}
+	return s.drifted
+}
+
+func sameTools(tools map[string]surface.Digest, v View) bool {
 	n := 0
 	for key := range v.Items {
 		if key.Kind == surface.KindTool {
@@ -376,8 +396,8 @@ func sameTools(sf *surface.Surface, v View) bool {
 	if n != len(tools) {
 		return false
 	}
-	for _, it := range tools {
-		if h, ok := v.Items[ItemKey{surface.KindTool, it.Name}]; !ok || h != it.Hash {
+	for name, h := range tools {
+		if b, ok := v.Items[ItemKey{surface.KindTool, name}]; !ok || b != h {
 			return false
 		}
 	}

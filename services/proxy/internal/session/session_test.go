@@ -148,6 +148,14 @@ func TestChangedToolIsWithheldAndRefused(t *testing.T) {
 	if !strings.Contains(r.lastClient(), "server_changed") {
 		t.Fatalf("a call on a drifted server: %s", r.lastClient())
 	}
+	// An admin approves the new manifest: calls pass without a new listing.
+	r.gate.mu.Lock()
+	r.gate.v = baseline(evilRead, writeTool)
+	r.gate.mu.Unlock()
+	r.client(`{"jsonrpc":"2.0","id":"d","method":"tools/call","params":{"name":"write"}}`)
+	if len(r.toServer) != 2 {
+		t.Fatalf("after approval the call was not forwarded: %s", r.lastClient())
+	}
 }
 
 func TestStatusWithholdsEverything(t *testing.T) {

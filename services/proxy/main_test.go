@@ -1,0 +1,46 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"strings"
+	"testing"
+)
+
+func TestConfig(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		code int
+		want string
+	}{
+		{"help", []string{"--help"}, nil, 0, "Usage: proxy --server-id ID"},
+		{"no_server_id", []string{"--", "true"}, nil, 2, "--server-id is required"},
+		{"no_command", []string{"--server-id", "fs"}, nil, 2, "no upstream command"},
+		{"bad_id", []string{"--server-id", "a.b", "--", "true"}, nil, 2, "invalid_id"},
+		{"bad_wait_env", []string{"--server-id", "fs", "--", "true"}, map[string]string{"MCPDRIFT_FIRST_SIGHT_WAIT": "soon"}, 2, "first-sight-wait"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			code, err := run(context.Background(), tt.args, func(k string) string { return tt.env[k] }, strings.NewReader(""), &bytes.Buffer{}, &stderr)
+			if code != tt.code || (err != nil && !errors.Is(err, flag.ErrHelp) && !strings.Contains(err.Error(), tt.want)) ||
+				(errors.Is(err, flag.ErrHelp) && !strings.Contains(stderr.String(), tt.want)) {
+				t.Fatalf("code %d err %v\n%s", code, err, stderr.String())
+			}
+		})
+	}
+}
+
+// The upstream's exit code is the proxy's, also with NATS unreachable.
+func TestExitCodeWithoutNATS(t *testing.T) {
+	var stderr bytes.Buffer
+	code, err := run(context.Background(), []string{"--server-id", "fs", "--nats-url", "nats://127.0.0.1:1", "--outbox-dir", t.TempDir(), "--", "sh", "-c", "exit 3"},
+		func(string) string { return "" }, strings.NewReader(""), &bytes.Buffer{}, &stderr)
+	if err != nil || code != 3 {
+		t.Fatalf("code %d err %v\n%s", code, err, stderr.String())
+	}
+}
