@@ -115,14 +115,24 @@ func (e *env) record(svc *Service, server string) *state.Record {
 	return rec
 }
 
-// consumerDone reports whether the drift consumer has settled everything.
+// consumerDone reports whether the drift consumer has settled every message
+// in the stream: its ack floor has reached the stream's last sequence.
 func (e *env) consumerDone() bool {
-	c, err := e.js.Consumer(context.Background(), bus.StreamFingerprints, bus.ConsumerDrift)
+	ctx := context.Background()
+	st, err := e.js.Stream(ctx, bus.StreamFingerprints)
 	if err != nil {
 		return false
 	}
-	info, err := c.Info(context.Background())
-	return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+	sinfo, err := st.Info(ctx)
+	if err != nil {
+		return false
+	}
+	c, err := e.js.Consumer(ctx, bus.StreamFingerprints, bus.ConsumerDrift)
+	if err != nil {
+		return false
+	}
+	info, err := c.Info(ctx)
+	return err == nil && info.NumAckPending == 0 && info.NumPending == 0 && info.AckFloor.Stream >= sinfo.State.LastSeq
 }
 
 func (e *env) verdicts() []map[string]any {
