@@ -43,3 +43,9 @@ echo "== observation published to verdict received, through the real fingerprint
 go test ./e2e/ -run '^$' -bench BenchmarkPipelineLatency -benchtime 1x -count 3 | grep '^Benchmark' |
   awk '{ for (i=3;i<=NF;i++) { if ($(i+1)=="p50-ms") p50=$i; if ($(i+1)=="p99-ms") p99=$i; if ($(i+1)=="raw-p99-ms") raw=$i }
          print "  p50 " p50 " ms, p99 " p99 " ms (raw JetStream publish to consume p99 " raw " ms, same run)" }'
+
+echo
+echo "== tools/call through the stdio proxy vs direct, same run (goals: +50 us p50, +200 us p99, >= 0.7x throughput at concurrency 32)"
+go test ./e2e/ -run '^$' -bench BenchmarkStdioProxyOverhead -benchtime 1x -count 3 | grep '^Benchmark' |
+  awk '{ for (i=3;i<=NF;i++) { if ($(i+1)=="added-p50-us") a50=$i; if ($(i+1)=="added-p99-us") a99=$i; if ($(i+1)=="throughput-ratio-c32") r=$i }
+         print "  added p50 " a50 " us, added p99 " a99 " us, throughput ratio at c32 " r }'
