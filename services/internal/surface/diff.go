@@ -380,7 +380,7 @@ func changedPaths(cs []Change) []string {
 	return ps
 }
 
-func unionKeys(a, b map[string]any) []string {
+func unionKeys[V any](a, b map[string]V) []string {
 	keys := make([]string, 0, len(a)+len(b))
 	for k := range a {
 		keys = append(keys, k)
@@ -483,17 +483,7 @@ func diffArguments(cs []Change, ov, nv any) []Change {
 		return out
 	}
 	o, n := index(ov), index(nv)
-	names := make([]string, 0, len(o)+len(n))
-	for k := range o {
-		names = append(names, k)
-	}
-	for k := range n {
-		if _, ok := o[k]; !ok {
-			names = append(names, k)
-		}
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range unionKeys(o, n) {
 		oa, inOld := o[name]
 		na, inNew := n[name]
 		path := "arguments." + name
