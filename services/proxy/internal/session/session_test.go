@@ -42,7 +42,7 @@ func (o *fakeObs) Call(c Call) {
 }
 
 type rig struct {
-	t        *testing.T
+	t        testing.TB
 	s        *Session
 	gate     *fakeGate
 	obs      *fakeObs
@@ -50,7 +50,7 @@ type rig struct {
 	toServer []string
 }
 
-func newRig(t *testing.T) *rig {
+func newRig(t testing.TB) *rig {
 	r := &rig{t: t, gate: &fakeGate{}, obs: &fakeObs{}}
 	r.s = New(Config{Server: "fs"}, r.gate, r.obs,
 		func(b []byte) error { r.toClient = append(r.toClient, string(b)); return nil },
