@@ -86,6 +86,7 @@ type Session struct {
 	complete  [5][][]byte         // the last complete listing's pages
 	initRes   []byte              // the raw initialize result
 	live      map[ItemKey]surface.Digest
+	declared  []surface.Kind            // the listings the server's capabilities announce
 	lastTools map[string]surface.Digest // the last complete tools listing
 	drifted   bool                      // that listing differed from the baseline ...
 	driftBase string                    // ... whose hash was this
@@ -137,7 +138,23 @@ func (s *Session) FromClient(ctx context.Context, raw []byte) error {
 	if refusal := s.clientMessage(ctx, m); refusal != nil {
 		return s.toClient(refusal)
 	}
-	return s.toServer(raw)
+	if err := s.toServer(raw); err != nil {
+		return err
+	}
+	if m.Kind == jsonrpc.KindNotification && m.Method == "notifications/initialized" {
+		// The session is open: list everything the server declared, on the
+		// proxy's own account, so that what it publishes is always the whole
+		// surface, whatever this client happens to list.
+		s.mu.Lock()
+		kinds := slices.Clone(s.declared)
+		s.mu.Unlock()
+		for _, k := range kinds {
+			if err := s.relist(k, ""); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func (s *Session) clientBatch(ctx context.Context, raw []byte, msgs []*jsonrpc.Message) error {
@@ -266,6 +283,7 @@ func (s *Session) FromServer(ctx context.Context, raw []byte) error {
 		if m.Result != nil {
 			s.mu.Lock()
 			s.initRes = bytes.Clone(m.Result)
+			s.declared = declaredKinds(m.Result)
 			s.mu.Unlock()
 		}
 		return s.toClient(raw)
@@ -368,6 +386,14 @@ func (s *Session) finishListing(k surface.Kind, v View, known bool) {
 		s.lastTools, s.drifted, s.driftBase = nil, true, v.BaselineHash
 	}
 	s.builders[k] = nil
+	for _, d := range s.declared {
+		if s.complete[d] == nil {
+			// Not the whole surface yet: publishing part of it would read
+			// as drift. The listing of the missing kind publishes it all.
+			s.mu.Unlock()
+			return
+		}
+	}
 	capture := s.captureLocked()
 	variant := s.variant
 	s.mu.Unlock()
@@ -472,6 +498,33 @@ func (s *Session) ownResponse(ctx context.Context, p pendingReq, m *jsonrpc.Mess
 	v, ok := s.view(ctx, variant)
 	s.finishListing(p.kind, v, ok)
 	return nil
+}
+
+// declaredKinds reads the listings an initialize result's capabilities
+// announce: tools, prompts, and resources (with their templates).
+func declaredKinds(result []byte) []surface.Kind {
+	var d canonjson.Doc
+	if d.Parse(result, canonjson.Limits{LaxNumbers: true}) != nil || d.Kind(canonjson.Root) != canonjson.Object {
+		return nil
+	}
+	c, ok := d.Get(canonjson.Root, "capabilities")
+	if !ok || d.Kind(c) != canonjson.Object {
+		return nil
+	}
+	var out []surface.Kind
+	for _, e := range []struct {
+		key   string
+		kinds []surface.Kind
+	}{
+		{"tools", []surface.Kind{surface.KindTool}},
+		{"prompts", []surface.Kind{surface.KindPrompt}},
+		{"resources", []surface.Kind{surface.KindResource, surface.KindResourceTemplate}},
+	} {
+		if v, ok := d.Get(c, e.key); ok && d.Kind(v) != canonjson.Null {
+			out = append(out, e.kinds...)
+		}
+	}
+	return out
 }
 
 // variantOf derives the listing variant from initialize params: the

@@ -253,3 +253,31 @@ func TestVariant(t *testing.T) {
 		t.Fatalf("variants %s %s %s", a, b, c)
 	}
 }
+
+// After initialized the proxy lists every declared kind itself, and publishes
+// only the whole surface.
+func TestInitializedListsEverything(t *testing.T) {
+	r := newRig(t)
+	r.gate.v, r.gate.ok = baseline(readTool), true
+	r.client(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}`)
+	r.server(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{},"prompts":{}},"serverInfo":{"name":"s","version":"1"}}}`)
+	r.client(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if len(r.toServer) != 4 || !strings.Contains(r.toServer[2], "tools/list") || !strings.Contains(r.toServer[3], "prompts/list") {
+		t.Fatalf("sent upstream: %v", r.toServer)
+	}
+	var tl, pl struct{ ID string }
+	_ = json.Unmarshal([]byte(r.toServer[2]), &tl)
+	_ = json.Unmarshal([]byte(r.toServer[3]), &pl)
+	r.server(`{"jsonrpc":"2.0","id":"` + tl.ID + `","result":{"tools":[` + readTool + `]}}`)
+	if len(r.obs.listings) != 0 {
+		t.Fatal("published before the prompts were listed")
+	}
+	r.server(`{"jsonrpc":"2.0","id":"` + pl.ID + `","result":{"prompts":[]}}`)
+	if len(r.obs.listings) != 1 || !strings.Contains(string(r.obs.listings[0]), `"prompts":{"pages":[{"prompts":[]}]}`) ||
+		!strings.Contains(string(r.obs.listings[0]), `"initialize":{`) {
+		t.Fatalf("published: %s", r.obs.listings)
+	}
+	if len(r.toClient) != 1 { // only the initialize answer
+		t.Fatalf("the proxy's own listings reached the client: %v", r.toClient)
+	}
+}
