@@ -107,6 +107,13 @@ var listKinds = map[string]surface.Kind{
 	"resources/templates/list": surface.KindResourceTemplate,
 }
 
+// listChanged maps each list_changed notification to the listings to redo.
+var listChanged = map[string][]surface.Kind{
+	"notifications/tools/list_changed":     {surface.KindTool},
+	"notifications/prompts/list_changed":   {surface.KindPrompt},
+	"notifications/resources/list_changed": {surface.KindResource, surface.KindResourceTemplate},
+}
+
 var nameKey = map[surface.Kind]string{
 	surface.KindTool: "name", surface.KindPrompt: "name", surface.KindResource: "uri", surface.KindResourceTemplate: "uriTemplate",
 }
@@ -256,8 +263,8 @@ func (s *Session) FromServer(ctx context.Context, raw []byte) error {
 	m := msgs[0]
 	switch m.Kind {
 	case jsonrpc.KindNotification:
-		if m.Method == "notifications/tools/list_changed" {
-			if err := s.relist(surface.KindTool, ""); err != nil {
+		for _, k := range listChanged[m.Method] {
+			if err := s.relist(k, ""); err != nil {
 				return err
 			}
 		}

@@ -223,6 +223,16 @@ func TestListChangedTriggersRelist(t *testing.T) {
 	}
 }
 
+func TestPromptsListChanged(t *testing.T) {
+	r := newRig(t)
+	r.server(`{"jsonrpc":"2.0","method":"notifications/prompts/list_changed"}`)
+	r.server(`{"jsonrpc":"2.0","method":"notifications/resources/list_changed"}`)
+	if len(r.toServer) != 3 || !strings.Contains(r.toServer[0], "prompts/list") || !strings.Contains(r.toServer[1], `"resources/list"`) ||
+		!strings.Contains(r.toServer[2], "resources/templates/list") {
+		t.Fatalf("re-lists: %v", r.toServer)
+	}
+}
+
 func TestHostilePageWithheld(t *testing.T) {
 	r := newRig(t)
 	r.gate.v, r.gate.ok = baseline(readTool), true
