@@ -244,3 +244,55 @@ func ErrorResponse(id []byte, code int, message string) []byte {
 	b = append(b, `}}`...)
 	return b
 }
+
+// RemoveResultMember rewrites a successful response without the member key
+// of its result object, keeping every other byte; removed is false (and the
+// message returned as it was) when the result has no such member.
+func RemoveResultMember(m *Message, key string) (out []byte, removed bool, err error) {
+	if m.Kind != KindResponse || m.Result == nil {
+		return nil, false, fmt.Errorf("%w: not a successful response", ErrInvalid)
+	}
+	var d canonjson.Doc
+	if err := d.Parse(m.Result, Limits{MaxBytes: len(m.Result) + 1, LaxNumbers: true}); err != nil {
+		return nil, false, err
+	}
+	if d.Kind(canonjson.Root) != canonjson.Object {
+		return nil, false, fmt.Errorf("%w: the result is not an object", ErrInvalid)
+	}
+	var k, v canonjson.NodeID
+	found := false
+	for i := range d.Len(canonjson.Root) {
+		if k, v = d.Member(canonjson.Root, i); d.StringIs(k, key) {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return m.Raw, false, nil
+	}
+	res := m.Result
+	start, end := d.Offset(k), d.Offset(v)+len(d.Raw(v))
+	// Take the comma after the member, or, for the last one, the one before.
+	j := end
+	for j < len(res) && isSpace(res[j]) {
+		j++
+	}
+	if j < len(res) && res[j] == ',' {
+		end = j + 1
+	} else {
+		i := start - 1
+		for i >= 0 && isSpace(res[i]) {
+			i--
+		}
+		if i >= 0 && res[i] == ',' {
+			start = i
+		}
+	}
+	var b bytes.Buffer
+	b.Grow(len(m.Raw))
+	b.Write(m.Raw[:m.resultOff+start])
+	b.Write(m.Raw[m.resultOff+end:])
+	return b.Bytes(), true, nil
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

@@ -161,3 +161,26 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestRemoveResultMember(t *testing.T) {
+	tests := []struct{ name, raw, want string }{
+		{"middle", `{"jsonrpc":"2.0","id":1,"result":{"a":1, "instructions" : "x" ,"b":[2]}}`, `{"jsonrpc":"2.0","id":1,"result":{"a":1, "b":[2]}}`},
+		{"first", `{"jsonrpc":"2.0","id":1,"result":{"instructions":"x","b":2}}`, `{"jsonrpc":"2.0","id":1,"result":{"b":2}}`},
+		{"last", `{"jsonrpc":"2.0","id":1,"result":{"b":2 , "instructions":{"n":[1,2]} }}`, `{"jsonrpc":"2.0","id":1,"result":{"b":2  }}`},
+		{"only", `{"jsonrpc":"2.0","id":1,"result":{"instructions":"x"}}`, `{"jsonrpc":"2.0","id":1,"result":{}}`},
+		{"absent", `{"jsonrpc":"2.0","id":1,"result":{"b":2}}`, `{"jsonrpc":"2.0","id":1,"result":{"b":2}}`},
+		{"escaped_key", `{"jsonrpc":"2.0","id":1,"result":{"b":2,"instruction\u0073":"x"}}`, `{"jsonrpc":"2.0","id":1,"result":{"b":2}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := Parse([]byte(tt.raw), Limits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, removed, err := RemoveResultMember(m, "instructions")
+			if err != nil || string(out) != tt.want || removed != (tt.name != "absent") || !json.Valid(out) {
+				t.Fatalf("got %s (removed %v, %v), want %s", out, removed, err, tt.want)
+			}
+		})
+	}
+}

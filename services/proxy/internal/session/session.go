@@ -287,13 +287,15 @@ func (s *Session) FromServer(ctx context.Context, raw []byte) error {
 	}
 	switch {
 	case p.method == "initialize":
-		if m.Result != nil {
-			s.mu.Lock()
-			s.initRes = bytes.Clone(m.Result)
-			s.declared = declaredKinds(m.Result)
-			s.mu.Unlock()
+		if m.Result == nil {
+			return s.toClient(raw)
 		}
-		return s.toClient(raw)
+		s.mu.Lock()
+		s.initRes = bytes.Clone(m.Result)
+		s.declared = declaredKinds(m.Result)
+		variant := s.variant
+		s.mu.Unlock()
+		return s.toClient(s.pinInstructions(ctx, variant, m))
 	case p.kind != 0:
 		out, err := s.listPage(ctx, p.kind, m)
 		if err != nil {
@@ -505,6 +507,29 @@ func (s *Session) ownResponse(ctx context.Context, p pendingReq, m *jsonrpc.Mess
 	v, ok := s.view(ctx, variant)
 	s.finishListing(p.kind, v, ok)
 	return nil
+}
+
+// pinInstructions passes the initialize result on with its instructions only
+// when they are the approved ones: instructions are text in the model's
+// context, an injection target like any description. Unapproved, unreadable
+// or unknown instructions are removed from the result; the rest of it passes.
+func (s *Session) pinInstructions(ctx context.Context, variant string, m *jsonrpc.Message) []byte {
+	b := surface.NewBuilder(surface.Options{})
+	err := b.AddInitialize(m.Result)
+	items := b.LastPage()
+	if err == nil && len(items) == 0 {
+		return m.Raw // no instructions
+	}
+	if err == nil {
+		if v, ok := s.view(ctx, variant); ok && v.Serve && v.Items[ItemKey{surface.KindInstructions, ""}] == items[0].Hash {
+			return m.Raw
+		}
+	}
+	out, _, rerr := jsonrpc.RemoveResultMember(m, "instructions")
+	if rerr != nil {
+		return jsonrpc.ErrorResponse(m.ID, -32603, "mcpdrift proxy: the server's initialize result could not be read; it is withheld")
+	}
+	return out
 }
 
 // declaredKinds reads the listings an initialize result's capabilities
