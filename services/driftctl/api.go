@@ -45,6 +45,18 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
 
+// answerError reads an error answer: the API's {"error": {code, message}},
+// or, from something else, its status and the start of its body.
+func answerError(resp *http.Response, data []byte) error {
+	var e struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	if json.Unmarshal(data, &e) != nil || e.Error.Code == "" {
+		return &apiError{Status: resp.StatusCode, Code: "api_error", Message: fmt.Sprintf("%s: %.200s", resp.Status, data)}
+	}
+	return &apiError{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
+}
+
 func (c *apiClient) do(ctx context.Context, method, path string, body, out any) error {
 	var rd io.Reader
 	if body != nil {
@@ -74,13 +86,7 @@ func (c *apiClient) do(ctx context.Context, method, path string, body, out any) 
 		return fmt.Errorf("api_unreachable: reading the answer: %w", err)
 	}
 	if resp.StatusCode >= 300 {
-		var e struct {
-			Error struct{ Code, Message string } `json:"error"`
-		}
-		if json.Unmarshal(data, &e) != nil || e.Error.Code == "" {
-			return &apiError{Status: resp.StatusCode, Code: "api_error", Message: fmt.Sprintf("%s: %.200s", resp.Status, data)}
-		}
-		return &apiError{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
+		return answerError(resp, data)
 	}
 	if out != nil {
 		return json.Unmarshal(data, out)
@@ -218,13 +224,7 @@ func tail(ctx context.Context, c *apiClient, stdout, stderr io.Writer) error {
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		var e struct {
-			Error struct{ Code, Message string } `json:"error"`
-		}
-		if json.Unmarshal(data, &e) == nil && e.Error.Code != "" {
-			return &apiError{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
-		}
-		return fmt.Errorf("api_error: %s", resp.Status)
+		return answerError(resp, data)
 	}
 	fmt.Fprintf(stderr, "driftctl: following verdicts at %s (Ctrl-C to stop)\n", c.base)
 	sc := bufio.NewScanner(resp.Body)

@@ -532,11 +532,21 @@ func (s *Session) pinInstructions(ctx context.Context, variant string, m *jsonrp
 	return out
 }
 
+// object parses raw (params or a result, passed on and never canonicalized,
+// so numbers are read laxly) and returns it when it is a JSON object.
+func object(raw []byte) *canonjson.Doc {
+	d := new(canonjson.Doc)
+	if len(raw) == 0 || d.Parse(raw, canonjson.Limits{LaxNumbers: true}) != nil || d.Kind(canonjson.Root) != canonjson.Object {
+		return nil
+	}
+	return d
+}
+
 // declaredKinds reads the listings an initialize result's capabilities
 // announce: tools, prompts, and resources (with their templates).
 func declaredKinds(result []byte) []surface.Kind {
-	var d canonjson.Doc
-	if d.Parse(result, canonjson.Limits{LaxNumbers: true}) != nil || d.Kind(canonjson.Root) != canonjson.Object {
+	d := object(result)
+	if d == nil {
 		return nil
 	}
 	c, ok := d.Get(canonjson.Root, "capabilities")
@@ -563,8 +573,8 @@ func declaredKinds(result []byte) []surface.Kind {
 // protocol version and the names of the capabilities the client declared,
 // which are what servers list differently for.
 func variantOf(params []byte) string {
-	var d canonjson.Doc
-	if len(params) == 0 || d.Parse(params, canonjson.Limits{LaxNumbers: true}) != nil || d.Kind(canonjson.Root) != canonjson.Object {
+	d := object(params)
+	if d == nil {
 		return "default"
 	}
 	version := ""
@@ -584,8 +594,8 @@ func variantOf(params []byte) string {
 }
 
 func cursorOf(params []byte) string {
-	var d canonjson.Doc
-	if len(params) == 0 || d.Parse(params, canonjson.Limits{LaxNumbers: true}) != nil || d.Kind(canonjson.Root) != canonjson.Object {
+	d := object(params)
+	if d == nil {
 		return ""
 	}
 	if c, ok := d.Get(canonjson.Root, "cursor"); ok && d.Kind(c) == canonjson.String {
@@ -595,8 +605,8 @@ func cursorOf(params []byte) string {
 }
 
 func nextCursor(result []byte) string {
-	var d canonjson.Doc
-	if d.Parse(result, canonjson.Limits{LaxNumbers: true}) != nil || d.Kind(canonjson.Root) != canonjson.Object {
+	d := object(result)
+	if d == nil {
 		return ""
 	}
 	if c, ok := d.Get(canonjson.Root, "nextCursor"); ok && d.Kind(c) == canonjson.String {
@@ -609,8 +619,8 @@ func nextCursor(result []byte) string {
 // arguments as the client wrote them (audit keeps the digest, not the
 // arguments, which can hold secrets).
 func callOf(params []byte) (string, string) {
-	var d canonjson.Doc
-	if len(params) == 0 || d.Parse(params, canonjson.Limits{LaxNumbers: true}) != nil || d.Kind(canonjson.Root) != canonjson.Object {
+	d := object(params)
+	if d == nil {
 		sum := sha256.Sum256(params)
 		return "", "sha256:" + hex.EncodeToString(sum[:])
 	}
@@ -627,8 +637,8 @@ func callOf(params []byte) (string, string) {
 }
 
 func isToolError(result []byte) bool {
-	var d canonjson.Doc
-	if result == nil || d.Parse(result, canonjson.Limits{LaxNumbers: true}) != nil || d.Kind(canonjson.Root) != canonjson.Object {
+	d := object(result)
+	if d == nil {
 		return false
 	}
 	v, ok := d.Get(canonjson.Root, "isError")
