@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -553,7 +552,7 @@ func Code(err error) string {
 	if c := surface.CodeOf(err); c != "" {
 		return string(c)
 	}
-	if strings.Contains(err.Error(), "not found") {
+	if errors.Is(err, jetstream.ErrObjectNotFound) || errors.Is(err, jetstream.ErrKeyNotFound) {
 		return "not_found"
 	}
 	return "internal"
