@@ -4,7 +4,7 @@ GO    ?= go
 PKGS  := ./services/... ./proto/...
 BIN   := bin
 
-.PHONY: run build test check fmt vet lint bench fuzz fixtures proto proto-check help
+.PHONY: run build test deps check fmt vet lint bench fuzz fixtures proto proto-check help
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -16,8 +16,11 @@ build: ## build every command into bin/
 run: build ## the main job: fingerprint two real releases of an MCP server and show what changed
 	@scripts/run.sh
 
-test: proto-check ## the test suite: generated code up to date, race detector, shuffled order (CI runs this)
+test: proto-check deps ## the test suite: generated code up to date, race detector, shuffled order (CI runs this)
 	$(GO) test -race -shuffle=on -count=1 $(PKGS)
+
+deps: ## install what the tests need beyond Go (ClickHouse server, npm MCP peers); idempotent
+	@scripts/deps.sh
 
 check: fmt vet lint test ## gofmt, go vet, staticcheck, tests
 
