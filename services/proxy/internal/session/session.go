@@ -8,6 +8,7 @@ package session
 import (
 	"bytes"
 	"context"
+	"errors"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -130,59 +131,92 @@ func New(cfg Config, gate Gate, obs Observer, toClient, toServer func([]byte) er
 		pending: map[string]pendingReq{}, own: map[string]pendingReq{}, live: map[ItemKey]surface.Digest{}}
 }
 
+// Outcome is what the proxy does with one message from the client.
+type Outcome struct {
+	Forward []byte // the bytes to send upstream, or nil
+	Reply   []byte // the proxy's own answer to the client, or nil
+	Opened  bool   // the client opened the session: call ListAll once Forward is sent
+}
+
 // FromClient handles one message from the client (a batch is handled
-// element by element).
+// element by element) on a stream transport: the proxy's answers go to the
+// client, the rest to the server.
 func (s *Session) FromClient(ctx context.Context, raw []byte) error {
+	o := s.Client(ctx, raw)
+	if o.Reply != nil {
+		if err := s.toClient(o.Reply); err != nil {
+			return err
+		}
+	}
+	if o.Forward != nil {
+		if err := s.toServer(o.Forward); err != nil {
+			return err
+		}
+	}
+	if o.Opened {
+		return s.ListAll()
+	}
+	return nil
+}
+
+// Client decides on one message from the client (a batch element by
+// element) and says what to send where; transports that answer per request
+// (HTTP) do the sending themselves.
+func (s *Session) Client(ctx context.Context, raw []byte) Outcome {
 	msgs, batch, err := jsonrpc.Split(raw, jsonrpc.Limits{})
 	if err != nil {
 		// Not ours to judge beyond refusing to pass on what we cannot read.
-		return s.toClient(jsonrpc.ErrorResponse(nil, -32700, "mcpdrift proxy: unreadable message: "+err.Error()))
+		return Outcome{Reply: jsonrpc.ErrorResponse(nil, -32700, "mcpdrift proxy: unreadable message: "+err.Error())}
 	}
 	if batch {
 		return s.clientBatch(ctx, raw, msgs)
 	}
 	m := msgs[0]
 	if refusal := s.clientMessage(ctx, m); refusal != nil {
-		return s.toClient(refusal)
+		return Outcome{Reply: refusal}
 	}
-	if err := s.toServer(raw); err != nil {
-		return err
-	}
-	if m.Kind == jsonrpc.KindNotification && m.Method == "notifications/initialized" {
-		// The session is open: list everything the server declared, on the
-		// proxy's own account, so that what it publishes is always the whole
-		// surface, whatever this client happens to list.
-		s.mu.Lock()
-		kinds := slices.Clone(s.declared)
-		s.mu.Unlock()
-		for _, k := range kinds {
-			if err := s.relist(k, ""); err != nil {
-				return err
-			}
+	return Outcome{Forward: raw, Opened: m.Kind == jsonrpc.KindNotification && m.Method == "notifications/initialized"}
+}
+
+// ListAll lists every kind the server declared, on the proxy's own account,
+// so that what it publishes is always the whole surface, whatever this
+// client happens to list. It is due once the session is open.
+func (s *Session) ListAll() error {
+	s.mu.Lock()
+	kinds := slices.Clone(s.declared)
+	s.mu.Unlock()
+	for _, k := range kinds {
+		if err := s.relist(k, ""); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-func (s *Session) clientBatch(ctx context.Context, raw []byte, msgs []*jsonrpc.Message) error {
+func (s *Session) clientBatch(ctx context.Context, raw []byte, msgs []*jsonrpc.Message) Outcome {
 	var refusals [][]byte
 	var forward [][]byte
+	opened := false
 	for _, m := range msgs {
 		if r := s.clientMessage(ctx, m); r != nil {
 			refusals = append(refusals, r)
 		} else {
 			forward = append(forward, m.Raw)
+			opened = opened || (m.Kind == jsonrpc.KindNotification && m.Method == "notifications/initialized")
 		}
 	}
 	if len(refusals) == 0 {
-		return s.toServer(raw) // untouched
+		return Outcome{Forward: raw, Opened: opened} // untouched
 	}
+	o := Outcome{Reply: joinBatch(refusals), Opened: opened}
 	if len(forward) > 0 {
-		if err := s.toServer(append(append([]byte{'['}, bytes.Join(forward, []byte{','})...), ']')); err != nil {
-			return err
-		}
+		o.Forward = joinBatch(forward)
 	}
-	return s.toClient(append(append([]byte{'['}, bytes.Join(refusals, []byte{','})...), ']'))
+	return o
+}
+
+func joinBatch(msgs [][]byte) []byte {
+	return append(append([]byte{'['}, bytes.Join(msgs, []byte{','})...), ']')
 }
 
 // clientMessage records what the proxy must answer for and returns a
@@ -251,61 +285,96 @@ func (s *Session) view(ctx context.Context, variant string) (View, bool) {
 	return s.gate.View(ctx, variant)
 }
 
-// FromServer handles one message from the upstream server.
+// FromServer handles one message from the upstream server on a stream
+// transport: what the client must see goes to it.
 func (s *Session) FromServer(ctx context.Context, raw []byte) error {
-	msgs, batch, err := jsonrpc.Split(raw, jsonrpc.Limits{})
-	if err != nil || batch {
-		// A batch from the server is only ever responses to a client batch;
-		// the proxy tracks no listing inside one and passes it on. What it
-		// cannot read it passes on too: the client judges its own inputs.
-		return s.toClient(raw)
+	out, err := s.Server(ctx, raw)
+	if out != nil {
+		if werr := s.toClient(out); werr != nil {
+			return werr
+		}
 	}
-	m := msgs[0]
+	return err
+}
+
+// Server decides on one message from the upstream server and returns the
+// bytes to deliver to the client, or nil when the message was the proxy's
+// own business (an answer to its own listing).
+func (s *Session) Server(ctx context.Context, raw []byte) ([]byte, error) {
+	msgs, batch, err := jsonrpc.Split(raw, jsonrpc.Limits{})
+	if err != nil {
+		// What it cannot read the proxy passes on: the client judges its
+		// own inputs, and nothing in it is a listing the proxy asked for.
+		return raw, nil
+	}
+	if !batch {
+		return s.serverMessage(ctx, msgs[0])
+	}
+	// Answers to a client batch: each is judged like a single message, so a
+	// listing inside a batch is filtered like any other.
+	var out [][]byte
+	var errs []error
+	changed := false
+	for _, m := range msgs {
+		b, err := s.serverMessage(ctx, m)
+		errs = append(errs, err)
+		changed = changed || !bytes.Equal(b, m.Raw)
+		if b != nil {
+			out = append(out, b)
+		}
+	}
+	switch {
+	case !changed:
+		return raw, errors.Join(errs...)
+	case len(out) == 0:
+		return nil, errors.Join(errs...)
+	}
+	return joinBatch(out), errors.Join(errs...)
+}
+
+func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message) ([]byte, error) {
+	raw := m.Raw
 	switch m.Kind {
 	case jsonrpc.KindNotification:
 		for _, k := range listChanged[m.Method] {
 			if err := s.relist(k, ""); err != nil {
-				return err
+				return raw, err
 			}
 		}
-		return s.toClient(raw)
+		return raw, nil
 	case jsonrpc.KindRequest:
-		return s.toClient(raw)
+		return raw, nil
 	}
 	id := string(m.ID)
 	s.mu.Lock()
 	if p, ok := s.own[id]; ok {
 		delete(s.own, id)
 		s.mu.Unlock()
-		return s.ownResponse(ctx, p, m)
+		return nil, s.ownResponse(ctx, p, m)
 	}
 	p, ok := s.pending[id]
 	delete(s.pending, id)
 	s.mu.Unlock()
 	if !ok {
-		return s.toClient(raw)
+		return raw, nil
 	}
 	switch {
 	case p.method == "initialize":
 		if m.Result == nil {
-			return s.toClient(raw)
+			return raw, nil
 		}
 		s.mu.Lock()
 		s.initRes = bytes.Clone(m.Result)
 		s.declared = declaredKinds(m.Result)
 		variant := s.variant
 		s.mu.Unlock()
-		return s.toClient(s.pinInstructions(ctx, variant, m))
+		return s.pinInstructions(ctx, variant, m), nil
 	case p.kind != 0:
-		out, err := s.listPage(ctx, p.kind, m)
-		if err != nil {
-			return err
-		}
-		return s.toClient(out)
+		return s.listPage(ctx, p.kind, m)
 	case p.method == "tools/call":
 		s.obs.Call(Call{Tool: p.tool, Error: m.Error != nil || isToolError(m.Result), Latency: time.Since(p.start), ArgsDigest: p.digest})
 	}
-	return s.toClient(raw)
+	return raw, nil
 }
 
 // listPage decides on the items of one page and returns the message to

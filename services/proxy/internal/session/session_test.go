@@ -255,6 +255,23 @@ func TestBatchRefusesOnlyWhatItMust(t *testing.T) {
 	}
 }
 
+func TestBatchedListingIsFiltered(t *testing.T) {
+	r := newRig(t)
+	r.gate.v, r.gate.ok = baseline(readTool), true
+	r.client(`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"tools/list"}]`)
+	r.server(`[{"jsonrpc":"2.0","id":1,"result":{}},{"jsonrpc":"2.0","id":2,"result":{"tools":[` + readTool + `,` + writeTool + `]}}]`)
+	var out []json.RawMessage
+	if err := json.Unmarshal([]byte(r.lastClient()), &out); err != nil || len(out) != 2 {
+		t.Fatalf("answers to the batch: %v %s", err, r.lastClient())
+	}
+	if string(out[0]) != `{"jsonrpc":"2.0","id":1,"result":{}}` {
+		t.Fatalf("ping answer changed: %s", out[0])
+	}
+	if got := names(t, string(out[1])); len(got) != 1 || got[0] != "read" {
+		t.Fatalf("batched tools/list served %v, want only the approved read", got)
+	}
+}
+
 func TestVariant(t *testing.T) {
 	a := variantOf([]byte(`{"protocolVersion":"2025-06-18","capabilities":{"sampling":{},"roots":{"listChanged":true}}}`))
 	b := variantOf([]byte(`{"capabilities":{"roots":{},"sampling":{"x":1}},"protocolVersion":"2025-06-18"}`))
