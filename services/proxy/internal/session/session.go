@@ -66,6 +66,11 @@ type Config struct {
 	Server   string        // the server id, for messages to people
 	MaxPages int           // pages of one listing the proxy follows itself
 	Timeout  time.Duration // how long a decision may wait for the gate
+	// Follow, when set, is the session whose listings this one is judged
+	// by: a request of a client without a session of its own (stateless
+	// HTTP) is decided against the listing the proxy made itself, in that
+	// session's variant, and what this one sees is not published.
+	Follow *Session
 }
 
 // Session is one client connection. Its methods are safe for concurrent use
@@ -100,6 +105,13 @@ type pendingReq struct {
 	start  time.Time
 	digest string
 }
+
+// The _meta keys of a 2026-07-28 request that name its protocol version
+// and the client's capabilities.
+const (
+	metaVersion      = "io.modelcontextprotocol/protocolVersion"
+	metaCapabilities = "io.modelcontextprotocol/clientCapabilities"
+)
 
 var listKinds = map[string]surface.Kind{
 	"tools/list":               surface.KindTool,
@@ -226,7 +238,7 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) []byte 
 		return nil // notifications and responses to server requests pass
 	}
 	switch {
-	case m.Method == "initialize":
+	case m.Method == "initialize" || m.Method == "server/discover":
 		s.mu.Lock()
 		s.variant = variantOf(m.Params)
 		s.pending[string(m.ID)] = pendingReq{method: m.Method}
@@ -258,12 +270,16 @@ func (s *Session) startListing(k surface.Kind) {
 
 // decideCall returns a refusal code and text, or "" to forward.
 func (s *Session) decideCall(ctx context.Context, tool string) (string, string) {
-	s.mu.Lock()
-	variant := s.variant
-	live, seen := s.live[ItemKey{surface.KindTool, tool}]
-	s.mu.Unlock()
+	judge := s
+	if s.cfg.Follow != nil {
+		judge = s.cfg.Follow
+	}
+	judge.mu.Lock()
+	variant := judge.variant
+	live, seen := judge.live[ItemKey{surface.KindTool, tool}]
+	judge.mu.Unlock()
 	v, ok := s.view(ctx, variant)
-	drifted := s.driftedFrom(v, ok)
+	drifted := judge.driftedFrom(v, ok)
 	switch {
 	case !ok:
 		return "server_unknown", fmt.Sprintf("mcpdrift withheld this call: no verdict for server %q arrived in time, so it is not trusted yet. Retry shortly; if it persists an admin must check the drift service.", s.cfg.Server)
@@ -277,6 +293,16 @@ func (s *Session) decideCall(ctx context.Context, tool string) (string, string) 
 		return "tool_not_approved", fmt.Sprintf("mcpdrift withheld this call: tool %q of server %q is not in its approved manifest (new or changed). An admin must review and approve it first.", tool, s.cfg.Server)
 	}
 	return "", ""
+}
+
+// currentVariant is the listing variant decisions are made in.
+func (s *Session) currentVariant() string {
+	if s.cfg.Follow != nil {
+		return s.cfg.Follow.currentVariant()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.variant
 }
 
 func (s *Session) view(ctx context.Context, variant string) (View, bool) {
@@ -359,16 +385,15 @@ func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message) ([]byte
 		return raw, nil
 	}
 	switch {
-	case p.method == "initialize":
+	case p.method == "initialize" || p.method == "server/discover":
 		if m.Result == nil {
 			return raw, nil
 		}
 		s.mu.Lock()
 		s.initRes = bytes.Clone(m.Result)
 		s.declared = declaredKinds(m.Result)
-		variant := s.variant
 		s.mu.Unlock()
-		return s.pinInstructions(ctx, variant, m), nil
+		return s.pinInstructions(ctx, s.currentVariant(), m), nil
 	case p.kind != 0:
 		return s.listPage(ctx, p.kind, m)
 	case p.method == "tools/call":
@@ -384,10 +409,7 @@ func (s *Session) listPage(ctx context.Context, k surface.Kind, m *jsonrpc.Messa
 		return m.Raw, nil // an error answer: nothing listed
 	}
 	items, last, err := s.addPage(k, m.Result)
-	s.mu.Lock()
-	variant := s.variant
-	s.mu.Unlock()
-	v, ok := s.view(ctx, variant)
+	v, ok := s.view(ctx, s.currentVariant())
 	serve := ok && v.Serve
 	keep := map[string]bool{}
 	if err == nil && serve && !hasDuplicates(items) {
@@ -464,6 +486,17 @@ func (s *Session) finishListing(k surface.Kind, v View, known bool) {
 		s.lastTools, s.drifted, s.driftBase = nil, true, v.BaselineHash
 	}
 	s.builders[k] = nil
+	if f := s.cfg.Follow; f != nil {
+		// Not published: the session followed lists for itself. A listing
+		// that drifted from the baseline makes it look again, so the
+		// pipeline hears of the change even if no one else lists.
+		relist := k == surface.KindTool && s.drifted
+		s.mu.Unlock()
+		if relist {
+			_ = f.relist(surface.KindTool, "")
+		}
+		return
+	}
 	for _, d := range s.declared {
 		if s.complete[d] == nil {
 			// Not the whole surface yet: publishing part of it would read
@@ -638,20 +671,27 @@ func declaredKinds(result []byte) []surface.Kind {
 	return out
 }
 
-// variantOf derives the listing variant from initialize params: the
-// protocol version and the names of the capabilities the client declared,
-// which are what servers list differently for.
+// variantOf derives the listing variant from initialize params, or from the
+// _meta of a 2026-07-28 request: the protocol version and the names of the
+// capabilities the client declared, which are what servers list
+// differently for.
 func variantOf(params []byte) string {
 	d := object(params)
 	if d == nil {
 		return "default"
 	}
+	at, versionKey, capsKey := canonjson.Root, "protocolVersion", "capabilities"
+	if meta, ok := d.Get(canonjson.Root, "_meta"); ok && d.Kind(meta) == canonjson.Object {
+		if _, ok := d.Get(meta, metaVersion); ok {
+			at, versionKey, capsKey = meta, metaVersion, metaCapabilities
+		}
+	}
 	version := ""
-	if v, ok := d.Get(canonjson.Root, "protocolVersion"); ok && d.Kind(v) == canonjson.String {
+	if v, ok := d.Get(at, versionKey); ok && d.Kind(v) == canonjson.String {
 		version = d.Text(v)
 	}
 	var caps []string
-	if c, ok := d.Get(canonjson.Root, "capabilities"); ok && d.Kind(c) == canonjson.Object {
+	if c, ok := d.Get(at, capsKey); ok && d.Kind(c) == canonjson.Object {
 		for i := range d.Len(c) {
 			k, _ := d.Member(c, i)
 			caps = append(caps, d.Text(k))

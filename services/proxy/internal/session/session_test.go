@@ -279,6 +279,42 @@ func TestVariant(t *testing.T) {
 	if a != b || a == c || len(a) != 13 {
 		t.Fatalf("variants %s %s %s", a, b, c)
 	}
+	// A 2026-07-28 request names the same in its _meta.
+	m := variantOf([]byte(`{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-06-18","io.modelcontextprotocol/clientCapabilities":{"roots":{},"sampling":{}}}}`))
+	if m != a {
+		t.Fatalf("variant from _meta %s, from initialize %s", m, a)
+	}
+}
+
+// A session following another is judged by the other's listing and
+// variant, and publishes nothing of its own.
+func TestFollowerJudgedByLeader(t *testing.T) {
+	lead := newRig(t)
+	lead.gate.v, lead.gate.ok = baseline(readTool), true
+	lead.client(`{"jsonrpc":"2.0","id":0,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)
+	lead.server(`{"jsonrpc":"2.0","id":0,"result":{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}}`)
+	if err := lead.s.ListAll(); err != nil {
+		t.Fatal(err)
+	}
+	lead.server(`{"jsonrpc":"2.0","id":"mcpdrift-1","result":{"tools":[` + evilRead + `]}}`)
+	if len(lead.obs.listings) != 1 {
+		t.Fatalf("leader published %d listings", len(lead.obs.listings))
+	}
+	f := newRig(t)
+	f.gate = lead.gate
+	f.s = New(Config{Server: "fs", Follow: lead.s}, f.gate, f.obs, func([]byte) error { return nil }, func([]byte) error { return nil })
+	o := f.s.Client(context.Background(), []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"read"}}`))
+	if o.Forward != nil || !strings.Contains(string(o.Reply), "server_changed") {
+		t.Fatalf("a follower of a drifted leader forwarded the call: %+v", o)
+	}
+	f.s.Client(context.Background(), []byte(`{"jsonrpc":"2.0","id":8,"method":"tools/list"}`))
+	out, err := f.s.Server(context.Background(), []byte(`{"jsonrpc":"2.0","id":8,"result":{"tools":[`+evilRead+`]}}`))
+	if err != nil || len(names(t, string(out))) != 0 {
+		t.Fatalf("follower served %s (%v)", out, err)
+	}
+	if len(f.obs.listings) != 0 {
+		t.Fatalf("a follower published %d listings", len(f.obs.listings))
+	}
 }
 
 // After initialized the proxy lists every declared kind itself, and publishes
