@@ -34,6 +34,11 @@ const (
 
 	ConsumerFingerprint = "fingerprint"
 	ConsumerDrift       = "drift"
+
+	// The audit sink's consumers, one per stream it writes to ClickHouse.
+	ConsumerAuditObservations = "audit-obs"
+	ConsumerAuditVerdicts     = "audit-drift"
+	ConsumerAuditAdmin        = "audit-admin"
 )
 
 // DefaultVariant names the listing variant of an observation that names none.
