@@ -425,4 +425,3 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 }
-

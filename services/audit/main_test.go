@@ -1,0 +1,233 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
+	"github.com/mcpdrift/mcpdrift/services/audit/internal/sink"
+	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/chtest"
+	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
+)
+
+func TestMain(m *testing.M) { os.Exit(chtest.Main(m)) }
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+// syncBuffer is a bytes.Buffer safe for a child process and the test at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestHelpDocumentsEveryOption(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"--help"}, env(nil), &out); err != nil {
+		t.Fatalf("--help: %v", err)
+	}
+	help := out.String()
+	for _, o := range options(new(settings)) {
+		if !strings.Contains(help, "--"+o.flag+" ") || !strings.Contains(help, o.env) {
+			t.Errorf("--help does not document --%s and %s", o.flag, o.env)
+		}
+	}
+	for _, want := range []string{"MCPDRIFT_CLICKHOUSE_PASSWORD", "(default 127.0.0.1:9000)", "(default digest)", "(default 20000)", "(default mcpdrift)"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("--help lacks %q:\n%s", want, help)
+		}
+	}
+}
+
+func TestSettings(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		wantErr string
+		check   func(*settings) bool
+	}{
+		{name: "defaults", check: func(s *settings) bool {
+			return s.chAddr == "127.0.0.1:9000" && s.svc == sink.DefaultConfig && s.retention == 0
+		}},
+		{name: "env", env: map[string]string{"MCPDRIFT_CLICKHOUSE_ADDR": "ch:9000", "MCPDRIFT_AUDIT_BATCH_SIZE": "500", "MCPDRIFT_CLICKHOUSE_PASSWORD": "pw"},
+			check: func(s *settings) bool { return s.chAddr == "ch:9000" && s.svc.BatchSize == 500 && s.chPass == "pw" }},
+		{name: "flag_wins_over_env", args: []string{"--batch-age", "2s"}, env: map[string]string{"MCPDRIFT_AUDIT_BATCH_AGE": "5s"},
+			check: func(s *settings) bool { return s.svc.BatchAge == 2*time.Second }},
+		{name: "bad_env", env: map[string]string{"MCPDRIFT_AUDIT_BATCH_SIZE": "many"}, wantErr: "MCPDRIFT_AUDIT_BATCH_SIZE"},
+		{name: "bad_duration", args: []string{"--batch-age", "30"}, wantErr: "not a duration"},
+		{name: "unknown_flag", args: []string{"--nope"}, wantErr: "usage"},
+		{name: "stray_argument", args: []string{"extra"}, wantErr: "unexpected argument"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _, err := parse(tc.args, env(tc.env), &bytes.Buffer{})
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.check(s) {
+				t.Errorf("settings %+v", s)
+			}
+		})
+	}
+}
+
+func TestInvalidConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+		env        map[string]string
+	}{
+		{"arguments", "arguments \"everything\"", map[string]string{"MCPDRIFT_AUDIT_ARGUMENTS": "everything"}},
+		{"database", "invalid_database", map[string]string{"MCPDRIFT_AUDIT_DATABASE": "a-b"}},
+		{"retention", "retention days -1", map[string]string{"MCPDRIFT_AUDIT_RETENTION_DAYS": "-1"}},
+		{"log_level", "log level", map[string]string{"MCPDRIFT_LOG_LEVEL": "loud"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := run(context.Background(), nil, env(tc.env), &bytes.Buffer{})
+			if err == nil || !strings.HasPrefix(err.Error(), "config: ") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want config: ...%s", err, tc.want)
+			}
+		})
+	}
+}
+
+// build compiles the audit command.
+func build(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "audit")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestKilledMidBatchLosesNothing runs the real command, lets it write one
+// batch and hold the next, kills it with SIGKILL, and starts it again: every
+// event ends up in ClickHouse exactly once (as distinct rows).
+func TestKilledMidBatchLosesNothing(t *testing.T) {
+	bin := build(t)
+	ch := chtest.Shared(t)
+	db := ch.Database(t)
+	b := natstest.StartBus(t)
+	conn, err := clickhouse.Open(ch.Options(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	count := func(q string) uint64 {
+		var n uint64
+		if err := conn.QueryRow(context.Background(), strings.ReplaceAll(q, "DB.", db+".")).Scan(&n); err != nil {
+			return 0 // the tables appear when the command has migrated
+		}
+		return n
+	}
+	obs := sink.Consumers[0]
+	consumer := func() (ackPending, pending int, floor uint64) {
+		c, err := b.JS.Consumer(context.Background(), obs.Stream, obs.Durable)
+		if err != nil {
+			return -1, -1, 0
+		}
+		info, err := c.Info(context.Background())
+		if err != nil {
+			return -1, -1, 0
+		}
+		return info.NumAckPending, int(info.NumPending), info.AckFloor.Stream
+	}
+	start := func(extra ...string) (*exec.Cmd, *syncBuffer) {
+		cmd := exec.Command(bin)
+		logs := new(syncBuffer)
+		cmd.Stdout, cmd.Stderr = logs, logs
+		cmd.Env = append(os.Environ(), "MCPDRIFT_NATS_URL="+b.ClientURL(), "MCPDRIFT_CLICKHOUSE_ADDR="+ch.Addr,
+			"MCPDRIFT_AUDIT_DATABASE="+db, "MCPDRIFT_AUDIT_BATCH_SIZE=400")
+		cmd.Env = append(cmd.Env, extra...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd, logs
+	}
+	waitFor := func(what string, logs *syncBuffer, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(90 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("gave up waiting for %s; logs:\n%s", what, logs.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	// First run: batches of 400, and a batch age long enough that the
+	// remainder stays held until the kill.
+	first, logs := start("MCPDRIFT_AUDIT_BATCH_AGE=50s")
+	const n = 600
+	for i := range n {
+		ev := &mcpdriftv1.CallObservation{EventId: fmt.Sprintf("k-%d", i), Tenant: "acme", Server: "fs", Tool: "read",
+			Outcome: mcpdriftv1.CallOutcome_CALL_OUTCOME_FORWARDED, ObservedAtUnixMs: 1_760_000_000_000 + int64(i)}
+		data, _ := proto.Marshal(ev)
+		if _, err := bus.Publish(context.Background(), b.JS, bus.CallObservationSubject("acme", "fs"), data, ev.EventId); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor("one batch written and the rest held", logs, func() bool {
+		ap, p, floor := consumer()
+		return count("SELECT count() FROM DB.call_observations FINAL") == 400 && ap == n-400 && p == 0 && floor > 0
+	})
+	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.Wait()
+	if got := count("SELECT count() FROM DB.call_observations FINAL"); got != 400 {
+		t.Fatalf("%d rows after the kill, want 400", got)
+	}
+
+	// Second run: JetStream redelivers what the killed instance held once
+	// the (now short) ack wait passes.
+	second, logs2 := start("MCPDRIFT_AUDIT_BATCH_AGE=50ms", "MCPDRIFT_AUDIT_ACK_WAIT=2s", "MCPDRIFT_AUDIT_WRITE_TIMEOUT=1s")
+	waitFor("every event written and acked", logs2, func() bool {
+		ap, p, _ := consumer()
+		return ap == 0 && p == 0 && count("SELECT uniqExact(event_id) FROM DB.call_observations") == n
+	})
+	if got := count("SELECT count() FROM DB.call_observations FINAL"); got != n {
+		t.Errorf("%d rows (FINAL), want %d", got, n)
+	}
+	if err := second.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Wait(); err != nil {
+		t.Errorf("audit exited with %v after SIGINT; logs:\n%s", err, logs2.String())
+	}
+	if !strings.Contains(logs2.String(), `"message":"audit sink stopped"`) {
+		t.Errorf("no stop line in the logs:\n%s", logs2.String())
+	}
+}
