@@ -47,6 +47,7 @@ type Config struct {
 	HTTPAddr  string
 	Tokens    []admin.Token
 	Replicas  int
+	BusSetup  string // setupCreate or setupCheck
 	LogLevel  zerolog.Level
 	Service   driftsvc.Config
 	Ready     func(addr net.Addr) // tests learn the admin address
@@ -78,6 +79,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	httpAddr := fs.String("http-addr", env("MCPDRIFT_ADMIN_ADDR", "127.0.0.1:8470"), "admin API listen `address` (MCPDRIFT_ADMIN_ADDR)")
 	tokens := fs.String("tokens", "", "admin API `tokens` (MCPDRIFT_ADMIN_TOKENS; prefer the variable or a file: flags show in ps)")
 	tokensFile := fs.String("tokens-file", env("MCPDRIFT_ADMIN_TOKENS_FILE", ""), "read admin API tokens from this `file` (MCPDRIFT_ADMIN_TOKENS_FILE)")
+	busSetup := fs.String("bus-setup", env("MCPDRIFT_BUS_SETUP", setupCreate), "`mode`: create (create or update the streams and buckets at start; needs the NATS admin's rights) or check (only check that they exist; the drift role's rights suffice) (MCPDRIFT_BUS_SETUP)")
 	replicas := fs.Int("replicas", atoi(env("MCPDRIFT_REPLICAS", "1")), "replicas of streams and buckets: 1, or 3 in a cluster (MCPDRIFT_REPLICAS)")
 	posture := fs.String("posture", env("MCPDRIFT_POSTURE", state.Discovery), "first sight of a server: discovery (trust on first use) or strict (MCPDRIFT_POSTURE)")
 	onDrift := fs.String("on-drift", env("MCPDRIFT_ON_DRIFT", state.Block), "on drift: block (withhold tools) or alert (serve and alert) (MCPDRIFT_ON_DRIFT)")
@@ -87,7 +89,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		return Config{}, err
 	}
 	var errs []error
-	cfg := Config{NATSURL: *natsURL, HTTPAddr: *httpAddr, Replicas: *replicas,
+	cfg := Config{NATSURL: *natsURL, HTTPAddr: *httpAddr, Replicas: *replicas, BusSetup: *busSetup,
 		Service: driftsvc.Config{Policy: state.Policy{Posture: *posture, OnDrift: *onDrift, Guard: *guard}}}
 	spec := *tokens
 	if spec == "" {
@@ -106,6 +108,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	}
 	if len(cfg.Tokens) == 0 {
 		errs = append(errs, errors.New("no admin tokens: set --tokens, --tokens-file or MCPDRIFT_ADMIN_TOKENS (the API refuses anonymous requests)"))
+	}
+	if cfg.BusSetup != setupCreate && cfg.BusSetup != setupCheck {
+		errs = append(errs, fmt.Errorf("bus setup %q: want %s or %s", cfg.BusSetup, setupCreate, setupCheck))
 	}
 	if cfg.LogLevel, err = zerolog.ParseLevel(*logLevel); err != nil {
 		errs = append(errs, fmt.Errorf("log level %q: %w", *logLevel, err))
@@ -142,7 +147,12 @@ func serve(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	h, err := bus.Setup(ctx, js, bus.Config{Replicas: cfg.Replicas})
+	var h *bus.Handles
+	if cfg.BusSetup == setupCheck {
+		h, err = checkBus(ctx, js)
+	} else {
+		h, err = bus.Setup(ctx, js, bus.Config{Replicas: cfg.Replicas})
+	}
 	if err != nil {
 		return err
 	}
@@ -182,7 +192,7 @@ func serve(ctx context.Context, cfg Config) error {
 		cfg.Ready(ln.Addr())
 	}
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
-	log.Info().Str("admin_addr", ln.Addr().String()).Str("nats", cfg.NATSURL).
+	log.Info().Str("admin_addr", ln.Addr().String()).Str("nats", nc.ConnectedUrlRedacted()).
 		Str("posture", cfg.Service.Policy.Posture).Str("on_drift", cfg.Service.Policy.OnDrift).Bool("guard", cfg.Service.Policy.Guard).
 		Msg("drift service started")
 	g, gctx := errgroup.WithContext(ctx)
@@ -202,6 +212,37 @@ func serve(ctx context.Context, cfg Config) error {
 	err = g.Wait()
 	log.Info().Msg("drift service stopped")
 	return err
+}
+
+// Bus setup modes (--bus-setup).
+const (
+	setupCreate = "create" // create or update every stream and bucket (bus.Setup)
+	setupCheck  = "check"  // only check that they exist: a least-privilege role
+)
+
+// checkBus checks that the streams the service uses exist and binds the
+// buckets and object store, with no right to create or change them: a
+// deployment whose administrator ran the bus setup (docs/deployment.md).
+func checkBus(ctx context.Context, js jetstream.JetStream) (*bus.Handles, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for _, name := range []string{bus.StreamFingerprints, bus.StreamVerdicts, bus.StreamAdmin} {
+		if _, err := js.Stream(ctx, name); err != nil {
+			return nil, fmt.Errorf("checking stream %s (run the bus setup first): %w", name, err)
+		}
+	}
+	var h bus.Handles
+	var err error
+	if h.Status, err = js.KeyValue(ctx, bus.BucketStatus); err != nil {
+		return nil, fmt.Errorf("binding bucket %s (run the bus setup first): %w", bus.BucketStatus, err)
+	}
+	if h.Baselines, err = js.KeyValue(ctx, bus.BucketBaselines); err != nil {
+		return nil, fmt.Errorf("binding bucket %s (run the bus setup first): %w", bus.BucketBaselines, err)
+	}
+	if h.Manifests, err = js.ObjectStore(ctx, bus.BucketManifests); err != nil {
+		return nil, fmt.Errorf("binding object store %s (run the bus setup first): %w", bus.BucketManifests, err)
+	}
+	return &h, nil
 }
 
 // orDash stands in for an empty subject token (GET /v1/servers has no server).

@@ -37,11 +37,18 @@ func main() {
 	}
 }
 
+// Bus setup modes (--bus-setup).
+const (
+	setupCreate = "create" // create or update every stream and bucket (bus.Setup)
+	setupCheck  = "check"  // only check that they exist: a least-privilege role
+)
+
 // settings are what run reads from flags and the environment.
 type settings struct {
 	natsURL   string
 	natsCreds string
 	replicas  int
+	busSetup  string
 	logLevel  string
 	svc       fpsvc.Config
 }
@@ -54,11 +61,12 @@ type option struct {
 
 func options(s *settings) []option {
 	d := fpsvc.DefaultConfig
-	s.natsURL, s.replicas, s.logLevel, s.svc = "nats://127.0.0.1:4222", 1, "info", d
+	s.natsURL, s.replicas, s.busSetup, s.logLevel, s.svc = "nats://127.0.0.1:4222", 1, setupCreate, "info", d
 	return []option{
 		{"nats-url", "MCPDRIFT_NATS_URL", "URL", "NATS server URLs, comma-separated", (*stringValue)(&s.natsURL)},
 		{"nats-creds", "MCPDRIFT_NATS_CREDS", "FILE", "NATS credentials file (.creds) for this role", (*stringValue)(&s.natsCreds)},
 		{"replicas", "MCPDRIFT_REPLICAS", "N", "replicas of the streams and buckets it creates: 1 on a single node, 3 in a cluster", (*intValue)(&s.replicas)},
+		{"bus-setup", "MCPDRIFT_BUS_SETUP", "MODE", "create: create or update the streams and buckets at start (needs the NATS admin's rights); check: only check that they exist (the fingerprint role's rights suffice)", (*stringValue)(&s.busSetup)},
 		{"log-level", "MCPDRIFT_LOG_LEVEL", "LEVEL", "debug, info, warn or error", (*stringValue)(&s.logLevel)},
 		{"durable", "MCPDRIFT_FINGERPRINT_DURABLE", "NAME", "durable consumer shared by every instance", (*stringValue)(&s.svc.Durable)},
 		{"workers", "MCPDRIFT_FINGERPRINT_WORKERS", "N", "observations one instance processes at once", (*intValue)(&s.svc.Workers)},
@@ -146,6 +154,9 @@ func (s *settings) validate() (zerolog.Level, error) {
 	if err := (bus.Config{Replicas: s.replicas}).Validate(); err != nil || s.replicas < 1 {
 		errs = append(errs, fmt.Errorf("replicas %d: want 1 to 5", s.replicas))
 	}
+	if s.busSetup != setupCreate && s.busSetup != setupCheck {
+		errs = append(errs, fmt.Errorf("bus setup %q: want %s or %s", s.busSetup, setupCreate, setupCheck))
+	}
 	if err := s.svc.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -198,7 +209,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return fmt.Errorf("jetstream: %w", err)
 	}
 	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	h, err := bus.Setup(setupCtx, js, bus.Config{Replicas: s.replicas})
+	var manifests jetstream.ObjectStore
+	if s.busSetup == setupCheck {
+		manifests, err = checkBus(setupCtx, js)
+	} else {
+		var h *bus.Handles
+		if h, err = bus.Setup(setupCtx, js, bus.Config{Replicas: s.replicas}); err == nil {
+			manifests = h.Manifests
+		}
+	}
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -208,7 +227,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	svc, err := fpsvc.New(s.svc, fpsvc.Deps{
 		JS:        js,
-		Manifests: fpsvc.NewObjectManifests(h.Manifests),
+		Manifests: fpsvc.NewObjectManifests(manifests),
 		Log:       log,
 		Now:       time.Now,
 	})
@@ -223,6 +242,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	log.Info().Uint64("processed", st.Processed).Uint64("rejected", st.Rejected).Uint64("poison", st.Poison).
 		Uint64("exhausted", st.Exhausted).Uint64("retries", st.Retries).Msg("fingerprint service stopped")
 	return err
+}
+
+// checkBus checks that the streams the service uses exist and binds the
+// manifest store, with no right to create or change them: a deployment whose
+// administrator ran the bus setup (docs/deployment.md).
+func checkBus(ctx context.Context, js jetstream.JetStream) (jetstream.ObjectStore, error) {
+	for _, name := range []string{bus.StreamObservations, bus.StreamFingerprints} {
+		if _, err := js.Stream(ctx, name); err != nil {
+			return nil, fmt.Errorf("checking stream %s (run the bus setup first): %w", name, err)
+		}
+	}
+	store, err := js.ObjectStore(ctx, bus.BucketManifests)
+	if err != nil {
+		return nil, fmt.Errorf("binding object store %s (run the bus setup first): %w", bus.BucketManifests, err)
+	}
+	return store, nil
 }
 
 type stringValue string

@@ -1,0 +1,400 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+)
+
+// TestDeployConfigsValid: nats-server accepts every shipped configuration
+// (its own check, -t), with the passwords auth.conf requires.
+func TestDeployConfigsValid(t *testing.T) {
+	d := newNATSDeployment(t)
+	for _, f := range []string{"nats.conf", "cluster/nats-1.conf", "cluster/nats-2.conf", "cluster/nats-3.conf"} {
+		t.Run(strings.NewReplacer("/", "_", ".", "_").Replace(f), func(t *testing.T) {
+			cmd := exec.Command(d.bin, "-t", "-c", filepath.Join(deployDir, f))
+			cmd.Env = append(os.Environ(), d.env...)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("nats-server -t -c %s: %v\n%s", f, err, out)
+			}
+		})
+	}
+}
+
+// TestClusterRugPull boots the 3-node cluster of deploy/nats/cluster, runs
+// the bus setup with the admin's credentials and 3 replicas, then the real
+// fingerprint and drift commands and two proxies, each with its own role's
+// credentials and only the rights auth.conf gives it. A node is killed, and a
+// rug pull behind proxy 1 still withholds the server on proxy 2.
+func TestClusterRugPull(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots a NATS cluster and runs the commands")
+	}
+	build(t)
+	d := startNATSCluster(t)
+	admin := d.connect(t, "admin")
+
+	// The setup step: only the admin may create streams and buckets.
+	natsWaitFor(t, 60*time.Second, "bus setup with 3 replicas", func() (bool, string) {
+		_, err := bus.Setup(natsOpCtx(t, 10*time.Second), admin.js, bus.Config{Replicas: 3})
+		return err == nil, natsErr(err)
+	})
+	for _, name := range []string{bus.StreamObservations, bus.StreamFingerprints, bus.StreamVerdicts, bus.StreamAdmin,
+		"KV_" + bus.BucketStatus, "KV_" + bus.BucketBaselines, "OBJ_" + bus.BucketManifests} {
+		s, err := admin.js.Stream(natsOpCtx(t, 10*time.Second), name)
+		if err != nil {
+			t.Fatalf("stream %s: %v", name, err)
+		}
+		if r := s.CachedInfo().Config.Replicas; r != 3 {
+			t.Fatalf("stream %s has %d replicas, want 3", name, r)
+		}
+	}
+
+	env := func(role string) []string {
+		return []string{"MCPDRIFT_NATS_URL=" + d.url(role), "MCPDRIFT_LOG_LEVEL=info", "MCPDRIFT_BUS_SETUP=check", "MCPDRIFT_REPLICAS=3"}
+	}
+	runService(t, "fingerprint", env("fingerprint")...)
+	runService(t, "drift", append(env("drift"), "MCPDRIFT_ADMIN_ADDR=127.0.0.1:0", "MCPDRIFT_ADMIN_TOKENS=ops:read:ops-token-0123456789")...)
+	a1 := startProxy(t, d.url("proxy"), "node-1")
+	a2 := startProxy(t, d.url("proxy"), "node-2")
+	a1.init()
+	a2.init()
+
+	// First sight: baseline v1, then both proxies serve.
+	eventually(t, "proxy 1 serves the approved tools", func() (bool, string) {
+		got := a1.call("tools/list", "{}")
+		return strings.Contains(got, `"name":"read"`) && strings.Contains(got, `"name":"rug"`), got
+	})
+	eventually(t, "proxy 2 serves the approved tools", func() (bool, string) {
+		got := a2.call("tools/list", "{}")
+		return strings.Contains(got, `"name":"read"`), got
+	})
+
+	// A node dies: the leader of the status bucket, which every proxy watches.
+	kvStream := "KV_" + bus.BucketStatus
+	leader := natsStreamLeader(t, admin.js, kvStream)
+	d.kill(t, leader)
+	t.Logf("killed %s, the leader of %s", leader, kvStream)
+	natsWaitFor(t, 30*time.Second, "a new leader of "+kvStream, func() (bool, string) {
+		l := natsStreamLeaderNow(admin.js, kvStream)
+		return l != "" && l != leader, l
+	})
+
+	// The rug pull behind proxy 1, with one node of three down.
+	a1.call("tools/call", `{"name":"rug","arguments":{}}`)
+	eventually(t, "proxy 1 refuses the poisoned tool", func() (bool, string) {
+		got := a1.call("tools/call", `{"name":"read","arguments":{}}`)
+		return strings.Contains(got, `"isError":true`), got
+	})
+	natsWaitFor(t, 45*time.Second, "proxy 2 withholds the changed server (from the verdict alone)", func() (bool, string) {
+		got := a2.call("tools/call", `{"name":"read","arguments":{}}`)
+		return strings.Contains(got, `"isError":true`) && strings.Contains(got, "server_changed"), got
+	})
+	if got := a2.call("tools/list", "{}"); strings.Contains(got, `"name":"read"`) {
+		t.Fatalf("proxy 2 still lists tools of a changed server: %s", got)
+	}
+	// The status written through the cluster says so, on the surviving nodes.
+	kv, err := admin.js.KeyValue(natsOpCtx(t, 10*time.Second), bus.BucketStatus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := kv.ListKeys(natsOpCtx(t, 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for k := range keys.Keys() {
+		e, err := kv.Get(natsOpCtx(t, 10*time.Second), k)
+		if err != nil || !strings.HasPrefix(k, "default.files.") || !strings.Contains(string(e.Value()), `"status":"changed"`) {
+			t.Fatalf("status record %s after the rug pull: %v %s", k, err, kvValue(e))
+		}
+		n++
+	}
+	if n == 0 {
+		t.Fatal("no status record after the rug pull")
+	}
+	d.noViolations(t)
+}
+
+func natsStreamLeader(t testing.TB, js jetstream.JetStream, name string) string {
+	t.Helper()
+	l := natsStreamLeaderNow(js, name)
+	if l == "" {
+		t.Fatalf("stream %s has no leader", name)
+	}
+	return l
+}
+
+func natsStreamLeaderNow(js jetstream.JetStream, name string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, name)
+	if err != nil {
+		return ""
+	}
+	if c := s.CachedInfo().Cluster; c != nil {
+		return c.Leader
+	}
+	return ""
+}
+
+func natsErr(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func kvValue(e jetstream.KeyValueEntry) string {
+	if e == nil {
+		return "<none>"
+	}
+	return string(e.Value())
+}
+
+// TestNATSRolePermissions boots the single node of deploy/nats/nats.conf
+// and checks, role by role, that what each role must do works and that what
+// it must not do is refused by the server: above all, a proxy's credentials
+// cannot write the status bucket, publish a verdict, or read what other
+// roles and tenants have.
+func TestNATSRolePermissions(t *testing.T) {
+	d := startNATSSingle(t)
+	// A proxy with another role's password is not let in.
+	if nc, err := nats.Connect(strings.Replace(d.url("proxy"), d.passwords["proxy"], d.passwords["admin"], 1)); err == nil {
+		nc.Close()
+		t.Fatal("the proxy user connected with the admin's password")
+	} else if !strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
+		t.Fatalf("connecting with a wrong password: %v, want an authorization violation", err)
+	}
+	admin := d.connect(t, "admin")
+	h, err := bus.Setup(natsOpCtx(t, 30*time.Second), admin.js, bus.Config{})
+	if err != nil {
+		t.Fatalf("bus setup as admin: %v", err)
+	}
+	const key = "default.files.default"
+	record := []byte(`{"tenant":"default","server":"files","variant":"default","status":"verified"}`)
+
+	// Allowed: drift writes the status, fingerprint stores a manifest.
+	drift := d.connect(t, "drift")
+	dkv, err := drift.js.KeyValue(natsOpCtx(t, 10*time.Second), bus.BucketStatus)
+	if err != nil {
+		t.Fatalf("drift binds the status bucket: %v", err)
+	}
+	rev, err := dkv.Put(natsOpCtx(t, 10*time.Second), key, record)
+	if err != nil {
+		t.Fatalf("drift writes the status bucket: %v", err)
+	}
+	if _, err := dkv.Put(natsOpCtx(t, 10*time.Second), "acme.files.default", record); err != nil {
+		t.Fatalf("drift writes the status bucket: %v", err)
+	}
+	fp := d.connect(t, "fingerprint")
+	fos, err := fp.js.ObjectStore(natsOpCtx(t, 10*time.Second), bus.BucketManifests)
+	if err != nil {
+		t.Fatalf("fingerprint binds the manifest store: %v", err)
+	}
+	manifest := []byte(`{"tools":[]}`)
+	if _, err := fos.PutBytes(natsOpCtx(t, 10*time.Second), "sha256-abc", manifest); err != nil {
+		t.Fatalf("fingerprint stores a manifest: %v", err)
+	}
+
+	// Allowed for a proxy: publish its observations, watch its tenant's
+	// status, read a manifest.
+	proxy := d.connect(t, "proxy")
+	ack, err := proxy.js.Publish(natsOpCtx(t, 10*time.Second), bus.ListObservationSubject("default", "files"), []byte("obs"), jetstream.WithMsgID("obs-1"))
+	if err != nil || ack.Stream != bus.StreamObservations {
+		t.Fatalf("proxy publishes an observation: %v %+v", err, ack)
+	}
+	pkv, err := proxy.js.KeyValue(natsOpCtx(t, 10*time.Second), bus.BucketStatus)
+	if err != nil {
+		t.Fatalf("proxy binds the status bucket: %v", err)
+	}
+	w, err := pkv.Watch(natsOpCtx(t, 10*time.Second), "default.files.*")
+	if err != nil {
+		t.Fatalf("proxy watches its status: %v", err)
+	}
+	select {
+	case e := <-w.Updates():
+		if e == nil || e.Key() != key || e.Revision() != rev {
+			t.Fatalf("proxy's watch: first entry %v, want %s revision %d", e, key, rev)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("proxy's watch: no status within 10s")
+	}
+	_ = w.Stop()
+	pos, err := proxy.js.ObjectStore(natsOpCtx(t, 10*time.Second), bus.BucketManifests)
+	if err != nil {
+		t.Fatalf("proxy binds the manifest store: %v", err)
+	}
+	if got, err := pos.GetBytes(natsOpCtx(t, 10*time.Second), "sha256-abc"); err != nil || string(got) != string(manifest) {
+		t.Fatalf("proxy reads a manifest: %v %q", err, got)
+	}
+
+	// Refused, each on a fresh connection so that the violation is its own.
+	denied := []struct {
+		name, role, kind, subject string
+		do                        func(ctx context.Context, c *natsRoleConn) error
+	}{
+		{"proxy_writes_status", "proxy", "publish", "$KV.mcpdrift_status." + key, func(ctx context.Context, c *natsRoleConn) error {
+			kv, err := c.js.KeyValue(natsOpCtx(t, 10*time.Second), bus.BucketStatus)
+			if err != nil {
+				return nil // binding is allowed: a failure here is a test failure below
+			}
+			_, err = kv.Put(ctx, key, []byte(`{"status":"verified"}`))
+			return err
+		}},
+		{"proxy_deletes_status", "proxy", "publish", "$KV.mcpdrift_status." + key, func(ctx context.Context, c *natsRoleConn) error {
+			kv, err := c.js.KeyValue(natsOpCtx(t, 10*time.Second), bus.BucketStatus)
+			if err != nil {
+				return nil
+			}
+			return kv.Delete(ctx, key)
+		}},
+		{"proxy_publishes_verdict", "proxy", "publish", bus.VerdictSubject("default", "files"), func(ctx context.Context, c *natsRoleConn) error {
+			_, err := c.js.Publish(ctx, bus.VerdictSubject("default", "files"), []byte(`{"serve":true}`))
+			return err
+		}},
+		{"proxy_publishes_fingerprint", "proxy", "publish", bus.FingerprintSubject("default", "files"), func(ctx context.Context, c *natsRoleConn) error {
+			_, err := c.js.Publish(ctx, bus.FingerprintSubject("default", "files"), []byte("fp"))
+			return err
+		}},
+		{"proxy_observes_other_tenant", "proxy", "publish", bus.ListObservationSubject("acme", "files"), func(ctx context.Context, c *natsRoleConn) error {
+			_, err := c.js.Publish(ctx, bus.ListObservationSubject("acme", "files"), []byte("obs"))
+			return err
+		}},
+		{"proxy_watches_other_tenant", "proxy", "publish", "$JS.API.CONSUMER.CREATE.KV_mcpdrift_status.*.$KV.mcpdrift_status.acme.files.*", func(ctx context.Context, c *natsRoleConn) error {
+			kv, err := c.js.KeyValue(natsOpCtx(t, 10*time.Second), bus.BucketStatus)
+			if err != nil {
+				return nil
+			}
+			_, err = kv.Watch(ctx, "acme.files.*")
+			return err
+		}},
+		{"proxy_reads_other_status", "proxy", "publish", "$JS.API.DIRECT.GET.KV_mcpdrift_status.$KV.mcpdrift_status.acme.files.default", func(ctx context.Context, c *natsRoleConn) error {
+			kv, err := c.js.KeyValue(natsOpCtx(t, 10*time.Second), bus.BucketStatus)
+			if err != nil {
+				return nil
+			}
+			_, err = kv.Get(ctx, "acme.files.default")
+			return err
+		}},
+		{"proxy_writes_manifest", "proxy", "publish", "$O.mcpdrift_manifests.C.*", func(ctx context.Context, c *natsRoleConn) error {
+			store, err := c.js.ObjectStore(natsOpCtx(t, 10*time.Second), bus.BucketManifests)
+			if err != nil {
+				return nil
+			}
+			_, err = store.PutBytes(ctx, "sha256-abc", []byte(`{"tools":[{"name":"evil"}]}`))
+			return err
+		}},
+		{"proxy_reads_observations", "proxy", "subscription", "mcpdrift.obs.>", func(ctx context.Context, c *natsRoleConn) error {
+			_, err := c.nc.SubscribeSync("mcpdrift.obs.>")
+			return err
+		}},
+		{"proxy_takes_fingerprint_consumer", "proxy", "publish", "$JS.API.CONSUMER.CREATE.MCPDRIFT_OBS.fingerprint.>", func(ctx context.Context, c *natsRoleConn) error {
+			_, err := c.js.CreateOrUpdateConsumer(ctx, bus.StreamObservations, jetstream.ConsumerConfig{
+				Durable: bus.ConsumerFingerprint, FilterSubject: "mcpdrift.obs.list.>", AckPolicy: jetstream.AckExplicitPolicy})
+			return err
+		}},
+		{"proxy_deletes_stream", "proxy", "publish", "$JS.API.STREAM.DELETE.KV_mcpdrift_status", func(ctx context.Context, c *natsRoleConn) error {
+			return c.js.DeleteKeyValue(ctx, bus.BucketStatus)
+		}},
+		{"fingerprint_writes_status", "fingerprint", "publish", "$KV.mcpdrift_status." + key, func(ctx context.Context, c *natsRoleConn) error {
+			_, err := c.js.Publish(ctx, "$KV.mcpdrift_status."+key, []byte(`{"status":"verified"}`))
+			return err
+		}},
+		{"fingerprint_publishes_verdict", "fingerprint", "publish", bus.VerdictSubject("default", "files"), func(ctx context.Context, c *natsRoleConn) error {
+			_, err := c.js.Publish(ctx, bus.VerdictSubject("default", "files"), []byte(`{}`))
+			return err
+		}},
+		{"audit_writes_status", "audit", "publish", "$KV.mcpdrift_status." + key, func(ctx context.Context, c *natsRoleConn) error {
+			_, err := c.js.Publish(ctx, "$KV.mcpdrift_status."+key, []byte(`{}`))
+			return err
+		}},
+		{"audit_takes_drift_consumer", "audit", "publish", "$JS.API.CONSUMER.CREATE.MCPDRIFT_FP.drift.>", func(ctx context.Context, c *natsRoleConn) error {
+			_, err := c.js.CreateOrUpdateConsumer(ctx, bus.StreamFingerprints, jetstream.ConsumerConfig{
+				Durable: bus.ConsumerDrift, FilterSubject: "mcpdrift.fp.>", AckPolicy: jetstream.AckExplicitPolicy})
+			return err
+		}},
+		{"alerting_publishes_verdict", "alerting", "publish", bus.VerdictSubject("default", "files"), func(ctx context.Context, c *natsRoleConn) error {
+			if err := c.nc.Publish(bus.VerdictSubject("default", "files"), []byte(`{"serve":true}`)); err != nil {
+				return err
+			}
+			return c.nc.Flush()
+		}},
+		{"alerting_reads_observations", "alerting", "subscription", "mcpdrift.obs.>", func(ctx context.Context, c *natsRoleConn) error {
+			_, err := c.nc.SubscribeSync("mcpdrift.obs.>")
+			return err
+		}},
+	}
+	for _, tc := range denied {
+		t.Run(tc.name, func(t *testing.T) {
+			c := d.connect(t, tc.role)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			done := make(chan struct{})
+			// The client's error varies (a timeout, no answer, none for a
+			// plain publish); the server's refusal does not.
+			go func() { _ = tc.do(ctx, c); close(done) }()
+			c.violationLike(t, tc.kind, tc.subject)
+			cancel()
+			<-done
+		})
+	}
+	// Nothing a refused write tried took effect.
+	akv, _ := admin.js.KeyValue(natsOpCtx(t, 10*time.Second), bus.BucketStatus)
+	if e, err := akv.Get(natsOpCtx(t, 10*time.Second), key); err != nil || e.Revision() != rev {
+		t.Fatalf("status %s after the refused writes: %v revision %d, want %d", key, err, e.Revision(), rev)
+	}
+	if got, err := h.Manifests.GetBytes(natsOpCtx(t, 10*time.Second), "sha256-abc"); err != nil || string(got) != string(manifest) {
+		t.Fatalf("manifest after a refused write: %v %q", err, got)
+	}
+
+	// Allowed: alerting follows verdicts, audit consumes them on its own
+	// durable consumer and acks, drift publishes them.
+	alerting := d.connect(t, "alerting")
+	sub, err := alerting.nc.SubscribeSync("mcpdrift.drift.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := alerting.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bus.Publish(natsOpCtx(t, 10*time.Second), drift.js, bus.VerdictSubject("default", "files"), []byte(`{"status":"STATUS_CHANGED"}`), "verdict-1"); err != nil {
+		t.Fatalf("drift publishes a verdict: %v", err)
+	}
+	if m, err := sub.NextMsg(10 * time.Second); err != nil || !strings.Contains(string(m.Data), "STATUS_CHANGED") {
+		t.Fatalf("alerting receives the verdict: %v", err)
+	}
+	audit := d.connect(t, "audit")
+	for _, stream := range []string{bus.StreamObservations, bus.StreamVerdicts, bus.StreamAdmin} {
+		cons, err := audit.js.CreateOrUpdateConsumer(natsOpCtx(t, 10*time.Second), stream, jetstream.ConsumerConfig{
+			Durable: "audit", AckPolicy: jetstream.AckExplicitPolicy})
+		if err != nil {
+			t.Fatalf("audit creates its consumer on %s: %v", stream, err)
+		}
+		if stream == bus.StreamAdmin {
+			continue // empty
+		}
+		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			if err := m.DoubleAck(natsOpCtx(t, 10*time.Second)); err != nil {
+				t.Fatalf("audit acks on %s: %v", stream, err)
+			}
+			n++
+		}
+		if n != 1 {
+			t.Fatalf("audit fetched %d messages from %s, want 1 (%v)", n, stream, batch.Error())
+		}
+	}
+}
