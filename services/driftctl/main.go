@@ -36,6 +36,7 @@ Usage:
   driftctl approve --hash sha256:<hex> TENANT SERVER [VARIANT]
   driftctl quarantine [--reason TEXT] TENANT SERVER [VARIANT]
   driftctl tail
+  driftctl audit drifts|approval-time|refused|approvals|closed [--since DURATION] [--json]
 
 Commands on files:
   fingerprint  print the sha256 fingerprint of a server surface
@@ -51,6 +52,11 @@ token in MCPDRIFT_TOKEN; VARIANT defaults to "default"):
   approve      re-baseline to the live manifest, naming the hash you reviewed
   quarantine   withhold a server until an explicit approve
   tail         follow verdicts as they happen (JSON lines)
+
+Commands against the audit tables in ClickHouse (--clickhouse or
+MCPDRIFT_CLICKHOUSE_ADDR; "driftctl audit --help" lists the queries):
+  audit        servers by drift count, time from drift to approval, refused
+               calls by server and tool, approvals by person, servers closed
 
 Input is a tools/list (or prompts/list, resources/list, templates/list)
 result, a JSON-RPC response carrying one, an initialize result, or a capture:
@@ -98,6 +104,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return runAPI(ctx, args[0], args[1:], getenv, stdout, stderr)
 	case "capture":
 		return runCapture(ctx, args[1:], stdout, stderr)
+	case "audit":
+		return runAudit(ctx, args[1:], getenv, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
