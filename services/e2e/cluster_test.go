@@ -323,6 +323,11 @@ func TestNATSRolePermissions(t *testing.T) {
 				Durable: bus.ConsumerDrift, FilterSubject: "mcpdrift.fp.>", AckPolicy: jetstream.AckExplicitPolicy})
 			return err
 		}},
+		{"audit_takes_other_stream", "audit", "publish", "$JS.API.CONSUMER.CREATE.MCPDRIFT_FP." + bus.ConsumerAuditObservations, func(ctx context.Context, c *natsRoleConn) error {
+			_, err := c.js.CreateOrUpdateConsumer(ctx, bus.StreamFingerprints, jetstream.ConsumerConfig{
+				Durable: bus.ConsumerAuditObservations, AckPolicy: jetstream.AckExplicitPolicy})
+			return err
+		}},
 		{"alerting_publishes_verdict", "alerting", "publish", bus.VerdictSubject("default", "files"), func(ctx context.Context, c *natsRoleConn) error {
 			if err := c.nc.Publish(bus.VerdictSubject("default", "files"), []byte(`{"serve":true}`)); err != nil {
 				return err
@@ -373,9 +378,10 @@ func TestNATSRolePermissions(t *testing.T) {
 		t.Fatalf("alerting receives the verdict: %v", err)
 	}
 	audit := d.connect(t, "audit")
-	for _, stream := range []string{bus.StreamObservations, bus.StreamVerdicts, bus.StreamAdmin} {
+	for stream, durable := range map[string]string{bus.StreamObservations: bus.ConsumerAuditObservations,
+		bus.StreamVerdicts: bus.ConsumerAuditVerdicts, bus.StreamAdmin: bus.ConsumerAuditAdmin} {
 		cons, err := audit.js.CreateOrUpdateConsumer(natsOpCtx(t, 10*time.Second), stream, jetstream.ConsumerConfig{
-			Durable: "audit", AckPolicy: jetstream.AckExplicitPolicy})
+			Durable: durable, AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: -1})
 		if err != nil {
 			t.Fatalf("audit creates its consumer on %s: %v", stream, err)
 		}
