@@ -232,8 +232,8 @@ func insert(ctx context.Context, conn driver.Conn, db string, t table) error {
 // envelope is what decoding needs of a message besides its data.
 type envelope struct {
 	subject string
-	msgID   string // Nats-Msg-Id
-	seq     uint64 // stream sequence
+	msgID   func() string // the Nats-Msg-Id header, parsed only when needed
+	seq     uint64        // stream sequence
 	stamp   time.Time
 }
 
@@ -360,8 +360,8 @@ func (s *Service) decode(env envelope, data []byte, b *batch) *poison {
 // A missing time is the time JetStream stored the message.
 func (s *Service) identity(env envelope, data []byte, eventID string, atMs int64) (string, int64, *poison) {
 	id := eventID
-	if id == "" {
-		id = env.msgID
+	if id == "" && env.msgID != nil {
+		id = env.msgID()
 	}
 	if id == "" {
 		h := sha256.New()

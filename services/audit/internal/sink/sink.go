@@ -390,10 +390,8 @@ func (s *Service) add(ctx context.Context, msg jetstream.Msg, b *batch) {
 		s.log.Warn().Err(err).Str("subject", msg.Subject()).Msg("message without jetstream metadata")
 		return
 	}
-	env := envelope{subject: msg.Subject(), seq: md.Sequence.Stream, stamp: md.Timestamp}
-	if h := msg.Headers(); h != nil {
-		env.msgID = h.Get("Nats-Msg-Id")
-	}
+	env := envelope{subject: msg.Subject(), seq: md.Sequence.Stream, stamp: md.Timestamp,
+		msgID: func() string { return msg.Headers().Get("Nats-Msg-Id") }}
 	if p := s.decode(env, msg.Data(), b); p != nil {
 		s.deadLetter(ctx, msg, md, p)
 		return
