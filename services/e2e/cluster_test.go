@@ -40,6 +40,7 @@ func TestClusterRugPull(t *testing.T) {
 		t.Skip("boots a NATS cluster and runs the commands")
 	}
 	build(t)
+	start := time.Now()
 	d := startNATSCluster(t)
 	admin := d.connect(t, "admin")
 
@@ -64,6 +65,7 @@ func TestClusterRugPull(t *testing.T) {
 	}
 	runService(t, "fingerprint", env("fingerprint")...)
 	runService(t, "drift", append(env("drift"), "MCPDRIFT_ADMIN_ADDR=127.0.0.1:0", "MCPDRIFT_ADMIN_TOKENS=ops:read:ops-token-0123456789")...)
+	t.Logf("%v: cluster up, bus set up, services started", time.Since(start).Round(time.Millisecond))
 	a1 := startProxy(t, d.url("proxy"), "node-1")
 	a2 := startProxy(t, d.url("proxy"), "node-2")
 	a1.init()
@@ -83,30 +85,52 @@ func TestClusterRugPull(t *testing.T) {
 	kvStream := "KV_" + bus.BucketStatus
 	leader := natsStreamLeader(t, admin.js, kvStream)
 	d.kill(t, leader)
-	t.Logf("killed %s, the leader of %s", leader, kvStream)
+	t.Logf("%v: killed %s, the leader of %s", time.Since(start).Round(time.Millisecond), leader, kvStream)
 	natsWaitFor(t, 30*time.Second, "a new leader of "+kvStream, func() (bool, string) {
 		l := natsStreamLeaderNow(admin.js, kvStream)
 		return l != "" && l != leader, l
 	})
 
 	// The rug pull behind proxy 1, with one node of three down.
+	t.Logf("%v: rug pull", time.Since(start).Round(time.Millisecond))
 	a1.call("tools/call", `{"name":"rug","arguments":{}}`)
 	eventually(t, "proxy 1 refuses the poisoned tool", func() (bool, string) {
 		got := a1.call("tools/call", `{"name":"read","arguments":{}}`)
 		return strings.Contains(got, `"isError":true`), got
 	})
-	natsWaitFor(t, 45*time.Second, "proxy 2 withholds the changed server (from the verdict alone)", func() (bool, string) {
-		got := a2.call("tools/call", `{"name":"read","arguments":{}}`)
-		return strings.Contains(got, `"isError":true`) && strings.Contains(got, "server_changed"), got
-	})
-	if got := a2.call("tools/list", "{}"); strings.Contains(got, `"name":"read"`) {
-		t.Fatalf("proxy 2 still lists tools of a changed server: %s", got)
-	}
-	// The status written through the cluster says so, on the surviving nodes.
+	// The pipeline (fingerprint and drift consumers, whose leaders may have
+	// been on the dead node) writes the drift, then proxy 2 learns it.
 	kv, err := admin.js.KeyValue(natsOpCtx(t, 10*time.Second), bus.BucketStatus)
 	if err != nil {
 		t.Fatal(err)
 	}
+	natsWaitFor(t, 60*time.Second, "the drift service records the drift", func() (bool, string) {
+		w, err := kv.Watch(natsOpCtx(t, 5*time.Second), "default.files.*")
+		if err != nil {
+			return false, err.Error()
+		}
+		defer func() { _ = w.Stop() }()
+		var last string
+		for e := range w.Updates() {
+			if e == nil {
+				break // the initial values are all in
+			}
+			if last = string(e.Value()); strings.Contains(last, `"status":"changed"`) {
+				return true, last
+			}
+		}
+		return false, last
+	})
+	t.Logf("%v: status changed", time.Since(start).Round(time.Millisecond))
+	natsWaitFor(t, 30*time.Second, "proxy 2 withholds the changed server (from the verdict alone)", func() (bool, string) {
+		got := a2.call("tools/call", `{"name":"read","arguments":{}}`)
+		return strings.Contains(got, `"isError":true`) && strings.Contains(got, "server_changed"), got
+	})
+	t.Logf("%v: proxy 2 withholds the server", time.Since(start).Round(time.Millisecond))
+	if got := a2.call("tools/list", "{}"); strings.Contains(got, `"name":"read"`) {
+		t.Fatalf("proxy 2 still lists tools of a changed server: %s", got)
+	}
+	// Every status record written through the cluster says so.
 	keys, err := kv.ListKeys(natsOpCtx(t, 10*time.Second))
 	if err != nil {
 		t.Fatal(err)
