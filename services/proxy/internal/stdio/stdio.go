@@ -146,11 +146,11 @@ func (p *Proxy) Serve(ctx context.Context, h Handler, client io.Reader, sig <-ch
 			// End of input: close the child's input and give it time to go.
 			pumpErr = err
 			_ = p.stdin.Close()
-			p.stop(exited)
+			p.stop(exited, sig)
 		case <-exited:
 		case <-ctx.Done():
 			_ = p.stdin.Close()
-			p.stop(exited)
+			p.stop(exited, sig)
 		}
 		break
 	}
@@ -176,18 +176,30 @@ func (p *Proxy) stderrOrDiscard() io.Writer {
 	return p.stderr
 }
 
-// stop waits for the child to exit after its input closed, then terminates it.
-func (p *Proxy) stop(exited <-chan struct{}) {
-	select {
-	case <-exited:
-		return
-	case <-time.After(p.cfg.StopWait):
-	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(p.cfg.StopWait):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+// stop waits for the child to exit after its input closed, then terminates
+// it. Signals keep being passed on meanwhile: an MCP client closes the
+// server's input, waits a little and then sends SIGTERM, and that SIGTERM
+// must reach the server before the client's SIGKILL ends the proxy and
+// leaves the server behind.
+func (p *Proxy) stop(exited <-chan struct{}, sig <-chan os.Signal) {
+	grace := time.NewTimer(p.cfg.StopWait)
+	defer grace.Stop()
+	terminated := false
+	for {
+		select {
+		case <-exited:
+			return
+		case s := <-sig:
+			_ = syscall.Kill(-p.cmd.Process.Pid, s.(syscall.Signal))
+		case <-grace.C:
+			if terminated {
+				_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+				return
+			}
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+			terminated = true
+			grace.Reset(p.cfg.StopWait)
+		}
 	}
 }
 

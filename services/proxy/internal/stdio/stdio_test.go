@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -171,4 +172,52 @@ func TestStdioOversizeFromClient(t *testing.T) {
 	}
 	c.in.Close()
 	<-code
+}
+
+// TestStdioSignalAfterEndOfInput: a server that does not exit at the end of
+// its input gets the signal the client sends afterwards at once, not only
+// when the proxy's own grace period ends (here far beyond the test's wait).
+func TestStdioSignalAfterEndOfInput(t *testing.T) {
+	// The server says when its input ended, then keeps running.
+	script := `cat >/dev/null; echo '{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"input ended"}}'; while :; do sleep 0.05; done`
+	out, outW := io.Pipe()
+	p, err := Start(Config{Command: "sh", Args: []string{"-c", script}, StopWait: time.Hour}, outW, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := session.New(session.Config{Server: "fake"}, gate{approved(toolRead)}, &nopObs{}, p.Pipes().ToClient, p.Pipes().ToServer)
+	in, inW := io.Pipe()
+	sig := make(chan os.Signal, 1)
+	code := make(chan int, 1)
+	go func() {
+		c, _ := p.Serve(context.Background(), s, in, sig)
+		outW.Close()
+		code <- c
+	}()
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	inW.Close() // end of input
+	select {
+	case l := <-lines:
+		if !strings.Contains(l, "input ended") {
+			t.Fatalf("from the server: %s", l)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server's input was not closed at the end of the client's input")
+	}
+	sig <- syscall.SIGTERM // what an MCP client sends when the server does not exit
+	select {
+	case c := <-code:
+		if c != 128+int(syscall.SIGTERM) {
+			t.Fatalf("exit code %d, want %d (the server, ended by SIGTERM)", c, 128+int(syscall.SIGTERM))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("SIGTERM after the end of input did not reach the server within 10s (its grace period is an hour)")
+	}
 }
