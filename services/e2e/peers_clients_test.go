@@ -99,6 +99,7 @@ func (goClient) run(t *testing.T, ep endpoint, roots []string, steps []step) tra
 		cmd := exec.Command(ep.Command[0], ep.Command[1:]...)
 		cmd.Env = append(os.Environ(), ep.Env...)
 		cmd.Stderr = stderr
+		cmd.WaitDelay = orphanWait
 		tr = &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
 	default:
 		t.Fatalf("go-sdk client: no %s transport in this harness yet", ep.Transport)
@@ -114,7 +115,6 @@ func (goClient) run(t *testing.T, ep endpoint, roots []string, steps []step) tra
 	if err != nil {
 		t.Fatalf("go-sdk client: connecting: %v\n%s", err, stderr)
 	}
-	defer cs.Close()
 	out := transcript{}
 	if out.Initialize, err = json.Marshal(cs.InitializeResult()); err != nil {
 		t.Fatal(err)
@@ -133,6 +133,13 @@ func (goClient) run(t *testing.T, ep endpoint, roots []string, steps []step) tra
 			t.Fatal(err)
 		}
 		out.Steps = append(out.Steps, rec)
+	}
+	// Close ends the server as the spec says: input closed, SIGTERM, SIGKILL.
+	// An exit status is the server's business; anything else means the
+	// process or one it started did not go.
+	var exit *exec.ExitError
+	if err := cs.Close(); err != nil && !errors.As(err, &exit) {
+		t.Errorf("go-sdk client: closing the session: %v%s\n%s", err, orphanHint(err), stderr)
 	}
 	return out
 }

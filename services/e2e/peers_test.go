@@ -357,6 +357,7 @@ func TestPeers(t *testing.T) {
 	clients := []client{tsClient{n}, goClient{}, inspectorClient{n}}
 	for _, pr := range []peer{everything, filesystem} {
 		t.Run(pr.name, func(t *testing.T) {
+			t.Parallel() // the servers are independent; most of a session is waiting
 			via := proxyRoute(p, pr.name, t.TempDir())
 			for _, c := range clients {
 				t.Run(c.name(), func(t *testing.T) {
