@@ -7,6 +7,7 @@ require github.com/go-json-experiment/json v1.27.2
 require github.com/gowebpki/jcs v1.0.2
 
 require (
+	github.com/ClickHouse/clickhouse-go/v2 v2.50.0
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/mcpdrift/mcpdrift/proto v0.0.0-00010101000000-000000000000
 	github.com/modelcontextprotocol/go-sdk v1.8.0
@@ -19,7 +20,6 @@ require (
 
 require (
 	github.com/ClickHouse/ch-go v0.74.0 // indirect
-	github.com/ClickHouse/clickhouse-go/v2 v2.50.0 // indirect
 	github.com/andybalholm/brotli v1.2.6 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/go-faster/city v1.0.1 // indirect

@@ -231,6 +231,12 @@ func ToolError(id []byte, code, text string) []byte {
 
 // ErrorResponse returns a JSON-RPC error response with the request's id.
 func ErrorResponse(id []byte, code int, message string) []byte {
+	return ErrorResponseData(id, code, message, "")
+}
+
+// ErrorResponseData is ErrorResponse with a stable mcpdrift code in the
+// error's data ({"mcpdrift/code": ...}) when stable is not empty.
+func ErrorResponseData(id []byte, code int, message, stable string) []byte {
 	if len(id) == 0 {
 		id = []byte("null")
 	}
@@ -241,6 +247,11 @@ func ErrorResponse(id []byte, code int, message string) []byte {
 	b = strconv.AppendInt(b, int64(code), 10)
 	b = append(b, `,"message":`...)
 	b = canonjson.AppendString(b, message)
+	if stable != "" {
+		b = append(b, `,"data":{"mcpdrift/code":`...)
+		b = canonjson.AppendString(b, stable)
+		b = append(b, '}')
+	}
 	b = append(b, `}}`...)
 	return b
 }

@@ -71,6 +71,9 @@ type Config struct {
 	// HTTP) is decided against the listing the proxy made itself, in that
 	// session's variant, and what this one sees is not published.
 	Follow *Session
+	// OwnMeta, when set, is the _meta object of the proxy's own requests
+	// (a 2026-07-28 request names its protocol version there).
+	OwnMeta []byte
 }
 
 // Session is one client connection. Its methods are safe for concurrent use
@@ -95,7 +98,7 @@ type Session struct {
 	declared  []surface.Kind            // the listings the server's capabilities announce
 	lastTools map[string]surface.Digest // the last complete tools listing
 	drifted   bool                      // that listing differed from the baseline ...
-	driftBase string                    // ... whose hash was this
+	driftBase string                    // ... whose hash was this ("" not judged yet)
 }
 
 type pendingReq struct {
@@ -409,6 +412,9 @@ func (s *Session) listPage(ctx context.Context, k surface.Kind, m *jsonrpc.Messa
 		return m.Raw, nil // an error answer: nothing listed
 	}
 	items, last, err := s.addPage(k, m.Result)
+	if last {
+		s.finishListing(k) // published before waiting for a verdict on it
+	}
 	v, ok := s.view(ctx, s.currentVariant())
 	serve := ok && v.Serve
 	keep := map[string]bool{}
@@ -419,8 +425,10 @@ func (s *Session) listPage(ctx context.Context, k surface.Kind, m *jsonrpc.Messa
 			}
 		}
 	}
-	if last {
-		s.finishListing(k, v, ok)
+	if f := s.cfg.Follow; f != nil && last && k == surface.KindTool && s.driftedFrom(v, ok) {
+		// A client's listing shows what the leader's last did not: the
+		// leader looks again, so the pipeline hears of the change.
+		_ = f.relist(surface.KindTool, "")
 	}
 	out, _, ferr := jsonrpc.FilterList(m, k.ListKey(), nameKey[k], func(name string, _ []byte) bool { return keep[name] })
 	if ferr != nil {
@@ -466,8 +474,11 @@ func (s *Session) addPage(k surface.Kind, result []byte) ([]surface.PageItem, bo
 	return items, cursor == "" || len(s.pages[k]) >= s.cfg.MaxPages, nil
 }
 
-// finishListing publishes the complete listing and notes drift at once.
-func (s *Session) finishListing(k surface.Kind, v View, known bool) {
+// finishListing publishes the complete listing; whether its tools drifted
+// from the baseline is judged at the next decision (driftedFrom), so that
+// publishing never waits for a verdict, which on first sight waits for
+// this very listing.
+func (s *Session) finishListing(k surface.Kind) {
 	s.mu.Lock()
 	if s.builders[k] != nil {
 		s.complete[k] = s.pages[k]
@@ -478,24 +489,17 @@ func (s *Session) finishListing(k surface.Kind, v View, known bool) {
 			for _, it := range sf.Of(surface.KindTool) {
 				s.lastTools[it.Name] = it.Hash
 			}
-			s.drifted, s.driftBase = known && !sameTools(s.lastTools, v), v.BaselineHash
+			s.drifted, s.driftBase = false, ""
 		} else if k == surface.KindTool {
-			s.lastTools, s.drifted, s.driftBase = nil, true, v.BaselineHash
+			s.lastTools, s.drifted = nil, true
 		}
 	} else if k == surface.KindTool {
-		s.lastTools, s.drifted, s.driftBase = nil, true, v.BaselineHash
+		s.lastTools, s.drifted = nil, true
 	}
 	s.builders[k] = nil
-	if f := s.cfg.Follow; f != nil {
-		// Not published: the session followed lists for itself. A listing
-		// that drifted from the baseline makes it look again, so the
-		// pipeline hears of the change even if no one else lists.
-		relist := k == surface.KindTool && s.drifted
+	if s.cfg.Follow != nil {
 		s.mu.Unlock()
-		if relist {
-			_ = f.relist(surface.KindTool, "")
-		}
-		return
+		return // not published: the session followed lists for itself
 	}
 	for _, d := range s.declared {
 		if s.complete[d] == nil {
@@ -512,12 +516,13 @@ func (s *Session) finishListing(k surface.Kind, v View, known bool) {
 }
 
 // driftedFrom reports whether the last complete tools listing differs from
-// the baseline in v, judging again when the baseline moved (an approval)
-// since it was last judged.
+// the baseline in v, judging it when it is new or the baseline moved (an
+// approval) since it was last judged. A listing that could not be read
+// counts as drift.
 func (s *Session) driftedFrom(v View, known bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if known && s.lastTools != nil && v.BaselineHash != s.driftBase {
+	if known && v.Items != nil && s.lastTools != nil && v.BaselineHash != s.driftBase {
 		s.drifted, s.driftBase = !sameTools(s.lastTools, v), v.BaselineHash
 	}
 	return s.drifted
@@ -588,11 +593,17 @@ func (s *Session) relist(k surface.Kind, cursor string) error {
 		s.startListing(k)
 	}
 	s.mu.Unlock()
-	params := "{}"
-	if cursor != "" {
-		params = `{"cursor":` + string(canonjson.AppendString(nil, cursor)) + `}`
+	b := []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":{`)
+	if s.cfg.OwnMeta != nil {
+		b = append(append(b, `"_meta":`...), s.cfg.OwnMeta...)
 	}
-	return s.toServer([]byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":` + params + `}`))
+	if cursor != "" {
+		if s.cfg.OwnMeta != nil {
+			b = append(b, ',')
+		}
+		b = canonjson.AppendString(append(b, `"cursor":`...), cursor)
+	}
+	return s.toServer(append(b, "}}"...))
 }
 
 func (s *Session) ownResponse(ctx context.Context, p pendingReq, m *jsonrpc.Message) error {
@@ -603,11 +614,7 @@ func (s *Session) ownResponse(ctx context.Context, p pendingReq, m *jsonrpc.Mess
 	if err == nil && !last {
 		return s.relist(p.kind, nextCursor(m.Result))
 	}
-	s.mu.Lock()
-	variant := s.variant
-	s.mu.Unlock()
-	v, ok := s.view(ctx, variant)
-	s.finishListing(p.kind, v, ok)
+	s.finishListing(p.kind)
 	return nil
 }
 
