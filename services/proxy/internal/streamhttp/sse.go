@@ -141,4 +141,3 @@ func appendIDOnly(dst []byte, ev *event) []byte {
 	dst = append(dst, ev.ID...)
 	return append(dst, "\n\n"...)
 }
-
