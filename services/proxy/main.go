@@ -1,11 +1,16 @@
-// Command proxy is the mcpdrift MCP proxy, stdio transport: an agent runs it
-// in place of an MCP server,
+// Command proxy is the mcpdrift MCP proxy. On stdio an agent runs it in
+// place of an MCP server,
 //
 //	proxy --server-id fs -- npx -y @modelcontextprotocol/server-filesystem /data
 //
-// and the proxy runs the server, forwards every message as the original
-// bytes, publishes what the server advertises and every tools/call to NATS,
-// and withholds what the drift service has not approved (fail closed).
+// and the proxy runs the server; on HTTP it fronts one or more remote MCP
+// servers, each under its own server id,
+//
+//	proxy --listen 127.0.0.1:8080 --upstream search=https://mcp.example.com/mcp --upstream old=sse:http://10.0.0.5/sse
+//
+// Either way it forwards every message as the original bytes, publishes
+// what each server advertises and every tools/call to NATS, and withholds
+// what the drift service has not approved (fail closed).
 package main
 
 import (
@@ -14,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -55,16 +61,53 @@ type Config struct {
 	FirstSightWait time.Duration
 	LogLevel       zerolog.Level
 	Command        []string
+	Listen         string     // HTTP mode: the address to serve on
+	Upstreams      []upstream // HTTP mode: the servers fronted
 }
 
-const usage = `proxy: the mcpdrift MCP proxy (stdio)
+// upstream is one --upstream ID=URL (Streamable HTTP) or ID=sse:URL
+// (HTTP+SSE, 2024-11-05).
+type upstream struct {
+	ID, URL string
+	SSE     bool
+}
 
-Usage: proxy --server-id ID [flags] -- COMMAND [ARGS...]
+type upstreamList []upstream
 
-The agent speaks MCP to this process on stdin and stdout; the proxy runs
-COMMAND as the upstream server. Tools the drift service has not approved are
-withheld from listings and their calls refused with an MCP tool error. Logs go
-to stderr. Every flag can also be set by the environment variable shown.
+func (l *upstreamList) String() string { return "" }
+
+func (l *upstreamList) Set(v string) error {
+	for _, one := range strings.Split(v, ",") {
+		id, u, ok := strings.Cut(strings.TrimSpace(one), "=")
+		if !ok || id == "" || u == "" {
+			return fmt.Errorf("upstream %q: want ID=URL or ID=sse:URL", one)
+		}
+		up := upstream{ID: id, URL: u}
+		if rest, ok := strings.CutPrefix(u, "sse:"); ok {
+			up.URL, up.SSE = rest, true
+		}
+		*l = append(*l, up)
+	}
+	return nil
+}
+
+const usage = `proxy: the mcpdrift MCP proxy
+
+Usage: proxy --server-id ID [flags] -- COMMAND [ARGS...]        (stdio)
+       proxy --listen ADDR --upstream ID=URL [--upstream ...]  (HTTP)
+
+stdio: the agent speaks MCP to this process on stdin and stdout; the proxy
+runs COMMAND as the upstream server.
+
+HTTP: the proxy serves each upstream under its server id: Streamable HTTP at
+http://ADDR/ID/mcp (sessions, and the stateless 2026-07-28 protocol) for
+--upstream ID=URL, and HTTP+SSE (2024-11-05) at http://ADDR/ID/sse for
+--upstream ID=sse:URL. /healthz answers while the proxy runs; /readyz once
+it is connected to NATS.
+
+Tools the drift service has not approved are withheld from listings and
+their calls refused with an MCP tool error. Logs go to stderr. Every flag
+can also be set by the environment variable shown.
 
 Flags:
 `
@@ -94,24 +137,48 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	outbox := fs.String("outbox-dir", env("MCPDRIFT_OUTBOX_DIR", defaultOutbox), "where events wait while NATS is unreachable (MCPDRIFT_OUTBOX_DIR)")
 	wait := fs.Duration("first-sight-wait", durationEnv(getenv, "MCPDRIFT_FIRST_SIGHT_WAIT", 2*time.Second), "how long a decision waits for a verdict on a server never seen (MCPDRIFT_FIRST_SIGHT_WAIT)")
 	logLevel := fs.String("log-level", env("MCPDRIFT_LOG_LEVEL", "warn"), "log `level` (MCPDRIFT_LOG_LEVEL)")
+	listen := fs.String("listen", env("MCPDRIFT_LISTEN", ""), "HTTP mode: serve on this `address`, e.g. 127.0.0.1:8080 (MCPDRIFT_LISTEN)")
+	var ups upstreamList
+	fs.Var(&ups, "upstream", "HTTP mode: an upstream `ID=URL` (Streamable HTTP) or ID=sse:URL (HTTP+SSE); repeat for several (MCPDRIFT_UPSTREAMS, comma-separated)")
+	if v := getenv("MCPDRIFT_UPSTREAMS"); v != "" {
+		if err := ups.Set(v); err != nil {
+			return Config{}, err
+		}
+	}
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
 	cfg := Config{Tenant: *tenant, ServerID: *server, ProxyID: *proxyID, NATSURL: *natsURL, NATSCreds: *creds,
-		OutboxDir: *outbox, FirstSightWait: *wait, Command: fs.Args()}
+		OutboxDir: *outbox, FirstSightWait: *wait, Command: fs.Args(), Listen: *listen, Upstreams: ups}
 	var errs []error
-	if cfg.ServerID == "" {
-		errs = append(errs, errors.New("--server-id is required"))
+	ids := [][2]string{{"tenant", cfg.Tenant}, {"server", cfg.ServerID}, {"proxy", cfg.ProxyID}}
+	if cfg.Listen == "" {
+		if cfg.ServerID == "" {
+			errs = append(errs, errors.New("--server-id is required"))
+		}
+		if len(cfg.Command) == 0 {
+			errs = append(errs, errors.New("no upstream command: give it after --"))
+		}
+		if len(cfg.Upstreams) > 0 {
+			errs = append(errs, errors.New("--upstream needs --listen (HTTP mode)"))
+		}
+	} else {
+		if len(cfg.Command) > 0 || cfg.ServerID != "" {
+			errs = append(errs, errors.New("HTTP mode (--listen) takes its servers from --upstream, not --server-id or a command"))
+		}
+		if len(cfg.Upstreams) == 0 {
+			errs = append(errs, errors.New("HTTP mode needs at least one --upstream ID=URL"))
+		}
+		for _, u := range cfg.Upstreams {
+			ids = append(ids, [2]string{"server", u.ID})
+		}
 	}
-	for _, id := range [][2]string{{"tenant", cfg.Tenant}, {"server", cfg.ServerID}, {"proxy", cfg.ProxyID}} {
+	for _, id := range ids {
 		if id[1] != "" {
 			if err := bus.ValidID(id[0], id[1]); err != nil {
 				errs = append(errs, err)
 			}
 		}
-	}
-	if len(cfg.Command) == 0 {
-		errs = append(errs, errors.New("no upstream command: give it after --"))
 	}
 	if cfg.FirstSightWait <= 0 {
 		errs = append(errs, errors.New("--first-sight-wait must be positive"))
@@ -144,7 +211,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if err != nil {
 		return 2, err
 	}
-	log := zerolog.New(stderr).Level(cfg.LogLevel).With().Timestamp().Str("service", "proxy").Str("server", cfg.ServerID).Logger()
+	log := zerolog.New(stderr).Level(cfg.LogLevel).With().Timestamp().Str("service", "proxy").Logger()
+	if cfg.ServerID != "" {
+		log = log.With().Str("server", cfg.ServerID).Logger()
+	}
 
 	// NATS may be down: the proxy starts anyway, fails closed on what it
 	// does not know, and spools its events.
@@ -155,12 +225,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	nc, err := nats.Connect(cfg.NATSURL, opts...)
 	if err != nil {
-		return 2, fmt.Errorf("connecting to NATS at %s: %w", cfg.NATSURL, err)
+		return 2, fmt.Errorf("connecting to NATS at %s: %w", redactURL(cfg.NATSURL), err)
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return 2, err
+	}
+	if cfg.Listen != "" {
+		return serveHTTP(ctx, cfg, nc, js, log, stderr)
 	}
 	gate, err := fleet.NewGate(ctx, js, cfg.Tenant, cfg.ServerID, log)
 	if err != nil {
@@ -205,4 +278,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return code, fmt.Errorf("serving: %w", serveErr)
 	}
 	return code, nil
+}
+
+// redactURL hides a password in a NATS URL for logs and errors.
+func redactURL(raw string) string {
+	var out []string
+	for _, one := range strings.Split(raw, ",") {
+		if u, err := url.Parse(strings.TrimSpace(one)); err == nil && u.User != nil {
+			out = append(out, u.Redacted())
+			continue
+		}
+		out = append(out, one)
+	}
+	return strings.Join(out, ",")
 }

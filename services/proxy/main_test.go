@@ -21,6 +21,12 @@ func TestConfig(t *testing.T) {
 		{"no_server_id", []string{"--", "true"}, nil, 2, "--server-id is required"},
 		{"no_command", []string{"--server-id", "fs"}, nil, 2, "no upstream command"},
 		{"bad_id", []string{"--server-id", "a.b", "--", "true"}, nil, 2, "invalid_id"},
+		{"http_no_upstream", []string{"--listen", "127.0.0.1:0"}, nil, 2, "at least one --upstream"},
+		{"http_and_command", []string{"--listen", "127.0.0.1:0", "--upstream", "a=http://x/mcp", "--", "true"}, nil, 2, "HTTP mode (--listen) takes its servers from --upstream"},
+		{"upstream_without_listen", []string{"--server-id", "fs", "--upstream", "a=http://x/mcp", "--", "true"}, nil, 2, "--upstream needs --listen"},
+		{"bad_upstream", []string{"--listen", "127.0.0.1:0", "--upstream", "nourl"}, nil, 2, "want ID=URL"},
+		{"bad_upstream_id", []string{"--listen", "127.0.0.1:0", "--upstream", "a.b=http://x/mcp"}, nil, 2, "invalid_id"},
+		{"bad_upstream_env", []string{"--listen", "127.0.0.1:0"}, map[string]string{"MCPDRIFT_UPSTREAMS": "a=http://x/mcp,broken"}, 2, "want ID=URL"},
 		{"bad_wait_env", []string{"--server-id", "fs", "--", "true"}, map[string]string{"MCPDRIFT_FIRST_SIGHT_WAIT": "soon"}, 2, "first-sight-wait"},
 	}
 	for _, tt := range tests {
