@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
-	"io"
 	"os/signal"
 	"path/filepath"
 	"sync"
@@ -91,7 +91,7 @@ func serveHTTP(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetS
 	if err != nil {
 		return 2, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, }
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	log.Info().Str("listen", ln.Addr().String()).Int("upstreams", len(ups)).Msg("serving")
 	fmt.Fprintf(stderr, "proxy: serving %d upstream(s) on http://%s/<server-id>/mcp\n", len(ups), ln.Addr())
 	served := make(chan error, 1)
