@@ -45,6 +45,7 @@ type settings struct {
 	natsURL   string
 	natsCreds string
 	replicas  int
+	busSetup  string
 	logLevel  string
 	chAddr    string
 	chUser    string
@@ -60,12 +61,13 @@ type option struct {
 }
 
 func options(s *settings) []option {
-	s.natsURL, s.replicas, s.logLevel, s.svc = "nats://127.0.0.1:4222", 1, "info", sink.DefaultConfig
+	s.natsURL, s.replicas, s.busSetup, s.logLevel, s.svc = "nats://127.0.0.1:4222", 1, "create", "info", sink.DefaultConfig
 	s.chAddr, s.chUser = "127.0.0.1:9000", "default"
 	return []option{
 		{"nats-url", "MCPDRIFT_NATS_URL", "URL", "NATS server URLs, comma-separated", (*stringValue)(&s.natsURL)},
 		{"nats-creds", "MCPDRIFT_NATS_CREDS", "FILE", "NATS credentials file (.creds) for this role", (*stringValue)(&s.natsCreds)},
 		{"replicas", "MCPDRIFT_REPLICAS", "N", "replicas of the streams and buckets it creates: 1 on a single node, 3 in a cluster", (*intValue)(&s.replicas)},
+		{"bus-setup", "MCPDRIFT_BUS_SETUP", "MODE", "create: create or update the streams and buckets at start (needs the NATS admin's rights); check: only check that the streams it reads exist (the audit role's rights suffice)", (*stringValue)(&s.busSetup)},
 		{"log-level", "MCPDRIFT_LOG_LEVEL", "LEVEL", "debug, info, warn or error", (*stringValue)(&s.logLevel)},
 		{"clickhouse-addr", "MCPDRIFT_CLICKHOUSE_ADDR", "HOST:PORT", "ClickHouse native protocol addresses, comma-separated", (*stringValue)(&s.chAddr)},
 		{"clickhouse-user", "MCPDRIFT_CLICKHOUSE_USER", "NAME", "ClickHouse user (password in MCPDRIFT_CLICKHOUSE_PASSWORD)", (*stringValue)(&s.chUser)},
@@ -157,6 +159,9 @@ func (s *settings) validate() (zerolog.Level, error) {
 	if s.natsURL == "" {
 		errs = append(errs, errors.New("nats url is empty"))
 	}
+	if s.busSetup != "create" && s.busSetup != "check" {
+		errs = append(errs, fmt.Errorf("bus setup %q: want create or check", s.busSetup))
+	}
 	if s.chAddr == "" {
 		errs = append(errs, errors.New("clickhouse address is empty"))
 	}
@@ -220,7 +225,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return fmt.Errorf("jetstream: %w", err)
 	}
 	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	_, err = bus.Setup(setupCtx, js, bus.Config{Replicas: s.replicas})
+	if s.busSetup == "check" {
+		// A least-privilege role: the administrator ran the bus setup
+		// (docs/deployment.md); only look that the streams are there.
+		for _, name := range []string{bus.StreamObservations, bus.StreamVerdicts, bus.StreamAdmin} {
+			if _, err = js.Stream(setupCtx, name); err != nil {
+				err = fmt.Errorf("checking stream %s (run the bus setup first): %w", name, err)
+				break
+			}
+		}
+	} else {
+		_, err = bus.Setup(setupCtx, js, bus.Config{Replicas: s.replicas})
+	}
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
