@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -134,7 +135,17 @@ func (e *env) consumerInfo(durable, stream string) *jetstream.ConsumerInfo {
 // settled reports whether the consumer acked (or terminated) everything in
 // its stream.
 func (e *env) settled(k Consumer) bool {
-	info := e.consumerInfo(k.Durable, k.Stream)
+	c, err := e.bus.JS.Consumer(context.Background(), k.Stream, k.Durable)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return false // the sink has not made it yet
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	info, err := c.Info(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	si, err := e.bus.JS.Stream(context.Background(), k.Stream)
 	if err != nil {
 		e.t.Fatal(err)
