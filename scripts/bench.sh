@@ -49,6 +49,7 @@ echo "== tools/call through the stdio proxy vs direct, same run (goals: +50 us p
 go test ./e2e/ -run '^$' -bench BenchmarkStdioProxyOverhead -benchtime 1x -count 3 | grep '^Benchmark' |
   awk '{ for (i=3;i<=NF;i++) { if ($(i+1)=="added-p50-us") a50=$i; if ($(i+1)=="added-p99-us") a99=$i; if ($(i+1)=="throughput-ratio-c32") r=$i }
          print "  added p50 " a50 " us, added p99 " a99 " us, throughput ratio at c32 " r }'
+go test ./proxy/internal/streamhttp/ -run '^$' -bench BenchmarkHTTPProxyOverhead -benchtime 1x -count 3 | grep '^Benchmark' | awk '{ for (i=3;i<=NF;i++) { if ($(i+1)=="added-p50-us") a50=$i; if ($(i+1)=="added-p99-us") a99=$i; if ($(i+1)=="throughput-ratio") r=$i }; print "  " $1 " (Streamable HTTP proxy): added p50 " a50 " us, added p99 " a99 " us, throughput ratio at c32 " r }'
 
 echo
 echo "== audit sink: events/s from JetStream into ClickHouse, as a ratio of a raw clickhouse-go batch insert of the same rows (goals >= 0.6, >= 100000/s)"

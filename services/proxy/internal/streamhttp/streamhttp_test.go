@@ -152,7 +152,13 @@ type rig struct {
 	mode     mode
 }
 
-func newRig(t *testing.T, m mode) *rig {
+func newRig(t testing.TB, m mode) *rig {
+	t.Helper()
+	return newRigLog(t, m, zerolog.New(zerolog.NewTestWriter(t)))
+}
+
+// newRigLog is newRig with the proxy logging to log.
+func newRigLog(t testing.TB, m mode, log zerolog.Logger) *rig {
 	t.Helper()
 	r := &rig{server: newMCPServer(), gate: newTofu(), mode: m}
 	get := func(*http.Request) *mcp.Server { return r.server }
@@ -167,7 +173,7 @@ func newRig(t *testing.T, m mode) *rig {
 		r.direct = up.SSEURL
 	}
 	t.Cleanup(r.upstream.Close)
-	p, err := New(Config{Relist: 200 * time.Millisecond, Log: zerolog.New(zerolog.NewTestWriter(t))}, []Upstream{up})
+	p, err := New(Config{Relist: 200 * time.Millisecond, Log: log}, []Upstream{up})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,13 +188,20 @@ func newRig(t *testing.T, m mode) *rig {
 	return r
 }
 
-func (r *rig) connect(t *testing.T, endpoint string) *mcp.ClientSession {
+func (r *rig) connect(t testing.TB, endpoint string) *mcp.ClientSession {
+	t.Helper()
+	return r.connectWith(t, endpoint, nil)
+}
+
+// connectWith is connect with the client's own HTTP client (nil: the
+// SDK's default).
+func (r *rig) connectWith(t testing.TB, endpoint string, hc *http.Client) *mcp.ClientSession {
 	t.Helper()
 	var tr mcp.Transport
 	if r.mode.opts != nil {
-		tr = &mcp.StreamableClientTransport{Endpoint: endpoint}
+		tr = &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc}
 	} else {
-		tr = &mcp.SSEClientTransport{Endpoint: endpoint}
+		tr = &mcp.SSEClientTransport{Endpoint: endpoint, HTTPClient: hc}
 	}
 	// The SSE transport's stream lives as long as the context given to
 	// Connect: the session's own lifetime bounds it (closed at cleanup).
