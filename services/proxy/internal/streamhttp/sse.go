@@ -32,7 +32,7 @@ type sseReader struct {
 }
 
 func newSSEReader(r io.Reader, max int) *sseReader {
-	return &sseReader{br: bufio.NewReaderSize(r, 64<<10), max: max}
+	return &sseReader{br: bufio.NewReaderSize(r, 4<<10), max: max} // longer lines are read in pieces
 }
 
 // next returns the next event; comment-only and empty events come back too
