@@ -251,7 +251,7 @@ var (
 			return endpoint{Transport: transportStdio,
 				Command: []string{"node", n.bin(t, "@modelcontextprotocol/server-everything"), "stdio"}}
 		},
-		session: func(string) []step {
+		session: func(dir string) []step {
 			return []step{
 				{Method: "tools/list", contains: `"get-sum"`, inspector: true},
 				{Method: "tools/call", Params: params(map[string]any{"name": "echo", "arguments": map[string]any{"message": "hello through mcpdrift"}}),
@@ -265,6 +265,10 @@ var (
 					contains: "structuredContent"},
 				{Method: "tools/call", Params: params(map[string]any{"name": "get-tiny-image", "arguments": map[string]any{}}),
 					contains: `"image/png"`},
+				// The server asks the client for its roots (a server-to-client
+				// request) and lists them.
+				{Method: "tools/call", Params: params(map[string]any{"name": "get-roots-list", "arguments": map[string]any{}}),
+					contains: "URI: file://" + dir},
 				{Method: "prompts/list", contains: `"args-prompt"`, inspector: true},
 				{Method: "prompts/get", Params: params(map[string]any{"name": "args-prompt", "arguments": map[string]any{"city": "Lisbon", "state": "Lisboa"}}),
 					contains: "Lisbon, Lisboa", inspector: true},
@@ -282,6 +286,7 @@ var (
 				{Method: "ping"},
 			}
 		},
+		roots: func(dir string) []string { return []string{"file://" + dir} },
 		// Dynamic resources carry the time they were made (toLocaleTimeString).
 		normalize: []replacement{{regexp.MustCompile(`created at \d{1,2}:\d{2}:\d{2}(\s?[AP]M)?`), "created at <time>"}},
 	}
