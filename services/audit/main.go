@@ -8,15 +8,12 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -28,6 +25,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/audit/internal/schema"
 	"github.com/mcpdrift/mcpdrift/services/audit/internal/sink"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/options"
 )
 
 func main() {
@@ -54,45 +52,40 @@ type settings struct {
 	svc       sink.Config
 }
 
-// option is one setting, as a flag and an environment variable.
-type option struct {
-	flag, env, arg, usage string
-	value                 flag.Value
-}
-
-func options(s *settings) []option {
+func settingsOptions(s *settings) []options.Option {
 	s.natsURL, s.replicas, s.busSetup, s.logLevel, s.svc = "nats://127.0.0.1:4222", 1, "create", "info", sink.DefaultConfig
 	s.chAddr, s.chUser = "127.0.0.1:9000", "default"
-	return []option{
-		{"nats-url", "MCPDRIFT_NATS_URL", "URL", "NATS server URLs, comma-separated", (*stringValue)(&s.natsURL)},
-		{"nats-creds", "MCPDRIFT_NATS_CREDS", "FILE", "NATS credentials file (.creds) for this role", (*stringValue)(&s.natsCreds)},
-		{"replicas", "MCPDRIFT_REPLICAS", "N", "replicas of the streams and buckets it creates: 1 on a single node, 3 in a cluster", (*intValue)(&s.replicas)},
-		{"bus-setup", "MCPDRIFT_BUS_SETUP", "MODE", "create: create or update the streams and buckets at start (needs the NATS admin's rights); check: only check that the streams it reads exist (the audit role's rights suffice)", (*stringValue)(&s.busSetup)},
-		{"log-level", "MCPDRIFT_LOG_LEVEL", "LEVEL", "debug, info, warn or error", (*stringValue)(&s.logLevel)},
-		{"clickhouse-addr", "MCPDRIFT_CLICKHOUSE_ADDR", "HOST:PORT", "ClickHouse native protocol addresses, comma-separated", (*stringValue)(&s.chAddr)},
-		{"clickhouse-user", "MCPDRIFT_CLICKHOUSE_USER", "NAME", "ClickHouse user (password in MCPDRIFT_CLICKHOUSE_PASSWORD)", (*stringValue)(&s.chUser)},
-		{"database", "MCPDRIFT_AUDIT_DATABASE", "NAME", "ClickHouse database of the audit tables; created when missing", (*stringValue)(&s.svc.Database)},
-		{"retention-days", "MCPDRIFT_AUDIT_RETENTION_DAYS", "N", "TTL of raw events set when the tables are created (ClickHouse 19.6+); 0 keeps everything", (*intValue)(&s.retention)},
-		{"arguments", "MCPDRIFT_AUDIT_ARGUMENTS", "MODE", "tool-call arguments: digest (the digest only) or full (also the arguments, known secrets redacted)", (*stringValue)(&s.svc.Arguments)},
-		{"batch-size", "MCPDRIFT_AUDIT_BATCH_SIZE", "N", "rows written in one batch", (*intValue)(&s.svc.BatchSize)},
-		{"batch-age", "MCPDRIFT_AUDIT_BATCH_AGE", "DURATION", "longest wait of a row before its batch is written", (*durationValue)(&s.svc.BatchAge)},
-		{"prefetch", "MCPDRIFT_AUDIT_PREFETCH", "N", "messages each consumer buffers ahead", (*intValue)(&s.svc.Prefetch)},
-		{"ack-wait", "MCPDRIFT_AUDIT_ACK_WAIT", "DURATION", "redelivery wait of a message no instance settled (a crash)", (*durationValue)(&s.svc.AckWait)},
-		{"max-ack-pending", "MCPDRIFT_AUDIT_MAX_ACK_PENDING", "N", "messages in flight per consumer over all instances; at least two batches", (*intValue)(&s.svc.MaxAckPending)},
-		{"retry-delay", "MCPDRIFT_AUDIT_RETRY_DELAY", "DURATION", "first wait after a failed write; doubles per attempt", (*durationValue)(&s.svc.RetryDelay)},
-		{"max-retry-delay", "MCPDRIFT_AUDIT_MAX_RETRY_DELAY", "DURATION", "longest wait between write attempts", (*durationValue)(&s.svc.MaxRetryDelay)},
-		{"write-timeout", "MCPDRIFT_AUDIT_WRITE_TIMEOUT", "DURATION", "bound on one write attempt; below --ack-wait", (*durationValue)(&s.svc.WriteTimeout)},
-		{"drain-timeout", "MCPDRIFT_AUDIT_DRAIN_TIMEOUT", "DURATION", "bound on writing what it holds at shutdown", (*durationValue)(&s.svc.DrainTimeout)},
+	return []options.Option{
+		options.Opt("nats-url", "MCPDRIFT_NATS_URL", "URL", "NATS server URLs, comma-separated", options.String(&s.natsURL)),
+		options.Opt("nats-creds", "MCPDRIFT_NATS_CREDS", "FILE", "NATS credentials file (.creds) for this role", options.String(&s.natsCreds)),
+		options.Opt("replicas", "MCPDRIFT_REPLICAS", "N", "replicas of the streams and buckets it creates: 1 on a single node, 3 in a cluster", options.Int(&s.replicas)),
+		options.Opt("bus-setup", "MCPDRIFT_BUS_SETUP", "MODE", "create: create or update the streams and buckets at start (needs the NATS admin's rights); check: only check that the streams it reads exist (the audit role's rights suffice)", options.String(&s.busSetup)),
+		options.Opt("log-level", "MCPDRIFT_LOG_LEVEL", "LEVEL", "debug, info, warn or error", options.String(&s.logLevel)),
+		options.Opt("clickhouse-addr", "MCPDRIFT_CLICKHOUSE_ADDR", "HOST:PORT", "ClickHouse native protocol addresses, comma-separated", options.String(&s.chAddr)),
+		options.Opt("clickhouse-user", "MCPDRIFT_CLICKHOUSE_USER", "NAME", "ClickHouse user (password in MCPDRIFT_CLICKHOUSE_PASSWORD)", options.String(&s.chUser)),
+		options.Opt("database", "MCPDRIFT_AUDIT_DATABASE", "NAME", "ClickHouse database of the audit tables; created when missing", options.String(&s.svc.Database)),
+		options.Opt("retention-days", "MCPDRIFT_AUDIT_RETENTION_DAYS", "N", "TTL of raw events set when the tables are created (ClickHouse 19.6+); 0 keeps everything", options.Int(&s.retention)),
+		options.Opt("arguments", "MCPDRIFT_AUDIT_ARGUMENTS", "MODE", "tool-call arguments: digest (the digest only) or full (also the arguments, known secrets redacted)", options.String(&s.svc.Arguments)),
+		options.Opt("batch-size", "MCPDRIFT_AUDIT_BATCH_SIZE", "N", "rows written in one batch", options.Int(&s.svc.BatchSize)),
+		options.Opt("batch-age", "MCPDRIFT_AUDIT_BATCH_AGE", "DURATION", "longest wait of a row before its batch is written", options.Duration(&s.svc.BatchAge)),
+		options.Opt("prefetch", "MCPDRIFT_AUDIT_PREFETCH", "N", "messages each consumer buffers ahead", options.Int(&s.svc.Prefetch)),
+		options.Opt("ack-wait", "MCPDRIFT_AUDIT_ACK_WAIT", "DURATION", "redelivery wait of a message no instance settled (a crash)", options.Duration(&s.svc.AckWait)),
+		options.Opt("max-ack-pending", "MCPDRIFT_AUDIT_MAX_ACK_PENDING", "N", "messages in flight per consumer over all instances; at least two batches", options.Int(&s.svc.MaxAckPending)),
+		options.Opt("retry-delay", "MCPDRIFT_AUDIT_RETRY_DELAY", "DURATION", "first wait after a failed write; doubles per attempt", options.Duration(&s.svc.RetryDelay)),
+		options.Opt("max-retry-delay", "MCPDRIFT_AUDIT_MAX_RETRY_DELAY", "DURATION", "longest wait between write attempts", options.Duration(&s.svc.MaxRetryDelay)),
+		options.Opt("write-timeout", "MCPDRIFT_AUDIT_WRITE_TIMEOUT", "DURATION", "bound on one write attempt; below --ack-wait", options.Duration(&s.svc.WriteTimeout)),
+		options.Opt("drain-timeout", "MCPDRIFT_AUDIT_DRAIN_TIMEOUT", "DURATION", "bound on writing what it holds at shutdown", options.Duration(&s.svc.DrainTimeout)),
 	}
 }
 
-func usage(w io.Writer, opts []option) {
-	fmt.Fprint(w, `audit: the mcpdrift audit sink
+// header starts the --help text; options.Usage lists the options after it.
+func header() string {
+	return `audit: the mcpdrift audit sink
 
-Writes every list and call observation (`+bus.StreamObservations+`), verdict
-(`+bus.StreamVerdicts+`), admin action and dead letter (`+bus.StreamAdmin+`) into
+Writes every list and call observation (` + bus.StreamObservations + `), verdict
+(` + bus.StreamVerdicts + `), admin action and dead letter (` + bus.StreamAdmin + `) into
 ClickHouse, in batches by size and age, on durable consumers shared by every
-instance (`+bus.ConsumerAuditObservations+`, `+bus.ConsumerAuditVerdicts+`, `+bus.ConsumerAuditAdmin+`).
+instance (` + bus.ConsumerAuditObservations + `, ` + bus.ConsumerAuditVerdicts + `, ` + bus.ConsumerAuditAdmin + `).
 A message is acked only once ClickHouse has its row; while ClickHouse is
 unreachable nothing is acked and events wait in JetStream. Applies the
 schema migrations at start. Stops on SIGINT or SIGTERM after writing what it
@@ -103,50 +96,17 @@ Usage: audit [flags]
 Each flag can also be set by its environment variable; a flag wins.
 MCPDRIFT_CLICKHOUSE_PASSWORD holds the ClickHouse password (no flag).
 
-`)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, o := range opts {
-		fmt.Fprintf(tw, "  --%s %s\t%s\t%s (default %s)\n", o.flag, o.arg, o.env, o.usage, orNone(o.value.String()))
-	}
-	tw.Flush()
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "none"
-	}
-	return s
+`
 }
 
 // parse fills settings from defaults, then the environment, then flags.
 func parse(args []string, getenv func(string) string, stderr io.Writer) (*settings, bool, error) {
 	s := new(settings)
-	opts := options(s)
-	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	for _, o := range opts {
-		fs.Var(o.value, o.flag, o.usage)
-	}
-	var help strings.Builder
-	usage(&help, opts)
-	for _, o := range opts {
-		if v := getenv(o.env); v != "" {
-			if err := o.value.Set(v); err != nil {
-				return nil, false, fmt.Errorf("usage: %s=%q: %v", o.env, v, err)
-			}
-		}
+	help, err := options.Parse("audit", header(), settingsOptions(s), args, getenv, stderr)
+	if help || err != nil {
+		return nil, help, err
 	}
 	s.chPass = getenv("MCPDRIFT_CLICKHOUSE_PASSWORD")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stderr, help.String())
-			return nil, true, nil
-		}
-		return nil, false, fmt.Errorf("usage: %v (see --help)", err)
-	}
-	if fs.NArg() > 0 {
-		return nil, false, fmt.Errorf("usage: unexpected argument %q (see --help)", fs.Arg(0))
-	}
 	return s, false, nil
 }
 
@@ -298,33 +258,4 @@ func migrate(ctx context.Context, conn driver.Conn, opts schema.Options, cfg sin
 		}
 		delay = min(2*delay, cfg.MaxRetryDelay)
 	}
-}
-
-type stringValue string
-
-func (v *stringValue) String() string     { return string(*v) }
-func (v *stringValue) Set(s string) error { *v = stringValue(s); return nil }
-
-type intValue int
-
-func (v *intValue) String() string { return strconv.Itoa(int(*v)) }
-func (v *intValue) Set(s string) error {
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		return errors.New("not an integer")
-	}
-	*v = intValue(n)
-	return nil
-}
-
-type durationValue time.Duration
-
-func (v *durationValue) String() string { return time.Duration(*v).String() }
-func (v *durationValue) Set(s string) error {
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return errors.New("not a duration (like 500ms, 30s, 1m)")
-	}
-	*v = durationValue(d)
-	return nil
 }

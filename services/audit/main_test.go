@@ -51,9 +51,9 @@ func TestHelpDocumentsEveryOption(t *testing.T) {
 		t.Fatalf("--help: %v", err)
 	}
 	help := out.String()
-	for _, o := range options(new(settings)) {
-		if !strings.Contains(help, "--"+o.flag+" ") || !strings.Contains(help, o.env) {
-			t.Errorf("--help does not document --%s and %s", o.flag, o.env)
+	for _, o := range settingsOptions(new(settings)) {
+		if !strings.Contains(help, "--"+o.Flag+" ") || !strings.Contains(help, o.Env) {
+			t.Errorf("--help does not document --%s and %s", o.Flag, o.Env)
 		}
 	}
 	for _, want := range []string{"MCPDRIFT_CLICKHOUSE_PASSWORD", "(default 127.0.0.1:9000)", "(default digest)", "(default 20000)", "(default mcpdrift)"} {

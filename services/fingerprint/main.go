@@ -8,15 +8,11 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"strconv"
-	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -25,6 +21,7 @@ import (
 
 	"github.com/mcpdrift/mcpdrift/services/fingerprint/internal/fpsvc"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/options"
 )
 
 func main() {
@@ -53,41 +50,36 @@ type settings struct {
 	svc       fpsvc.Config
 }
 
-// option is one setting, as a flag and an environment variable.
-type option struct {
-	flag, env, arg, usage string
-	value                 flag.Value
-}
-
-func options(s *settings) []option {
+func settingsOptions(s *settings) []options.Option {
 	d := fpsvc.DefaultConfig
 	s.natsURL, s.replicas, s.busSetup, s.logLevel, s.svc = "nats://127.0.0.1:4222", 1, setupCreate, "info", d
-	return []option{
-		{"nats-url", "MCPDRIFT_NATS_URL", "URL", "NATS server URLs, comma-separated", (*stringValue)(&s.natsURL)},
-		{"nats-creds", "MCPDRIFT_NATS_CREDS", "FILE", "NATS credentials file (.creds) for this role", (*stringValue)(&s.natsCreds)},
-		{"replicas", "MCPDRIFT_REPLICAS", "N", "replicas of the streams and buckets it creates: 1 on a single node, 3 in a cluster", (*intValue)(&s.replicas)},
-		{"bus-setup", "MCPDRIFT_BUS_SETUP", "MODE", "create: create or update the streams and buckets at start (needs the NATS admin's rights); check: only check that they exist (the fingerprint role's rights suffice)", (*stringValue)(&s.busSetup)},
-		{"log-level", "MCPDRIFT_LOG_LEVEL", "LEVEL", "debug, info, warn or error", (*stringValue)(&s.logLevel)},
-		{"durable", "MCPDRIFT_FINGERPRINT_DURABLE", "NAME", "durable consumer shared by every instance", (*stringValue)(&s.svc.Durable)},
-		{"workers", "MCPDRIFT_FINGERPRINT_WORKERS", "N", "observations one instance processes at once", (*intValue)(&s.svc.Workers)},
-		{"prefetch", "MCPDRIFT_FINGERPRINT_PREFETCH", "N", "messages one instance buffers ahead of its workers", (*intValue)(&s.svc.Prefetch)},
-		{"max-deliver", "MCPDRIFT_FINGERPRINT_MAX_DELIVER", "N", "deliveries before a message is dead-lettered; -1 for no limit", (*intValue)(&s.svc.MaxDeliver)},
-		{"ack-wait", "MCPDRIFT_FINGERPRINT_ACK_WAIT", "DURATION", "redelivery wait of a message no instance settled (a crash)", (*durationValue)(&s.svc.AckWait)},
-		{"max-ack-pending", "MCPDRIFT_FINGERPRINT_MAX_ACK_PENDING", "N", "messages in flight over all instances", (*intValue)(&s.svc.MaxAckPending)},
-		{"retry-delay", "MCPDRIFT_FINGERPRINT_RETRY_DELAY", "DURATION", "first retry delay after a transient failure; doubles per delivery", (*durationValue)(&s.svc.RetryDelay)},
-		{"max-retry-delay", "MCPDRIFT_FINGERPRINT_MAX_RETRY_DELAY", "DURATION", "longest retry delay", (*durationValue)(&s.svc.MaxRetryDelay)},
-		{"op-timeout", "MCPDRIFT_FINGERPRINT_OP_TIMEOUT", "DURATION", "bound on storing and publishing for one message; below --ack-wait", (*durationValue)(&s.svc.OpTimeout)},
-		{"drain-timeout", "MCPDRIFT_FINGERPRINT_DRAIN_TIMEOUT", "DURATION", "bound on finishing in-flight messages at shutdown", (*durationValue)(&s.svc.DrainTimeout)},
-		{"memo-bytes", "MCPDRIFT_FINGERPRINT_MEMO_BYTES", "N", "bytes of captures remembered to skip re-parsing identical ones; -1 for none", (*intValue)(&s.svc.MemoBytes)},
+	return []options.Option{
+		options.Opt("nats-url", "MCPDRIFT_NATS_URL", "URL", "NATS server URLs, comma-separated", options.String(&s.natsURL)),
+		options.Opt("nats-creds", "MCPDRIFT_NATS_CREDS", "FILE", "NATS credentials file (.creds) for this role", options.String(&s.natsCreds)),
+		options.Opt("replicas", "MCPDRIFT_REPLICAS", "N", "replicas of the streams and buckets it creates: 1 on a single node, 3 in a cluster", options.Int(&s.replicas)),
+		options.Opt("bus-setup", "MCPDRIFT_BUS_SETUP", "MODE", "create: create or update the streams and buckets at start (needs the NATS admin's rights); check: only check that they exist (the fingerprint role's rights suffice)", options.String(&s.busSetup)),
+		options.Opt("log-level", "MCPDRIFT_LOG_LEVEL", "LEVEL", "debug, info, warn or error", options.String(&s.logLevel)),
+		options.Opt("durable", "MCPDRIFT_FINGERPRINT_DURABLE", "NAME", "durable consumer shared by every instance", options.String(&s.svc.Durable)),
+		options.Opt("workers", "MCPDRIFT_FINGERPRINT_WORKERS", "N", "observations one instance processes at once", options.Int(&s.svc.Workers)),
+		options.Opt("prefetch", "MCPDRIFT_FINGERPRINT_PREFETCH", "N", "messages one instance buffers ahead of its workers", options.Int(&s.svc.Prefetch)),
+		options.Opt("max-deliver", "MCPDRIFT_FINGERPRINT_MAX_DELIVER", "N", "deliveries before a message is dead-lettered; -1 for no limit", options.Int(&s.svc.MaxDeliver)),
+		options.Opt("ack-wait", "MCPDRIFT_FINGERPRINT_ACK_WAIT", "DURATION", "redelivery wait of a message no instance settled (a crash)", options.Duration(&s.svc.AckWait)),
+		options.Opt("max-ack-pending", "MCPDRIFT_FINGERPRINT_MAX_ACK_PENDING", "N", "messages in flight over all instances", options.Int(&s.svc.MaxAckPending)),
+		options.Opt("retry-delay", "MCPDRIFT_FINGERPRINT_RETRY_DELAY", "DURATION", "first retry delay after a transient failure; doubles per delivery", options.Duration(&s.svc.RetryDelay)),
+		options.Opt("max-retry-delay", "MCPDRIFT_FINGERPRINT_MAX_RETRY_DELAY", "DURATION", "longest retry delay", options.Duration(&s.svc.MaxRetryDelay)),
+		options.Opt("op-timeout", "MCPDRIFT_FINGERPRINT_OP_TIMEOUT", "DURATION", "bound on storing and publishing for one message; below --ack-wait", options.Duration(&s.svc.OpTimeout)),
+		options.Opt("drain-timeout", "MCPDRIFT_FINGERPRINT_DRAIN_TIMEOUT", "DURATION", "bound on finishing in-flight messages at shutdown", options.Duration(&s.svc.DrainTimeout)),
+		options.Opt("memo-bytes", "MCPDRIFT_FINGERPRINT_MEMO_BYTES", "N", "bytes of captures remembered to skip re-parsing identical ones; -1 for none", options.Int(&s.svc.MemoBytes)),
 	}
 }
 
-func usage(w io.Writer, opts []option) {
-	fmt.Fprint(w, `fingerprint: the mcpdrift fingerprint service
+// header starts the --help text; options.Usage lists the options after it.
+func header() string {
+	return `fingerprint: the mcpdrift fingerprint service
 
-Consumes ListObservation events (`+fpsvc.FilterSubject+`) on a durable consumer
+Consumes ListObservation events (` + fpsvc.FilterSubject + `) on a durable consumer
 shared by every instance, fingerprints each captured surface, stores the
-manifest in the object store `+bus.BucketManifests+`, and publishes a Fingerprint
+manifest in the object store ` + bus.BucketManifests + `, and publishes a Fingerprint
 event on mcpdrift.fp.<tenant>.<server>. Stops on SIGINT or SIGTERM after
 finishing the messages it holds.
 
@@ -95,49 +87,15 @@ Usage: fingerprint [flags]
 
 Each flag can also be set by its environment variable; a flag wins.
 
-`)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, o := range opts {
-		fmt.Fprintf(tw, "  --%s %s\t%s\t%s (default %s)\n", o.flag, o.arg, o.env, o.usage, orNone(o.value.String()))
-	}
-	tw.Flush()
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "none"
-	}
-	return s
+`
 }
 
 // parse fills settings from defaults, then the environment, then flags.
 func parse(args []string, getenv func(string) string, stderr io.Writer) (*settings, bool, error) {
 	s := new(settings)
-	opts := options(s)
-	fs := flag.NewFlagSet("fingerprint", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	for _, o := range opts {
-		fs.Var(o.value, o.flag, o.usage)
-	}
-	// Usage shows the built-in defaults, before the environment applies.
-	var help strings.Builder
-	usage(&help, opts)
-	for _, o := range opts {
-		if v := getenv(o.env); v != "" {
-			if err := o.value.Set(v); err != nil {
-				return nil, false, fmt.Errorf("usage: %s=%q: %v", o.env, v, err)
-			}
-		}
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stderr, help.String())
-			return nil, true, nil
-		}
-		return nil, false, fmt.Errorf("usage: %v (see --help)", err)
-	}
-	if fs.NArg() > 0 {
-		return nil, false, fmt.Errorf("usage: unexpected argument %q (see --help)", fs.Arg(0))
+	help, err := options.Parse("fingerprint", header(), settingsOptions(s), args, getenv, stderr)
+	if help || err != nil {
+		return nil, help, err
 	}
 	return s, false, nil
 }
@@ -258,33 +216,4 @@ func checkBus(ctx context.Context, js jetstream.JetStream) (jetstream.ObjectStor
 		return nil, fmt.Errorf("binding object store %s (run the bus setup first): %w", bus.BucketManifests, err)
 	}
 	return store, nil
-}
-
-type stringValue string
-
-func (v *stringValue) String() string     { return string(*v) }
-func (v *stringValue) Set(s string) error { *v = stringValue(s); return nil }
-
-type intValue int
-
-func (v *intValue) String() string { return strconv.Itoa(int(*v)) }
-func (v *intValue) Set(s string) error {
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		return errors.New("not an integer")
-	}
-	*v = intValue(n)
-	return nil
-}
-
-type durationValue time.Duration
-
-func (v *durationValue) String() string { return time.Duration(*v).String() }
-func (v *durationValue) Set(s string) error {
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return errors.New("not a duration (like 500ms, 30s, 1m)")
-	}
-	*v = durationValue(d)
-	return nil
 }
