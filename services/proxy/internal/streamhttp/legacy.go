@@ -114,24 +114,10 @@ func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 			l.mu.Unlock()
 			own := "/" + f.up.ID + "/messages?session=" + l.id
 			out = appendEvent(nil, ev, []byte(own))
-		case ev.HasData:
-			msg, err := l.s.Server(ctx, ev.Data)
-			if err != nil {
-				f.log.Warn().Err(err).Msg("re-listing the server")
-			}
-			switch {
-			case msg == nil && ev.HasID:
-				out = appendIDOnly(nil, ev)
-			case msg == nil:
-			case string(msg) == string(ev.Data):
-				out = ev.Raw
-			default:
-				out = appendEvent(nil, ev, msg)
-			}
 		default:
-			out = ev.Raw
+			out = f.relay(nil, ctx, l.s, ev)
 		}
-		if out != nil {
+		if len(out) > 0 {
 			if err := l.write(out); err != nil {
 				return
 			}
@@ -199,17 +185,11 @@ func (f *front) legacySend(l *legacySession, b []byte) {
 	l.mu.Lock()
 	endpoint, h := l.endpoint, l.headers.Clone()
 	l.mu.Unlock()
-	h.Set("Content-Type", "application/json")
-	resp, err := f.send(ctx, http.MethodPost, endpoint, h, b)
+	resp, err := f.ownPost(ctx, endpoint, h, b)
 	if err != nil {
 		f.log.Warn().Err(err).Msg("the proxy's own request failed")
 		return
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		ans, _ := readAll(resp.Body, 4096)
-		f.log.Warn().Int("status", resp.StatusCode).Bytes("answer", ans).Msg("the server refused the proxy's own request")
-		return
-	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 }

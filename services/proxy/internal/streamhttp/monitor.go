@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -163,13 +162,7 @@ func (f *front) ownExchange(ctx context.Context, mon *monitor, msg string) error
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.p.cfg.OwnTimeout)
 	defer cancel()
-	h := mon.ownHeaders()
-	h.Set("Content-Type", "application/json")
-	h.Set("Accept", "application/json, text/event-stream")
-	if m, err := jsonrpc.Parse(forward, jsonrpc.Limits{}); err == nil {
-		h.Set("Mcp-Method", m.Method)
-	}
-	resp, err := f.send(ctx, http.MethodPost, f.up.URL, h, forward)
+	resp, err := f.ownPost(ctx, f.up.URL, mon.ownHeaders(), forward)
 	if err != nil {
 		return err
 	}
@@ -178,9 +171,6 @@ func (f *front) ownExchange(ctx context.Context, mon *monitor, msg string) error
 		mon.mu.Lock()
 		mon.headers.Set("Mcp-Session-Id", sid)
 		mon.mu.Unlock()
-	}
-	if resp.StatusCode >= 300 {
-		return &statusError{resp.StatusCode}
 	}
 	return f.feed(ctx, mon.s, resp, true)
 }
@@ -222,29 +212,21 @@ func (f *front) feed(ctx context.Context, sess *session.Session, resp *http.Resp
 func (f *front) listen(ctx context.Context, mon *monitor) {
 	ctx, cancel := context.WithTimeout(ctx, f.p.cfg.Relist)
 	defer cancel()
-	h := mon.ownHeaders()
-	h.Set("Content-Type", "application/json")
-	h.Set("Accept", "application/json, text/event-stream")
-	h.Set("Mcp-Method", "subscriptions/listen")
 	body := `{"jsonrpc":"2.0","id":"mcpdrift-listen","method":"subscriptions/listen","params":{"_meta":` + string(ownMeta(mon.version)) +
 		`,"notifications":{"toolsListChanged":true,"promptsListChanged":true,"resourcesListChanged":true}}}`
-	resp, err := f.send(ctx, http.MethodPost, f.up.URL, h, []byte(body))
+	resp, err := f.ownPost(ctx, f.up.URL, mon.ownHeaders(), []byte(body))
 	if err != nil {
 		if ctx.Err() == nil {
-			f.log.Info().Err(err).Msg("subscriptions/listen")
+			f.log.Info().Err(err).Msg("subscriptions/listen: no change stream; the next round lists again")
 		}
 		<-ctx.Done()
 		return
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode >= 300 || !strings.HasPrefix(mediaType(resp.Header), "text/event-stream") {
+	if mediaType(resp.Header) != "text/event-stream" {
 		<-ctx.Done() // no change stream: the next round lists again
 		return
 	}
 	_ = f.feed(ctx, mon.s, resp, false)
 	<-ctx.Done()
 }
-
-type statusError struct{ status int }
-
-func (e *statusError) Error() string { return "the server answered HTTP " + http.StatusText(e.status) }

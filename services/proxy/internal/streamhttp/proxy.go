@@ -450,24 +450,7 @@ func (f *front) pipeSSE(w http.ResponseWriter, ctx context.Context, resp *http.R
 			}
 			return
 		}
-		buf = buf[:0]
-		if ev.HasData {
-			out, err := sess.Server(ctx, ev.Data)
-			if err != nil {
-				f.log.Warn().Err(err).Msg("re-listing the server")
-			}
-			switch {
-			case out == nil && ev.HasID:
-				buf = appendIDOnly(buf, ev)
-			case out == nil:
-			case bytes.Equal(out, ev.Data):
-				buf = append(buf, ev.Raw...)
-			default:
-				buf = appendEvent(buf, ev, out)
-			}
-		} else {
-			buf = append(buf, ev.Raw...)
-		}
+		buf = f.relay(buf[:0], ctx, sess, ev)
 		if len(buf) == 0 {
 			continue
 		}
@@ -478,59 +461,65 @@ func (f *front) pipeSSE(w http.ResponseWriter, ctx context.Context, resp *http.R
 	}
 }
 
+// relay appends what the client gets of one upstream event: the event as
+// it came when sess passes its message unchanged, the event rebuilt around
+// the message sess passes instead, or, when sess keeps the message to
+// itself, only the event's id (so resumption still counts it).
+func (f *front) relay(buf []byte, ctx context.Context, sess *session.Session, ev *event) []byte {
+	if !ev.HasData {
+		return append(buf, ev.Raw...)
+	}
+	out, err := sess.Server(ctx, ev.Data)
+	if err != nil {
+		f.log.Warn().Err(err).Msg("re-listing the server")
+	}
+	switch {
+	case out == nil && ev.HasID:
+		return appendIDOnly(buf, ev)
+	case out == nil:
+		return buf
+	case bytes.Equal(out, ev.Data):
+		return append(buf, ev.Raw...)
+	}
+	return appendEvent(buf, ev, out)
+}
+
 // own sends a request the proxy makes itself (a listing) and feeds its
 // answer to sess, which keeps it to itself.
 func (f *front) own(sess *session.Session, h http.Header, body []byte) {
 	ctx, cancel := context.WithTimeout(f.p.ctx, f.p.cfg.OwnTimeout)
 	defer cancel()
+	resp, err := f.ownPost(ctx, f.up.URL, h, body)
+	if err != nil {
+		f.log.Warn().Err(err).Msg("the proxy's own request failed")
+		return
+	}
+	defer resp.Body.Close()
+	if err := f.feed(ctx, sess, resp, true); err != nil {
+		f.log.Warn().Err(err).Msg("the proxy's own request failed")
+	}
+}
+
+// ownPost posts a message of the proxy's own with h and the headers every
+// such request carries (content type, accepted answers, Mcp-Method); an
+// answer other than 2xx comes back as an error holding its start.
+func (f *front) ownPost(ctx context.Context, target string, h http.Header, body []byte) (*http.Response, error) {
 	h = h.Clone()
 	h.Set("Content-Type", "application/json")
 	h.Set("Accept", "application/json, text/event-stream")
 	if m, err := jsonrpc.Parse(body, jsonrpc.Limits{}); err == nil && m.Method != "" {
 		h.Set("Mcp-Method", m.Method)
 	}
-	resp, err := f.send(ctx, http.MethodPost, f.up.URL, h, body)
+	resp, err := f.send(ctx, http.MethodPost, target, h, body)
 	if err != nil {
-		f.log.Warn().Err(err).Msg("the proxy's own request failed")
-		return
+		return nil, err
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
-		b, _ := readAll(resp.Body, 4096)
-		f.log.Warn().Int("status", resp.StatusCode).Bytes("answer", b).Msg("the server refused the proxy's own request")
-		return
+		ans, _ := readAll(resp.Body, 4096)
+		resp.Body.Close()
+		return nil, fmt.Errorf("the server refused it: HTTP %d: %.200s", resp.StatusCode, ans)
 	}
-	switch mediaType(resp.Header) {
-	case "application/json":
-		raw, err := readAll(resp.Body, f.p.cfg.MaxMessage)
-		if err == nil {
-			_, err = sess.Server(ctx, raw)
-		}
-		if err != nil {
-			f.log.Warn().Err(err).Msg("the proxy's own request failed")
-		}
-	case "text/event-stream":
-		rd := newSSEReader(resp.Body, f.p.cfg.MaxMessage)
-		for {
-			ev, err := rd.next()
-			if err != nil {
-				return
-			}
-			if !ev.HasData {
-				continue
-			}
-			// A response ends the stream of a request; what else comes (a
-			// progress or log notification on the proxy's own request) is
-			// the proxy's business only.
-			m, perr := jsonrpc.Parse(ev.Data, jsonrpc.Limits{})
-			if _, err := sess.Server(ctx, ev.Data); err != nil {
-				f.log.Warn().Err(err).Msg("the proxy's own request failed")
-			}
-			if perr == nil && m.Kind == jsonrpc.KindResponse {
-				return
-			}
-		}
-	}
+	return resp, nil
 }
 
 // send makes a request upstream.
