@@ -5,7 +5,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -65,20 +64,7 @@ func startHTTPProxy(t *testing.T, natsURL, proxyID string, upstreams ...string) 
 			}
 		}
 	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("proxy %s exited: %v", proxyID, err)
-			}
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Errorf("proxy %s did not stop on SIGINT within 15s", proxyID)
-		}
-	})
+	stopOnCleanup(t, cmd, "proxy "+proxyID)
 	select {
 	case u := <-addr:
 		return u

@@ -81,6 +81,17 @@ func runService(tb testing.TB, name string, env ...string) {
 			}
 		}
 	}()
+	stopOnCleanup(tb, cmd, name)
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		tb.Fatalf("%s did not start", name)
+	}
+}
+
+// stopOnCleanup stops a started command with SIGINT when the test ends and
+// fails the test when it exits with an error or does not stop within 15 s.
+func stopOnCleanup(tb testing.TB, cmd *exec.Cmd, name string) {
 	tb.Cleanup(func() {
 		_ = cmd.Process.Signal(os.Interrupt)
 		done := make(chan error, 1)
@@ -95,11 +106,6 @@ func runService(tb testing.TB, name string, env ...string) {
 			tb.Errorf("%s did not stop on SIGINT within 15s", name)
 		}
 	})
-	select {
-	case <-started:
-	case <-time.After(30 * time.Second):
-		tb.Fatalf("%s did not start", name)
-	}
 }
 
 // pipeline is NATS plus the fingerprint and drift commands.
