@@ -188,12 +188,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if s.busSetup == "check" {
 		// A least-privilege role: the administrator ran the bus setup
 		// (docs/deployment.md); only look that the streams are there.
-		for _, name := range []string{bus.StreamObservations, bus.StreamVerdicts, bus.StreamAdmin} {
-			if _, err = js.Stream(setupCtx, name); err != nil {
-				err = fmt.Errorf("checking stream %s (run the bus setup first): %w", name, err)
-				break
-			}
-		}
+		err = bus.CheckStreams(setupCtx, js, bus.StreamObservations, bus.StreamVerdicts, bus.StreamAdmin)
 	} else {
 		_, err = bus.Setup(setupCtx, js, bus.Config{Replicas: s.replicas})
 	}

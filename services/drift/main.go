@@ -226,10 +226,8 @@ const (
 func checkBus(ctx context.Context, js jetstream.JetStream) (*bus.Handles, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	for _, name := range []string{bus.StreamFingerprints, bus.StreamVerdicts, bus.StreamAdmin} {
-		if _, err := js.Stream(ctx, name); err != nil {
-			return nil, fmt.Errorf("checking stream %s (run the bus setup first): %w", name, err)
-		}
+	if err := bus.CheckStreams(ctx, js, bus.StreamFingerprints, bus.StreamVerdicts, bus.StreamAdmin); err != nil {
+		return nil, err
 	}
 	var h bus.Handles
 	var err error

@@ -206,10 +206,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 // manifest store, with no right to create or change them: a deployment whose
 // administrator ran the bus setup (docs/deployment.md).
 func checkBus(ctx context.Context, js jetstream.JetStream) (jetstream.ObjectStore, error) {
-	for _, name := range []string{bus.StreamObservations, bus.StreamFingerprints} {
-		if _, err := js.Stream(ctx, name); err != nil {
-			return nil, fmt.Errorf("checking stream %s (run the bus setup first): %w", name, err)
-		}
+	if err := bus.CheckStreams(ctx, js, bus.StreamObservations, bus.StreamFingerprints); err != nil {
+		return nil, err
 	}
 	store, err := js.ObjectStore(ctx, bus.BucketManifests)
 	if err != nil {

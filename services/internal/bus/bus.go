@@ -210,6 +210,18 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Handles, e
 	return &Handles{Status: status, Baselines: baselines, Manifests: manifests}, nil
 }
 
+// CheckStreams checks that the named streams exist, for a service that runs
+// under a role without the right to create them (the administrator ran
+// Setup).
+func CheckStreams(ctx context.Context, js jetstream.JetStream, names ...string) error {
+	for _, name := range names {
+		if _, err := js.Stream(ctx, name); err != nil {
+			return fmt.Errorf("checking stream %s (run the bus setup first): %w", name, err)
+		}
+	}
+	return nil
+}
+
 // ManifestName is the object name of a manifest with the given surface hash
 // ("sha256:<hex>" becomes "sha256-<hex>").
 func ManifestName(surfaceHash string) string {
