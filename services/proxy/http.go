@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -42,25 +41,11 @@ func serveHTTP(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetS
 	var ups []streamhttp.Upstream
 	for _, u := range cfg.Upstreams {
 		ulog := log.With().Str("server", u.ID).Logger()
-		gate, err := fleet.NewGate(ctx, js, cfg.Tenant, u.ID, ulog)
-		if err != nil {
-			return 2, err
-		}
-		pub, err := fleet.NewPublisher(fleet.Config{Tenant: cfg.Tenant, Server: u.ID, Proxy: cfg.ProxyID, Dir: filepath.Join(cfg.OutboxDir, u.ID)},
-			fleet.Deps{JS: js, Log: ulog})
+		gate, pub, err := startFleet(ctx, bg, &wg, js, cfg, u.ID, filepath.Join(cfg.OutboxDir, u.ID), ulog)
 		if err != nil {
 			return 2, err
 		}
 		pubs = append(pubs, pub)
-		for _, part := range []func(context.Context) error{gate.Run, pub.Run} {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if err := part(bg); err != nil && !errors.Is(err, context.Canceled) {
-					ulog.Error().Err(err).Msg("fleet connection stopped")
-				}
-			}()
-		}
 		up := streamhttp.Upstream{ID: u.ID, Gate: gate, Observer: pub, Session: session.Config{Server: u.ID, Timeout: cfg.FirstSightWait}}
 		if u.SSE {
 			up.SSEURL = u.URL

@@ -235,25 +235,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if cfg.Listen != "" {
 		return serveHTTP(ctx, cfg, nc, js, log, stderr)
 	}
-	gate, err := fleet.NewGate(ctx, js, cfg.Tenant, cfg.ServerID, log)
-	if err != nil {
-		return 2, err
-	}
-	pub, err := fleet.NewPublisher(fleet.Config{Tenant: cfg.Tenant, Server: cfg.ServerID, Proxy: cfg.ProxyID, Dir: cfg.OutboxDir},
-		fleet.Deps{JS: js, Log: log})
-	if err != nil {
-		return 2, err
-	}
 	bg, stopBG := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	for _, part := range []func(context.Context) error{gate.Run, pub.Run} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := part(bg); err != nil && !errors.Is(err, context.Canceled) {
-				log.Error().Err(err).Msg("fleet connection stopped")
-			}
-		}()
+	gate, pub, err := startFleet(ctx, bg, &wg, js, cfg, cfg.ServerID, cfg.OutboxDir, log)
+	if err != nil {
+		stopBG()
+		return 2, err
 	}
 
 	p, err := stdio.Start(stdio.Config{Command: cfg.Command[0], Args: cfg.Command[1:]}, stdout, stderr)
@@ -291,4 +278,27 @@ func redactURL(raw string) string {
 		out = append(out, one)
 	}
 	return strings.Join(out, ",")
+}
+
+// startFleet makes the gate and the publisher of one upstream server and runs
+// both on bg (counted in wg) until it ends.
+func startFleet(ctx, bg context.Context, wg *sync.WaitGroup, js jetstream.JetStream, cfg Config, server, outbox string, log zerolog.Logger) (*fleet.Gate, *fleet.Publisher, error) {
+	gate, err := fleet.NewGate(ctx, js, cfg.Tenant, server, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	pub, err := fleet.NewPublisher(fleet.Config{Tenant: cfg.Tenant, Server: server, Proxy: cfg.ProxyID, Dir: outbox}, fleet.Deps{JS: js, Log: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, part := range []func(context.Context) error{gate.Run, pub.Run} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := part(bg); err != nil && !errors.Is(err, context.Canceled) {
+				log.Error().Err(err).Msg("fleet connection stopped")
+			}
+		}()
+	}
+	return gate, pub, nil
 }
