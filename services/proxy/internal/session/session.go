@@ -183,6 +183,12 @@ func (s *Session) Client(ctx context.Context, raw []byte) Outcome {
 		// Not ours to judge beyond refusing to pass on what we cannot read.
 		return Outcome{Reply: jsonrpc.ErrorResponse(nil, -32700, "mcpdrift proxy: unreadable message: "+err.Error())}
 	}
+	return s.ClientSplit(ctx, raw, msgs, batch)
+}
+
+// ClientSplit is Client for a transport that has already split raw with
+// jsonrpc.Split (to check its headers against it).
+func (s *Session) ClientSplit(ctx context.Context, raw []byte, msgs []*jsonrpc.Message, batch bool) Outcome {
 	if batch {
 		return s.clientBatch(ctx, raw, msgs)
 	}

@@ -320,7 +320,7 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 		t.note(r)
 		sess = t.s
 	}
-	o := sess.Client(r.Context(), body)
+	o := sess.ClientSplit(r.Context(), body, msgs, batch)
 	if o.Forward == nil {
 		writeJSON(w, http.StatusOK, o.Reply)
 		return
