@@ -1,0 +1,195 @@
+// Package ops is what every mcpdrift service serves to its operators on one
+// listener of its own (--ops-addr): /healthz (the process runs), /readyz (every
+// readiness check passes: connected to NATS, and what else the service
+// registered) and /metrics (Prometheus text format, from a registry per
+// process with the Go and process collectors and the service's own mcpdrift_
+// metrics). It also holds the checks and collectors every service shares: NATS
+// connected, stopping, and the lag of JetStream consumers.
+// docs/metrics.md lists every metric and the endpoints.
+package ops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+)
+
+// Namespace starts every mcpdrift metric name.
+const Namespace = "mcpdrift"
+
+// CheckTimeout bounds one readiness check; a check that takes longer fails.
+const CheckTimeout = 2 * time.Second
+
+// Server serves /healthz, /readyz and /metrics for one service.
+type Server struct {
+	service string
+	log     zerolog.Logger
+	reg     *prometheus.Registry
+
+	mu     sync.Mutex
+	checks []check
+	lag    *lagCollector
+}
+
+type check struct {
+	name string
+	fn   func(ctx context.Context) error
+}
+
+// New returns the ops server of a service (its name is the service label of
+// the logs, not of the metrics: each process has its own registry) with a
+// fresh registry holding the Go and process collectors.
+func New(service string, log zerolog.Logger) *Server {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return &Server{service: service, log: log, reg: reg}
+}
+
+// Registry is where the service registers its metrics.
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+// AddCheck adds a readiness check: /readyz answers 200 only while every check
+// returns nil. A check gets a context bounded by CheckTimeout and should be
+// cheap (a scrape of /readyz runs them all). The error it returns is shown to
+// whoever can reach the ops listener: no secrets in it.
+func (s *Server) AddCheck(name string, fn func(ctx context.Context) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.checks = append(s.checks, check{name: name, fn: fn})
+}
+
+// Handler serves GET /healthz, /readyz and /metrics.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", s.serveReady)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
+		ErrorLog:            promLogger{s.log},
+		ErrorHandling:       promhttp.ContinueOnError,
+		MaxRequestsInFlight: 4,
+		Timeout:             10 * time.Second,
+	}))
+	return mux
+}
+
+func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	checks := slices.Clone(s.checks)
+	s.mu.Unlock()
+	var failed []string
+	for _, c := range checks {
+		ctx, cancel := context.WithTimeout(r.Context(), CheckTimeout)
+		err := c.fn(ctx)
+		cancel()
+		if err != nil {
+			failed = append(failed, c.name+": "+oneLine(err.Error()))
+		}
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if len(failed) > 0 {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, "not ready\n%s\n", strings.Join(failed, "\n"))
+		return
+	}
+	fmt.Fprintln(w, "ready")
+}
+
+// oneLine keeps a check's error to one short line.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return s
+}
+
+// ErrAddrInUse is returned by Run when another process holds the address.
+var ErrAddrInUse = errors.New("ops: address already in use")
+
+// ShutdownTimeout bounds the graceful shutdown of the ops listener.
+const ShutdownTimeout = 5 * time.Second
+
+// Run listens on addr and serves Handler until ctx ends, then shuts down
+// gracefully. It returns at once with an error if addr cannot be listened on
+// (ErrAddrInUse if another process holds it). The address it listens on is
+// logged as addr of "ops listening" (useful with port 0).
+func (s *Server) Run(ctx context.Context, addr string) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("%w: listening on %s: another process holds it (set --ops-addr to a free address)", ErrAddrInUse, addr)
+		}
+		return fmt.Errorf("ops: listening on %s: %w", addr, err)
+	}
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	s.log.Info().Str("addr", ln.Addr().String()).Msg("ops listening")
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("ops: serving on %s: %w", addr, err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+	}
+	<-served // http.ErrServerClosed
+	return nil
+}
+
+// Running is a readiness check that fails once ctx ends: registered with the
+// context whose end stops the service, readiness turns false as soon as the
+// service begins to stop, before it drains.
+func Running(ctx context.Context) func(context.Context) error {
+	return func(context.Context) error {
+		if ctx.Err() != nil {
+			return errors.New("shutting down")
+		}
+		return nil
+	}
+}
+
+// NATSConnected is a readiness check that passes while nc is connected.
+func NATSConnected(nc *nats.Conn) func(context.Context) error {
+	return func(context.Context) error {
+		if st := nc.Status(); st != nats.CONNECTED {
+			return fmt.Errorf("not connected to NATS (%s)", strings.ToLower(st.String()))
+		}
+		return nil
+	}
+}
+
+// promLogger hands promhttp's errors (a collector failed) to zerolog.
+type promLogger struct{ log zerolog.Logger }
+
+func (l promLogger) Println(v ...any) {
+	l.log.Warn().Str("err", strings.TrimSpace(fmt.Sprintln(v...))).Msg("metrics gathering")
+}
