@@ -1,20 +1,28 @@
-# mcpdrift: make run (the main job), make test (what CI runs), make check, make bench.
+# mcpdrift: make run (the main job), make test (what CI runs), make demo, make check, make bench.
 SHELL := /bin/bash
 GO    ?= go
 PKGS  := ./services/... ./proto/...
 BIN   := bin
 
-.PHONY: run build test deps check fmt vet lint bench fuzz fixtures proto proto-check help
+CMDS  := stack fingerprint drift audit proxy demoserver driftctl
+
+.PHONY: run demo diff-releases build test deps check fmt vet lint bench fuzz fixtures proto proto-check help
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 build: ## build every command into bin/
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ ./services/driftctl
+	$(GO) build -o $(BIN)/ $(addprefix ./services/,$(CMDS))
 
-run: build ## the main job: fingerprint two real releases of an MCP server and show what changed
+run: build ## the main job: the whole pipeline on this machine (NATS, services, admin API, a proxy in front of a sample server); Ctrl-C stops it
 	@scripts/run.sh
+
+demo: build ## a scripted rug pull against the stack that make run started
+	@scripts/demo.sh
+
+diff-releases: build ## fingerprint two real releases of an MCP server and show what changed
+	@scripts/diff-releases.sh
 
 test: proto-check deps ## the test suite: generated code up to date, race detector, shuffled order (CI runs this)
 	$(GO) test -race -shuffle=on -count=1 $(PKGS)

@@ -1,0 +1,10 @@
+package main
+
+import "syscall"
+
+// childAttr puts a service in its own process group, so a Ctrl-C in the
+// terminal reaches the stack alone and the stack stops the services in
+// order; and the kernel stops the service if the stack dies.
+func childAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+}
