@@ -22,10 +22,10 @@ type Config struct {
 }
 
 // Ports derived from the port base.
-func (c Config) adminAddr() string   { return c.addr(0) }
+func (c Config) adminAddr() string    { return c.addr(0) }
 func (c Config) opsAddr(i int) string { return c.addr(1 + i) } // 0 fingerprint, 1 drift, 2 audit, 3 proxy
-func (c Config) proxyAddr() string   { return c.addr(10) }
-func (c Config) demoAddr() string    { return c.addr(20) }
+func (c Config) proxyAddr() string    { return c.addr(10) }
+func (c Config) demoAddr() string     { return c.addr(20) }
 func (c Config) addr(offset int) string {
 	return "127.0.0.1:" + strconv.Itoa(c.PortBase+offset)
 }

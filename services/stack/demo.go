@@ -370,7 +370,9 @@ func (p *player) audit(ctx context.Context, since time.Time) error {
 		{"listings observed", "SELECT toString(count()) FROM " + db + ".list_observations FINAL WHERE " + where,
 			func(r []string) bool { return len(r) == 1 && r[0] != "0" }},
 		{"tool calls", "SELECT concat(tool, ' ', outcome, if(refusal_code = '', '', concat(' ', refusal_code))) FROM " + db + ".call_observations FINAL WHERE " + where + " ORDER BY at_ms",
-			func(r []string) bool { return hasPrefix(r, "read_note refused") && hasPrefix(r, "search_notes forwarded") }},
+			func(r []string) bool {
+				return hasPrefix(r, "read_note refused") && hasPrefix(r, "search_notes forwarded")
+			}},
 		{"verdicts", "SELECT concat(status, ' v', toString(baseline_version), ' ', reason_code) FROM " + db + ".verdicts FINAL WHERE " + where + " ORDER BY at_ms",
 			func(r []string) bool { return hasPrefix(r, "changed") && hasPrefix(r, "verified") }},
 		{"admin actions", "SELECT concat(action, ' by ', actor, if(ok = 1, ' ok', ' refused')) FROM " + db + ".admin_actions FINAL WHERE " + where + " ORDER BY at_ms",
