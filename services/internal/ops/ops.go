@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
 )
 
 // Namespace starts every mcpdrift metric name.
@@ -163,6 +165,43 @@ func (s *Server) Run(ctx context.Context, addr string) error {
 	}
 	<-served // http.ErrServerClosed
 	return nil
+}
+
+// RunWith runs fn and, when addr is not empty, the ops listener on addr
+// beside it, and returns fn's error or the listener's. Readiness turns false
+// as soon as ctx ends, before fn drains; the listener stops only after fn
+// returned, so that a scrape still sees the drain. If the listener cannot
+// listen (ErrAddrInUse), fn's context is cancelled and RunWith returns that
+// error once fn returned.
+func (s *Server) RunWith(ctx context.Context, addr string, fn func(ctx context.Context) error) error {
+	s.AddCheck("running", Running(ctx))
+	if addr == "" {
+		return fn(ctx)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	opsCtx, stopOps := context.WithCancel(context.WithoutCancel(gctx))
+	g.Go(func() error {
+		defer stopOps()
+		return s.Run(opsCtx, addr)
+	})
+	g.Go(func() error {
+		defer stopOps()
+		return fn(gctx)
+	})
+	return g.Wait()
+}
+
+// Starting adds the readiness check "started", which fails with why until
+// the function it returns is called (the service has connected and set up).
+func (s *Server) Starting(why string) (started func()) {
+	var done atomic.Bool
+	s.AddCheck("started", func(context.Context) error {
+		if !done.Load() {
+			return errors.New(why)
+		}
+		return nil
+	})
+	return func() { done.Store(true) }
 }
 
 // Running is a readiness check that fails once ctx ends: registered with the

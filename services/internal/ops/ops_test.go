@@ -292,3 +292,77 @@ func TestConsumerLagBoundedWhenNATSIsGone(t *testing.T) {
 		t.Errorf("info errors = %v, want 1", v)
 	}
 }
+
+func TestStarting(t *testing.T) {
+	s := New("test", zerolog.Nop())
+	started := s.Starting("connecting")
+	addr := serve(t, s)
+	if status, body := opstest.Get(t, addr, "/readyz"); status != http.StatusServiceUnavailable || body != "not ready\nstarted: connecting\n" {
+		t.Fatalf("before started: GET /readyz = %d %q", status, body)
+	}
+	started()
+	if status, body := opstest.Get(t, addr, "/readyz"); status != http.StatusOK {
+		t.Fatalf("after started: GET /readyz = %d %q", status, body)
+	}
+}
+
+func TestRunWithTurnsNotReadyBeforeTheDrain(t *testing.T) {
+	var logs syncBuffer
+	s := New("test", zerolog.New(&logs))
+	ctx, stop := context.WithCancel(context.Background())
+	draining, drained := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- s.RunWith(ctx, "127.0.0.1:0", func(ctx context.Context) error {
+			<-ctx.Done()
+			close(draining)
+			<-drained // the work still finishing what it holds
+			return errors.New("work result")
+		})
+	}()
+	addr := opstest.Addr(t, logs.String)
+	opstest.WaitStatus(t, addr, "/readyz", http.StatusOK)
+	stop()
+	<-draining
+	status, body := opstest.Get(t, addr, "/readyz")
+	if status != http.StatusServiceUnavailable || body != "not ready\nrunning: shutting down\n" {
+		t.Fatalf("while draining: GET /readyz = %d %q, want 503 shutting down", status, body)
+	}
+	if status, _ := opstest.Get(t, addr, "/metrics"); status != http.StatusOK {
+		t.Fatalf("while draining: GET /metrics = %d", status)
+	}
+	close(drained)
+	if err := <-done; err == nil || err.Error() != "work result" {
+		t.Fatalf("RunWith = %v, want the work's error", err)
+	}
+	if _, err := net.Dial("tcp", addr); err == nil {
+		t.Fatal("still listening after RunWith returned")
+	}
+}
+
+func TestRunWithStopsTheWorkIfItCannotListen(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	err = New("test", zerolog.Nop()).RunWith(context.Background(), ln.Addr().String(), func(ctx context.Context) error {
+		<-ctx.Done()
+		return nil
+	})
+	if !errors.Is(err, ErrAddrInUse) {
+		t.Fatalf("RunWith = %v, want ErrAddrInUse", err)
+	}
+}
+
+func TestRunWithoutAddressRunsOnlyTheWork(t *testing.T) {
+	var logs syncBuffer
+	s := New("test", zerolog.New(&logs))
+	err := s.RunWith(context.Background(), "", func(context.Context) error { return errors.New("work result") })
+	if err == nil || err.Error() != "work result" {
+		t.Fatalf("RunWith = %v", err)
+	}
+	if strings.Contains(logs.String(), "ops listening") {
+		t.Fatal("listened without an address")
+	}
+}
