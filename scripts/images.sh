@@ -18,6 +18,9 @@ cd "$(dirname "$0")/.."
 
 # The commands, as packages under services/; each becomes a binary of its name.
 COMMANDS=(proxy fingerprint drift audit driftctl)
+# And probe (deploy/docker/probe, a module of its own): the HTTP health check
+# that compose runs inside the shell-less image.
+TOOLS=(probe)
 
 binaries() {
   local out=$1
@@ -26,14 +29,17 @@ binaries() {
   for c in "${COMMANDS[@]}"; do pkgs+=("./services/$c"); done
   # Static (no cgo: the net and os/user packages use their pure-Go code),
   # without build paths, without symbol tables and DWARF.
-  CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/" "${pkgs[@]}"
-  echo "images: built ${COMMANDS[*]} into $out (CGO_ENABLED=0, -trimpath, -ldflags \"-s -w\")"
+  local flags=(-trimpath -ldflags "-s -w")
+  CGO_ENABLED=0 go build "${flags[@]}" -o "$out/" "${pkgs[@]}"
+  out=$(cd "$out" && pwd)
+  (cd deploy/docker/probe && CGO_ENABLED=0 GOWORK=off go build "${flags[@]}" -o "$out/probe" .)
+  echo "images: built ${COMMANDS[*]} ${TOOLS[*]} into $out (CGO_ENABLED=0, -trimpath, -ldflags \"-s -w\")"
 }
 
 # check: an ELF with no program interpreter (PT_INTERP) is statically linked.
 check() {
   local dir=$1 bad=0 how
-  for c in "${COMMANDS[@]}"; do
+  for c in "${COMMANDS[@]}" "${TOOLS[@]}"; do
     local f="$dir/$c"
     if [ ! -x "$f" ]; then echo "images: $f is missing" >&2; bad=1; continue; fi
     if command -v readelf >/dev/null 2>&1; then

@@ -1,0 +1,3 @@
+module github.com/mcpdrift/mcpdrift/deploy/docker/probe
+
+go 1.26.0
