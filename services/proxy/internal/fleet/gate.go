@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -34,6 +35,7 @@ const onDriftAlert = "alert"
 const (
 	defaultManifestRetry = time.Second      // a failed manifest read is not retried sooner
 	defaultPrefetchWait  = 30 * time.Second // one background manifest read
+	defaultBindTimeout   = 10 * time.Second // binding the status bucket and the object store
 	minRewatch           = 100 * time.Millisecond
 	maxRewatch           = 5 * time.Second
 )
@@ -61,6 +63,8 @@ type Gate struct {
 	log            zerolog.Logger
 	now            func() time.Time
 	manifestRetry  time.Duration
+	bindTimeout    time.Duration
+	watches        atomic.Int64 // status watches started, for tests
 	prefetch       chan string // baseline hashes to read in the background
 
 	mu        sync.Mutex
@@ -119,6 +123,7 @@ func NewGate(ctx context.Context, js jetstream.JetStream, tenant, server string,
 		log:           log.With().Str("tenant", tenant).Str("server", server).Logger(),
 		now:           time.Now,
 		manifestRetry: defaultManifestRetry,
+		bindTimeout:   defaultBindTimeout,
 		prefetch:      make(chan string, 16),
 		records:       map[string]record{},
 		wake:          make(chan struct{}),
@@ -326,7 +331,7 @@ func (g *Gate) Run(ctx context.Context) error {
 // watch runs one watch until ctx ends, it breaks, or the connection was
 // re-established.
 func (g *Gate) watch(ctx context.Context, reconnected <-chan nats.Status, failing *bool) error {
-	bindCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	bindCtx, cancel := context.WithTimeout(ctx, g.bindTimeout)
 	defer cancel()
 	kv, err := g.js.KeyValue(bindCtx, bus.BucketStatus)
 	if err != nil {
@@ -339,10 +344,13 @@ func (g *Gate) watch(ctx context.Context, reconnected <-chan nats.Status, failin
 	g.mu.Lock()
 	g.objects = objects
 	g.mu.Unlock()
-	w, err := kv.Watch(bindCtx, g.prefix+"*")
+	// The watch lives as long as ctx: the client library stops a watch
+	// when its context ends, so it must not share the bind's deadline.
+	w, err := kv.Watch(ctx, g.prefix+"*")
 	if err != nil {
 		return fmt.Errorf("watching %s*: %w", g.prefix, err)
 	}
+	g.watches.Add(1)
 	defer func() { _ = w.Stop() }()
 	if *failing {
 		*failing = false

@@ -189,6 +189,32 @@ func TestGateFollowsRecord(t *testing.T) {
 	}
 }
 
+// TestGateWatchOutlivesBind: the status watch keeps running after the bind
+// deadline has passed; it once shared that deadline and was closed and
+// restarted every ten seconds, missing updates in between.
+func TestGateWatchOutlivesBind(t *testing.T) {
+	b := natstest.StartBus(t)
+	g, err := NewGate(context.Background(), b.JS, tenant, "mem", testLog(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.bindTimeout = 50 * time.Millisecond
+	runInBackground(t, g.Run)
+	eventually(t, 10*time.Second, "the watch did not start", func() bool { return g.watches.Load() == 1 })
+	time.Sleep(10 * g.bindTimeout) // well past the bind deadline
+	key := bus.StatusKey(tenant, "mem", "default")
+	if _, err := b.Handles.Status.Put(context.Background(), key, statusJSON("changed", "block", "")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the gate did not follow the record", func() bool {
+		v, ok := view(g, "default", 50*time.Millisecond)
+		return ok && v.Status == "changed"
+	})
+	if n := g.watches.Load(); n != 1 {
+		t.Errorf("the status watch was started %d times, want once", n)
+	}
+}
+
 func TestGateManifestArrivesLater(t *testing.T) {
 	b := natstest.StartBus(t)
 	ctx := context.Background()
