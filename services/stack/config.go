@@ -17,6 +17,7 @@ type Config struct {
 	NATSPort       int
 	PortBase       int
 	ClickHouseAddr string // empty: no audit service
+	AuditDatabase  string
 	Posture        string
 	Replicas       int
 }
@@ -60,6 +61,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.IntVar(&cfg.NATSPort, "nats-port", atoi(envOr(getenv, "MCPDRIFT_STACK_NATS_PORT", "4222")), "loopback `port` of the embedded NATS server (MCPDRIFT_STACK_NATS_PORT)")
 	fs.IntVar(&cfg.PortBase, "port-base", atoi(envOr(getenv, "MCPDRIFT_STACK_PORT_BASE", "8470")), "first of the loopback HTTP `port`s, see above (MCPDRIFT_STACK_PORT_BASE)")
 	fs.StringVar(&cfg.ClickHouseAddr, "clickhouse-addr", envOr(getenv, "MCPDRIFT_CLICKHOUSE_ADDR", ""), "ClickHouse native protocol `address` for the audit service; empty: no audit service, audit events wait in JetStream (MCPDRIFT_CLICKHOUSE_ADDR)")
+	fs.StringVar(&cfg.AuditDatabase, "audit-database", envOr(getenv, "MCPDRIFT_AUDIT_DATABASE", "mcpdrift"), "ClickHouse `database` of the audit tables (MCPDRIFT_AUDIT_DATABASE)")
 	fs.StringVar(&cfg.Posture, "posture", envOr(getenv, "MCPDRIFT_POSTURE", "discovery"), "first sight of a server: discovery (trust on first use) or strict (MCPDRIFT_POSTURE)")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err

@@ -41,7 +41,13 @@ type record struct {
 	LiveObservedMs  int64           `json:"live_observed_ms"`
 	Severity        string          `json:"severity"`
 	Reason          string          `json:"reason"`
-	Diff            *surface.Report `json:"diff"`
+	Diff            *surface.Report `json:"-"`
+}
+
+// shown is what the admin API answers for a status record.
+type shown struct {
+	Record record          `json:"record"`
+	Diff   *surface.Report `json:"diff"`
 }
 
 // player plays the demo: it prints each step and fails on the first
@@ -172,8 +178,8 @@ func (p *player) play(ctx context.Context) error {
 	p.printDiff(rec.Diff)
 
 	p.say("The admin approves the manifest they reviewed (driftctl approve --hash %s %s %s).", short(rec.LiveHash), p.in.Tenant, p.in.Server)
-	var approved record
-	if err := p.post(ctx, p.recordPath(rec)+"/approve", map[string]string{"hash": rec.LiveHash}, &approved); err != nil {
+	approved, err := p.approve(ctx, rec)
+	if err != nil {
 		return err
 	}
 	p.detail("%s, baseline v%d", approved.Status, approved.BaselineVersion)
@@ -196,8 +202,10 @@ func (p *player) reviewed(ctx context.Context, cs *mcp.ClientSession) (record, e
 	if err != nil {
 		return record{}, err
 	}
+	since := int64(0)
 	if current != reviewedRelease {
 		fmt.Fprintf(p.out, "(resetting: the sample server advertises %s; shipping %s back and approving it)\n", current, reviewedRelease)
+		since = time.Now().UnixMilli()
 		if err := p.ship(ctx, reviewedRelease); err != nil {
 			return record{}, err
 		}
@@ -205,28 +213,24 @@ func (p *player) reviewed(ctx context.Context, cs *mcp.ClientSession) (record, e
 	if _, err := p.listTools(ctx, cs); err != nil { // first sight, or the reverted listing
 		return record{}, err
 	}
-	rec, err := p.waitRecord(ctx, "a verdict on the reviewed release", func(r record) bool {
-		return r.Status == "verified" || r.Status == "changed" || r.Status == "pending" || r.Status == "quarantined"
+	rec, err := p.waitRecord(ctx, "a verdict on release "+reviewedRelease, func(r record) bool {
+		return r.LiveObservedMs >= since && r.Status != "unknown" && r.Status != ""
 	})
-	if err != nil {
+	if err != nil || rec.Status == "verified" {
+		return rec, err
+	}
+	// Drift never passes silently: even a return to an approved release
+	// stays changed until an admin approves it.
+	return p.approve(ctx, rec)
+}
+
+// approve approves the live manifest of a status record, as the admin.
+func (p *player) approve(ctx context.Context, rec record) (record, error) {
+	var out shown
+	if err := p.post(ctx, p.recordPath(rec)+"/approve", map[string]string{"hash": rec.LiveHash}, &out); err != nil {
 		return record{}, err
 	}
-	if rec.Status == "verified" && current == reviewedRelease {
-		return rec, nil
-	}
-	// Wait for the live hash of the reviewed listing, then approve it.
-	rec, err = p.waitRecord(ctx, "the reviewed listing observed", func(r record) bool {
-		return r.Status == "verified" || (r.LiveHash != "" && r.LiveObservedMs >= rec.LiveObservedMs)
-	})
-	if err != nil {
-		return record{}, err
-	}
-	if rec.Status != "verified" {
-		if err := p.post(ctx, p.recordPath(rec)+"/approve", map[string]string{"hash": rec.LiveHash}, &rec); err != nil {
-			return record{}, err
-		}
-	}
-	return rec, nil
+	return out.Record, nil
 }
 
 func (p *player) listTools(ctx context.Context, cs *mcp.ClientSession) ([]string, error) {
@@ -296,13 +300,13 @@ func (p *player) waitRecord(ctx context.Context, what string, ok func(record) bo
 		if err != nil {
 			return record{}, err
 		}
-		var recs []record
+		var recs []shown
 		if err := json.Unmarshal(b, &recs); err != nil {
 			return record{}, fmt.Errorf("reading the status records: %w", err)
 		}
 		found := false
-		for _, r := range recs {
-			if r.Tenant == p.in.Tenant && r.Server == p.in.Server && (!found || r.LiveObservedMs > last.LiveObservedMs) {
+		for _, sh := range recs {
+			if r := sh.Record;  r.Tenant == p.in.Tenant && r.Server == p.in.Server && (!found || r.LiveObservedMs > last.LiveObservedMs) {
 				last, found = r, true
 			}
 		}
@@ -311,11 +315,12 @@ func (p *player) waitRecord(ctx context.Context, what string, ok func(record) bo
 			if err != nil {
 				return record{}, err
 			}
-			var full record
+			var full shown
 			if err := json.Unmarshal(b, &full); err != nil {
 				return record{}, fmt.Errorf("reading the status record: %w", err)
 			}
-			return full, nil
+			full.Record.Diff = full.Diff
+			return full.Record, nil
 		}
 		if time.Now().After(deadline) {
 			return record{}, fmt.Errorf("demo_timeout: waited %s for %s; the last status of %s was %q (see the logs in %s)", demoWait, what, p.in.Server, last.Status, p.in.Logs)
@@ -333,8 +338,17 @@ func (p *player) printDiff(rep *surface.Report) {
 	show := func(verb string, items []surface.ItemDiff) {
 		for _, it := range items {
 			var kinds []string
+			count := map[string]int{}
 			for _, c := range it.Changes {
-				kinds = append(kinds, c.Kind+" ("+c.Severity.String()+")")
+				k := c.Kind + " (" + c.Severity.String() + ")"
+				if count[k]++; count[k] == 1 {
+					kinds = append(kinds, k)
+				}
+			}
+			for i, k := range kinds {
+				if count[k] > 1 {
+					kinds[i] = fmt.Sprintf("%s x%d", k, count[k])
+				}
 			}
 			line := fmt.Sprintf("%s %s %q, %s", verb, it.Kind, it.Name, it.Severity)
 			if len(kinds) > 0 {

@@ -40,7 +40,6 @@ type Info struct {
 const (
 	tenant        = "default"
 	sampleServer  = "notes"
-	auditDatabase = "mcpdrift"
 	infoFile      = "stack.json"
 	tokensFile    = "admin-tokens"
 	stopTimeout   = 15 * time.Second
@@ -110,7 +109,7 @@ func up(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		{name: "drift", env: []string{"MCPDRIFT_OPS_ADDR=" + cfg.opsAddr(1), "MCPDRIFT_ADMIN_ADDR=" + cfg.adminAddr(),
 			"MCPDRIFT_ADMIN_TOKENS_FILE=" + info.TokensFile, "MCPDRIFT_POSTURE=" + cfg.Posture}, ready: opsURL(1) + "/readyz"},
 		{name: "audit", env: []string{"MCPDRIFT_OPS_ADDR=" + cfg.opsAddr(2), "MCPDRIFT_CLICKHOUSE_ADDR=" + cfg.ClickHouseAddr,
-			"MCPDRIFT_AUDIT_DATABASE=" + auditDatabase, "MCPDRIFT_AUDIT_BATCH_AGE=1s"}, ready: opsURL(2) + "/readyz", skip: cfg.ClickHouseAddr == ""},
+			"MCPDRIFT_AUDIT_DATABASE=" + cfg.AuditDatabase, "MCPDRIFT_AUDIT_BATCH_AGE=1s"}, ready: opsURL(2) + "/readyz", skip: cfg.ClickHouseAddr == ""},
 		{name: "demoserver", args: []string{"--listen", cfg.demoAddr(), "--state-file", filepath.Join(dataDir, "demoserver.json")},
 			ready: info.DemoControlURL},
 		{name: "proxy", env: []string{"MCPDRIFT_OPS_ADDR=" + cfg.opsAddr(3), "MCPDRIFT_PROXY_ID=stack",
@@ -129,7 +128,7 @@ func up(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	exited := make(chan *child, len(specs))
 	for _, s := range specs {
 		if s.skip {
-			log.Warn().Str("service", s.name).Msg("clickhouse not configured: the audit service is not started; audit events wait in jetstream until it runs")
+			log.Warn().Str("command", s.name).Msg("clickhouse not configured: the audit service is not started; audit events wait in jetstream until it runs")
 			continue
 		}
 		if s.name != "demoserver" {
@@ -145,10 +144,10 @@ func up(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		if err := c.waitReady(ctx, readyTimeout); err != nil {
 			return err
 		}
-		log.Info().Str("service", s.name).Int("pid", c.cmd.Process.Pid).Msg("ready")
+		log.Info().Str("command", s.name).Int("pid", c.cmd.Process.Pid).Msg("ready")
 	}
 	if cfg.ClickHouseAddr != "" {
-		info.ClickHouseAddr, info.AuditDatabase = cfg.ClickHouseAddr, auditDatabase
+		info.ClickHouseAddr, info.AuditDatabase = cfg.ClickHouseAddr, cfg.AuditDatabase
 	}
 	if err := writeJSON(filepath.Join(dataDir, infoFile), info); err != nil {
 		return err
@@ -281,13 +280,13 @@ func (c *child) stop(log zerolog.Logger) {
 		select {
 		case <-c.done:
 		case <-time.After(stopTimeout):
-			log.Warn().Str("service", c.name).Msg("did not stop in time; killed")
+			log.Warn().Str("command", c.name).Msg("did not stop in time; killed")
 			_ = c.cmd.Process.Kill()
 			<-c.done
 		}
 	}
 	c.log.Close()
-	log.Info().Str("service", c.name).Msg("stopped")
+	log.Info().Str("command", c.name).Msg("stopped")
 }
 
 func writeJSON(path string, v any) error {

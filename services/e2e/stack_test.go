@@ -1,0 +1,333 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/chtest"
+)
+
+// stackCommands are the commands make build puts in bin/ for make run.
+var stackCommands = []string{"stack", "demoserver", "fingerprint", "drift", "audit", "proxy"}
+
+// TestStackRunAndDemo runs make run's script (scripts/run.sh) and make
+// demo's (scripts/demo.sh) as a user would, with ClickHouse: the demo must
+// play through, from verified to the audit rows. Ctrl-C must stop the whole
+// stack cleanly, and a second start must resume with the same state, which
+// the demo then plays from again.
+func TestStackRunAndDemo(t *testing.T) {
+	bin := buildCommands(t, stackCommands)
+	ch := chtest.Shared(t)
+	data := t.TempDir()
+	base := freePortRange(t, 21)
+	env := append(os.Environ(),
+		"MCPDRIFT_STACK_DIR="+data,
+		"MCPDRIFT_STACK_BIN_DIR="+bin,
+		"MCPDRIFT_STACK_PORT_BASE="+strconv.Itoa(base),
+		"MCPDRIFT_STACK_NATS_PORT="+strconv.Itoa(freePortRange(t, 1)),
+		"MCPDRIFT_CLICKHOUSE_ADDR="+ch.Addr,
+		"MCPDRIFT_AUDIT_DATABASE="+ch.Database(t),
+	)
+
+	first := startStack(t, env, data)
+	for _, want := range []string{"MCP endpoint", "/notes/mcp", "Admin API", "driftctl tail", "ClickHouse: " + ch.Addr, "/metrics"} {
+		if !strings.Contains(first.banner(), want) {
+			t.Errorf("the banner lacks %q:\n%s", want, first.banner())
+		}
+	}
+	out := runDemo(t, env)
+	for _, want := range []string{
+		"The server is verified (baseline v1",
+		"The pipeline's verdict: changed (severity critical",
+		"tools/list: 0 tools (withheld)",
+		"tools/call read_note refused: ",
+		`added tool "export_notes"`,
+		`changed tool "read_note"`,
+		"marker_secret_path",
+		"verified, baseline v2",
+		"tools/list: export_notes, read_note, search_notes",
+		"tool calls: ", "read_note refused server_changed",
+		"verdicts: ", "admin actions: approve by admin ok",
+		"Done: the rug pull was caught",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the demo's output lacks %q:\n%s", want, out)
+		}
+	}
+	first.interrupt(t)
+	if _, err := os.Stat(filepath.Join(data, "stack.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stack.json left behind after Ctrl-C: %v", err)
+	}
+	for i := range 5 { // the admin API and the four ops listeners are closed: their processes ended
+		if c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(base+i), time.Second); err == nil {
+			c.Close()
+			t.Errorf("port %d still answers after the stack stopped", base+i)
+		}
+	}
+
+	// A second start resumes: the approved release 1.1.0 is still verified.
+	second := startStack(t, env, data)
+	rec := adminRecord(t, second.info, "notes")
+	if rec.Status != "verified" || rec.BaselineVersion != 2 {
+		t.Fatalf("after a restart the sample server is %s at baseline v%d, want verified at v2 (state not resumed)", rec.Status, rec.BaselineVersion)
+	}
+	out = runDemo(t, env)
+	for _, want := range []string{"(resetting: the sample server advertises 1.1.0", "verified, baseline v4", "Done: the rug pull was caught"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the second demo's output lacks %q:\n%s", want, out)
+		}
+	}
+	second.interrupt(t)
+}
+
+// TestStackWithoutClickHouse: without ClickHouse the stack says so plainly,
+// runs without the audit service, and the demo says there are no audit
+// rows to read back.
+func TestStackWithoutClickHouse(t *testing.T) {
+	bin := buildCommands(t, stackCommands)
+	data := t.TempDir()
+	env := append(os.Environ(),
+		"MCPDRIFT_STACK_DIR="+data,
+		"MCPDRIFT_STACK_BIN_DIR="+bin,
+		"MCPDRIFT_STACK_PORT_BASE="+strconv.Itoa(freePortRange(t, 21)),
+		"MCPDRIFT_STACK_NATS_PORT="+strconv.Itoa(freePortRange(t, 1)),
+		"MCPDRIFT_CLICKHOUSE_ADDR=",
+		"MCPDRIFT_RUN_CLICKHOUSE=off",
+	)
+	s := startStack(t, env, data)
+	if !strings.Contains(s.banner(), "ClickHouse: not configured") {
+		t.Errorf("the banner does not say ClickHouse is missing:\n%s", s.banner())
+	}
+	if _, ok := s.info.Ops["audit"]; ok {
+		t.Errorf("the audit service is listed without ClickHouse: %v", s.info.Ops)
+	}
+	out := runDemo(t, env)
+	if !strings.Contains(out, "ClickHouse is not configured for this stack") || !strings.Contains(out, "verified, baseline v2") {
+		t.Errorf("the demo's output without ClickHouse:\n%s", out)
+	}
+	s.interrupt(t)
+
+	// The demo refuses plainly when no stack runs.
+	cmd := exec.Command("../../scripts/demo.sh")
+	cmd.Env = env
+	b, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(b), "stack_not_running") {
+		t.Errorf("demo without a stack: err %v, output:\n%s", err, b)
+	}
+}
+
+// stackInfo is the part of DATA-DIR/stack.json the tests read.
+type stackInfo struct {
+	AdminURL   string            `json:"admin_url"`
+	TokensFile string            `json:"admin_tokens_file"`
+	Ops        map[string]string `json:"ops"`
+}
+
+type runningStack struct {
+	cmd    *exec.Cmd
+	info   stackInfo
+	done   chan error
+	mu     sync.Mutex
+	stdout bytes.Buffer
+}
+
+func (s *runningStack) banner() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stdout.String()
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+// startStack runs scripts/run.sh in its own process group, as a terminal
+// would, and waits until the stack has written stack.json.
+func startStack(t *testing.T, env []string, data string) *runningStack {
+	t.Helper()
+	s := &runningStack{cmd: exec.Command("../../scripts/run.sh"), done: make(chan error, 1)}
+	s.cmd.Env = env
+	s.cmd.Stdout = lockedWriter{&s.mu, &s.stdout}
+	var stderr bytes.Buffer
+	s.cmd.Stderr = lockedWriter{&s.mu, &stderr}
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { s.done <- s.cmd.Wait() }()
+	t.Cleanup(func() { _ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL) })
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if b, err := os.ReadFile(filepath.Join(data, "stack.json")); err == nil && json.Unmarshal(b, &s.info) == nil {
+			break
+		}
+		select {
+		case err := <-s.done:
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			t.Fatalf("the stack exited while starting: %v\n%s\nlogs:\n%s", err, stderr.String(), logTails(data))
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stack did not start within 2 minutes\n%s", logTails(data))
+		}
+	}
+	// The banner is printed right after stack.json is written.
+	for !strings.Contains(s.banner(), "Ctrl-C") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return s
+}
+
+// interrupt sends Ctrl-C to the stack's process group and waits for a clean
+// exit.
+func (s *runningStack) interrupt(t *testing.T) {
+	t.Helper()
+	if err := syscall.Kill(-s.cmd.Process.Pid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Fatalf("the stack exited with %v after Ctrl-C", err)
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatal("the stack did not stop within 90s of Ctrl-C")
+	}
+}
+
+func runDemo(t *testing.T, env []string) string {
+	t.Helper()
+	cmd := exec.Command("../../scripts/demo.sh")
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make demo's script: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+// adminRecord reads a server's status record from the stack's admin API.
+func adminRecord(t *testing.T, in stackInfo, server string) (rec struct {
+	Server          string `json:"server"`
+	Status          string `json:"status"`
+	BaselineVersion int64  `json:"baseline_version"`
+}) {
+	t.Helper()
+	tokens, err := os.ReadFile(in.TokensFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var token string
+	for _, line := range strings.Split(string(tokens), "\n") {
+		if parts := strings.SplitN(line, ":", 3); len(parts) == 3 && parts[1] == "read" {
+			token = parts[2]
+		}
+	}
+	req, _ := http.NewRequest(http.MethodGet, in.AdminURL+"/v1/servers", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var recs []json.RawMessage
+	if err := json.NewDecoder(resp.Body).Decode(&recs); err != nil {
+		t.Fatalf("admin API: %s: %v", resp.Status, err)
+	}
+	for _, raw := range recs {
+		var shown struct {
+			Record json.RawMessage `json:"record"`
+		}
+		if err := json.Unmarshal(raw, &shown); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(shown.Record, &rec); err != nil {
+			t.Fatal(err)
+		}
+		if rec.Server == server {
+			return rec
+		}
+	}
+	t.Fatalf("no status record of %s in %d records", server, len(recs))
+	return rec
+}
+
+// buildCommands builds service commands into a directory of the test's.
+func buildCommands(t *testing.T, names []string) string {
+	t.Helper()
+	dir := t.TempDir()
+	args := []string{"build", "-o", dir + "/"}
+	for _, n := range names {
+		args = append(args, "../"+n)
+	}
+	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+		t.Fatalf("building %v: %v\n%s", names, err, out)
+	}
+	return dir
+}
+
+// freePortRange finds n consecutive free loopback ports and returns the
+// first.
+func freePortRange(t *testing.T, n int) int {
+	t.Helper()
+	for try := 0; try < 50; try++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		if base+n > 65535 {
+			continue
+		}
+		ok := true
+		for p := base; p < base+n && ok; p++ {
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+			if err != nil {
+				ok = false
+				break
+			}
+			l.Close()
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatalf("no %d consecutive free loopback ports", n)
+	return 0
+}
+
+func logTails(data string) string {
+	var b strings.Builder
+	logs, _ := filepath.Glob(filepath.Join(data, "logs", "*.log"))
+	for _, l := range logs {
+		content, _ := os.ReadFile(l)
+		lines := strings.Split(strings.TrimSpace(string(content)), "\n")
+		if len(lines) > 15 {
+			lines = lines[len(lines)-15:]
+		}
+		fmt.Fprintf(&b, "== %s\n%s\n", filepath.Base(l), strings.Join(lines, "\n"))
+	}
+	return b.String()
+}
