@@ -306,7 +306,7 @@ func (p *player) waitRecord(ctx context.Context, what string, ok func(record) bo
 		}
 		found := false
 		for _, sh := range recs {
-			if r := sh.Record;  r.Tenant == p.in.Tenant && r.Server == p.in.Server && (!found || r.LiveObservedMs > last.LiveObservedMs) {
+			if r := sh.Record; r.Tenant == p.in.Tenant && r.Server == p.in.Server && (!found || r.LiveObservedMs > last.LiveObservedMs) {
 				last, found = r, true
 			}
 		}

@@ -38,12 +38,12 @@ type Info struct {
 }
 
 const (
-	tenant        = "default"
-	sampleServer  = "notes"
-	infoFile      = "stack.json"
-	tokensFile    = "admin-tokens"
-	stopTimeout   = 15 * time.Second
-	readyTimeout  = 60 * time.Second
+	tenant       = "default"
+	sampleServer = "notes"
+	infoFile     = "stack.json"
+	tokensFile   = "admin-tokens"
+	stopTimeout  = 15 * time.Second
+	readyTimeout = 60 * time.Second
 )
 
 // child is one service command run by the stack.
