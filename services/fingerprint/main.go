@@ -21,6 +21,7 @@ import (
 
 	"github.com/mcpdrift/mcpdrift/services/fingerprint/internal/fpsvc"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/ops"
 	"github.com/mcpdrift/mcpdrift/services/internal/options"
 )
 
@@ -47,6 +48,7 @@ type settings struct {
 	replicas  int
 	busSetup  string
 	logLevel  string
+	opsAddr   string
 	svc       fpsvc.Config
 }
 
@@ -59,6 +61,7 @@ func settingsOptions(s *settings) []options.Option {
 		options.Opt("replicas", "MCPDRIFT_REPLICAS", "N", "replicas of the streams and buckets it creates: 1 on a single node, 3 in a cluster", options.Int(&s.replicas)),
 		options.Opt("bus-setup", "MCPDRIFT_BUS_SETUP", "MODE", "create: create or update the streams and buckets at start (needs the NATS admin's rights); check: only check that they exist (the fingerprint role's rights suffice)", options.String(&s.busSetup)),
 		options.Opt("log-level", "MCPDRIFT_LOG_LEVEL", "LEVEL", "debug, info, warn or error", options.String(&s.logLevel)),
+		options.Opt("ops-addr", "MCPDRIFT_OPS_ADDR", "ADDR", "host:port of /healthz, /readyz and /metrics (docs/metrics.md); empty: not served", options.String(&s.opsAddr)),
 		options.Opt("durable", "MCPDRIFT_FINGERPRINT_DURABLE", "NAME", "durable consumer shared by every instance", options.String(&s.svc.Durable)),
 		options.Opt("workers", "MCPDRIFT_FINGERPRINT_WORKERS", "N", "observations one instance processes at once", options.Int(&s.svc.Workers)),
 		options.Opt("prefetch", "MCPDRIFT_FINGERPRINT_PREFETCH", "N", "messages one instance buffers ahead of its workers", options.Int(&s.svc.Prefetch)),
@@ -81,7 +84,8 @@ Consumes ListObservation events (` + fpsvc.FilterSubject + `) on a durable consu
 shared by every instance, fingerprints each captured surface, stores the
 manifest in the object store ` + bus.BucketManifests + `, and publishes a Fingerprint
 event on mcpdrift.fp.<tenant>.<server>. Stops on SIGINT or SIGTERM after
-finishing the messages it holds.
+finishing the messages it holds. With --ops-addr it serves /healthz, /readyz
+(connected to NATS, streams checked, not stopping) and Prometheus /metrics.
 
 Usage: fingerprint [flags]
 
@@ -131,6 +135,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return fmt.Errorf("config: %w", err)
 	}
 	log := zerolog.New(stderr).Level(lvl).With().Timestamp().Str("service", fpsvc.ServiceName).Logger()
+	o := ops.New(fpsvc.ServiceName, log)
+	return o.RunWith(ctx, s.opsAddr, func(ctx context.Context) error { return serve(ctx, s, log, o) })
+}
+
+// serve connects, sets up the bus and runs the service until ctx ends; o
+// holds its readiness checks and metrics.
+func serve(ctx context.Context, s *settings, log zerolog.Logger, o *ops.Server) error {
+	started := o.Starting("connecting and checking streams")
+	metrics := fpsvc.NewMetrics(o.Registry())
 
 	nopts := []nats.Option{
 		nats.Name("mcpdrift-" + fpsvc.ServiceName),
@@ -156,6 +169,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return fmt.Errorf("connecting to %s: %w", s.natsURL, err)
 	}
+	o.AddCheck("nats", ops.NATSConnected(nc))
 	defer func() {
 		_ = nc.FlushTimeout(2 * time.Second) // acks and naks still buffered
 		nc.Close()
@@ -188,11 +202,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		Manifests: fpsvc.NewObjectManifests(manifests),
 		Log:       log,
 		Now:       time.Now,
+		Metrics:   metrics,
 	})
 	if err != nil {
 		return err
 	}
 	c := s.svc.WithDefaults()
+	o.AddConsumerLag(js, bus.StreamObservations, c.Durable)
+	started()
 	log.Info().Str("url", nc.ConnectedUrlRedacted()).Str("durable", c.Durable).Int("workers", c.Workers).
 		Int("max_deliver", c.MaxDeliver).Int("max_ack_pending", c.MaxAckPending).Msg("fingerprint service started")
 	err = svc.Run(ctx)

@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"net"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -16,6 +19,8 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/fingerprint/internal/fpsvc"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/ops"
+	"github.com/mcpdrift/mcpdrift/services/internal/ops/opstest"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -49,7 +54,7 @@ func TestHelpDocumentsEveryOption(t *testing.T) {
 			t.Errorf("--help does not document --%s and %s", o.Flag, o.Env)
 		}
 	}
-	for _, want := range []string{"MCPDRIFT_NATS_URL", "(default nats://127.0.0.1:4222)", "(default 30s)", "(default fingerprint)"} {
+	for _, want := range []string{"MCPDRIFT_NATS_URL", "--ops-addr ADDR", "MCPDRIFT_OPS_ADDR", "/metrics", "(default nats://127.0.0.1:4222)", "(default 30s)", "(default fingerprint)"} {
 		if !strings.Contains(help, want) {
 			t.Errorf("--help lacks %q:\n%s", want, help)
 		}
@@ -175,5 +180,110 @@ func TestRunFingerprintsUntilCancelled(t *testing.T) {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("logs lack %s:\n%s", want, logs.String())
 		}
+	}
+}
+
+// TestOpsEndpoints runs the command with --ops-addr, does known work (one
+// surface fingerprinted, one rejected, one observation dead-lettered) and
+// checks that the metrics moved by exactly that, that they are the ones
+// docs/metrics.md lists, and that readiness follows the NATS connection.
+func TestOpsEndpoints(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var logs syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--ops-addr", "127.0.0.1:0"}, env(map[string]string{
+			"MCPDRIFT_NATS_URL": srv.ClientURL(), "MCPDRIFT_FINGERPRINT_DRAIN_TIMEOUT": "2s",
+		}), &logs)
+	}()
+	addr := opstest.Addr(t, logs.String)
+	if status, body := opstest.Get(t, addr, "/healthz"); status != http.StatusOK || body != "ok\n" {
+		t.Fatalf("GET /healthz = %d %q", status, body)
+	}
+	opstest.WaitStatus(t, addr, "/readyz", http.StatusOK) // the streams exist from here
+
+	capture, err := os.ReadFile("../internal/surface/testdata/real/memory/2025.9.25.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish := func(subject string, obs *mcpdriftv1.ListObservation) {
+		t.Helper()
+		data, err := proto.Marshal(obs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := bus.Publish(ctx, js, subject, data, obs.EventId); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish(bus.ListObservationSubject("acme", "memory"),
+		&mcpdriftv1.ListObservation{EventId: "obs-ok", Tenant: "acme", Server: "memory", Proxy: "p1", Variant: "v1", Capture: capture})
+	publish(bus.ListObservationSubject("acme", "broken"),
+		&mcpdriftv1.ListObservation{EventId: "obs-rejected", Tenant: "acme", Server: "broken", Proxy: "p1", Variant: "v1", Capture: []byte(`{"tools":`)})
+	publish(bus.ListObservationSubject("acme", "other"), // a body that claims another server
+		&mcpdriftv1.ListObservation{EventId: "obs-mismatch", Tenant: "acme", Server: "memory", Proxy: "p1", Variant: "v1", Capture: capture})
+
+	const obsTotal = "mcpdrift_fingerprint_observations_total"
+	opstest.WaitValue(t, addr, 1, obsTotal, "result", "ok")
+	opstest.WaitValue(t, addr, 1, obsTotal, "result", "rejected")
+	opstest.WaitValue(t, addr, 1, obsTotal, "result", "dead_lettered")
+	opstest.WaitValue(t, addr, 0, "mcpdrift_consumer_pending", "consumer", "fingerprint")
+	fams := opstest.WaitValue(t, addr, 0, "mcpdrift_consumer_ack_pending", "consumer", "fingerprint")
+	for _, tc := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{obsTotal, []string{"result", "ok"}, 1},
+		{obsTotal, []string{"result", "rejected"}, 1},
+		{obsTotal, []string{"result", "dead_lettered"}, 1},
+		{"mcpdrift_fingerprint_dead_letters_total", []string{"code", fpsvc.CodeSubjectMismatch}, 1},
+		{"mcpdrift_fingerprint_dead_letters_total", []string{"code", fpsvc.CodeMalformedEvent}, 0},
+		{"mcpdrift_fingerprint_dead_letters_total", []string{"code", fpsvc.CodeRetriesExhausted}, 0},
+		{"mcpdrift_fingerprint_retries_total", nil, 0},
+		{"mcpdrift_fingerprint_duration_seconds", nil, 2}, // the dead letter was never fingerprinted
+		{"mcpdrift_consumer_info_errors_total", []string{"consumer", "fingerprint"}, 0},
+	} {
+		if got, ok := fams.Value(tc.name, tc.labels...); !ok || got != tc.want {
+			t.Errorf("%s%v = %v (present %v), want %v", tc.name, tc.labels, got, ok, tc.want)
+		}
+	}
+	if diff := opstest.Diff(opstest.DocNames(t, "../../docs/metrics.md", "fingerprint", "every service"), fams.Names("mcpdrift_")); diff != "" {
+		t.Errorf("docs/metrics.md and the fingerprint service's metrics differ:\n%s", diff)
+	}
+
+	// NATS goes away: not ready; it comes back on the same port: ready again.
+	opts := natstest.Options(t)
+	opts.Port, opts.StoreDir = srv.Addr().(*net.TCPAddr).Port, srv.StoreDir
+	srv.Stop()
+	if body := opstest.WaitStatus(t, addr, "/readyz", http.StatusServiceUnavailable); !strings.Contains(body, "nats: not connected to NATS") {
+		t.Errorf("GET /readyz without NATS = %q, want it to name the NATS check", body)
+	}
+	natstest.StartWith(t, opts)
+	opstest.WaitStatus(t, addr, "/readyz", http.StatusOK)
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not return after cancel")
+	}
+}
+
+func TestOpsAddressInUse(t *testing.T) {
+	srv := natstest.Start(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	err = run(context.Background(), []string{"--ops-addr", ln.Addr().String()}, env(map[string]string{"MCPDRIFT_NATS_URL": srv.ClientURL()}), &bytes.Buffer{})
+	if !errors.Is(err, ops.ErrAddrInUse) {
+		t.Fatalf("run = %v, want ops.ErrAddrInUse", err)
 	}
 }

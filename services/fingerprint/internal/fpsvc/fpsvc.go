@@ -180,6 +180,8 @@ type Deps struct {
 	Manifests ManifestStore
 	Log       zerolog.Logger
 	Now       func() time.Time // time.Now when nil
+	// Metrics records what the service does; nil records nothing.
+	Metrics *Metrics
 }
 
 // Stats counts what the service did since New. Processed counts every
@@ -203,6 +205,7 @@ type Service struct {
 	store ManifestStore
 	log   zerolog.Logger
 	now   func() time.Time
+	m     *Metrics
 
 	memo   *memo
 	known  *knownSet
@@ -230,6 +233,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 		store: d.Manifests,
 		log:   d.Log,
 		now:   d.Now,
+		m:     d.Metrics,
 		memo:  newMemo(cfg.WithDefaults().MemoBytes),
 		known: newKnownSet(4096, 10*time.Minute, d.Now),
 	}, nil

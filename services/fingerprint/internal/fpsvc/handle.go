@@ -208,7 +208,9 @@ func (s *Service) handle(workCtx context.Context, msg jetstream.Msg, settler cha
 		return
 	}
 	r := ref{obs.Tenant, obs.Server, obs.EventId}
+	start := time.Now()
 	data, res, err := s.fingerprint(obs)
+	s.m.fingerprinted(time.Since(start))
 	if err != nil { // cannot happen for a valid message; retrying will not help
 		s.deadLetter(ctx, msg, md, CodeMalformedEvent, "encoding the fingerprint: "+err.Error())
 		return
@@ -265,6 +267,7 @@ func (s *Service) settle(workCtx context.Context, in <-chan inflight) {
 		if p.rejected {
 			s.stats.rejected.Add(1)
 		}
+		s.m.settled(p.rejected)
 	}
 }
 
@@ -284,6 +287,7 @@ func (s *Service) retry(workCtx context.Context, msg jetstream.Msg, md *jetstrea
 	}
 	delay := s.cfg.retryDelay(md.NumDelivered)
 	s.stats.retries.Add(1)
+	s.m.retry()
 	s.log.Warn().Err(cause).Str("tenant", r.tenant).Str("server", r.server).Str("event_id", r.eventID).
 		Uint64("stream_seq", md.Sequence.Stream).Uint64("delivered", md.NumDelivered).Dur("retry_in", delay).
 		Msg("fingerprint not published; will retry")
@@ -312,6 +316,7 @@ func (s *Service) deadLetter(ctx context.Context, msg jetstream.Msg, md *jetstre
 	if err != nil && !last {
 		delay := s.cfg.retryDelay(md.NumDelivered)
 		s.stats.retries.Add(1)
+		s.m.retry()
 		s.log.Warn().Err(err).Str("subject", msg.Subject()).Uint64("stream_seq", md.Sequence.Stream).
 			Str("error_code", code).Dur("retry_in", delay).Msg("dead letter not published; will retry")
 		s.settled(msg, md, msg.NakWithDelay(delay), "nak")
@@ -324,6 +329,7 @@ func (s *Service) deadLetter(ctx context.Context, msg jetstream.Msg, md *jetstre
 	ev.Str("subject", msg.Subject()).Uint64("stream_seq", md.Sequence.Stream).Uint64("delivered", md.NumDelivered).
 		Str("error_code", code).Str("reason", dl.ErrorMessage).Bool("dead_letter", err == nil).Msg("observation terminated")
 	s.stats.poison.Add(1)
+	s.m.deadLetter(code)
 	s.settled(msg, md, msg.TermWithReason(code), "term")
 }
 
