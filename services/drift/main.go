@@ -26,6 +26,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/driftsvc"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/state"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/ops"
 )
 
 func main() {
@@ -45,6 +46,7 @@ func main() {
 type Config struct {
 	NATSURL   string
 	HTTPAddr  string
+	OpsAddr   string // /healthz, /readyz and /metrics; empty: not served
 	Tokens    []admin.Token
 	Replicas  int
 	BusSetup  string // setupCreate or setupCheck
@@ -61,6 +63,8 @@ Usage: drift [flags]
 Every flag can also be set by the environment variable shown with it.
 Admin tokens are "name:role:secret" entries (role read or write), separated
 by commas or newlines; give them in MCPDRIFT_ADMIN_TOKENS or a file.
+With --ops-addr it serves /healthz, /readyz (connected to NATS, streams
+checked, admin API listening, not stopping) and Prometheus /metrics.
 
 Flags:
 `
@@ -77,6 +81,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
 	natsURL := fs.String("nats-url", env("MCPDRIFT_NATS_URL", nats.DefaultURL), "NATS server `URL` (MCPDRIFT_NATS_URL)")
 	httpAddr := fs.String("http-addr", env("MCPDRIFT_ADMIN_ADDR", "127.0.0.1:8470"), "admin API listen `address` (MCPDRIFT_ADMIN_ADDR)")
+	opsAddr := fs.String("ops-addr", env("MCPDRIFT_OPS_ADDR", ""), "`host:port` of /healthz, /readyz and /metrics (docs/metrics.md); empty: not served (MCPDRIFT_OPS_ADDR)")
 	tokens := fs.String("tokens", "", "admin API `tokens` (MCPDRIFT_ADMIN_TOKENS; prefer the variable or a file: flags show in ps)")
 	tokensFile := fs.String("tokens-file", env("MCPDRIFT_ADMIN_TOKENS_FILE", ""), "read admin API tokens from this `file` (MCPDRIFT_ADMIN_TOKENS_FILE)")
 	busSetup := fs.String("bus-setup", env("MCPDRIFT_BUS_SETUP", setupCreate), "`mode`: create (create or update the streams and buckets at start; needs the NATS admin's rights) or check (only check that they exist; the drift role's rights suffice) (MCPDRIFT_BUS_SETUP)")
@@ -89,7 +94,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		return Config{}, err
 	}
 	var errs []error
-	cfg := Config{NATSURL: *natsURL, HTTPAddr: *httpAddr, Replicas: *replicas, BusSetup: *busSetup,
+	cfg := Config{NATSURL: *natsURL, HTTPAddr: *httpAddr, OpsAddr: *opsAddr, Replicas: *replicas, BusSetup: *busSetup,
 		Service: driftsvc.Config{Policy: state.Policy{Posture: *posture, OnDrift: *onDrift, Guard: *guard}}}
 	spec := *tokens
 	if spec == "" {
@@ -136,13 +141,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	return serve(ctx, cfg)
 }
 
+// serve runs the service, and its ops listener when cfg.OpsAddr is set.
 func serve(ctx context.Context, cfg Config) error {
 	log := zerolog.New(cfg.LogOutput).Level(cfg.LogLevel).With().Timestamp().Str("service", "drift").Logger()
+	o := ops.New("drift", log)
+	return o.RunWith(ctx, cfg.OpsAddr, func(ctx context.Context) error { return serveDrift(ctx, cfg, log, o) })
+}
+
+// serveDrift connects, sets up the bus, and runs the service and the admin
+// API until ctx ends; o holds its readiness checks and metrics.
+func serveDrift(ctx context.Context, cfg Config, log zerolog.Logger, o *ops.Server) error {
+	started := o.Starting("connecting, checking streams and opening the admin API")
 	nc, err := nats.Connect(cfg.NATSURL, nats.Name("mcpdrift-drift"), nats.MaxReconnects(-1))
 	if err != nil {
 		return fmt.Errorf("connecting to NATS at %s: %w", cfg.NATSURL, err)
 	}
 	defer nc.Close()
+	o.AddCheck("nats", ops.NATSConnected(nc))
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return err
@@ -156,7 +171,7 @@ func serve(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	svc, err := driftsvc.New(cfg.Service, driftsvc.Deps{JS: js, Handles: h, Log: log})
+	svc, err := driftsvc.New(cfg.Service, driftsvc.Deps{JS: js, Handles: h, Log: log, Metrics: driftsvc.NewMetrics(o.Registry())})
 	if err != nil {
 		return err
 	}
@@ -181,8 +196,9 @@ func serve(ctx context.Context, cfg Config) error {
 			}
 			return func() { _ = sub.Unsubscribe() }, nil
 		},
-		Code: driftsvc.Code,
-		Log:  log,
+		Code:    driftsvc.Code,
+		Log:     log,
+		Metrics: admin.NewMetrics(o.Registry()),
 	})
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -191,6 +207,12 @@ func serve(ctx context.Context, cfg Config) error {
 	if cfg.Ready != nil {
 		cfg.Ready(ln.Addr())
 	}
+	durable := cfg.Service.Durable
+	if durable == "" {
+		durable = driftsvc.DefaultConfig.Durable
+	}
+	o.AddConsumerLag(js, bus.StreamFingerprints, durable)
+	started()
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
 	log.Info().Str("admin_addr", ln.Addr().String()).Str("nats", nc.ConnectedUrlRedacted()).
 		Str("posture", cfg.Service.Policy.Posture).Str("on_drift", cfg.Service.Policy.OnDrift).Bool("guard", cfg.Service.Policy.Guard).

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +25,8 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/driftsvc"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/ops"
+	"github.com/mcpdrift/mcpdrift/services/internal/ops/opstest"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
 
@@ -40,6 +43,12 @@ type stack struct {
 
 func startStack(t *testing.T) *stack {
 	t.Helper()
+	return startStackWith(t, nil)
+}
+
+// startStackWith starts the service with edit applied to its Config.
+func startStackWith(t *testing.T, edit func(*Config)) *stack {
+	t.Helper()
 	srv := natstest.Start(t)
 	tokens, err := admin.ParseTokens("reader:read:" + readSecret + ",alice:write:" + writeSecret)
 	if err != nil {
@@ -48,11 +57,13 @@ func startStack(t *testing.T) *stack {
 	addr := make(chan net.Addr, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() {
-		done <- serve(ctx, Config{NATSURL: srv.ClientURL(), HTTPAddr: "127.0.0.1:0", Tokens: tokens, Replicas: 1,
-			LogLevel: zerolog.WarnLevel, LogOutput: io.Discard, Service: driftsvc.Config{},
-			Ready: func(a net.Addr) { addr <- a }})
-	}()
+	cfg := Config{NATSURL: srv.ClientURL(), HTTPAddr: "127.0.0.1:0", Tokens: tokens, Replicas: 1,
+		LogLevel: zerolog.WarnLevel, LogOutput: io.Discard, Service: driftsvc.Config{},
+		Ready: func(a net.Addr) { addr <- a }}
+	if edit != nil {
+		edit(&cfg)
+	}
+	go func() { done <- serve(ctx, cfg) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -241,8 +252,145 @@ func TestConfigErrors(t *testing.T) {
 	if err := run(context.Background(), []string{"--help"}, getenv, &stderr); !errors.Is(err, flag.ErrHelp) || strings.Contains(stderr.String(), "a-secret") {
 		t.Fatalf("--help: %v\n%s", err, stderr.String())
 	}
+	for _, want := range []string{"-ops-addr host:port", "MCPDRIFT_OPS_ADDR", "/metrics"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("--help lacks %q:\n%s", want, stderr.String())
+		}
+	}
 	env["MCPDRIFT_ADMIN_TOKENS"] = "x:admin:short"
 	if err := run(context.Background(), nil, getenv, &stderr); err == nil || !strings.Contains(err.Error(), "16 characters") {
 		t.Fatalf("weak token: %v", err)
+	}
+}
+
+// TestOpsEndpoints runs the service with an ops listener, does known work
+// (a first sight, a drift, a malformed fingerprint, admin requests allowed,
+// denied and failed) and checks that the metrics moved by exactly that, that
+// they are the ones docs/metrics.md lists, and that readiness follows NATS.
+func TestOpsEndpoints(t *testing.T) {
+	var logs syncBuffer
+	s := startStackWith(t, func(c *Config) {
+		c.OpsAddr, c.LogOutput, c.LogLevel = "127.0.0.1:0", &logs, zerolog.InfoLevel
+	})
+	addr := opstest.Addr(t, logs.String)
+	if status, body := opstest.Get(t, addr, "/healthz"); status != http.StatusOK || body != "ok\n" {
+		t.Fatalf("GET /healthz = %d %q", status, body)
+	}
+	opstest.WaitStatus(t, addr, "/readyz", http.StatusOK)
+
+	fx := "../internal/surface/testdata/real/memory/"
+	t0 := time.Now()
+	a := s.observe("mem", "o1", fx+"2025.8.4.json", t0)
+	s.waitStatus("mem", "verified")
+	b := s.observe("mem", "o2", fx+"2025.9.25.json", t0.Add(time.Second))
+	s.waitStatus("mem", "changed")
+	_, js := s.srv.Connect(t)
+	if _, err := bus.Publish(context.Background(), js, bus.FingerprintSubject("acme", "mem"), []byte("\xff not protobuf"), "garbage"); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct {
+		method, path, secret string
+		body                 any
+		status               int
+	}{
+		{"GET", "/v1/servers", "", nil, 401}, // status denied
+		{"POST", "/v1/servers/acme/mem/v0/approve", readSecret, admin.ApproveRequest{Hash: b}, 403},  // approve denied
+		{"POST", "/v1/servers/acme/mem/v0/approve", writeSecret, admin.ApproveRequest{Hash: a}, 409}, // approve failed: stale hash
+		{"GET", "/v1/servers/acme/nope/v0/history", readSecret, nil, 404},                            // history failed
+		{"POST", "/v1/servers/acme/mem/v0/approve", writeSecret, admin.ApproveRequest{Hash: b}, 200}, // approve ok
+		{"GET", "/v1/servers", readSecret, nil, 200},                                                 // status ok
+		{"POST", "/v1/servers/acme/mem/v0/quarantine", writeSecret, admin.QuarantineRequest{}, 200},  // quarantine ok
+	} {
+		if status, body := s.do(r.method, r.path, r.secret, r.body); status != r.status {
+			t.Fatalf("%s %s = %d %s, want %d", r.method, r.path, status, body, r.status)
+		}
+	}
+	s.waitStatus("mem", "quarantined")
+
+	const fps = "mcpdrift_drift_fingerprints_total"
+	opstest.WaitValue(t, addr, 1, fps, "result", "dead_lettered")
+	opstest.WaitValue(t, addr, 1, "mcpdrift_drift_verdicts_total", "status", "quarantined")
+	opstest.WaitValue(t, addr, 0, "mcpdrift_consumer_pending", "consumer", "drift")
+	fams := opstest.WaitValue(t, addr, 0, "mcpdrift_consumer_ack_pending", "consumer", "drift")
+	want := []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{fps, []string{"result", "ok"}, 2},
+		{fps, []string{"result", "retried"}, 0},
+		{fps, []string{"result", "dead_lettered"}, 1},
+		{"mcpdrift_drift_dead_letters_total", []string{"code", "malformed_event"}, 1},
+		{"mcpdrift_drift_dead_letters_total", []string{"code", "subject_mismatch"}, 0},
+		// first sight, drift, approve, quarantine
+		{"mcpdrift_drift_verdicts_total", []string{"status", "verified"}, 2},
+		{"mcpdrift_drift_verdicts_total", []string{"status", "changed"}, 1},
+		{"mcpdrift_drift_verdicts_total", []string{"status", "quarantined"}, 1},
+		{"mcpdrift_drift_verdicts_total", []string{"status", "pending"}, 0},
+		{"mcpdrift_drift_status_writes_total", nil, 4},
+		{"mcpdrift_drift_cas_conflicts_total", nil, 0},
+		{"mcpdrift_drift_admin_actions_total", []string{"action", "status", "result", "denied"}, 1},
+		{"mcpdrift_drift_admin_actions_total", []string{"action", "status", "result", "ok"}, 1},
+		{"mcpdrift_drift_admin_actions_total", []string{"action", "approve", "result", "denied"}, 1},
+		{"mcpdrift_drift_admin_actions_total", []string{"action", "approve", "result", "failed"}, 1},
+		{"mcpdrift_drift_admin_actions_total", []string{"action", "approve", "result", "ok"}, 1},
+		{"mcpdrift_drift_admin_actions_total", []string{"action", "quarantine", "result", "ok"}, 1},
+		{"mcpdrift_drift_admin_actions_total", []string{"action", "history", "result", "failed"}, 1},
+		{"mcpdrift_consumer_info_errors_total", []string{"consumer", "drift"}, 0},
+	}
+	for _, w := range want {
+		if got, ok := fams.Value(w.name, w.labels...); !ok || got != w.want {
+			t.Errorf("%s%v = %v (present %v), want %v", w.name, w.labels, got, ok, w.want)
+		}
+	}
+	// waitStatus polls show (404 before the first sight): at least one ok per wait.
+	if got, _ := fams.Value("mcpdrift_drift_admin_actions_total", "action", "show", "result", "ok"); got < 3 {
+		t.Errorf("show ok = %v, want at least one per wait for a status (3)", got)
+	}
+	if diff := opstest.Diff(opstest.DocNames(t, "../../docs/metrics.md", "drift", "every service"), fams.Names("mcpdrift_")); diff != "" {
+		t.Errorf("docs/metrics.md and the drift service's metrics differ:\n%s", diff)
+	}
+
+	// NATS goes away: not ready; it comes back on the same port: ready again.
+	opts := natstest.Options(t)
+	opts.Port, opts.StoreDir = s.srv.Addr().(*net.TCPAddr).Port, s.srv.StoreDir
+	s.srv.Stop()
+	if body := opstest.WaitStatus(t, addr, "/readyz", http.StatusServiceUnavailable); !strings.Contains(body, "nats: not connected to NATS") {
+		t.Errorf("GET /readyz without NATS = %q, want it to name the NATS check", body)
+	}
+	natstest.StartWith(t, opts)
+	opstest.WaitStatus(t, addr, "/readyz", http.StatusOK)
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger and the test at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestOpsAddressInUse(t *testing.T) {
+	srv := natstest.Start(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	tokens, _ := admin.ParseTokens("reader:read:" + readSecret)
+	err = serve(context.Background(), Config{NATSURL: srv.ClientURL(), HTTPAddr: "127.0.0.1:0", OpsAddr: ln.Addr().String(),
+		Tokens: tokens, Replicas: 1, LogLevel: zerolog.WarnLevel, LogOutput: io.Discard})
+	if !errors.Is(err, ops.ErrAddrInUse) {
+		t.Fatalf("serve = %v, want ops.ErrAddrInUse", err)
 	}
 }

@@ -108,6 +108,8 @@ type Deps struct {
 	Code func(error) string
 	Log  zerolog.Logger
 	Now  func() time.Time
+	// Metrics counts requests by action and result; nil counts nothing.
+	Metrics *Metrics
 }
 
 type handler struct {
@@ -189,9 +191,11 @@ func (h *handler) auth(need Role, action string, f apiFunc) http.HandlerFunc {
 			if action == "tail" {
 				// A stream: audited when it starts.
 				if aerr := h.audit(ctx, a, nil); aerr != nil {
+					h.d.Metrics.done(action, http.StatusServiceUnavailable)
 					writeError(w, http.StatusServiceUnavailable, "audit_unavailable", "the action could not be audited, so it was not done")
 					return
 				}
+				h.d.Metrics.done(action, http.StatusOK)
 				h.tail(ctx, w, r)
 				return
 			}
@@ -201,6 +205,7 @@ func (h *handler) auth(need Role, action string, f apiFunc) http.HandlerFunc {
 			h.d.Log.Error().Err(aerr).Str("action", action).Str("actor", a.Actor).Msg("publishing admin action")
 			if err == nil && need == RoleWrite {
 				// Done but not audited: say so loudly rather than pretend.
+				h.d.Metrics.done(action, http.StatusInternalServerError)
 				writeError(w, http.StatusInternalServerError, "audit_unavailable", "the action was done but could not be audited: "+aerr.Error())
 				return
 			}
@@ -210,9 +215,11 @@ func (h *handler) auth(need Role, action string, f apiFunc) http.HandlerFunc {
 			if status == 0 {
 				status = httpStatus(code)
 			}
+			h.d.Metrics.done(action, status)
 			writeError(w, status, code, msg)
 			return
 		}
+		h.d.Metrics.done(action, status)
 		writeJSON(w, status, body)
 	}
 }

@@ -90,6 +90,8 @@ type Deps struct {
 	Handles *bus.Handles
 	Log     zerolog.Logger
 	Now     func() time.Time
+	// Metrics records what the service does; nil records nothing.
+	Metrics *Metrics
 }
 
 // Service is the drift service.
@@ -99,6 +101,7 @@ type Service struct {
 	h    *bus.Handles
 	log  zerolog.Logger
 	now  func() time.Time
+	m    *Metrics
 	surf sync.Map // surface hash -> *surface.Surface, parsed manifests
 
 	applied, redelivered, poison, conflicts atomic.Int64
@@ -115,7 +118,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	return &Service{cfg: cfg.withDefaults(), js: d.JS, h: d.Handles, log: d.Log, now: d.Now}, nil
+	return &Service{cfg: cfg.withDefaults(), js: d.JS, h: d.Handles, log: d.Log, now: d.Now, m: d.Metrics}, nil
 }
 
 // Stats are counters for logs and metrics.
@@ -188,7 +191,7 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) {
 	defer cancel()
 	var fp mcpdriftv1.Fingerprint
 	if err := proto.Unmarshal(msg.Data(), &fp); err != nil {
-		s.deadLetter(wctx, msg, "malformed_event", err.Error())
+		s.deadLetter(wctx, msg, CodeMalformedEvent, err.Error())
 		return
 	}
 	if fp.Variant == "" {
@@ -196,24 +199,24 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 	for _, id := range [][2]string{{"tenant", fp.Tenant}, {"server", fp.Server}, {"variant", fp.Variant}} {
 		if err := bus.ValidID(id[0], id[1]); err != nil {
-			s.deadLetter(wctx, msg, "invalid_id", err.Error())
+			s.deadLetter(wctx, msg, CodeInvalidID, err.Error())
 			return
 		}
 	}
 	if msg.Subject() != bus.FingerprintSubject(fp.Tenant, fp.Server) {
 		// NATS permissions apply to subjects: a body must not speak for
 		// another tenant or server than its subject does.
-		s.deadLetter(wctx, msg, "subject_mismatch", fmt.Sprintf("the fingerprint for %s/%s came on %s", fp.Tenant, fp.Server, msg.Subject()))
+		s.deadLetter(wctx, msg, CodeSubjectMismatch, fmt.Sprintf("the fingerprint for %s/%s came on %s", fp.Tenant, fp.Server, msg.Subject()))
 		return
 	}
 	if fp.EventId == "" || (fp.SurfaceHash == "" && fp.ErrorCode == "") {
-		s.deadLetter(wctx, msg, "malformed_event", "a fingerprint needs an event_id and a surface_hash or an error_code")
+		s.deadLetter(wctx, msg, CodeMalformedEvent, "a fingerprint needs an event_id and a surface_hash or an error_code")
 		return
 	}
 	if err := s.Observe(wctx, &fp); err != nil {
 		meta, _ := msg.Metadata()
 		if meta != nil && s.cfg.MaxDeliver > 0 && meta.NumDelivered >= uint64(s.cfg.MaxDeliver) {
-			s.deadLetter(wctx, msg, "retries_exhausted", fmt.Sprintf("gave up after %d deliveries: %v", meta.NumDelivered, err))
+			s.deadLetter(wctx, msg, CodeRetriesExhausted, fmt.Sprintf("gave up after %d deliveries: %v", meta.NumDelivered, err))
 			return
 		}
 		delay := time.Second
@@ -222,9 +225,11 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) {
 		}
 		s.log.Warn().Err(err).Str("event_id", fp.EventId).Str("tenant", fp.Tenant).Str("server", fp.Server).Msg("applying fingerprint; will retry")
 		_ = msg.NakWithDelay(delay)
+		s.m.fingerprint(ResultRetried)
 		return
 	}
 	_ = msg.Ack()
+	s.m.fingerprint(ResultOK)
 }
 
 func (s *Service) deadLetter(ctx context.Context, msg jetstream.Msg, code, text string) {
@@ -243,10 +248,12 @@ func (s *Service) deadLetter(ctx context.Context, msg jetstream.Msg, code, text 
 		// Not dead-lettered yet: let it come back rather than lose the record of it.
 		s.log.Warn().Err(err).Str("subject", msg.Subject()).Msg("publishing dead letter; will retry")
 		_ = msg.NakWithDelay(time.Second)
+		s.m.fingerprint(ResultRetried)
 		return
 	}
 	s.log.Warn().Str("subject", msg.Subject()).Str("code", code).Str("stream_seq", seq).Msg("terminated a poison message")
 	_ = msg.Term()
+	s.m.deadLetter(code)
 }
 
 // Observe applies one fingerprint result.
@@ -300,6 +307,7 @@ func (s *Service) transact(ctx context.Context, key, eventID string, f func(*sta
 			if err := s.keepBaseline(ctx, &out.Record, out.NewBaseline); err != nil {
 				if errors.Is(err, errConflict) && attempt < 20 {
 					s.conflicts.Add(1)
+					s.m.conflict()
 					continue
 				}
 				return nil, err
@@ -308,12 +316,14 @@ func (s *Service) transact(ctx context.Context, key, eventID string, f func(*sta
 		newRev, err := s.put(ctx, key, rec == nil, rev, &out.Record)
 		if errors.Is(err, errConflict) && attempt < 20 {
 			s.conflicts.Add(1)
+			s.m.conflict()
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
 		s.applied.Add(1)
+		s.m.write()
 		if out.Announce {
 			return &out.Record, s.announce(ctx, &out.Record, newRev, out.Previous)
 		}
@@ -396,8 +406,14 @@ func (s *Service) announce(ctx context.Context, rec *state.Record, rev uint64, p
 	if err != nil {
 		return err
 	}
-	_, err = bus.Publish(ctx, s.js, bus.VerdictSubject(rec.Tenant, rec.Server), data, v.EventId)
-	return err
+	ack, err := bus.Publish(ctx, s.js, bus.VerdictSubject(rec.Tenant, rec.Server), data, v.EventId)
+	if err != nil {
+		return err
+	}
+	if !ack.Duplicate {
+		s.m.verdict(rec.Status)
+	}
+	return nil
 }
 
 var statusOf = map[state.Status]mcpdriftv1.Status{

@@ -1,0 +1,102 @@
+package driftsvc
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mcpdrift/mcpdrift/services/drift/internal/state"
+)
+
+// Results of a fingerprint event, the result label of
+// mcpdrift_drift_fingerprints_total.
+const (
+	ResultOK           = "ok"            // applied to the status (or already applied) and acked
+	ResultRetried      = "retried"       // applying failed; handed back with a delay
+	ResultDeadLettered = "dead_lettered" // never processable, or out of deliveries
+)
+
+// Dead-letter codes of the drift service.
+const (
+	CodeMalformedEvent   = "malformed_event"
+	CodeInvalidID        = "invalid_id"
+	CodeSubjectMismatch  = "subject_mismatch"
+	CodeRetriesExhausted = "retries_exhausted"
+)
+
+// Metrics are the service's Prometheus metrics (docs/metrics.md). A nil
+// *Metrics records nothing. Labels are bounded sets (results, codes,
+// statuses): no tenant or server label, whose number has no bound.
+type Metrics struct {
+	fingerprints *prometheus.CounterVec
+	deadLetters  *prometheus.CounterVec
+	verdicts     *prometheus.CounterVec
+	writes       prometheus.Counter
+	conflicts    prometheus.Counter
+}
+
+// NewMetrics registers the service's metrics on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		fingerprints: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpdrift_drift_fingerprints_total",
+			Help: "Fingerprint events handled, by result: ok (applied and acked), retried (handed back after a failure) or dead_lettered.",
+		}, []string{"result"}),
+		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpdrift_drift_dead_letters_total",
+			Help: "Fingerprint events dead-lettered, by code.",
+		}, []string{"code"}),
+		verdicts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpdrift_drift_verdicts_total",
+			Help: "Verdicts published and stored, by the status they announce (a repeated announcement the bus de-duplicates is not counted).",
+		}, []string{"status"}),
+		writes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mcpdrift_drift_status_writes_total",
+			Help: "Status records written with compare-and-set (fingerprints that changed a record, approvals, quarantines).",
+		}),
+		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mcpdrift_drift_cas_conflicts_total",
+			Help: "Compare-and-set conflicts: another writer changed a status record or baseline first, and the change was read and applied again.",
+		}),
+	}
+	for _, r := range []string{ResultOK, ResultRetried, ResultDeadLettered} {
+		m.fingerprints.WithLabelValues(r)
+	}
+	for _, c := range []string{CodeMalformedEvent, CodeInvalidID, CodeSubjectMismatch, CodeRetriesExhausted} {
+		m.deadLetters.WithLabelValues(c)
+	}
+	for st := range statusOf {
+		m.verdicts.WithLabelValues(string(st))
+	}
+	reg.MustRegister(m.fingerprints, m.deadLetters, m.verdicts, m.writes, m.conflicts)
+	return m
+}
+
+func (m *Metrics) fingerprint(result string) {
+	if m != nil {
+		m.fingerprints.WithLabelValues(result).Inc()
+	}
+}
+
+func (m *Metrics) deadLetter(code string) {
+	if m != nil {
+		m.fingerprints.WithLabelValues(ResultDeadLettered).Inc()
+		m.deadLetters.WithLabelValues(code).Inc()
+	}
+}
+
+func (m *Metrics) verdict(st state.Status) {
+	if m != nil {
+		m.verdicts.WithLabelValues(string(st)).Inc()
+	}
+}
+
+func (m *Metrics) write() {
+	if m != nil {
+		m.writes.Inc()
+	}
+}
+
+func (m *Metrics) conflict() {
+	if m != nil {
+		m.conflicts.Inc()
+	}
+}
