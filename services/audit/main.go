@@ -25,6 +25,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/audit/internal/schema"
 	"github.com/mcpdrift/mcpdrift/services/audit/internal/sink"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/ops"
 	"github.com/mcpdrift/mcpdrift/services/internal/options"
 )
 
@@ -45,6 +46,7 @@ type settings struct {
 	replicas  int
 	busSetup  string
 	logLevel  string
+	opsAddr   string
 	chAddr    string
 	chUser    string
 	chPass    string // from the environment only: flags show in ps
@@ -61,6 +63,7 @@ func settingsOptions(s *settings) []options.Option {
 		options.Opt("replicas", "MCPDRIFT_REPLICAS", "N", "replicas of the streams and buckets it creates: 1 on a single node, 3 in a cluster", options.Int(&s.replicas)),
 		options.Opt("bus-setup", "MCPDRIFT_BUS_SETUP", "MODE", "create: create or update the streams and buckets at start (needs the NATS admin's rights); check: only check that the streams it reads exist (the audit role's rights suffice)", options.String(&s.busSetup)),
 		options.Opt("log-level", "MCPDRIFT_LOG_LEVEL", "LEVEL", "debug, info, warn or error", options.String(&s.logLevel)),
+		options.Opt("ops-addr", "MCPDRIFT_OPS_ADDR", "ADDR", "host:port of /healthz, /readyz and /metrics (docs/metrics.md); empty: not served", options.String(&s.opsAddr)),
 		options.Opt("clickhouse-addr", "MCPDRIFT_CLICKHOUSE_ADDR", "HOST:PORT", "ClickHouse native protocol addresses, comma-separated", options.String(&s.chAddr)),
 		options.Opt("clickhouse-user", "MCPDRIFT_CLICKHOUSE_USER", "NAME", "ClickHouse user (password in MCPDRIFT_CLICKHOUSE_PASSWORD)", options.String(&s.chUser)),
 		options.Opt("database", "MCPDRIFT_AUDIT_DATABASE", "NAME", "ClickHouse database of the audit tables; created when missing", options.String(&s.svc.Database)),
@@ -89,7 +92,9 @@ instance (` + bus.ConsumerAuditObservations + `, ` + bus.ConsumerAuditVerdicts +
 A message is acked only once ClickHouse has its row; while ClickHouse is
 unreachable nothing is acked and events wait in JetStream. Applies the
 schema migrations at start. Stops on SIGINT or SIGTERM after writing what it
-holds.
+holds. With --ops-addr it serves /healthz, /readyz (connected to NATS,
+streams checked, ClickHouse reachable, migrations applied, not stopping) and
+Prometheus /metrics.
 
 Usage: audit [flags]
 
@@ -150,6 +155,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return fmt.Errorf("config: %w", err)
 	}
 	log := zerolog.New(stderr).Level(lvl).With().Timestamp().Str("service", sink.ServiceName).Logger()
+	o := ops.New(sink.ServiceName, log)
+	return o.RunWith(ctx, s.opsAddr, func(ctx context.Context) error { return serve(ctx, s, log, o) })
+}
+
+// serve connects, sets up the bus, migrates the schema and runs the sink
+// until ctx ends; o holds its readiness checks and metrics.
+func serve(ctx context.Context, s *settings, log zerolog.Logger, o *ops.Server) error {
+	started := o.Starting("connecting, checking streams and migrating the schema")
 	cfg := s.svc.WithDefaults()
 
 	nopts := []nats.Option{
@@ -176,6 +189,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return fmt.Errorf("connecting to %s: %w", s.natsURL, err)
 	}
+	o.AddCheck("nats", ops.NATSConnected(nc))
 	defer func() {
 		_ = nc.FlushTimeout(5 * time.Second) // acks still buffered
 		nc.Close()
@@ -211,6 +225,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return fmt.Errorf("clickhouse %s: %w", s.chAddr, err)
 	}
 	defer conn.Close()
+	o.AddCheck("clickhouse", func(ctx context.Context) error {
+		if err := conn.Ping(ctx); err != nil {
+			return fmt.Errorf("clickhouse not reachable: %v", err)
+		}
+		return nil
+	})
 	res, err := migrate(ctx, conn, schema.Options{Database: cfg.Database, RetentionDays: s.retention}, cfg, log)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -218,10 +238,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		}
 		return err
 	}
-	svc, err := sink.New(s.svc, sink.Deps{JS: js, Conn: conn, Log: log, Now: time.Now})
+	svc, err := sink.New(s.svc, sink.Deps{JS: js, Conn: conn, Log: log, Now: time.Now, Metrics: sink.NewMetrics(o.Registry())})
 	if err != nil {
 		return err
 	}
+	for _, k := range sink.Consumers {
+		o.AddConsumerLag(js, k.Stream, k.Durable)
+	}
+	started()
 	log.Info().Str("url", nc.ConnectedUrlRedacted()).Str("clickhouse", s.chAddr).Str("clickhouse_version", res.Features.Version).
 		Str("database", cfg.Database).Interface("migrations_applied", res.Applied).Int("batch_size", cfg.BatchSize).
 		Dur("batch_age", cfg.BatchAge).Str("arguments", cfg.Arguments).Msg("audit sink started")

@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +24,8 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/chtest"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/ops"
+	"github.com/mcpdrift/mcpdrift/services/internal/ops/opstest"
 )
 
 func TestMain(m *testing.M) { os.Exit(chtest.Main(m)) }
@@ -56,7 +61,7 @@ func TestHelpDocumentsEveryOption(t *testing.T) {
 			t.Errorf("--help does not document --%s and %s", o.Flag, o.Env)
 		}
 	}
-	for _, want := range []string{"MCPDRIFT_CLICKHOUSE_PASSWORD", "(default 127.0.0.1:9000)", "(default digest)", "(default 20000)", "(default mcpdrift)"} {
+	for _, want := range []string{"MCPDRIFT_CLICKHOUSE_PASSWORD", "--ops-addr ADDR", "MCPDRIFT_OPS_ADDR", "/metrics", "(default 127.0.0.1:9000)", "(default digest)", "(default 20000)", "(default mcpdrift)"} {
 		if !strings.Contains(help, want) {
 			t.Errorf("--help lacks %q:\n%s", want, help)
 		}
@@ -229,5 +234,160 @@ func TestKilledMidBatchLosesNothing(t *testing.T) {
 	}
 	if !strings.Contains(logs2.String(), `"message":"audit sink stopped"`) {
 		t.Errorf("no stop line in the logs:\n%s", logs2.String())
+	}
+}
+
+// TestOpsEndpoints runs the command with --ops-addr and batches of 5, does
+// known work and checks that the metrics moved by exactly that, that they
+// are the ones docs/metrics.md lists, and that readiness follows ClickHouse
+// and NATS.
+func TestOpsEndpoints(t *testing.T) {
+	ch := chtest.Start(t) // its own server: the test stops it
+	db := ch.Database(t)
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var logs syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--ops-addr", "127.0.0.1:0"}, env(map[string]string{
+			"MCPDRIFT_NATS_URL": srv.ClientURL(), "MCPDRIFT_CLICKHOUSE_ADDR": ch.Addr, "MCPDRIFT_AUDIT_DATABASE": db,
+			// A batch is written when it holds 5 rows, not by age: the
+			// batch counts below are exact.
+			"MCPDRIFT_AUDIT_BATCH_SIZE": "5", "MCPDRIFT_AUDIT_BATCH_AGE": "50s",
+			"MCPDRIFT_AUDIT_MAX_RETRY_DELAY": "500ms", "MCPDRIFT_AUDIT_DRAIN_TIMEOUT": "5s",
+		}), &logs)
+	}()
+	addr := opstest.Addr(t, logs.String)
+	if status, body := opstest.Get(t, addr, "/healthz"); status != http.StatusOK || body != "ok\n" {
+		t.Fatalf("GET /healthz = %d %q", status, body)
+	}
+	opstest.WaitStatus(t, addr, "/readyz", http.StatusOK) // migrated, the streams exist
+
+	publish := func(subject string, data []byte, id string) {
+		t.Helper()
+		if _, err := bus.Publish(ctx, js, subject, data, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	call := func(id string) {
+		t.Helper()
+		data, _ := proto.Marshal(&mcpdriftv1.CallObservation{EventId: id, Tenant: "acme", Server: "fs", Tool: "read",
+			Outcome: mcpdriftv1.CallOutcome_CALL_OUTCOME_FORWARDED, ObservedAtUnixMs: 1_760_000_000_000})
+		publish(bus.CallObservationSubject("acme", "fs"), data, id)
+	}
+	const rows = "mcpdrift_audit_rows_written_total"
+	check := func(fams opstest.Families, want map[string]float64) {
+		t.Helper()
+		for key, w := range want {
+			name, labels, _ := strings.Cut(key, " ")
+			var lv []string
+			if labels != "" {
+				lv = strings.Split(labels, "=")
+			}
+			if got, ok := fams.Value(name, lv...); !ok || got != w {
+				t.Errorf("%s = %v (present %v), want %v", key, got, ok, w)
+			}
+		}
+	}
+
+	// One batch: three calls, a verdict, an admin action.
+	for i := range 3 {
+		call(fmt.Sprintf("c-%d", i))
+	}
+	v, _ := bus.MarshalJSON(&mcpdriftv1.Verdict{EventId: "v-1", Tenant: "acme", Server: "fs", Variant: "default",
+		Status: mcpdriftv1.Status_STATUS_VERIFIED, AtUnixMs: 1_760_000_000_000})
+	publish(bus.VerdictSubject("acme", "fs"), v, "v-1")
+	a, _ := bus.MarshalJSON(&mcpdriftv1.AdminAction{EventId: "a-1", Tenant: "acme", Server: "fs", Action: "approve",
+		Actor: "alice", Ok: true, AtUnixMs: 1_760_000_000_000})
+	publish(bus.AdminSubject("acme", "fs"), a, "a-1")
+	fams := opstest.WaitValue(t, addr, 1, "mcpdrift_audit_batches_total")
+	check(fams, map[string]float64{
+		rows + " table=call_observations": 3, rows + " table=verdicts": 1, rows + " table=admin_actions": 1,
+		rows + " table=list_observations": 0, rows + " table=dead_letters": 0,
+		"mcpdrift_audit_batch_seconds": 1, "mcpdrift_audit_rows_held": 0, "mcpdrift_audit_write_failures_total": 0,
+	})
+
+	// Four calls are held in the next batch; an undecodable event is
+	// dead-lettered, and its dead letter, read back from the bus, is the
+	// fifth row.
+	for i := range 4 {
+		call(fmt.Sprintf("d-%d", i))
+	}
+	opstest.WaitValue(t, addr, 4, "mcpdrift_audit_rows_held")
+	publish(bus.CallObservationSubject("acme", "fs"), []byte("\xff not protobuf"), "garbage")
+	fams = opstest.WaitValue(t, addr, 2, "mcpdrift_audit_batches_total")
+	check(fams, map[string]float64{
+		rows + " table=call_observations": 7, rows + " table=dead_letters": 1,
+		"mcpdrift_audit_dead_letters_total code=malformed_event": 1, "mcpdrift_audit_dead_letters_total code=subject_mismatch": 0,
+		"mcpdrift_audit_batch_seconds": 2, "mcpdrift_audit_rows_held": 0, "mcpdrift_audit_write_failures_total": 0,
+	})
+	for _, k := range sink.Consumers {
+		opstest.WaitValue(t, addr, 0, "mcpdrift_consumer_pending", "consumer", k.Durable)
+		fams = opstest.WaitValue(t, addr, 0, "mcpdrift_consumer_ack_pending", "consumer", k.Durable)
+		check(fams, map[string]float64{"mcpdrift_consumer_info_errors_total consumer=" + k.Durable: 0})
+	}
+	if diff := opstest.Diff(opstest.DocNames(t, "../../docs/metrics.md", "audit", "every service"), fams.Names("mcpdrift_")); diff != "" {
+		t.Errorf("docs/metrics.md and the audit sink's metrics differ:\n%s", diff)
+	}
+
+	// ClickHouse goes away: not ready, a batch is held and its writes fail;
+	// it comes back: ready, and the batch is written.
+	ch.Stop()
+	if body := opstest.WaitStatus(t, addr, "/readyz", http.StatusServiceUnavailable); !strings.Contains(body, "clickhouse: clickhouse not reachable") {
+		t.Errorf("GET /readyz without ClickHouse = %q, want it to name the clickhouse check", body)
+	}
+	for i := range 5 {
+		call(fmt.Sprintf("e-%d", i))
+	}
+	opstest.WaitValue(t, addr, 5, "mcpdrift_audit_rows_held")
+	deadline := time.Now().Add(opstest.Wait)
+	for {
+		if n, _ := opstest.Scrape(t, addr).Value("mcpdrift_audit_write_failures_total"); n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no write failure counted with ClickHouse down")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := ch.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	opstest.WaitStatus(t, addr, "/readyz", http.StatusOK)
+	fams = opstest.WaitValue(t, addr, 12, rows, "table", "call_observations")
+	check(fams, map[string]float64{"mcpdrift_audit_batches_total": 3, "mcpdrift_audit_batch_seconds": 3, "mcpdrift_audit_rows_held": 0})
+
+	// NATS goes away: not ready; it comes back on the same port: ready.
+	opts := natstest.Options(t)
+	opts.Port, opts.StoreDir = srv.Addr().(*net.TCPAddr).Port, srv.StoreDir
+	srv.Stop()
+	if body := opstest.WaitStatus(t, addr, "/readyz", http.StatusServiceUnavailable); !strings.Contains(body, "nats: not connected to NATS") {
+		t.Errorf("GET /readyz without NATS = %q, want it to name the NATS check", body)
+	}
+	natstest.StartWith(t, opts)
+	opstest.WaitStatus(t, addr, "/readyz", http.StatusOK)
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not return after cancel")
+	}
+}
+
+func TestOpsAddressInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	// Unroutable NATS: the ops listener fails first and stops the start.
+	err = run(context.Background(), []string{"--ops-addr", ln.Addr().String(), "--nats-url", "nats://192.0.2.1:4222"}, env(nil), &bytes.Buffer{})
+	if !errors.Is(err, ops.ErrAddrInUse) {
+		t.Fatalf("run = %v, want ops.ErrAddrInUse", err)
 	}
 }

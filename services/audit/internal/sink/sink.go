@@ -191,6 +191,8 @@ type Deps struct {
 	Conn driver.Conn // ClickHouse, native protocol; the schema already migrated
 	Log  zerolog.Logger
 	Now  func() time.Time // time.Now when nil
+	// Metrics records what the sink does; nil records nothing.
+	Metrics *Metrics
 }
 
 // Stats counts what the service did since New.
@@ -216,6 +218,7 @@ type Service struct {
 	conn driver.Conn
 	log  zerolog.Logger
 	now  func() time.Time
+	m    *Metrics
 
 	written, batches, failures, poisoned atomic.Uint64
 	down                                 atomic.Bool
@@ -232,7 +235,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	return &Service{cfg: cfg.WithDefaults(), js: d.JS, conn: d.Conn, log: d.Log, now: d.Now}, nil
+	return &Service{cfg: cfg.WithDefaults(), js: d.JS, conn: d.Conn, log: d.Log, now: d.Now, m: d.Metrics}, nil
 }
 
 // Stats returns the counters.
@@ -400,6 +403,7 @@ func (s *Service) add(ctx context.Context, msg jetstream.Msg, b *batch) {
 		b.first = s.now()
 	}
 	b.msgs = append(b.msgs, msg)
+	s.m.added()
 }
 
 // flush writes a batch, retrying until it is written or the work context
@@ -409,8 +413,10 @@ func (s *Service) flush(ctx context.Context, b *batch) {
 	var downSince time.Time
 	lastKeep := s.now()
 	for attempt := 1; ; attempt++ {
+		start := time.Now()
 		err := s.write(ctx, b)
 		if err == nil {
+			s.m.written(b, time.Since(start))
 			for _, m := range b.msgs {
 				_ = m.Ack() // a lost ack means a redelivery, which collapses
 			}
@@ -424,6 +430,7 @@ func (s *Service) flush(ctx context.Context, b *batch) {
 			return
 		}
 		s.failures.Add(1)
+		s.m.failure()
 		if downSince.IsZero() {
 			downSince = s.now()
 			s.down.Store(true)
@@ -432,6 +439,7 @@ func (s *Service) flush(ctx context.Context, b *batch) {
 			for _, m := range b.msgs {
 				_ = m.Nak()
 			}
+			s.m.handedBack(b)
 			s.log.Warn().Err(err).Int("rows", len(b.msgs)).Msg("stopping with an unwritten batch; handed back to jetstream")
 			return
 		}
@@ -494,6 +502,7 @@ func (s *Service) deadLetter(ctx context.Context, msg jetstream.Msg, md *jetstre
 		return
 	}
 	s.poisoned.Add(1)
+	s.m.deadLetter(p.code)
 	s.log.Warn().Str("subject", msg.Subject()).Str("stream", md.Stream).Uint64("stream_seq", md.Sequence.Stream).
 		Str("error_code", p.code).Str("reason", dl.ErrorMessage).Msg("event terminated")
 	_ = msg.TermWithReason(p.code)
