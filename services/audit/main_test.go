@@ -328,7 +328,7 @@ func TestOpsEndpoints(t *testing.T) {
 		fams = opstest.WaitValue(t, addr, 0, "mcpdrift_consumer_ack_pending", "consumer", k.Durable)
 		check(fams, map[string]float64{"mcpdrift_consumer_info_errors_total consumer=" + k.Durable: 0})
 	}
-	if diff := opstest.Diff(opstest.DocNames(t, "../../docs/metrics.md", "audit", "every service"), fams.Names("mcpdrift_")); diff != "" {
+	if diff := opstest.Diff(opstest.DocNames(t, "../../docs/metrics.md", "audit", "every service", "consumers"), fams.Names("mcpdrift_")); diff != "" {
 		t.Errorf("docs/metrics.md and the audit sink's metrics differ:\n%s", diff)
 	}
 

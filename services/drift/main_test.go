@@ -347,7 +347,7 @@ func TestOpsEndpoints(t *testing.T) {
 	if got, _ := fams.Value("mcpdrift_drift_admin_actions_total", "action", "show", "result", "ok"); got < 3 {
 		t.Errorf("show ok = %v, want at least one per wait for a status (3)", got)
 	}
-	if diff := opstest.Diff(opstest.DocNames(t, "../../docs/metrics.md", "drift", "every service"), fams.Names("mcpdrift_")); diff != "" {
+	if diff := opstest.Diff(opstest.DocNames(t, "../../docs/metrics.md", "drift", "every service", "consumers"), fams.Names("mcpdrift_")); diff != "" {
 		t.Errorf("docs/metrics.md and the drift service's metrics differ:\n%s", diff)
 	}
 

@@ -251,7 +251,7 @@ func TestOpsEndpoints(t *testing.T) {
 			t.Errorf("%s%v = %v (present %v), want %v", tc.name, tc.labels, got, ok, tc.want)
 		}
 	}
-	if diff := opstest.Diff(opstest.DocNames(t, "../../docs/metrics.md", "fingerprint", "every service"), fams.Names("mcpdrift_")); diff != "" {
+	if diff := opstest.Diff(opstest.DocNames(t, "../../docs/metrics.md", "fingerprint", "every service", "consumers"), fams.Names("mcpdrift_")); diff != "" {
 		t.Errorf("docs/metrics.md and the fingerprint service's metrics differ:\n%s", diff)
 	}
 

@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -37,9 +39,8 @@ const CheckTimeout = 2 * time.Second
 
 // Server serves /healthz, /readyz and /metrics for one service.
 type Server struct {
-	service string
-	log     zerolog.Logger
-	reg     *prometheus.Registry
+	log zerolog.Logger
+	reg *prometheus.Registry
 
 	mu     sync.Mutex
 	checks []check
@@ -51,16 +52,28 @@ type check struct {
 	fn   func(ctx context.Context) error
 }
 
-// New returns the ops server of a service (its name is the service label of
-// the logs, not of the metrics: each process has its own registry) with a
-// fresh registry holding the Go and process collectors.
+// New returns the ops server of a service with a fresh registry holding the
+// Go and process collectors and mcpdrift_build_info, whose service label is
+// the only place the service's name appears in its metrics (each process has
+// a registry of its own; Prometheus adds job and instance).
 func New(service string, log zerolog.Logger) *Server {
 	reg := prometheus.NewRegistry()
+	version := "(devel)"
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		version = bi.Main.Version
+	}
+	info := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        Namespace + "_build_info",
+		Help:        "Always 1: the service this process runs, its module version and the Go version it was built with.",
+		ConstLabels: prometheus.Labels{"service": service, "version": version, "goversion": runtime.Version()},
+	})
+	info.Set(1)
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		info,
 	)
-	return &Server{service: service, log: log, reg: reg}
+	return &Server{log: log, reg: reg}
 }
 
 // Registry is where the service registers its metrics.

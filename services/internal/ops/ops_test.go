@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -142,6 +143,9 @@ func TestMetricsParse(t *testing.T) {
 	}
 	if v, ok := fams.Value("mcpdrift_test_seconds"); !ok || v != 2 {
 		t.Errorf("mcpdrift_test_seconds count = %v %v, want 2", v, ok)
+	}
+	if v, ok := fams.Value("mcpdrift_build_info", "service", "test", "version", "(devel)", "goversion", runtime.Version()); !ok || v != 1 {
+		t.Errorf("mcpdrift_build_info = %v %v, want 1 with the service, version and Go version", v, ok)
 	}
 	for _, name := range []string{"go_goroutines", "go_memstats_alloc_bytes", "process_cpu_seconds_total", "process_open_fds"} {
 		if fams[name] == nil {
