@@ -34,13 +34,23 @@ func setEcho(s *mcp.Server, description string) {
 	})
 }
 
-// startHTTPProxy runs the proxy command in HTTP mode and returns its base URL.
-func startHTTPProxy(t *testing.T, natsURL, proxyID string, upstreams ...string) string {
+// startHTTPProxy runs the proxy command in HTTP mode in front of upstreams
+// (ID=URL each), with the given --first-sight-wait, until the test ends, and
+// returns its base URL.
+func startHTTPProxy(t *testing.T, natsURL, proxyID, firstSightWait string, upstreams ...string) string {
 	t.Helper()
-	args := []string{"--listen", "127.0.0.1:0", "--nats-url", natsURL, "--proxy-id", proxyID, "--outbox-dir", t.TempDir(), "--first-sight-wait", "5s"}
+	args := []string{"--nats-url", natsURL, "--proxy-id", proxyID, "--first-sight-wait", firstSightWait}
 	for _, u := range upstreams {
 		args = append(args, "--upstream", u)
 	}
+	return runHTTPProxy(t, proxyID, args...)
+}
+
+// runHTTPProxy runs the proxy command with --listen on a free loopback port
+// and an outbox of its own, plus args, and returns its base URL.
+func runHTTPProxy(t *testing.T, proxyID string, args ...string) string {
+	t.Helper()
+	args = append([]string{"--listen", "127.0.0.1:0", "--outbox-dir", t.TempDir()}, args...)
 	cmd := exec.Command(filepath.Join(build(t), "proxy"), args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -115,8 +125,8 @@ func TestHTTPFleetRugPull(t *testing.T) {
 	web1, url1 := httpUpstream(t, nil)
 	_, url2 := httpUpstream(t, nil)
 	_, urlS := httpUpstream(t, &mcp.StreamableHTTPOptions{Stateless: true})
-	px1 := startHTTPProxy(t, natsURL, "node-1", "web="+url1)
-	px2 := startHTTPProxy(t, natsURL, "node-2", "web="+url2, "stateless="+urlS)
+	px1 := startHTTPProxy(t, natsURL, "node-1", "5s", "web="+url1)
+	px2 := startHTTPProxy(t, natsURL, "node-2", "5s", "web="+url2, "stateless="+urlS)
 
 	c1 := httpClient(t, px1+"/web/mcp", "2025-11-25")
 	c2 := httpClient(t, px2+"/web/mcp", "2025-11-25")

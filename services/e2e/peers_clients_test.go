@@ -48,7 +48,7 @@ func (c tsClient) run(t *testing.T, ep endpoint, roots []string, steps []step) t
 		env[k] = v
 	}
 	in := map[string]any{
-		"endpoint": map[string]any{"transport": ep.Transport, "command": ep.Command, "env": env},
+		"endpoint": map[string]any{"transport": ep.Transport, "command": ep.Command, "env": env, "url": ep.URL},
 		"roots":    roots,
 		"steps":    steps,
 	}
@@ -101,8 +101,10 @@ func (goClient) run(t *testing.T, ep endpoint, roots []string, steps []step) tra
 		cmd.Stderr = stderr
 		cmd.WaitDelay = orphanWait
 		tr = &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+	case transportHTTP:
+		tr = &mcp.StreamableClientTransport{Endpoint: ep.URL}
 	default:
-		t.Fatalf("go-sdk client: no %s transport in this harness yet", ep.Transport)
+		t.Fatalf("go-sdk client: no %s transport in this harness", ep.Transport)
 	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "mcpdrift-e2e-go", Version: "1.0.0"}, nil)
 	for _, r := range roots {
@@ -199,8 +201,10 @@ func (c inspectorClient) run(t *testing.T, ep endpoint, _ []string, steps []step
 	switch ep.Transport {
 	case transportStdio:
 		target = ep.Command
+	case transportHTTP:
+		target = []string{ep.URL, "--transport", "http"}
 	default:
-		t.Fatalf("inspector-cli: no %s transport in this harness yet", ep.Transport)
+		t.Fatalf("inspector-cli: no %s transport in this harness", ep.Transport)
 	}
 	out := transcript{}
 	for _, s := range steps {

@@ -14,22 +14,24 @@ package e2e
 //     (directly, or through the proxy);
 //   - a client: runs a session against an endpoint and returns a transcript.
 //
-// An endpoint is a stdio command line today. The proxy's Streamable HTTP
-// transport slots in as endpoints with a URL: a peer that starts its server
-// over HTTP, a proxy route that starts the proxy in front of that URL, and a
-// case for it in each client's switch on endpoint.Transport.
+// An endpoint is a stdio command line (the client starts the server) or a
+// Streamable HTTP URL (the server runs on its own; the proxy route starts
+// the proxy command in HTTP mode in front of it).
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -39,7 +41,10 @@ import (
 )
 
 // The transports an endpoint can name.
-const transportStdio = "stdio"
+const (
+	transportStdio = "stdio"
+	transportHTTP  = "http" // Streamable HTTP
+)
 
 // endpoint is how a client reaches an MCP server.
 type endpoint struct {
@@ -48,6 +53,8 @@ type endpoint struct {
 	// it needs beyond the client's own (variables NAME=value).
 	Command []string `json:"command,omitempty"`
 	Env     []string `json:"env,omitempty"`
+	// http: the MCP endpoint's URL.
+	URL string `json:"url,omitempty"`
 }
 
 // outcome is what a step must yield, on every route.
@@ -107,7 +114,8 @@ type client interface {
 type peer struct {
 	name string // also the server id behind the proxy
 	// start returns the endpoint of a server, given a directory of its own
-	// (started for each session: a stdio server is a child of the client).
+	// (started for each session: a stdio server is a child of the client; an
+	// HTTP server is started by start and stopped when the test ends).
 	start func(t *testing.T, peers *npmPeers, dir string) endpoint
 	// session returns the steps to run, given the same directory.
 	session func(dir string) []step
@@ -151,8 +159,12 @@ func proxyRoute(p *pipeline, serverID, outbox string) route {
 					"MCPDRIFT_FIRST_SIGHT_WAIT=1s",
 				),
 			}
+		case transportHTTP:
+			// The proxy command in HTTP mode in front of the server's URL.
+			base := startHTTPProxy(t, p.nc.ConnectedUrl(), "e2e-"+serverID, "1s", serverID+"="+up.URL)
+			return endpoint{Transport: transportHTTP, URL: base + "/" + serverID + "/mcp"}
 		default:
-			t.Fatalf("the proxy route has no %s transport yet", up.Transport)
+			t.Fatalf("the proxy route has no %s transport", up.Transport)
 			return endpoint{}
 		}
 	}}
@@ -291,6 +303,19 @@ var (
 		normalize: []replacement{{regexp.MustCompile(`created at \d{1,2}:\d{2}:\d{2}(\s?[AP]M)?`), "created at <time>"}},
 	}
 
+	// everythingHTTP is server-everything in its Streamable HTTP mode
+	// (sessions, SSE answers, a GET stream, resumable events), with the same
+	// session as on stdio.
+	everythingHTTP = peer{
+		name: "everything-http",
+		start: func(t *testing.T, n *npmPeers, _ string) endpoint {
+			return endpoint{Transport: transportHTTP, URL: startEverythingHTTP(t, n)}
+		},
+		session:   everything.session,
+		roots:     everything.roots,
+		normalize: everything.normalize,
+	}
+
 	filesystem = peer{
 		name: "filesystem",
 		start: func(t *testing.T, n *npmPeers, dir string) endpoint {
@@ -339,6 +364,78 @@ var (
 	}
 )
 
+// startEverythingHTTP runs server-everything's Streamable HTTP transport
+// (`index.js streamableHttp`, port from PORT) on a free port until the test
+// ends, and returns its MCP endpoint on the loopback address.
+func startEverythingHTTP(t *testing.T, n *npmPeers) string {
+	t.Helper()
+	bin := n.bin(t, "@modelcontextprotocol/server-everything")
+	for try := 1; ; try++ {
+		port := freePort(t)
+		cmd := exec.Command("node", bin, "streamableHttp")
+		cmd.Env = append(os.Environ(), "PORT="+port)
+		// It logs every request on stdout; only stderr says it listens.
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		listening := make(chan bool, 1)
+		tail := new(stderrTail)
+		go func() {
+			sc := bufio.NewScanner(stderr)
+			said := false
+			for sc.Scan() {
+				fmt.Fprintln(tail, sc.Text())
+				if !said && strings.Contains(sc.Text(), "listening on port") {
+					said = true
+					listening <- true
+				}
+			}
+			if !said {
+				listening <- false
+			}
+		}()
+		stop := func() {
+			_ = cmd.Process.Signal(os.Interrupt) // it exits 0 on SIGINT
+			done := make(chan struct{})
+			go func() { _ = cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+			}
+		}
+		select {
+		case ok := <-listening:
+			if ok {
+				t.Cleanup(stop)
+				return "http://127.0.0.1:" + port + "/mcp"
+			}
+		case <-time.After(30 * time.Second):
+		}
+		stop()
+		// The port was taken between freePort and the server's listen.
+		if try == 3 {
+			t.Fatalf("server-everything (streamableHttp) did not start listening:\n%s", tail)
+		}
+	}
+}
+
+// freePort returns a TCP port that was free a moment ago.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+}
+
 // TestPeers runs the same agent session against each real server directly
 // and through the proxy, with each real client, and requires the same
 // transcript both ways (after normalizing only what legitimately differs
@@ -360,7 +457,7 @@ func TestPeers(t *testing.T) {
 	}
 	p := startPipeline(t)
 	clients := []client{tsClient{n}, goClient{}, inspectorClient{n}}
-	for _, pr := range []peer{everything, filesystem} {
+	for _, pr := range []peer{everything, everythingHTTP, filesystem} {
 		t.Run(pr.name, func(t *testing.T) {
 			t.Parallel() // the servers are independent; most of a session is waiting
 			via := proxyRoute(p, pr.name, t.TempDir())

@@ -5,7 +5,9 @@
 //
 // PEERS_DIR is where scripts/deps.d/npm-peers.sh installed the SDK;
 // SESSION_JSON is a file holding {"endpoint": {...}, "roots": [...],
-// "steps": [{"method": ..., "params": ...}]}. The client connects to the
+// "steps": [{"method": ..., "params": ...}]}; the endpoint is
+// {"transport": "stdio", "command": [...], "env": {...}} or
+// {"transport": "http", "url": ...} (Streamable HTTP). The client connects to the
 // endpoint, runs the steps in order through the SDK's own methods (as an
 // agent would) and prints one JSON document on stdout:
 //
@@ -24,6 +26,7 @@ async function main() {
   const sdk = createRequire(path.join(path.resolve(peersDir), "package.json"));
   const { Client } = sdk("@modelcontextprotocol/sdk/client/index.js");
   const { StdioClientTransport } = sdk("@modelcontextprotocol/sdk/client/stdio.js");
+  const { StreamableHTTPClientTransport } = sdk("@modelcontextprotocol/sdk/client/streamableHttp.js");
   const { ListRootsRequestSchema } = sdk("@modelcontextprotocol/sdk/types.js");
 
   const session = JSON.parse(fs.readFileSync(sessionFile, "utf8"));
@@ -38,8 +41,11 @@ async function main() {
         stderr: "inherit",
       });
       break;
+    case "http":
+      transport = new StreamableHTTPClientTransport(new URL(ep.url));
+      break;
     default:
-      throw new Error(`transport ${ep.transport} is not supported by this client yet`);
+      throw new Error(`transport ${ep.transport} is not supported by this client`);
   }
 
   const client = new Client(
@@ -81,6 +87,11 @@ async function main() {
       rec.error = { code: e.code ?? null, message: String(e.message ?? e) };
     }
     out.steps.push(rec);
+  }
+  if (ep.transport === "http") {
+    // End the session on the server as well (HTTP DELETE), as a client
+    // that is done with a server does.
+    await transport.terminateSession();
   }
   await client.close();
   process.stdout.write(JSON.stringify(out) + "\n");

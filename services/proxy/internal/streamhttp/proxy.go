@@ -430,7 +430,9 @@ func (f *front) delete(w http.ResponseWriter, r *http.Request) {
 }
 
 // pipeSSE passes an event stream on event by event, each message judged by
-// sess; pre, when set, is sent first as an event of its own.
+// sess; pre, when set, is sent first as an event of its own. The headers go
+// out at once: a client may wait for them before it goes on (the Go SDK
+// does for its GET stream), and a stream can stay quiet for long.
 func (f *front) pipeSSE(w http.ResponseWriter, ctx context.Context, resp *http.Response, sess *session.Session, pre []byte) {
 	copyHeaders(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
@@ -439,8 +441,8 @@ func (f *front) pipeSSE(w http.ResponseWriter, ctx context.Context, resp *http.R
 	if pre != nil {
 		buf = appendEvent(buf, nil, pre)
 		_, _ = w.Write(buf)
-		_ = rc.Flush()
 	}
+	_ = rc.Flush()
 	rd := newSSEReader(resp.Body, f.p.cfg.MaxMessage)
 	for {
 		ev, err := rd.next()

@@ -451,3 +451,50 @@ func TestSeveralUpstreams(t *testing.T) {
 		t.Fatal("a non-HTTP upstream URL accepted")
 	}
 }
+
+// An event stream's headers reach the client at once, before any event: a
+// client may wait for them (the Go SDK's GET stream does), and a stream can
+// stay quiet for long.
+func TestStreamHeadersAtOnce(t *testing.T) {
+	quiet := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		http.NewResponseController(w).Flush()
+		select { // no event until the test ends
+		case <-quiet:
+		case <-r.Context().Done():
+		}
+	}))
+	defer up.Close()
+	defer close(quiet)
+	g := newTofu()
+	p, err := New(Config{Log: zerolog.Nop()}, []Upstream{{ID: "q", URL: up.URL, Gate: g, Observer: g}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	srv := httptest.NewServer(p)
+	defer srv.Close()
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		// The bound only turns a hang into a failure.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var body io.Reader
+		if method == http.MethodPost {
+			body = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+		}
+		req, _ := http.NewRequestWithContext(ctx, method, srv.URL+"/q/mcp", body)
+		req.Header.Set("Mcp-Session-Id", "s1")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			cancel()
+			t.Fatalf("%s: the stream's headers did not arrive before an event: %v", method, err)
+		}
+		if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+			t.Errorf("%s: Content-Type %q", method, ct)
+		}
+		resp.Body.Close()
+		cancel()
+	}
+}
