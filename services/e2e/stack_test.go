@@ -60,7 +60,7 @@ func TestStackRunAndDemo(t *testing.T) {
 		"verified, baseline v2",
 		"tools/list: export_notes, read_note, search_notes",
 		"tool calls: ", "read_note refused server_changed",
-		"verdicts: ", "admin actions: approve by admin ok",
+		"verdicts: ", "admin decisions: approve by admin ok",
 		"Done: the rug pull was caught",
 	} {
 		if !strings.Contains(out, want) {

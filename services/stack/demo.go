@@ -389,7 +389,7 @@ func (p *player) audit(ctx context.Context, since time.Time) error {
 			}},
 		{"verdicts", "SELECT concat(status, ' v', toString(baseline_version), ' ', reason_code) FROM " + db + ".verdicts FINAL WHERE " + where + " ORDER BY at_ms",
 			func(r []string) bool { return hasPrefix(r, "changed") && hasPrefix(r, "verified") }},
-		{"admin actions", "SELECT concat(action, ' by ', actor, if(ok = 1, ' ok', ' refused')) FROM " + db + ".admin_actions FINAL WHERE " + where + " ORDER BY at_ms",
+		{"admin decisions", "SELECT concat(action, ' by ', actor, if(ok = 1, ' ok', ' refused')) FROM " + db + ".admin_actions FINAL WHERE " + where + " AND action IN ('approve', 'quarantine') ORDER BY at_ms",
 			func(r []string) bool { return hasPrefix(r, "approve by admin ok") }},
 	}
 	for _, q := range queries {

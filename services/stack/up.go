@@ -103,19 +103,20 @@ func up(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		env   []string
 		args  []string
 		ready string
+		ops   int // index of its ops address; -1: none
 		skip  bool
 	}{
-		{name: "fingerprint", env: []string{"MCPDRIFT_OPS_ADDR=" + cfg.opsAddr(0)}, ready: opsURL(0) + "/readyz"},
+		{name: "fingerprint", env: []string{"MCPDRIFT_OPS_ADDR=" + cfg.opsAddr(0)}, ready: opsURL(0) + "/readyz", ops: 0},
 		{name: "drift", env: []string{"MCPDRIFT_OPS_ADDR=" + cfg.opsAddr(1), "MCPDRIFT_ADMIN_ADDR=" + cfg.adminAddr(),
-			"MCPDRIFT_ADMIN_TOKENS_FILE=" + info.TokensFile, "MCPDRIFT_POSTURE=" + cfg.Posture}, ready: opsURL(1) + "/readyz"},
+			"MCPDRIFT_ADMIN_TOKENS_FILE=" + info.TokensFile, "MCPDRIFT_POSTURE=" + cfg.Posture}, ready: opsURL(1) + "/readyz", ops: 1},
 		{name: "audit", env: []string{"MCPDRIFT_OPS_ADDR=" + cfg.opsAddr(2), "MCPDRIFT_CLICKHOUSE_ADDR=" + cfg.ClickHouseAddr,
-			"MCPDRIFT_AUDIT_DATABASE=" + cfg.AuditDatabase, "MCPDRIFT_AUDIT_BATCH_AGE=1s"}, ready: opsURL(2) + "/readyz", skip: cfg.ClickHouseAddr == ""},
+			"MCPDRIFT_AUDIT_DATABASE=" + cfg.AuditDatabase, "MCPDRIFT_AUDIT_BATCH_AGE=1s"}, ready: opsURL(2) + "/readyz", ops: 2, skip: cfg.ClickHouseAddr == ""},
 		{name: "demoserver", args: []string{"--listen", cfg.demoAddr(), "--state-file", filepath.Join(dataDir, "demoserver.json")},
-			ready: info.DemoControlURL},
+			ready: info.DemoControlURL, ops: -1},
 		{name: "proxy", env: []string{"MCPDRIFT_OPS_ADDR=" + cfg.opsAddr(3), "MCPDRIFT_PROXY_ID=stack",
 			"MCPDRIFT_OUTBOX_DIR=" + filepath.Join(dataDir, "outbox")},
 			args:  []string{"--listen", cfg.proxyAddr(), "--upstream", sampleServer + "=http://" + cfg.demoAddr() + "/mcp"},
-			ready: opsURL(3) + "/readyz"},
+			ready: "http://" + cfg.proxyAddr() + "/readyz", ops: 3},
 	}
 	var running []*child
 	// Stop in reverse order of start: the proxy first, NATS last (deferred
@@ -131,8 +132,8 @@ func up(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 			log.Warn().Str("command", s.name).Msg("clickhouse not configured: the audit service is not started; audit events wait in jetstream until it runs")
 			continue
 		}
-		if s.name != "demoserver" {
-			info.Ops[s.name] = strings.TrimSuffix(s.ready, "/readyz")
+		if s.ops >= 0 {
+			info.Ops[s.name] = opsURL(s.ops)
 		}
 		c, err := startChild(filepath.Join(cfg.BinDir, s.name), s.name, s.args, append(append([]string{}, common...), s.env...), logDir)
 		if err != nil {
