@@ -61,8 +61,10 @@ XML
 </yandex>
 XML
   bin=$(server_bin) || { echo "clickhouse: no server binary; run scripts/deps.d/clickhouse.sh" >&2; exit 1; }
+  # In a session of its own: a Ctrl-C in the terminal that started it (make run)
+  # must not stop it before the services that write to it have finished.
   # shellcheck disable=SC2086
-  (cd "$dir" && nohup $bin --config-file="$dir/config.xml" >"$dir/stdout.log" 2>&1 & echo $! >"$pidfile")
+  (cd "$dir" && setsid nohup $bin --config-file="$dir/config.xml" >"$dir/stdout.log" 2>&1 & echo $! >"$pidfile")
   for _ in $(seq 1 300); do
     if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
       echo "clickhouse: running (pid $(cat "$pidfile")) on 127.0.0.1:$port, data in $dir"
