@@ -16,7 +16,10 @@ http=${CLICKHOUSE_HTTP_PORT:-8123}
 inter=${CLICKHOUSE_INTERSERVER_PORT:-9009}
 pidfile="$dir/clickhouse.pid"
 
-running() { [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
+# The server runs in a process group of its own, whose id is in the pid file;
+# Debian's clickhouse-server may hand over to a child, so the group is what is
+# checked and stopped.
+running() { [ -f "$pidfile" ] && kill -0 -- "-$(cat "$pidfile")" 2>/dev/null; }
 
 server_bin() {
   for b in clickhouse-server /usr/sbin/clickhouse-server /usr/bin/clickhouse-server; do
@@ -61,10 +64,10 @@ XML
 </yandex>
 XML
   bin=$(server_bin) || { echo "clickhouse: no server binary; run scripts/deps.d/clickhouse.sh" >&2; exit 1; }
-  # In a session of its own: a Ctrl-C in the terminal that started it (make run)
+  # In a process group of its own (set -m): a Ctrl-C in the terminal that started it (make run)
   # must not stop it before the services that write to it have finished.
   # shellcheck disable=SC2086
-  (cd "$dir" && setsid nohup $bin --config-file="$dir/config.xml" >"$dir/stdout.log" 2>&1 & echo $! >"$pidfile")
+  (set -m; cd "$dir" && nohup $bin --config-file="$dir/config.xml" >"$dir/stdout.log" 2>&1 & echo $! >"$pidfile")
   for _ in $(seq 1 300); do
     if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
       echo "clickhouse: running (pid $(cat "$pidfile")) on 127.0.0.1:$port, data in $dir"
@@ -79,9 +82,9 @@ XML
 stop)
   if running; then
     pid=$(cat "$pidfile")
-    kill "$pid"
-    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
+    kill -- "-$pid"
+    for _ in $(seq 1 100); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 -- "-$pid" 2>/dev/null; then kill -9 -- "-$pid"; fi
     echo "clickhouse: stopped"
   else
     echo "clickhouse: not running"
