@@ -131,14 +131,17 @@ var (
 )
 
 // envNames finds the MCPDRIFT_ variables a text names; a pattern such as
-// MCPDRIFT_NATS_<ROLE>_PASSWORD or MCPDRIFT_NATS_*_PASSWORD names none.
+// MCPDRIFT_NATS_<ROLE>_PASSWORD or MCPDRIFT_NATS_*_PASSWORD names none,
+// and the streams (MCPDRIFT_OBS, ...) are not variables.
 func envNames(text string) []string {
+	streams := []string{bus.StreamObservations, bus.StreamFingerprints, bus.StreamVerdicts, bus.StreamAdmin}
 	var out []string
 	for _, m := range envToken.FindAllStringIndex(text, -1) {
-		if rest := text[m[1]:]; strings.HasPrefix(rest, "_<") || strings.HasPrefix(rest, "_*") {
+		name := text[m[0]:m[1]]
+		if rest := text[m[1]:]; strings.HasPrefix(rest, "_<") || strings.HasPrefix(rest, "_*") || slices.Contains(streams, name) {
 			continue
 		}
-		out = append(out, text[m[0]:m[1]])
+		out = append(out, name)
 	}
 	return out
 }
