@@ -99,6 +99,19 @@ type Session struct {
 	lastTools map[string]surface.Digest // the last complete tools listing
 	drifted   bool                      // that listing differed from the baseline ...
 	driftBase string                    // ... whose hash was this ("" not judged yet)
+	params    map[string][]ParamBinding // x-mcp-header bindings of the tools last listed, by tool
+
+	toolsListed     chan struct{} // closed once a tools listing was complete
+	toolsListedOnce sync.Once
+}
+
+// ParamBinding is one tool parameter that a 2026-07-28 client mirrors into
+// an Mcp-Param-<Header> HTTP header: a property of the tool's input schema
+// annotated with x-mcp-header, reached from the schema root through
+// "properties" alone.
+type ParamBinding struct {
+	Path   []string // property names, from the arguments object down
+	Header string   // the header's name after "Mcp-Param-"
 }
 
 type pendingReq struct {
@@ -143,7 +156,8 @@ func New(cfg Config, gate Gate, obs Observer, toClient, toServer func([]byte) er
 		cfg.Timeout = 2 * time.Second
 	}
 	return &Session{cfg: cfg, gate: gate, obs: obs, toClient: toClient, toServer: toServer, variant: "default",
-		pending: map[string]pendingReq{}, own: map[string]pendingReq{}, live: map[ItemKey]surface.Digest{}}
+		pending: map[string]pendingReq{}, own: map[string]pendingReq{}, live: map[ItemKey]surface.Digest{},
+		toolsListed: make(chan struct{})}
 }
 
 // Outcome is what the proxy does with one message from the client.
@@ -477,7 +491,98 @@ func (s *Session) addPage(k surface.Kind, result []byte) ([]surface.PageItem, bo
 	for _, it := range items {
 		s.live[ItemKey{k, it.Name}] = it.Hash
 	}
+	if k == surface.KindTool {
+		s.noteParams(items, result)
+	}
 	return items, cursor == "" || len(s.pages[k]) >= s.cfg.MaxPages, nil
+}
+
+// noteParams records the x-mcp-header bindings of the tools of one page
+// (the definitions a 2026-07-28 client mirrors arguments from).
+func (s *Session) noteParams(items []surface.PageItem, page []byte) {
+	for _, it := range items {
+		delete(s.params, it.Name)
+	}
+	if !bytes.Contains(page, []byte("x-mcp-header")) {
+		return // the common case: nothing to read
+	}
+	d := object(page)
+	if d == nil {
+		return
+	}
+	tools, ok := d.Get(canonjson.Root, "tools")
+	if !ok || d.Kind(tools) != canonjson.Array || d.Len(tools) == 0 {
+		return
+	}
+	for t, i := d.First(tools), 0; i < d.Len(tools); t, i = d.Next(t), i+1 {
+		if d.Kind(t) != canonjson.Object {
+			continue
+		}
+		n, ok := d.Get(t, "name")
+		schema, ok2 := d.Get(t, "inputSchema")
+		if !ok || !ok2 || d.Kind(n) != canonjson.String {
+			continue
+		}
+		if b := paramBindings(d, schema, nil, nil); len(b) > 0 {
+			if s.params == nil {
+				s.params = map[string][]ParamBinding{}
+			}
+			s.params[d.Text(n)] = b
+		}
+	}
+}
+
+// paramBindings collects the x-mcp-header annotations under schema's
+// "properties", recursively.
+func paramBindings(d *canonjson.Doc, schema canonjson.NodeID, path []string, out []ParamBinding) []ParamBinding {
+	if d.Kind(schema) != canonjson.Object {
+		return out
+	}
+	props, ok := d.Get(schema, "properties")
+	if !ok || d.Kind(props) != canonjson.Object {
+		return out
+	}
+	for i := range d.Len(props) {
+		k, v := d.Member(props, i)
+		if d.Kind(v) != canonjson.Object {
+			continue
+		}
+		p := append(slices.Clip(path), d.Text(k))
+		if h, ok := d.Get(v, "x-mcp-header"); ok && d.Kind(h) == canonjson.String {
+			out = append(out, ParamBinding{Path: p, Header: d.Text(h)})
+		}
+		out = paramBindings(d, v, p, out)
+	}
+	return out
+}
+
+// ParamHeaders returns the x-mcp-header bindings of tool as last listed to
+// the session that judges this one's calls; known is false when that
+// session has not seen the tool listed (its bindings are then unknown).
+func (s *Session) ParamHeaders(tool string) (bindings []ParamBinding, known bool) {
+	judge := s
+	if s.cfg.Follow != nil {
+		judge = s.cfg.Follow
+	}
+	judge.mu.Lock()
+	defer judge.mu.Unlock()
+	_, known = judge.live[ItemKey{surface.KindTool, tool}]
+	return judge.params[tool], known
+}
+
+// WaitToolsListed waits until the session that judges this one's calls has
+// seen a complete tools listing, or ctx ends, and reports whether it has.
+func (s *Session) WaitToolsListed(ctx context.Context) bool {
+	judge := s
+	if s.cfg.Follow != nil {
+		judge = s.cfg.Follow
+	}
+	select {
+	case <-judge.toolsListed:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // finishListing publishes the complete listing; whether its tools drifted
@@ -503,6 +608,9 @@ func (s *Session) finishListing(k surface.Kind) {
 		s.lastTools, s.drifted = nil, true
 	}
 	s.builders[k] = nil
+	if k == surface.KindTool {
+		s.toolsListedOnce.Do(func() { close(s.toolsListed) })
+	}
 	if s.cfg.Follow != nil {
 		s.mu.Unlock()
 		return // not published: the session followed lists for itself

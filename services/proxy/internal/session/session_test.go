@@ -380,3 +380,32 @@ func TestInstructionsPinned(t *testing.T) {
 		})
 	}
 }
+
+// The x-mcp-header bindings of each listed tool are known to the session,
+// from the last listing (nested properties included, other places not).
+func TestParamHeaderBindings(t *testing.T) {
+	r := newRig(t)
+	r.gate.v, r.gate.ok = baseline(readTool), true
+	sql := `{"name":"sql","inputSchema":{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},` +
+		`"target":{"type":"object","properties":{"zone":{"type":"string","x-mcp-header":"Zone"}}},` +
+		`"list":{"type":"array","items":{"type":"object","properties":{"x":{"type":"string","x-mcp-header":"X"}}}}}}}`
+	if _, known := r.s.ParamHeaders("sql"); known {
+		t.Fatal("a tool never listed is known")
+	}
+	r.client(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	r.server(`{"jsonrpc":"2.0","id":1,"result":{"tools":[` + readTool + `,` + sql + `]}}`)
+	b, known := r.s.ParamHeaders("sql")
+	got, _ := json.Marshal(b)
+	if want := `[{"Path":["region"],"Header":"Region"},{"Path":["target","zone"],"Header":"Zone"}]`; !known || string(got) != want {
+		t.Fatalf("bindings %s (known %v), want %s", got, known, want)
+	}
+	if b, known := r.s.ParamHeaders("read"); !known || len(b) != 0 {
+		t.Fatalf("read: %v %v", b, known)
+	}
+	// A later listing without the annotation replaces it.
+	r.client(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	r.server(`{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"sql","inputSchema":{"type":"object"}}]}}`)
+	if b, known := r.s.ParamHeaders("sql"); !known || len(b) != 0 {
+		t.Fatalf("after the annotation went: %v %v", b, known)
+	}
+}

@@ -273,6 +273,14 @@ func (f *front) forget(id string) {
 	delete(f.sessions, id)
 }
 
+// firstSightWait bounds a wait for what the proxy has not seen yet.
+func (f *front) firstSightWait() time.Duration {
+	if f.up.Session.Timeout > 0 {
+		return f.up.Session.Timeout
+	}
+	return 2 * time.Second
+}
+
 // streamable serves the Streamable HTTP endpoint.
 func (f *front) streamable(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
@@ -299,11 +307,9 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, nil, "invalid_message", "unreadable JSON-RPC message: "+err.Error())
 		return
 	}
-	if !batch {
-		if code, text := headerMismatch(r.Header, msgs[0]); code != "" {
-			httpError(w, http.StatusBadRequest, msgs[0].ID, code, text)
-			return
-		}
+	if text := headerMismatch(r.Header, msgs, batch); text != "" {
+		headerError(w, firstID(msgs, batch), text)
+		return
 	}
 	var t *tracked
 	sess := (*session.Session)(nil)
@@ -319,6 +325,15 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 	if t != nil {
 		t.note(r)
 		sess = t.s
+	}
+	if !batch {
+		ctx, cancel := context.WithTimeout(r.Context(), f.firstSightWait())
+		text := paramMismatch(ctx, r.Header, msgs[0], sess)
+		cancel()
+		if text != "" {
+			headerError(w, msgs[0].ID, text)
+			return
+		}
 	}
 	o := sess.ClientSplit(r.Context(), body, msgs, batch)
 	if o.Forward == nil {
@@ -639,6 +654,12 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 // data, so that clients that read only JSON-RPC learn why too.
 func httpError(w http.ResponseWriter, status int, id []byte, code, text string) {
 	writeJSON(w, status, jsonrpc.ErrorResponseData(id, -32600, "mcpdrift proxy: "+text, code))
+}
+
+// headerError refuses a request whose headers disagree with its body:
+// HTTP 400 with the HeaderMismatch error of the transport (2026-07-28).
+func headerError(w http.ResponseWriter, id []byte, text string) {
+	writeJSON(w, http.StatusBadRequest, jsonrpc.ErrorResponseData(id, codeHeaderMismatch, "mcpdrift proxy: "+text, "header_mismatch"))
 }
 
 func newID() string {
