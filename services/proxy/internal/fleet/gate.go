@@ -65,7 +65,7 @@ type Gate struct {
 	manifestRetry  time.Duration
 	bindTimeout    time.Duration
 	watches        atomic.Int64 // status watches started, for tests
-	prefetch       chan string // baseline hashes to read in the background
+	prefetch       chan string  // baseline hashes to read in the background
 
 	mu        sync.Mutex
 	records   map[string]record // by variant

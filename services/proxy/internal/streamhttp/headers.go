@@ -31,7 +31,7 @@ const codeHeaderMismatch = -32020
 const modernVersion = "2026-07-28"
 
 const (
-	paramPrefix = "Mcp-Param-"
+	paramPrefix    = "Mcp-Param-"
 	metaVersionKey = "io.modelcontextprotocol/protocolVersion"
 )
 
