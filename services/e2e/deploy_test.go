@@ -1469,7 +1469,7 @@ func sha256Hex(s string) string {
 	return hex.EncodeToString(h[:])
 }
 
-// xmlWellFormed is used by TestDeployXML.
+// xmlWellFormed reads every token of an XML document.
 func xmlWellFormed(b []byte) error {
 	dec := xml.NewDecoder(bytes.NewReader(b))
 	for {
