@@ -11,12 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpdrift/mcpdrift/services/internal/chtest"
 	"github.com/mcpdrift/mcpdrift/services/internal/mcptest"
 )
 
 func TestMain(m *testing.M) {
-	mcptest.Main() // the upstream MCP server the proxies run
-	os.Exit(m.Run())
+	mcptest.Main()          // the upstream MCP server the proxies run
+	os.Exit(chtest.Main(m)) // stops the ClickHouse server of the audit tests
 }
 
 // agent is an MCP client speaking to a proxy command over stdio.
@@ -27,10 +28,12 @@ type agent struct {
 	seq   int
 }
 
-func startProxy(t *testing.T, natsURL, proxyID string) *agent {
+// startProxy runs the proxy command on stdio in front of the mcptest server
+// (server id "files"), with extra flags.
+func startProxy(t *testing.T, natsURL, proxyID string, extra ...string) *agent {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(build(t), "proxy"), "--server-id", "files", "--proxy-id", proxyID,
-		"--outbox-dir", t.TempDir(), "--first-sight-wait", "5s", "--", os.Args[0])
+	args := append([]string{"--server-id", "files", "--proxy-id", proxyID, "--outbox-dir", t.TempDir(), "--first-sight-wait", "5s"}, extra...)
+	cmd := exec.Command(filepath.Join(build(t), "proxy"), append(args, "--", os.Args[0])...)
 	cmd.Env = append(os.Environ(), "MCPDRIFT_NATS_URL="+natsURL, mcptest.Env+"=1")
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()

@@ -17,7 +17,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/fleet"
-	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/streamhttp"
 )
 
@@ -46,7 +45,7 @@ func serveHTTP(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetS
 			return 2, err
 		}
 		pubs = append(pubs, pub)
-		up := streamhttp.Upstream{ID: u.ID, Gate: gate, Observer: pub, Session: session.Config{Server: u.ID, Timeout: cfg.FirstSightWait}}
+		up := streamhttp.Upstream{ID: u.ID, Gate: gate, Observer: pub, Session: cfg.sessionConfig(u.ID)}
 		if u.SSE {
 			up.SSEURL = u.URL
 		} else {

@@ -59,6 +59,7 @@ type Config struct {
 	NATSCreds      string
 	OutboxDir      string
 	FirstSightWait time.Duration
+	Arguments      string // what a call observation holds of the arguments: digest or full
 	LogLevel       zerolog.Level
 	Command        []string
 	Listen         string     // HTTP mode: the address to serve on
@@ -114,6 +115,17 @@ Flags:
 
 var idClean = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
 
+// The --arguments modes.
+const (
+	argumentsDigest = "digest"
+	argumentsFull   = "full"
+)
+
+// sessionConfig is the session configuration of one upstream server.
+func (c Config) sessionConfig(server string) session.Config {
+	return session.Config{Server: server, Timeout: c.FirstSightWait, FullArguments: c.Arguments == argumentsFull}
+}
+
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
 	env := func(k, def string) string {
 		if v := getenv(k); v != "" {
@@ -136,6 +148,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	creds := fs.String("nats-creds", env("MCPDRIFT_NATS_CREDS", ""), "NATS credentials `file` (MCPDRIFT_NATS_CREDS)")
 	outbox := fs.String("outbox-dir", env("MCPDRIFT_OUTBOX_DIR", defaultOutbox), "where events wait while NATS is unreachable (MCPDRIFT_OUTBOX_DIR)")
 	wait := fs.Duration("first-sight-wait", durationEnv(getenv, "MCPDRIFT_FIRST_SIGHT_WAIT", 2*time.Second), "how long a decision waits for a verdict on a server never seen (MCPDRIFT_FIRST_SIGHT_WAIT)")
+	arguments := fs.String("arguments", env("MCPDRIFT_ARGUMENTS", argumentsDigest), "what call observations hold of tool-call `arguments`: digest (a SHA-256 digest only) or full (the arguments too, as the client wrote them; they can hold secrets) (MCPDRIFT_ARGUMENTS)")
 	logLevel := fs.String("log-level", env("MCPDRIFT_LOG_LEVEL", "warn"), "log `level` (MCPDRIFT_LOG_LEVEL)")
 	listen := fs.String("listen", env("MCPDRIFT_LISTEN", ""), "HTTP mode: serve on this `address`, e.g. 127.0.0.1:8080 (MCPDRIFT_LISTEN)")
 	var ups upstreamList
@@ -149,7 +162,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		return Config{}, err
 	}
 	cfg := Config{Tenant: *tenant, ServerID: *server, ProxyID: *proxyID, NATSURL: *natsURL, NATSCreds: *creds,
-		OutboxDir: *outbox, FirstSightWait: *wait, Command: fs.Args(), Listen: *listen, Upstreams: ups}
+		OutboxDir: *outbox, FirstSightWait: *wait, Arguments: *arguments, Command: fs.Args(), Listen: *listen, Upstreams: ups}
 	var errs []error
 	ids := [][2]string{{"tenant", cfg.Tenant}, {"server", cfg.ServerID}, {"proxy", cfg.ProxyID}}
 	if cfg.Listen == "" {
@@ -182,6 +195,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	}
 	if cfg.FirstSightWait <= 0 {
 		errs = append(errs, errors.New("--first-sight-wait must be positive"))
+	}
+	if cfg.Arguments != argumentsDigest && cfg.Arguments != argumentsFull {
+		errs = append(errs, fmt.Errorf("--arguments %q: want %s or %s", cfg.Arguments, argumentsDigest, argumentsFull))
 	}
 	var err error
 	if cfg.LogLevel, err = zerolog.ParseLevel(*logLevel); err != nil {
@@ -249,7 +265,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		wg.Wait()
 		return 2, err
 	}
-	sess := session.New(session.Config{Server: cfg.ServerID, Timeout: cfg.FirstSightWait}, gate, pub, p.Pipes().ToClient, p.Pipes().ToServer)
+	sess := session.New(cfg.sessionConfig(cfg.ServerID), gate, pub, p.Pipes().ToClient, p.Pipes().ToServer)
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)

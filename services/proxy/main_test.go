@@ -27,6 +27,8 @@ func TestConfig(t *testing.T) {
 		{"bad_upstream", []string{"--listen", "127.0.0.1:0", "--upstream", "nourl"}, nil, 2, "want ID=URL"},
 		{"bad_upstream_id", []string{"--listen", "127.0.0.1:0", "--upstream", "a.b=http://x/mcp"}, nil, 2, "invalid_id"},
 		{"bad_upstream_env", []string{"--listen", "127.0.0.1:0"}, map[string]string{"MCPDRIFT_UPSTREAMS": "a=http://x/mcp,broken"}, 2, "want ID=URL"},
+		{"bad_arguments", []string{"--server-id", "fs", "--arguments", "some", "--", "true"}, nil, 2, "--arguments"},
+		{"bad_arguments_env", []string{"--server-id", "fs", "--", "true"}, map[string]string{"MCPDRIFT_ARGUMENTS": "all"}, 2, "want digest or full"},
 		{"bad_wait_env", []string{"--server-id", "fs", "--", "true"}, map[string]string{"MCPDRIFT_FIRST_SIGHT_WAIT": "soon"}, 2, "first-sight-wait"},
 	}
 	for _, tt := range tests {

@@ -246,7 +246,7 @@ func (p *Publisher) Call(c session.Call) {
 	data, err := proto.Marshal(&mcpdriftv1.CallObservation{
 		EventId: id, Tenant: p.cfg.Tenant, Server: p.cfg.Server, Proxy: p.cfg.Proxy,
 		Tool: c.Tool, Outcome: outcome, RefusalCode: c.RefusalCode, LatencyUs: c.Latency.Microseconds(),
-		ArgumentsDigest: c.ArgsDigest, ObservedAtUnixMs: p.now().UnixMilli(),
+		ArgumentsDigest: c.ArgsDigest, Arguments: c.Arguments, ObservedAtUnixMs: p.now().UnixMilli(),
 	})
 	if err != nil {
 		p.log.Error().Err(err).Str("event_id", id).Msg("encoding call observation")

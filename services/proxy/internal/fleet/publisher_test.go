@@ -121,16 +121,17 @@ func TestPublisherPublishes(t *testing.T) {
 		wantOutcome mcpdriftv1.CallOutcome
 	}{
 		{"forwarded", session.Call{Tool: "read", Latency: 1500 * time.Microsecond, ArgsDigest: "sha256:aa"}, mcpdriftv1.CallOutcome_CALL_OUTCOME_FORWARDED},
+		{"full_arguments", session.Call{Tool: "read", ArgsDigest: "sha256:bb", Arguments: []byte(`{"path":"/tmp/x"}`)}, mcpdriftv1.CallOutcome_CALL_OUTCOME_FORWARDED},
 		{"refused", session.Call{Tool: "write", Refused: true, RefusalCode: "server_changed"}, mcpdriftv1.CallOutcome_CALL_OUTCOME_REFUSED},
 		{"server_error", session.Call{Tool: "read", Error: true}, mcpdriftv1.CallOutcome_CALL_OUTCOME_ERROR},
 	}
 	for _, c := range calls {
 		p.Call(c.call)
 	}
-	eventually(t, 10*time.Second, "observations not published", func() bool { return p.Stats().Published == 5 })
+	eventually(t, 10*time.Second, "observations not published", func() bool { return p.Stats().Published == 6 })
 	msgs := readStream(t, b.JS)
-	if len(msgs) != 5 {
-		t.Fatalf("stream holds %d messages, want 5", len(msgs))
+	if len(msgs) != 6 {
+		t.Fatalf("stream holds %d messages, want 6", len(msgs))
 	}
 
 	for i, want := range []string{"v1a2b", "default"} {
@@ -151,7 +152,7 @@ func TestPublisherPublishes(t *testing.T) {
 			}
 			o := m.callObs
 			if o.Outcome != c.wantOutcome || o.Tool != c.call.Tool || o.RefusalCode != c.call.RefusalCode ||
-				o.LatencyUs != c.call.Latency.Microseconds() || o.ArgumentsDigest != c.call.ArgsDigest ||
+				o.LatencyUs != c.call.Latency.Microseconds() || o.ArgumentsDigest != c.call.ArgsDigest || string(o.Arguments) != string(c.call.Arguments) ||
 				o.Tenant != tenant || o.Server != "mem" || o.Proxy != "px1" || o.ObservedAtUnixMs == 0 {
 				t.Errorf("call observation = %v", o)
 			}

@@ -59,6 +59,10 @@ type Call struct {
 	Error       bool // forwarded, and the server answered with an error
 	Latency     time.Duration
 	ArgsDigest  string
+	// Arguments are the call's arguments as the client wrote them, only
+	// when Config.FullArguments is set (nil otherwise, and when the call
+	// has none).
+	Arguments []byte
 }
 
 // Config identifies the server behind the session.
@@ -74,6 +78,9 @@ type Config struct {
 	// OwnMeta, when set, is the _meta object of the proxy's own requests
 	// (a 2026-07-28 request names its protocol version there).
 	OwnMeta []byte
+	// FullArguments makes every Call carry the call's arguments, not only
+	// their digest (they can hold secrets: off by default).
+	FullArguments bool
 }
 
 // Session is one client connection. Its methods are safe for concurrent use
@@ -120,6 +127,7 @@ type pendingReq struct {
 	tool   string
 	start  time.Time
 	digest string
+	args   []byte // with Config.FullArguments
 }
 
 // The _meta keys of a 2026-07-28 request that name its protocol version
@@ -274,13 +282,13 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) []byte 
 		}
 		s.mu.Unlock()
 	case m.Method == "tools/call":
-		tool, digest := callOf(m.Params)
+		tool, digest, args := callOf(m.Params, s.cfg.FullArguments)
 		if code, text := s.decideCall(ctx, tool); code != "" {
-			s.obs.Call(Call{Tool: tool, Refused: true, RefusalCode: code, ArgsDigest: digest})
+			s.obs.Call(Call{Tool: tool, Refused: true, RefusalCode: code, ArgsDigest: digest, Arguments: args})
 			return jsonrpc.ToolError(m.ID, code, text)
 		}
 		s.mu.Lock()
-		s.pending[string(m.ID)] = pendingReq{method: m.Method, tool: tool, start: time.Now(), digest: digest}
+		s.pending[string(m.ID)] = pendingReq{method: m.Method, tool: tool, start: time.Now(), digest: digest, args: args}
 		s.mu.Unlock()
 	}
 	return nil
@@ -420,7 +428,7 @@ func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message) ([]byte
 	case p.kind != 0:
 		return s.listPage(ctx, p.kind, m)
 	case p.method == "tools/call":
-		s.obs.Call(Call{Tool: p.tool, Error: m.Error != nil || isToolError(m.Result), Latency: time.Since(p.start), ArgsDigest: p.digest})
+		s.obs.Call(Call{Tool: p.tool, Error: m.Error != nil || isToolError(m.Result), Latency: time.Since(p.start), ArgsDigest: p.digest, Arguments: p.args})
 	}
 	return raw, nil
 }
@@ -845,25 +853,28 @@ func nextCursor(result []byte) string {
 	return ""
 }
 
-// callOf returns the tool name of tools/call params and a digest of the
+// callOf returns the tool name of tools/call params, a digest of the
 // arguments as the client wrote them (audit keeps the digest, not the
-// arguments, which can hold secrets).
-func callOf(params []byte) (string, string) {
+// arguments, which can hold secrets) and, when full is set, a copy of the
+// arguments themselves.
+func callOf(params []byte, full bool) (name, digest string, args []byte) {
 	d := object(params)
 	if d == nil {
 		sum := sha256.Sum256(params)
-		return "", "sha256:" + hex.EncodeToString(sum[:])
+		return "", "sha256:" + hex.EncodeToString(sum[:]), nil
 	}
-	name := ""
 	if n, ok := d.Get(canonjson.Root, "name"); ok && d.Kind(n) == canonjson.String {
 		name = d.Text(n)
 	}
-	args := []byte("null")
+	raw := []byte("null")
 	if a, ok := d.Get(canonjson.Root, "arguments"); ok {
-		args = d.Raw(a)
+		raw = d.Raw(a)
+		if full {
+			args = bytes.Clone(raw) // raw is the transport's buffer
+		}
 	}
-	sum := sha256.Sum256(args)
-	return name, "sha256:" + hex.EncodeToString(sum[:])
+	sum := sha256.Sum256(raw)
+	return name, "sha256:" + hex.EncodeToString(sum[:]), args
 }
 
 func isToolError(result []byte) bool {

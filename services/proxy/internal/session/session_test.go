@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -407,5 +408,38 @@ func TestParamHeaderBindings(t *testing.T) {
 	r.server(`{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"sql","inputSchema":{"type":"object"}}]}}`)
 	if b, known := r.s.ParamHeaders("sql"); !known || len(b) != 0 {
 		t.Fatalf("after the annotation went: %v %v", b, known)
+	}
+}
+
+// Calls carry their arguments only when full capture is configured; the
+// digest always.
+func TestCallArguments(t *testing.T) {
+	for _, full := range []bool{false, true} {
+		t.Run(fmt.Sprintf("full_%v", full), func(t *testing.T) {
+			r := newRig(t)
+			r.s.cfg.FullArguments = full
+			r.gate.v, r.gate.ok = baseline(readTool), true
+			r.client(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read","arguments":{"path": "/tmp/x"}}}`)
+			r.server(`{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`)
+			r.client(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"write","arguments":{"path":"/etc/passwd"}}}`) // refused
+			r.client(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read"}}`)
+			r.server(`{"jsonrpc":"2.0","id":3,"result":{"content":[]}}`)
+			want := []string{`{"path": "/tmp/x"}`, `{"path":"/etc/passwd"}`, ""}
+			if len(r.obs.calls) != 3 || !r.obs.calls[1].Refused {
+				t.Fatalf("calls %+v", r.obs.calls)
+			}
+			for i, c := range r.obs.calls {
+				if !strings.HasPrefix(c.ArgsDigest, "sha256:") {
+					t.Errorf("call %d: digest %q", i, c.ArgsDigest)
+				}
+				w := ""
+				if full {
+					w = want[i]
+				}
+				if string(c.Arguments) != w {
+					t.Errorf("call %d: arguments %q, want %q", i, c.Arguments, w)
+				}
+			}
+		})
 	}
 }

@@ -1,0 +1,71 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/chtest"
+)
+
+// TestAuditFullArguments: proxies run with --arguments full, on stdio and on
+// HTTP, and the audit command with --arguments full, on the real pipeline
+// and a real ClickHouse: the audit stores each call's arguments, with the
+// secret among them redacted, beside their digest.
+func TestAuditFullArguments(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the commands, and a ClickHouse server")
+	}
+	ch := chtest.Shared(t)
+	db := ch.Database(t)
+	p := startPipeline(t)
+	natsURL := p.nc.ConnectedUrl()
+	runService(t, "audit", "MCPDRIFT_NATS_URL="+natsURL, "MCPDRIFT_LOG_LEVEL=info", "MCPDRIFT_CLICKHOUSE_ADDR="+ch.Addr,
+		"MCPDRIFT_AUDIT_DATABASE="+db, "MCPDRIFT_AUDIT_ARGUMENTS=full", "MCPDRIFT_AUDIT_BATCH_AGE=200ms")
+
+	const token = "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB"
+	// stdio: the mcptest server, tool "read".
+	a := startProxy(t, natsURL, "audit-stdio", "--arguments", "full")
+	a.init()
+	if _, err := fmt.Fprintln(a.in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the stdio proxy serves read", func() (bool, string) {
+		got := a.call("tools/call", `{"name":"read","arguments":{"path":"/tmp/stdio","auth":"`+token+`"}}`)
+		return !strings.Contains(got, `"isError":true`), got
+	})
+	// HTTP: a Go SDK server, tool "echo".
+	_, upURL := httpUpstream(t, nil)
+	base := runHTTPProxy(t, "audit-http", "--nats-url", natsURL, "--upstream", "web="+upURL, "--arguments", "full")
+	cs := httpClient(t, base+"/web/mcp", "2025-11-25")
+	eventually(t, "the HTTP proxy serves echo", func() (bool, string) {
+		got, isErr := echo(cs, "through http "+token)
+		return !isErr, got
+	})
+
+	conn, err := clickhouse.Open(ch.Options(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	for _, c := range []struct{ server, tool, want string }{
+		{"files", "read", `"path":"/tmp/stdio"`},
+		{"web", "echo", `"text":"through http [REDACTED]"`},
+	} {
+		eventually(t, fmt.Sprintf("the audit stores the arguments of %s/%s", c.server, c.tool), func() (bool, string) {
+			var args, digest string
+			err := conn.QueryRow(context.Background(), `SELECT arguments, arguments_digest FROM `+db+`.call_observations FINAL
+				WHERE server = ? AND tool = ? AND outcome = 'forwarded' AND arguments != '' ORDER BY at_ms DESC LIMIT 1`, c.server, c.tool).Scan(&args, &digest)
+			if err != nil {
+				return false, err.Error()
+			}
+			if strings.Contains(args, token) {
+				t.Fatalf("the audit stored a secret: %s", args)
+			}
+			return strings.Contains(args, c.want) && strings.HasPrefix(digest, "sha256:"), args + " " + digest
+		})
+	}
+}
