@@ -265,7 +265,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		wg.Wait()
 		return 2, err
 	}
-	sess := session.New(cfg.sessionConfig(cfg.ServerID), gate, pub, p.Pipes().ToClient, p.Pipes().ToServer)
+	scfg := cfg.sessionConfig(cfg.ServerID)
+	scfg.SerialServer = true // one reader of the server's stdout
+	sess := session.New(scfg, gate, pub, p.Pipes().ToClient, p.Pipes().ToServer)
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)

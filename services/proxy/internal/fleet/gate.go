@@ -73,6 +73,13 @@ type Gate struct {
 	manifests map[string]*manifest
 	warned    map[string]bool       // baseline hashes whose failure was logged
 	objects   jetstream.ObjectStore // bound by Run; nil until then
+	// loaded: the first watch delivered its initial values, or a watch
+	// failed; records that exist are known by then, so a View that does
+	// not await a verdict stops waiting for one.
+	loaded bool
+	// watching: the current watch has delivered its initial values and
+	// runs (the proxy is ready).
+	watching bool
 }
 
 // record is what the gate keeps of one status record.
@@ -133,19 +140,22 @@ func NewGate(ctx context.Context, js jetstream.JetStream, tenant, server string,
 }
 
 // View implements session.Gate. When nothing is known of the variant yet it
-// waits until a record arrives or ctx ends (the caller bounds it), unless
-// the connection to NATS is down, when no record can arrive; ok false means
-// nothing is known and the proxy fails closed.
+// waits until a record arrives or ctx ends (the caller bounds it), but only
+// while one can arrive soon: while the gate is still loading the records
+// that exist (its first watch has not delivered them yet), and, when
+// awaiting is set, while the verdict on a surface the proxy published is
+// due. With NATS down nothing can arrive and it answers at once. ok false
+// means nothing is known and the proxy fails closed.
 //
 // A served record is served only with its baseline's item hashes: when the
 // baseline manifest cannot be read, View answers the record's status with
 // Serve false. A manifest that does not hash to the record's baseline hash
 // is answered as status unknown. The Items map is shared: do not modify it.
-func (g *Gate) View(ctx context.Context, variant string) (session.View, bool) {
+func (g *Gate) View(ctx context.Context, variant string, awaiting bool) (session.View, bool) {
 	if variant == "" {
 		variant = bus.DefaultVariant
 	}
-	rec, ok := g.record(ctx, variant)
+	rec, ok := g.record(ctx, variant, awaiting)
 	if !ok {
 		return session.View{}, false
 	}
@@ -167,16 +177,16 @@ func (g *Gate) View(ctx context.Context, variant string) (session.View, bool) {
 }
 
 // record returns the variant's record, waiting for one as View describes.
-func (g *Gate) record(ctx context.Context, variant string) (record, bool) {
+func (g *Gate) record(ctx context.Context, variant string, awaiting bool) (record, bool) {
 	for {
 		g.mu.Lock()
 		rec, ok := g.records[variant]
-		wake := g.wake
+		wake, loaded := g.wake, g.loaded
 		g.mu.Unlock()
 		if ok {
 			return rec, true
 		}
-		if !g.connected() {
+		if !g.connected() || (loaded && !awaiting) {
 			return record{}, false
 		}
 		select {
@@ -184,6 +194,26 @@ func (g *Gate) record(ctx context.Context, variant string) (record, bool) {
 		case <-ctx.Done():
 			return record{}, false
 		}
+	}
+}
+
+// Watching reports whether the gate's status watch is up and has
+// delivered the records that exist: what readiness asks of a proxy.
+func (g *Gate) Watching() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.watching
+}
+
+// setWatch records the state of the watch; a watch that failed also ends
+// the first load (nothing more will arrive soon).
+func (g *Gate) setWatch(watching bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.watching = watching
+	if !g.loaded {
+		g.loaded = true
+		g.changedLocked() // Views waiting for the load look again
 	}
 }
 
@@ -303,6 +333,7 @@ func (g *Gate) Run(ctx context.Context) error {
 	delay, failing := minRewatch, false
 	for {
 		err := g.watch(ctx, reconnected, &failing)
+		g.setWatch(false)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -372,6 +403,7 @@ func (g *Gate) watch(ctx context.Context, reconnected <-chan nats.Status, failin
 				if initial {
 					initial = false
 					g.retain(seen)
+					g.setWatch(true)
 				}
 			default:
 				v := g.apply(e)

@@ -40,10 +40,11 @@ func startGate(t *testing.T, b *natstest.Bus, server string) *Gate {
 	return g
 }
 
+// view asks as a session that awaits the verdict on a surface it published.
 func view(g *Gate, variant string, wait time.Duration) (session.View, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	return g.View(ctx, variant)
+	return g.View(ctx, variant, true)
 }
 
 func TestGateView(t *testing.T) {
@@ -313,5 +314,33 @@ func TestNewGateRejectsBadIDs(t *testing.T) {
 				t.Errorf("NewGate(%q, %q) = nil error", tt.tenant, tt.server)
 			}
 		})
+	}
+}
+
+// A View that awaits no verdict waits only while the gate is loading the
+// records that exist: a record there before the gate started is seen, and
+// an unknown variant is answered at once after the load (first sight does
+// not stall an initialize).
+func TestGateViewNotAwaiting(t *testing.T) {
+	b := natstest.StartBus(t)
+	ctx := context.Background()
+	raw, sf := fixture(t, "memory/2025.9.25.json")
+	if _, err := b.Handles.Manifests.PutBytes(ctx, bus.ManifestName(sf.Hash.String()), raw); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Handles.Status.Put(ctx, bus.StatusKey(tenant, "known", "default"), statusJSON("verified", "block", sf.Hash.String())); err != nil {
+		t.Fatal(err)
+	}
+	g := startGate(t, b, "known")
+	long, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if v, ok := g.View(long, "default", false); !ok || !v.Serve {
+		t.Fatalf("the record there before the gate started: %+v %v", v, ok)
+	}
+	if !g.Watching() {
+		t.Fatal("Watching false after the load")
+	}
+	if v, ok := g.View(long, "never-seen", false); ok || long.Err() != nil {
+		t.Fatalf("an unknown variant: %+v %v, waited for its context: %v", v, ok, long.Err())
 	}
 }

@@ -37,11 +37,14 @@ type View struct {
 	Items        map[ItemKey]surface.Digest // the baseline's items
 }
 
-// Gate answers for the server's approved surface per listing variant. View
-// may wait a bounded time when nothing is known yet (first sight); ok false
-// means nothing is known, and the proxy fails closed.
+// Gate answers for the server's approved surface per listing variant. When
+// nothing is known of the variant yet, View may wait until ctx ends (the
+// session bounds it: first sight), but only while something can arrive
+// soon: the gate's own load of what exists and, when awaiting is set, the
+// verdict on a surface this session has published or is assembling. ok
+// false means nothing is known, and the proxy fails closed.
 type Gate interface {
-	View(ctx context.Context, variant string) (View, bool)
+	View(ctx context.Context, variant string, awaiting bool) (View, bool)
 }
 
 // Observer receives what the proxy saw. It must not block: publishing is
@@ -81,6 +84,11 @@ type Config struct {
 	// FullArguments makes every Call carry the call's arguments, not only
 	// their digest (they can hold secrets: off by default).
 	FullArguments bool
+	// SerialServer says that the server's messages reach the session one
+	// after another on one reader (stdio, HTTP+SSE): a page of the
+	// client's listing is then not held for a verdict on a surface still
+	// being assembled, whose next pages would wait behind it.
+	SerialServer bool
 }
 
 // Session is one client connection. Its methods are safe for concurrent use
@@ -92,15 +100,18 @@ type Session struct {
 	toClient func([]byte) error
 	toServer func([]byte) error
 
-	mu        sync.Mutex
-	variant   string
-	pending   map[string]pendingReq // client requests we answer for, by raw id
-	own       map[string]pendingReq // requests the proxy sent itself
-	ownSeq    int
-	builders  [5]*surface.Builder // listing in progress per kind
-	pages     [5][][]byte         // raw result bytes of that listing's pages
-	complete  [5][][]byte         // the last complete listing's pages
-	initRes   []byte              // the raw initialize result
+	mu      sync.Mutex
+	variant string
+	pending map[string]pendingReq // client requests we answer for, by raw id
+	own     map[string]pendingReq // requests the proxy sent itself
+	ownSeq  int
+	// The listing in progress per kind: [client] is the client's own
+	// listing, [own] the proxy's, assembled apart so that the two never
+	// mix their pages when they overlap.
+	builders  [2][5]*surface.Builder
+	pages     [2][5][][]byte // raw result bytes of that listing's pages
+	complete  [5][][]byte    // the last complete listing's pages
+	initRes   []byte         // the raw initialize result
 	live      map[ItemKey]surface.Digest
 	declared  []surface.Kind            // the listings the server's capabilities announce
 	lastTools map[string]surface.Digest // the last complete tools listing
@@ -110,6 +121,8 @@ type Session struct {
 
 	toolsListed     chan struct{} // closed once a tools listing was complete
 	toolsListedOnce sync.Once
+	published       map[string]bool // variants whose whole surface this session published
+	assembling      bool            // ListAll ran and the whole surface is not published yet
 }
 
 // ParamBinding is one tool parameter that a 2026-07-28 client mirrors into
@@ -218,7 +231,20 @@ func (s *Session) ClientSplit(ctx context.Context, raw []byte, msgs []*jsonrpc.M
 	if refusal := s.clientMessage(ctx, m); refusal != nil {
 		return Outcome{Reply: refusal}
 	}
-	return Outcome{Forward: raw, Opened: m.Kind == jsonrpc.KindNotification && m.Method == "notifications/initialized"}
+	o := Outcome{Forward: raw, Opened: m.Kind == jsonrpc.KindNotification && m.Method == "notifications/initialized"}
+	if o.Opened {
+		s.WillList()
+	}
+	return o
+}
+
+// WillList says that the session is about to list the server's whole
+// surface (ListAll, or the first listing of a stateless server): until it
+// has published it, decisions in its variant await the verdict on it.
+func (s *Session) WillList() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.assembling = true
 }
 
 // ListAll lists every kind the server declared, on the proxy's own account,
@@ -227,6 +253,7 @@ func (s *Session) ClientSplit(ctx context.Context, raw []byte, msgs []*jsonrpc.M
 func (s *Session) ListAll() error {
 	s.mu.Lock()
 	kinds := slices.Clone(s.declared)
+	s.assembling = len(kinds) > 0
 	s.mu.Unlock()
 	for _, k := range kinds {
 		if err := s.relist(k, ""); err != nil {
@@ -249,7 +276,13 @@ func (s *Session) clientBatch(ctx context.Context, raw []byte, msgs []*jsonrpc.M
 		}
 	}
 	if len(refusals) == 0 {
+		if opened {
+			s.WillList()
+		}
 		return Outcome{Forward: raw, Opened: opened} // untouched
+	}
+	if opened {
+		s.WillList()
 	}
 	o := Outcome{Reply: joinBatch(refusals), Opened: opened}
 	if len(forward) > 0 {
@@ -278,7 +311,7 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) []byte 
 		s.mu.Lock()
 		s.pending[string(m.ID)] = pendingReq{method: m.Method, kind: listKinds[m.Method]}
 		if cursorOf(m.Params) == "" {
-			s.startListing(listKinds[m.Method])
+			s.startListing(listKinds[m.Method], client)
 		}
 		s.mu.Unlock()
 	case m.Method == "tools/call":
@@ -294,9 +327,15 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) []byte 
 	return nil
 }
 
-func (s *Session) startListing(k surface.Kind) {
-	s.builders[k] = surface.NewBuilder(surface.Options{})
-	s.pages[k] = nil
+// The two listings of a kind a session assembles.
+const (
+	client = 0 // the client's own listing
+	own    = 1 // the proxy's listing on its own account
+)
+
+func (s *Session) startListing(k surface.Kind, by int) {
+	s.builders[by][k] = surface.NewBuilder(surface.Options{})
+	s.pages[by][k] = nil
 }
 
 // decideCall returns a refusal code and text, or "" to forward.
@@ -308,12 +347,13 @@ func (s *Session) decideCall(ctx context.Context, tool string) (string, string) 
 	judge.mu.Lock()
 	variant := judge.variant
 	live, seen := judge.live[ItemKey{surface.KindTool, tool}]
+	awaiting := judge.published[variant] || judge.assembling
 	judge.mu.Unlock()
-	v, ok := s.view(ctx, variant)
+	v, ok := s.view(ctx, variant, awaiting)
 	drifted := judge.driftedFrom(v, ok)
 	switch {
 	case !ok:
-		return "server_unknown", fmt.Sprintf("mcpdrift withheld this call: no verdict for server %q arrived in time, so it is not trusted yet. Retry shortly; if it persists an admin must check the drift service.", s.cfg.Server)
+		return "server_unknown", fmt.Sprintf("mcpdrift withheld this call: there is no verdict on server %q yet, so it is not trusted. Retry shortly (the proxy publishes what the server advertises once the session is initialized and lists it); if it persists an admin must check the drift service.", s.cfg.Server)
 	case !v.Serve:
 		return "server_" + v.Status, fmt.Sprintf("mcpdrift withheld this call: server %q is %s. An admin must review it and approve its manifest (driftctl show, then driftctl approve --hash) before its tools can be used.", s.cfg.Server, v.Status)
 	case drifted:
@@ -336,10 +376,26 @@ func (s *Session) currentVariant() string {
 	return s.variant
 }
 
-func (s *Session) view(ctx context.Context, variant string) (View, bool) {
+// view asks the gate, waiting at most Config.Timeout; awaiting says that a
+// verdict on this variant is due (see Gate).
+func (s *Session) view(ctx context.Context, variant string, awaiting bool) (View, bool) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	return s.gate.View(ctx, variant)
+	return s.gate.View(ctx, variant, awaiting)
+}
+
+// awaits reports whether a verdict on variant is due for the session that
+// judges this one: it published that variant's whole surface, or (unless
+// serial says that a wait would hold up its remaining pages) it is
+// assembling it.
+func (s *Session) awaits(variant string, serial bool) bool {
+	judge := s
+	if s.cfg.Follow != nil {
+		judge = s.cfg.Follow
+	}
+	judge.mu.Lock()
+	defer judge.mu.Unlock()
+	return judge.published[variant] || (judge.assembling && !serial)
 }
 
 // FromServer handles one message from the upstream server on a stream
@@ -439,11 +495,12 @@ func (s *Session) listPage(ctx context.Context, k surface.Kind, m *jsonrpc.Messa
 	if m.Result == nil {
 		return m.Raw, nil // an error answer: nothing listed
 	}
-	items, last, err := s.addPage(k, m.Result)
+	items, last, err := s.addPage(k, client, m.Result)
 	if last {
-		s.finishListing(k) // published before waiting for a verdict on it
+		s.finishListing(k, client) // published before waiting for a verdict on it
 	}
-	v, ok := s.view(ctx, s.currentVariant())
+	variant := s.currentVariant()
+	v, ok := s.view(ctx, variant, s.awaits(variant, s.cfg.SerialServer))
 	serve := ok && v.Serve
 	keep := map[string]bool{}
 	if err == nil && serve && !hasDuplicates(items) {
@@ -481,28 +538,28 @@ func hasDuplicates(items []surface.PageItem) bool {
 
 // addPage feeds a page to the listing in progress; last reports that the
 // listing is complete.
-func (s *Session) addPage(k surface.Kind, result []byte) ([]surface.PageItem, bool, error) {
+func (s *Session) addPage(k surface.Kind, by int, result []byte) ([]surface.PageItem, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.builders[k] == nil {
-		s.startListing(k) // a page without its first: judge it on its own
+	if s.builders[by][k] == nil {
+		s.startListing(k, by) // a page without its first: judge it on its own
 	}
-	s.pages[k] = append(s.pages[k], bytes.Clone(result))
-	cursor, err := s.builders[k].AddPage(k, result)
+	s.pages[by][k] = append(s.pages[by][k], bytes.Clone(result))
+	cursor, err := s.builders[by][k].AddPage(k, result)
 	if err != nil {
 		// Hostile or broken: nothing of it is served, and the pipeline hears of it.
-		s.complete[k] = s.pages[k]
-		s.builders[k] = nil
+		s.complete[k] = s.pages[by][k]
+		s.builders[by][k] = nil
 		return nil, true, err
 	}
-	items := s.builders[k].LastPage()
+	items := s.builders[by][k].LastPage()
 	for _, it := range items {
 		s.live[ItemKey{k, it.Name}] = it.Hash
 	}
 	if k == surface.KindTool {
 		s.noteParams(items, result)
 	}
-	return items, cursor == "" || len(s.pages[k]) >= s.cfg.MaxPages, nil
+	return items, cursor == "" || len(s.pages[by][k]) >= s.cfg.MaxPages, nil
 }
 
 // noteParams records the x-mcp-header bindings of the tools of one page
@@ -597,11 +654,11 @@ func (s *Session) WaitToolsListed(ctx context.Context) bool {
 // from the baseline is judged at the next decision (driftedFrom), so that
 // publishing never waits for a verdict, which on first sight waits for
 // this very listing.
-func (s *Session) finishListing(k surface.Kind) {
+func (s *Session) finishListing(k surface.Kind, by int) {
 	s.mu.Lock()
-	if s.builders[k] != nil {
-		s.complete[k] = s.pages[k]
-		if sf, err := s.builders[k].Surface(); err == nil && k == surface.KindTool {
+	if b := s.builders[by][k]; b != nil {
+		s.complete[k] = s.pages[by][k]
+		if sf, err := b.Surface(); err == nil && k == surface.KindTool {
 			// Tools alone against the baseline's tools: the surface hash also
 			// covers other kinds, so compare item sets.
 			s.lastTools = map[string]surface.Digest{}
@@ -615,7 +672,7 @@ func (s *Session) finishListing(k surface.Kind) {
 	} else if k == surface.KindTool {
 		s.lastTools, s.drifted = nil, true
 	}
-	s.builders[k] = nil
+	s.builders[by][k] = nil
 	if k == surface.KindTool {
 		s.toolsListedOnce.Do(func() { close(s.toolsListed) })
 	}
@@ -633,6 +690,11 @@ func (s *Session) finishListing(k surface.Kind) {
 	}
 	capture := s.captureLocked()
 	variant := s.variant
+	if s.published == nil {
+		s.published = map[string]bool{}
+	}
+	s.published[variant] = true
+	s.assembling = false
 	s.mu.Unlock()
 	s.obs.Listing(variant, capture)
 }
@@ -712,7 +774,7 @@ func (s *Session) relist(k surface.Kind, cursor string) error {
 	}
 	s.own[id] = pendingReq{method: method, kind: k}
 	if cursor == "" {
-		s.startListing(k)
+		s.startListing(k, own)
 	}
 	s.mu.Unlock()
 	b := []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":{`)
@@ -732,11 +794,11 @@ func (s *Session) ownResponse(ctx context.Context, p pendingReq, m *jsonrpc.Mess
 	if p.kind == 0 || m.Result == nil {
 		return nil
 	}
-	_, last, err := s.addPage(p.kind, m.Result)
+	_, last, err := s.addPage(p.kind, own, m.Result)
 	if err == nil && !last {
 		return s.relist(p.kind, nextCursor(m.Result))
 	}
-	s.finishListing(p.kind)
+	s.finishListing(p.kind, own)
 	return nil
 }
 
@@ -744,6 +806,14 @@ func (s *Session) ownResponse(ctx context.Context, p pendingReq, m *jsonrpc.Mess
 // when they are the approved ones: instructions are text in the model's
 // context, an injection target like any description. Unapproved, unreadable
 // or unknown instructions are removed from the result; the rest of it passes.
+//
+// It never waits for a verdict that has not arrived: at initialize this
+// session has published nothing yet (it lists the server once the client
+// says it is initialized), so on first sight no verdict on this variant can
+// come but from another proxy, and waiting would hold the client's
+// handshake for the whole first-sight wait. A server never seen therefore
+// has its instructions withheld for this session, which fails closed; the
+// verdict, once there, serves them to the sessions that follow.
 func (s *Session) pinInstructions(ctx context.Context, variant string, m *jsonrpc.Message) []byte {
 	b := surface.NewBuilder(surface.Options{})
 	err := b.AddInitialize(m.Result)
@@ -752,7 +822,7 @@ func (s *Session) pinInstructions(ctx context.Context, variant string, m *jsonrp
 		return m.Raw // no instructions
 	}
 	if err == nil {
-		if v, ok := s.view(ctx, variant); ok && v.Serve && v.Items[ItemKey{surface.KindInstructions, ""}] == items[0].Hash {
+		if v, ok := s.view(ctx, variant, false); ok && v.Serve && v.Items[ItemKey{surface.KindInstructions, ""}] == items[0].Hash {
 			return m.Raw
 		}
 	}

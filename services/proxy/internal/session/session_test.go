@@ -11,17 +11,27 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
 
-// fakeGate serves a fixed view.
+// fakeGate serves a fixed view and records whether each View awaited a
+// verdict.
 type fakeGate struct {
-	mu sync.Mutex
-	v  View
-	ok bool
+	mu       sync.Mutex
+	v        View
+	ok       bool
+	awaiting []bool
 }
 
-func (g *fakeGate) View(ctx context.Context, variant string) (View, bool) {
+func (g *fakeGate) View(ctx context.Context, variant string, awaiting bool) (View, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.awaiting = append(g.awaiting, awaiting)
 	return g.v, g.ok
+}
+
+// lastAwaiting is what the last View was asked.
+func (g *fakeGate) lastAwaiting() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.awaiting[len(g.awaiting)-1]
 }
 
 type fakeObs struct {
@@ -439,6 +449,58 @@ func TestCallArguments(t *testing.T) {
 				if string(c.Arguments) != w {
 					t.Errorf("call %d: arguments %q, want %q", i, c.Arguments, w)
 				}
+			}
+		})
+	}
+}
+
+// A verdict is awaited only when one is due: never at initialize (nothing is
+// published yet: the instructions of a server never seen are withheld at
+// once), for a call once the session is listing the server or has
+// published it, and for a page of the client's own listing on a serial
+// transport only once the surface is published (a wait would hold up the
+// proxy's own pages behind it).
+func TestAwaitsOnlyWhatIsDue(t *testing.T) {
+	for _, serial := range []bool{false, true} {
+		t.Run(fmt.Sprintf("serial_%v", serial), func(t *testing.T) {
+			r := newRig(t)
+			r.s.cfg.SerialServer = serial
+			r.gate.ok = false // first sight: nothing known
+			r.client(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}`)
+			r.server(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"instructions":"Be careful.","serverInfo":{"name":"s","version":"1"}}}`)
+			if got := r.lastClient(); r.gate.lastAwaiting() || strings.Contains(got, "instructions") || !strings.Contains(got, "serverInfo") {
+				t.Fatalf("initialize: awaited %v, forwarded %s", r.gate.lastAwaiting(), got)
+			}
+			r.client(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read"}}`)
+			if r.gate.lastAwaiting() || !strings.Contains(r.lastClient(), "server_unknown") {
+				t.Fatalf("a call before the session lists: awaited %v, answered %s", r.gate.lastAwaiting(), r.lastClient())
+			}
+			r.client(`{"jsonrpc":"2.0","method":"notifications/initialized"}`) // the proxy lists tools
+			r.client(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read"}}`)
+			if !r.gate.lastAwaiting() {
+				t.Fatal("a call while the surface is being listed did not await its verdict")
+			}
+			// A first page of the client's own listing is answered before
+			// the proxy's listing.
+			r.client(`{"jsonrpc":"2.0","id":3,"method":"tools/list"}`)
+			r.server(`{"jsonrpc":"2.0","id":3,"result":{"tools":[` + readTool + `],"nextCursor":"p2"}}`)
+			if r.gate.lastAwaiting() != !serial {
+				t.Fatalf("a client page while the surface is being listed: awaited %v", r.gate.lastAwaiting())
+			}
+			own := r.toServer[len(r.toServer)-2] // the proxy's tools/list, before the client's
+			var req struct{ ID string }
+			if err := json.Unmarshal([]byte(own), &req); err != nil || !strings.Contains(own, "tools/list") {
+				t.Fatalf("the proxy's own listing: %s", own)
+			}
+			// The proxy's listing is assembled apart from the client's.
+			r.server(`{"jsonrpc":"2.0","id":"` + req.ID + `","result":{"tools":[` + readTool + `]}}`)
+			if len(r.obs.listings) != 1 || strings.Contains(string(r.obs.listings[0]), "p2") {
+				t.Fatalf("published %q", r.obs.listings)
+			}
+			r.client(`{"jsonrpc":"2.0","id":4,"method":"tools/list"}`)
+			r.server(`{"jsonrpc":"2.0","id":4,"result":{"tools":[` + readTool + `]}}`)
+			if !r.gate.lastAwaiting() {
+				t.Fatal("a client page after the surface was published did not await its verdict")
 			}
 		})
 	}

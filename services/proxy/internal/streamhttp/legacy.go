@@ -71,7 +71,9 @@ func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 	if v := r.Header.Get("Authorization"); v != "" {
 		l.headers.Set("Authorization", v)
 	}
-	l.s = session.New(f.up.Session, f.up.Gate, f.up.Observer, l.toClient, func(b []byte) error {
+	cfg := f.up.Session
+	cfg.SerialServer = true // every server message comes on this one stream
+	l.s = session.New(cfg, f.up.Gate, f.up.Observer, l.toClient, func(b []byte) error {
 		f.p.spawn(func() { f.legacySend(l, b) })
 		return nil
 	})

@@ -78,8 +78,10 @@ func (f *front) newMonitor(r *http.Request, msgs []*jsonrpc.Message) *monitor {
 		return nil
 	})
 	// The session learns its variant from the opening message now, so that
-	// the first stateless request is judged in it.
+	// the first stateless request is judged in it; its listing is on the
+	// way, so decisions await the verdict on it.
 	mon.primed = mon.s.Client(context.Background(), []byte(mon.openMessage())).Forward
+	mon.s.WillList()
 	return mon
 }
 
