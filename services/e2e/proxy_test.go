@@ -17,6 +17,7 @@ import (
 
 func TestMain(m *testing.M) {
 	mcptest.Main()          // the upstream MCP server the proxies run
+	pagedMain()             // the paginating one (proxy_pagination_test.go)
 	os.Exit(chtest.Main(m)) // stops the ClickHouse server of the audit tests
 }
 
@@ -35,6 +36,13 @@ func startProxy(t *testing.T, natsURL, proxyID string, extra ...string) *agent {
 	args := append([]string{"--server-id", "files", "--proxy-id", proxyID, "--outbox-dir", t.TempDir(), "--first-sight-wait", "5s"}, extra...)
 	cmd := exec.Command(filepath.Join(build(t), "proxy"), append(args, "--", os.Args[0])...)
 	cmd.Env = append(os.Environ(), "MCPDRIFT_NATS_URL="+natsURL, mcptest.Env+"=1")
+	return runAgent(t, cmd, proxyID)
+}
+
+// runAgent starts a proxy command on stdio and returns the agent speaking
+// to it; the end of the test ends its input, and the proxy must then end.
+func runAgent(t *testing.T, cmd *exec.Cmd, name string) *agent {
+	t.Helper()
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -64,7 +72,7 @@ func startProxy(t *testing.T, natsURL, proxyID string, extra ...string) *agent {
 		case <-done:
 		case <-time.After(15 * time.Second):
 			_ = cmd.Process.Kill()
-			t.Errorf("proxy %s did not end after end of input", proxyID)
+			t.Errorf("proxy %s did not end after end of input", name)
 		}
 	})
 	return a

@@ -109,12 +109,16 @@ type Session struct {
 	// listing, [own] the proxy's, assembled apart so that the two never
 	// mix their pages when they overlap.
 	builders  [2][5]*surface.Builder
-	pages     [2][5][][]byte // raw result bytes of that listing's pages
-	complete  [5][][]byte    // the last complete listing's pages
-	initRes   []byte         // the raw initialize result
+	pages     [2][5][][]byte     // raw result bytes of that listing's pages
+	failure   [2][5]string       // why that listing cannot be assembled ("" while it can)
+	cursors   [5]map[string]bool // cursors the proxy's own listing followed
+	ownGen    [5]int             // the proxy's own listing under way, by kind: answers of an older one are dropped
+	complete  [5][][]byte        // the last complete listing's pages
+	initRes   []byte             // the raw initialize result
 	live      map[ItemKey]surface.Digest
 	declared  []surface.Kind            // the listings the server's capabilities announce
 	lastTools map[string]surface.Digest // the last complete tools listing
+	listErr   string                    // why the last tools listing could not be assembled ("" when it could)
 	drifted   bool                      // that listing differed from the baseline ...
 	driftBase string                    // ... whose hash was this ("" not judged yet)
 	params    map[string][]ParamBinding // x-mcp-header bindings of the tools last listed, by tool
@@ -141,6 +145,7 @@ type pendingReq struct {
 	start  time.Time
 	digest string
 	args   []byte // with Config.FullArguments
+	gen    int    // the proxy's own listing a page request belongs to
 }
 
 // The _meta keys of a 2026-07-28 request that name its protocol version
@@ -336,6 +341,11 @@ const (
 func (s *Session) startListing(k surface.Kind, by int) {
 	s.builders[by][k] = surface.NewBuilder(surface.Options{})
 	s.pages[by][k] = nil
+	s.failure[by][k] = ""
+	if by == own {
+		s.cursors[k] = nil
+		s.ownGen[k]++
+	}
 }
 
 // decideCall returns a refusal code and text, or "" to forward.
@@ -348,7 +358,12 @@ func (s *Session) decideCall(ctx context.Context, tool string) (string, string) 
 	variant := judge.variant
 	live, seen := judge.live[ItemKey{surface.KindTool, tool}]
 	awaiting := judge.published[variant] || judge.assembling
+	listErr := judge.listErr
 	judge.mu.Unlock()
+	if listErr != "" {
+		// Whatever the verdict: the server's surface is not a surface.
+		return "listing_invalid", fmt.Sprintf("mcpdrift withheld this call: the tools listing of server %q could not be assembled (%s), so none of its tools can be trusted. The server must be fixed; the proxy lists it again when it announces a change.", s.cfg.Server, listErr)
+	}
 	v, ok := s.view(ctx, variant, awaiting)
 	drifted := judge.driftedFrom(v, ok)
 	switch {
@@ -550,6 +565,7 @@ func (s *Session) addPage(k surface.Kind, by int, result []byte) ([]surface.Page
 		// Hostile or broken: nothing of it is served, and the pipeline hears of it.
 		s.complete[k] = s.pages[by][k]
 		s.builders[by][k] = nil
+		s.failure[by][k] = err.Error()
 		return nil, true, err
 	}
 	items := s.builders[by][k].LastPage()
@@ -559,7 +575,11 @@ func (s *Session) addPage(k surface.Kind, by int, result []byte) ([]surface.Page
 	if k == surface.KindTool {
 		s.noteParams(items, result)
 	}
-	return items, cursor == "" || len(s.pages[by][k]) >= s.cfg.MaxPages, nil
+	if cursor != "" && len(s.pages[by][k]) >= s.cfg.MaxPages {
+		s.failure[by][k] = fmt.Sprintf("the listing went on past the limit of %d pages", s.cfg.MaxPages)
+		return items, true, nil
+	}
+	return items, cursor == "", nil
 }
 
 // noteParams records the x-mcp-header bindings of the tools of one page
@@ -656,21 +676,29 @@ func (s *Session) WaitToolsListed(ctx context.Context) bool {
 // this very listing.
 func (s *Session) finishListing(k surface.Kind, by int) {
 	s.mu.Lock()
+	failure := s.failure[by][k]
+	var sf *surface.Surface
 	if b := s.builders[by][k]; b != nil {
 		s.complete[k] = s.pages[by][k]
-		if sf, err := b.Surface(); err == nil && k == surface.KindTool {
+		var err error
+		if sf, err = b.Surface(); err != nil && failure == "" {
+			failure = err.Error()
+		}
+	} else if failure == "" {
+		failure = "no listing in progress"
+	}
+	if k == surface.KindTool {
+		if failure == "" {
 			// Tools alone against the baseline's tools: the surface hash also
 			// covers other kinds, so compare item sets.
 			s.lastTools = map[string]surface.Digest{}
 			for _, it := range sf.Of(surface.KindTool) {
 				s.lastTools[it.Name] = it.Hash
 			}
-			s.drifted, s.driftBase = false, ""
-		} else if k == surface.KindTool {
-			s.lastTools, s.drifted = nil, true
+			s.drifted, s.driftBase, s.listErr = false, "", ""
+		} else {
+			s.lastTools, s.drifted, s.listErr = nil, true, failure
 		}
-	} else if k == surface.KindTool {
-		s.lastTools, s.drifted = nil, true
 	}
 	s.builders[by][k] = nil
 	if k == surface.KindTool {
@@ -772,10 +800,10 @@ func (s *Session) relist(k surface.Kind, cursor string) error {
 			method = m
 		}
 	}
-	s.own[id] = pendingReq{method: method, kind: k}
 	if cursor == "" {
 		s.startListing(k, own)
 	}
+	s.own[id] = pendingReq{method: method, kind: k, gen: s.ownGen[k]}
 	s.mu.Unlock()
 	b := []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":{`)
 	if s.cfg.OwnMeta != nil {
@@ -794,9 +822,29 @@ func (s *Session) ownResponse(ctx context.Context, p pendingReq, m *jsonrpc.Mess
 	if p.kind == 0 || m.Result == nil {
 		return nil
 	}
+	s.mu.Lock()
+	superseded := p.gen != s.ownGen[p.kind]
+	s.mu.Unlock()
+	if superseded {
+		return nil // a newer listing of this kind started (list_changed): this one's pages would mix with it
+	}
 	_, last, err := s.addPage(p.kind, own, m.Result)
 	if err == nil && !last {
-		return s.relist(p.kind, nextCursor(m.Result))
+		next := nextCursor(m.Result)
+		s.mu.Lock()
+		repeated := s.cursors[p.kind][next]
+		if repeated {
+			s.failure[own][p.kind] = fmt.Sprintf("the server gave the cursor %q a second time: the listing would never end", next)
+		} else {
+			if s.cursors[p.kind] == nil {
+				s.cursors[p.kind] = map[string]bool{}
+			}
+			s.cursors[p.kind][next] = true
+		}
+		s.mu.Unlock()
+		if !repeated {
+			return s.relist(p.kind, next)
+		}
 	}
 	s.finishListing(p.kind, own)
 	return nil

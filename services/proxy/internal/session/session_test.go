@@ -505,3 +505,93 @@ func TestAwaitsOnlyWhatIsDue(t *testing.T) {
 		})
 	}
 }
+
+// ownListing answers the proxy's own requests with pages from page(n) (n
+// from 1) until one has no nextCursor or max pages were served, and
+// returns how many it served.
+func (r *rig) ownListing(max int, page func(n int) string) int {
+	r.t.Helper()
+	n := 0
+	for n < max {
+		last := r.toServer[len(r.toServer)-1]
+		var req struct {
+			ID     string
+			Method string
+		}
+		if err := json.Unmarshal([]byte(last), &req); err != nil || req.Method != "tools/list" || !strings.HasPrefix(req.ID, "mcpdrift-") {
+			return n // no request of the proxy's own is pending
+		}
+		n++
+		sent := len(r.toServer)
+		r.server(`{"jsonrpc":"2.0","id":"` + req.ID + `","result":` + page(n) + `}`)
+		if len(r.toServer) == sent {
+			return n // the proxy asked for no further page
+		}
+	}
+	return n
+}
+
+// A server that paginates forever, or repeats a cursor, gets a bounded
+// listing: the proxy stops, publishes what it got (the pipeline hears of
+// it) and refuses calls with listing_invalid, saying why.
+func TestHostilePagination(t *testing.T) {
+	tests := []struct {
+		name      string
+		page      func(n int) string
+		wantPages int
+		why       string
+	}{
+		{"endless", func(n int) string {
+			return fmt.Sprintf(`{"tools":[{"name":"t%d","inputSchema":{"type":"object"}}],"nextCursor":"c%d"}`, n, n+1)
+		}, 5, "past the limit of 5 pages"},
+		{"repeated_cursor", func(n int) string {
+			return fmt.Sprintf(`{"tools":[{"name":"t%d","inputSchema":{"type":"object"}}],"nextCursor":"again"}`, n)
+		}, 2, `gave the cursor "again" a second time`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			r.s.cfg.MaxPages = 5
+			r.gate.v, r.gate.ok = baseline(readTool), true
+			r.server(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
+			if n := r.ownListing(100, tt.page); n != tt.wantPages {
+				t.Fatalf("the proxy followed %d pages, want %d", n, tt.wantPages)
+			}
+			if len(r.obs.listings) != 1 {
+				t.Fatalf("published %d listings", len(r.obs.listings))
+			}
+			r.client(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t1"}}`)
+			if got := r.lastClient(); !strings.Contains(got, `"listing_invalid"`) || !strings.Contains(got, strings.ReplaceAll(tt.why, `"`, `\"`)) {
+				t.Fatalf("a call after the hostile listing: %s", got)
+			}
+		})
+	}
+}
+
+// A list_changed during the proxy's own pagination starts a new listing;
+// the pages of the old one that still arrive are dropped, not mixed in.
+func TestSupersededListingDropped(t *testing.T) {
+	r := newRig(t)
+	r.gate.v, r.gate.ok = baseline(readTool, writeTool), true
+	r.server(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
+	first := r.toServer[len(r.toServer)-1]
+	r.server(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
+	second := r.toServer[len(r.toServer)-1]
+	id := func(req string) string {
+		var m struct{ ID string }
+		_ = json.Unmarshal([]byte(req), &m)
+		return m.ID
+	}
+	r.server(`{"jsonrpc":"2.0","id":"` + id(first) + `","result":{"tools":[` + evilRead + `]}}`) // the old listing's answer
+	if len(r.obs.listings) != 0 {
+		t.Fatalf("the superseded listing was published: %s", r.obs.listings)
+	}
+	r.server(`{"jsonrpc":"2.0","id":"` + id(second) + `","result":{"tools":[` + readTool + `,` + writeTool + `]}}`)
+	if len(r.obs.listings) != 1 || strings.Contains(string(r.obs.listings[0]), "id_rsa") {
+		t.Fatalf("published %s", r.obs.listings)
+	}
+	r.client(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read"}}`)
+	if last := r.toServer[len(r.toServer)-1]; !strings.Contains(last, `"tools/call"`) {
+		t.Fatalf("the call was not forwarded: %s", r.lastClient())
+	}
+}
