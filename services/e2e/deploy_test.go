@@ -51,9 +51,9 @@ const repoRoot = "../.."
 // documents under a heading of its name.
 type deployCommand struct {
 	name string
-	// helps are the argument lists whose output, together, is the
+	// helpArgs are the argument lists whose output, together, is the
 	// command's help: its flags and environment variables.
-	helps [][]string
+	helpArgs [][]string
 	// machineDefaults are flags whose default depends on the machine
 	// (host name, home directory): the documentation says what it is
 	// derived from instead of the value --help shows here.
@@ -64,14 +64,14 @@ type deployCommand struct {
 // them). Add a command here, to scripts/images.sh and to
 // docs/configuration.md together.
 var deployCommands = []deployCommand{
-	{name: "proxy", helps: [][]string{{"--help"}}, machineDefaults: []string{"proxy-id", "outbox-dir"}},
-	{name: "fingerprint", helps: [][]string{{"--help"}}},
-	{name: "drift", helps: [][]string{{"--help"}}},
-	{name: "audit", helps: [][]string{{"--help"}}},
-	{name: "driftctl", helps: [][]string{{"--help"}, {"fingerprint", "--help"}, {"diff", "--help"}, {"capture", "--help"},
+	{name: "proxy", helpArgs: [][]string{{"--help"}}, machineDefaults: []string{"proxy-id", "outbox-dir"}},
+	{name: "fingerprint", helpArgs: [][]string{{"--help"}}},
+	{name: "drift", helpArgs: [][]string{{"--help"}}},
+	{name: "audit", helpArgs: [][]string{{"--help"}}},
+	{name: "driftctl", helpArgs: [][]string{{"--help"}, {"fingerprint", "--help"}, {"diff", "--help"}, {"capture", "--help"},
 		{"status", "--help"}, {"show", "--help"}, {"history", "--help"}, {"approve", "--help"}, {"quarantine", "--help"},
 		{"tail", "--help"}, {"audit", "--help"}}},
-	{name: "probe", helps: [][]string{{"--help"}}},
+	{name: "probe", helpArgs: [][]string{{"--help"}}},
 }
 
 // Ops ports (--ops-addr): /healthz, /readyz, /metrics.
@@ -85,8 +85,8 @@ var foreignFlags = []string{"platform", "mount", "from", "chown", "install", "se
 // placeholder stands for every secret in deploy/.
 const placeholder = "CHANGE_ME"
 
-// help is what a command's --help says.
-type help struct {
+// cmdHelp is what a command's --help says.
+type cmdHelp struct {
 	defined  map[string]string // flag -> default as --help prints it ("" for none)
 	mentions map[string]bool   // every --flag the help text names, defined ones included
 	env      map[string]bool   // every MCPDRIFT_ variable it names
@@ -94,12 +94,12 @@ type help struct {
 }
 
 var (
-	staticOnce sync.Once
-	staticDir  string
-	staticErr  error
-	helpsOnce  sync.Once
-	helps      map[string]*help
-	helpsErr   error
+	staticOnce   sync.Once
+	staticDir    string
+	staticErr    error
+	cmdHelpsOnce sync.Once
+	cmdHelps     map[string]*cmdHelp
+	cmdHelpsErr  error
 )
 
 // staticBinaries builds every command with scripts/images.sh, as the
@@ -146,11 +146,11 @@ func envNames(text string) []string {
 	return out
 }
 
-// parseHelp reads both help formats: Go's flag package ("  -name type" then
+// parseCmdHelp reads both help formats: Go's flag package ("  -name type" then
 // "    \tusage (default x)") and services/internal/options' table
 // ("  --name ARG  ENV  usage (default x)").
-func parseHelp(text string) *help {
-	h := &help{defined: map[string]string{}, mentions: map[string]bool{}, env: map[string]bool{}, text: text}
+func parseCmdHelp(text string) *cmdHelp {
+	h := &cmdHelp{defined: map[string]string{}, mentions: map[string]bool{}, env: map[string]bool{}, text: text}
 	var cur string
 	var body strings.Builder
 	flush := func() {
@@ -193,31 +193,31 @@ func parseHelp(text string) *help {
 }
 
 // commandHelps runs every command's --help (the built binaries).
-func commandHelps(t testing.TB) map[string]*help {
+func commandHelps(t testing.TB) map[string]*cmdHelp {
 	t.Helper()
 	dir := staticBinaries(t)
-	helpsOnce.Do(func() {
-		helps = map[string]*help{}
+	cmdHelpsOnce.Do(func() {
+		cmdHelps = map[string]*cmdHelp{}
 		for _, c := range deployCommands {
 			var all strings.Builder
-			for _, args := range c.helps {
+			for _, args := range c.helpArgs {
 				cmd := exec.Command(filepath.Join(dir, c.name), args...)
 				cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")} // defaults unaffected by MCPDRIFT_*
 				out, _ := cmd.CombinedOutput()                                               // --help exits 0 or 2 depending on the flag package
 				if !strings.Contains(string(out), "Usage") {
-					helpsErr = fmt.Errorf("%s %s printed no usage:\n%s", c.name, strings.Join(args, " "), out)
+					cmdHelpsErr = fmt.Errorf("%s %s printed no usage:\n%s", c.name, strings.Join(args, " "), out)
 					return
 				}
 				all.Write(out)
 				all.WriteString("\n")
 			}
-			helps[c.name] = parseHelp(all.String())
+			cmdHelps[c.name] = parseCmdHelp(all.String())
 		}
 	})
-	if helpsErr != nil {
-		t.Fatal(helpsErr)
+	if cmdHelpsErr != nil {
+		t.Fatal(cmdHelpsErr)
 	}
-	return helps
+	return cmdHelps
 }
 
 // TestImagesScriptBuildsStaticBinaries: scripts/images.sh (what the
@@ -238,7 +238,7 @@ func TestImagesScriptBuildsStaticBinaries(t *testing.T) {
 	for _, c := range deployCommands {
 		table = append(table, c.name)
 	}
-	if !slices.Equal(sorted(listed), sorted(table)) {
+	if !slices.Equal(sortedCopy(listed), sortedCopy(table)) {
 		t.Fatalf("scripts/images.sh builds %v; deployCommands lists %v", listed, table)
 	}
 	for _, name := range table {
@@ -338,8 +338,8 @@ func TestDeployYAML(t *testing.T) {
 		for _, r := range kz["resources"].([]any) {
 			listed = append(listed, r.(string))
 		}
-		for _, g := range asList(kz["configMapGenerator"]) {
-			for _, f := range asList(g.(map[string]any)["files"]) {
+		for _, g := range yamlList(kz["configMapGenerator"]) {
+			for _, f := range yamlList(g.(map[string]any)["files"]) {
 				listed = append(listed, f.(string))
 			}
 		}
@@ -377,8 +377,8 @@ func TestKubernetesNATSConfigValid(t *testing.T) {
 	}
 }
 
-// container is one container of a workload, with where it was found.
-type container struct {
+// workloadContainer is one container of a workload, with where it was found.
+type workloadContainer struct {
 	where, kind string
 	spec        map[string]any
 	podSpec     map[string]any
@@ -404,8 +404,8 @@ func TestKubernetesWorkloads(t *testing.T) {
 					return
 				}
 				found++
-				cmdline := asStrings(c.spec["command"])
-				cmdline = append(cmdline, asStrings(c.spec["args"])...)
+				cmdline := yamlStrings(c.spec["command"])
+				cmdline = append(cmdline, yamlStrings(c.spec["args"])...)
 				if len(cmdline) == 0 {
 					t.Fatalf("%s: container %s of the mcpdrift image names no command", c.where, name)
 				}
@@ -414,7 +414,7 @@ func TestKubernetesWorkloads(t *testing.T) {
 					t.Fatalf("%s: command %q is not a command of the image", c.where, cmdline[0])
 				}
 				env := map[string]string{}
-				for _, e := range asList(c.spec["env"]) {
+				for _, e := range yamlList(c.spec["env"]) {
 					em := e.(map[string]any)
 					v, _ := em["value"].(string)
 					env[em["name"].(string)] = v
@@ -432,7 +432,7 @@ func TestKubernetesWorkloads(t *testing.T) {
 					t.Errorf("%s: %s ops port %s, want %s", c.where, cmdline[0], port, want)
 				}
 				ports := map[string]string{}
-				for _, p := range asList(c.spec["ports"]) {
+				for _, p := range yamlList(c.spec["ports"]) {
 					pm := p.(map[string]any)
 					n, _ := pm["name"].(string)
 					ports[n] = fmt.Sprint(pm["containerPort"])
@@ -460,8 +460,8 @@ func TestKubernetesWorkloads(t *testing.T) {
 	}
 }
 
-func k8sContainers(t *testing.T, f string) []container {
-	var out []container
+func k8sContainers(t *testing.T, f string) []workloadContainer {
+	var out []workloadContainer
 	for _, d := range yamlDocs(t, f) {
 		kind, _ := d["kind"].(string)
 		spec, _ := d["spec"].(map[string]any)
@@ -477,15 +477,15 @@ func k8sContainers(t *testing.T, f string) []container {
 		}
 		meta := d["metadata"].(map[string]any)
 		for _, key := range []string{"initContainers", "containers"} {
-			for _, c := range asList(pod[key]) {
-				out = append(out, container{where: fmt.Sprintf("%s %s/%s", f, kind, meta["name"]), kind: kind, spec: c.(map[string]any), podSpec: pod})
+			for _, c := range yamlList(pod[key]) {
+				out = append(out, workloadContainer{where: fmt.Sprintf("%s %s/%s", f, kind, meta["name"]), kind: kind, spec: c.(map[string]any), podSpec: pod})
 			}
 		}
 	}
 	return out
 }
 
-func checkContainerSecurity(t *testing.T, c container) {
+func checkContainerSecurity(t *testing.T, c workloadContainer) {
 	t.Helper()
 	name := c.spec["name"]
 	sc, _ := c.spec["securityContext"].(map[string]any)
@@ -507,7 +507,7 @@ func checkContainerSecurity(t *testing.T, c container) {
 
 // checkCommandUse: the flags in args and the MCPDRIFT_ variables in env
 // are the command's.
-func checkCommandUse(t *testing.T, where, cmd string, h *help, args []string, env map[string]string) {
+func checkCommandUse(t *testing.T, where, cmd string, h *cmdHelp, args []string, env map[string]string) {
 	t.Helper()
 	for _, a := range args {
 		if strings.HasPrefix(a, "-") {
@@ -552,21 +552,21 @@ func TestComposeFile(t *testing.T) {
 			t.Errorf("%d services run the mcpdrift image, want 5 (bus-setup, fingerprint, drift, audit, proxy)", ours)
 		}
 	}()
-	for _, name := range sortedKeys(services) {
+	for _, name := range sortedMapKeys(services) {
 		s := services[name].(map[string]any)
 		t.Run(name, func(t *testing.T) {
 			where := dir + "/compose.yaml service " + name
 			env := map[string]string{}
-			for k, v := range asMap(s["environment"]) {
+			for k, v := range yamlMap(s["environment"]) {
 				env[k] = fmt.Sprint(v)
 			}
-			for _, ef := range asList(s["env_file"]) {
+			for _, ef := range yamlList(s["env_file"]) {
 				example := filepath.Join(dir, ef.(string)+".example")
 				for k, v := range envFile(t, example) {
 					env[k] = v
 				}
 			}
-			for _, v := range asList(s["volumes"]) {
+			for _, v := range yamlList(s["volumes"]) {
 				src := strings.SplitN(v.(string), ":", 2)[0]
 				if strings.HasPrefix(src, ".") {
 					if _, err := os.Stat(filepath.Join(repoRoot, dir, src)); err != nil {
@@ -584,7 +584,7 @@ func TestComposeFile(t *testing.T) {
 				return
 			}
 			ours++
-			cmdline := asStrings(s["command"])
+			cmdline := yamlStrings(s["command"])
 			h, ok := hs[cmdline[0]]
 			if !ok {
 				t.Fatalf("%s runs %q, not a command of the image", where, cmdline[0])
@@ -592,7 +592,7 @@ func TestComposeFile(t *testing.T) {
 			checkCommandUse(t, where, cmdline[0], h, cmdline[1:], env)
 			ops := opsAddr(cmdline[1:], env)
 			hc, _ := s["healthcheck"].(map[string]any)
-			test := asStrings(hc["test"])
+			test := yamlStrings(hc["test"])
 			if ops == "" {
 				if s["profiles"] == nil { // the one-off setup step needs no health check
 					t.Errorf("%s sets no ops address", where)
@@ -628,7 +628,7 @@ func TestSystemdUnits(t *testing.T) {
 		t.Run(unit, func(t *testing.T) {
 			text := readRepo(t, filepath.Join(dir, unit))
 			keys := unitKeys(text)
-			exec0 := strings.Fields(first(keys["ExecStart"]))
+			exec0 := strings.Fields(firstOf(keys["ExecStart"]))
 			if len(exec0) == 0 || !strings.HasPrefix(exec0[0], "/opt/mcpdrift/bin/") {
 				t.Fatalf("%s: ExecStart %v does not run /opt/mcpdrift/bin/<command>", unit, keys["ExecStart"])
 			}
@@ -653,11 +653,11 @@ func TestSystemdUnits(t *testing.T) {
 				t.Errorf("%s: ops port %q, want %s", unit, port, opsPorts[cmd])
 			}
 			for k, want := range map[string]string{"DynamicUser": "yes", "NoNewPrivileges": "yes", "ProtectSystem": "strict", "Restart": "on-failure"} {
-				if got := first(keys[k]); got != want {
+				if got := firstOf(keys[k]); got != want {
 					t.Errorf("%s: %s=%q, want %q", unit, k, got, want)
 				}
 			}
-			if cmd == "proxy" && first(keys["StateDirectory"]) == "" {
+			if cmd == "proxy" && firstOf(keys["StateDirectory"]) == "" {
 				t.Errorf("%s: no StateDirectory for the outbox", unit)
 			}
 			// Verify the unit as installed, with the binary where it points.
@@ -774,7 +774,7 @@ func TestDeployHasNoSecrets(t *testing.T) {
 				if d["kind"] != "Secret" {
 					continue
 				}
-				for k, v := range asMap(d["stringData"]) {
+				for k, v := range yamlMap(d["stringData"]) {
 					for _, piece := range strings.FieldsFunc(fmt.Sprint(v), func(r rune) bool { return r == '\n' || r == ',' || r == ' ' }) {
 						if p := strings.Split(piece, ":"); p[len(p)-1] != placeholder {
 							t.Errorf("%s: Secret %v key %s holds a value that is not %s", f, d["metadata"].(map[string]any)["name"], k, placeholder)
@@ -827,7 +827,7 @@ func TestConfigurationDoc(t *testing.T) {
 				t.Fatalf("docs/configuration.md has no section \"## %s\"", c.name)
 			}
 			lines := strings.Split(sec, "\n")
-			for _, f := range sortedKeys(h.defined) {
+			for _, f := range sortedMapKeys(h.defined) {
 				re := regexp.MustCompile(`(?:^|[^A-Za-z0-9_-])--` + regexp.QuoteMeta(f) + `(?:[^a-z0-9-]|$)`)
 				var rows []string
 				for _, l := range lines {
@@ -847,7 +847,7 @@ func TestConfigurationDoc(t *testing.T) {
 					t.Errorf("docs/configuration.md (%s): --%s: no line gives its default %q", c.name, f, def)
 				}
 			}
-			for _, e := range sortedKeys(h.env) {
+			for _, e := range sortedMapKeys(h.env) {
 				if !strings.Contains(sec, e) {
 					t.Errorf("docs/configuration.md (%s) does not document %s", c.name, e)
 				}
@@ -892,7 +892,7 @@ func TestClickHouseDeployment(t *testing.T) {
 		t.Skip("runs NATS, ClickHouse and the audit command")
 	}
 	bin := staticBinaries(t)
-	auditPass, analyticsPass := randomHex(t), randomHex(t)
+	auditPass, analyticsPass := randomSecret(t), randomSecret(t)
 	ch := startDeployClickHouse(t, auditPass, analyticsPass)
 
 	d := startNATSSingle(t)
@@ -959,10 +959,10 @@ func TestClickHouseDeployment(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(sortedKeys(want), sortedKeys(got)) {
-		t.Fatalf("schema.sql declares %v; the sink created %v", sortedKeys(want), sortedKeys(got))
+	if !slices.Equal(sortedMapKeys(want), sortedMapKeys(got)) {
+		t.Fatalf("schema.sql declares %v; the sink created %v", sortedMapKeys(want), sortedMapKeys(got))
 	}
-	for _, name := range sortedKeys(want) {
+	for _, name := range sortedMapKeys(want) {
 		w, g := want[name], got[name]
 		t.Run("schema_"+name, func(t *testing.T) {
 			if !w.onCluster {
@@ -1053,8 +1053,8 @@ func startDeployClickHouse(t *testing.T, auditPass, analyticsPass string) string
 	}
 	cmd := exec.Command(binPath, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CLICKHOUSE_MCPDRIFT_AUDIT_PASSWORD_SHA256="+sha256Hex(auditPass),
-		"CLICKHOUSE_MCPDRIFT_ANALYTICS_PASSWORD_SHA256="+sha256Hex(analyticsPass))
+	cmd.Env = append(os.Environ(), "CLICKHOUSE_MCPDRIFT_AUDIT_PASSWORD_SHA256="+sha256OfString(auditPass),
+		"CLICKHOUSE_MCPDRIFT_ANALYTICS_PASSWORD_SHA256="+sha256OfString(analyticsPass))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -1206,7 +1206,7 @@ func parseCreate(stmt string) (chObject, error) {
 		}
 		o.to, rest, _ = strings.Cut(to, " ")
 		if strings.HasPrefix(rest, "(") { // the server lists the view's columns
-			_, after, err := balanced(rest)
+			_, after, err := parenSplit(rest)
 			if err != nil {
 				return o, err
 			}
@@ -1220,13 +1220,13 @@ func parseCreate(stmt string) (chObject, error) {
 		return o, nil
 	}
 	o.kind = "table"
-	cols, after, err := balanced(rest)
+	cols, after, err := parenSplit(rest)
 	if err != nil {
 		return o, err
 	}
-	for _, c := range splitTop(cols) {
+	for _, c := range splitTopLevel(cols) {
 		name, typ, _ := strings.Cut(strings.TrimSpace(c), " ")
-		if i := indexTop(typ, " CODEC("); i >= 0 {
+		if i := indexTopLevel(typ, " CODEC("); i >= 0 {
 			typ = typ[:i]
 		}
 		o.columns = append(o.columns, chColumn{name, strings.TrimSpace(typ)})
@@ -1241,36 +1241,36 @@ func parseCreate(stmt string) (chObject, error) {
 	}
 	o.engine, eng = eng[:end], eng[end:]
 	if strings.HasPrefix(eng, "(") {
-		if _, eng, err = balanced(eng); err != nil {
+		if _, eng, err = parenSplit(eng); err != nil {
 			return o, err
 		}
 	}
-	o.partitionBy = clause(eng, "PARTITION BY ")
-	o.orderBy = clause(eng, "ORDER BY ")
+	o.partitionBy = ddlClause(eng, "PARTITION BY ")
+	o.orderBy = ddlClause(eng, "ORDER BY ")
 	return o, nil
 }
 
-// clauseWords end a table's clauses.
-var clauseWords = []string{" PARTITION BY ", " ORDER BY ", " PRIMARY KEY ", " SAMPLE BY ", " TTL ", " SETTINGS "}
+// ddlClauseWords end a table's clauses.
+var ddlClauseWords = []string{" PARTITION BY ", " ORDER BY ", " PRIMARY KEY ", " SAMPLE BY ", " TTL ", " SETTINGS "}
 
-func clause(s, kw string) string {
+func ddlClause(s, kw string) string {
 	s = " " + s + " "
-	i := indexTop(s, " "+kw)
+	i := indexTopLevel(s, " "+kw)
 	if i < 0 {
 		return ""
 	}
 	v := s[i+len(kw)+1:]
 	end := len(v)
-	for _, w := range clauseWords {
-		if j := indexTop(v, w); j >= 0 && j < end {
+	for _, w := range ddlClauseWords {
+		if j := indexTopLevel(v, w); j >= 0 && j < end {
 			end = j
 		}
 	}
 	return strings.TrimSpace(v[:end])
 }
 
-// balanced splits "(inside) after" at the parenthesis matching the first.
-func balanced(s string) (inside, after string, err error) {
+// parenSplit splits "(inside) after" at the parenthesis matching the first.
+func parenSplit(s string) (inside, after string, err error) {
 	depth := 0
 	for i, r := range s {
 		switch r {
@@ -1286,8 +1286,8 @@ func balanced(s string) (inside, after string, err error) {
 	return "", "", errors.New("unbalanced parentheses")
 }
 
-// splitTop splits at commas outside parentheses and quotes.
-func splitTop(s string) []string {
+// splitTopLevel splits at commas outside parentheses and quotes.
+func splitTopLevel(s string) []string {
 	var out []string
 	depth, start, quoted := 0, 0, false
 	for i, r := range s {
@@ -1307,8 +1307,8 @@ func splitTop(s string) []string {
 	return append(out, s[start:])
 }
 
-// indexTop finds sub outside parentheses.
-func indexTop(s, sub string) int {
+// indexTopLevel finds sub outside parentheses.
+func indexTopLevel(s, sub string) int {
 	depth := 0
 	for i := 0; i < len(s); i++ {
 		switch s[i] {
@@ -1416,38 +1416,38 @@ func envFile(t testing.TB, rel string) map[string]string {
 	return out
 }
 
-func asList(v any) []any {
+func yamlList(v any) []any {
 	l, _ := v.([]any)
 	return l
 }
 
-func asMap(v any) map[string]any {
+func yamlMap(v any) map[string]any {
 	m, _ := v.(map[string]any)
 	return m
 }
 
-func asStrings(v any) []string {
+func yamlStrings(v any) []string {
 	var out []string
-	for _, x := range asList(v) {
+	for _, x := range yamlList(v) {
 		out = append(out, fmt.Sprint(x))
 	}
 	return out
 }
 
-func first(l []string) string {
+func firstOf(l []string) string {
 	if len(l) == 0 {
 		return ""
 	}
 	return l[0]
 }
 
-func sorted(l []string) []string {
+func sortedCopy(l []string) []string {
 	l = slices.Clone(l)
 	sort.Strings(l)
 	return l
 }
 
-func sortedKeys[V any](m map[string]V) []string {
+func sortedMapKeys[V any](m map[string]V) []string {
 	var out []string
 	for k := range m {
 		out = append(out, k)
@@ -1456,7 +1456,7 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-func randomHex(t testing.TB) string {
+func randomSecret(t testing.TB) string {
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {
 		t.Fatal(err)
@@ -1464,7 +1464,7 @@ func randomHex(t testing.TB) string {
 	return hex.EncodeToString(b)
 }
 
-func sha256Hex(s string) string {
+func sha256OfString(s string) string {
 	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:])
 }
