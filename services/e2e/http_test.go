@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/ops/opstest"
 )
 
 type echoArgs struct {
@@ -125,7 +127,9 @@ func TestHTTPFleetRugPull(t *testing.T) {
 	web1, url1 := httpUpstream(t, nil)
 	_, url2 := httpUpstream(t, nil)
 	_, urlS := httpUpstream(t, &mcp.StreamableHTTPOptions{Stateless: true})
-	px1 := startHTTPProxy(t, natsURL, "node-1", "5s", "web="+url1)
+	ops1 := "127.0.0.1:" + freePort(t)
+	px1 := runHTTPProxy(t, "node-1", "--nats-url", natsURL, "--proxy-id", "node-1", "--first-sight-wait", "5s", "--upstream", "web="+url1,
+		"--ops-addr", ops1)
 	px2 := startHTTPProxy(t, natsURL, "node-2", "5s", "web="+url2, "stateless="+urlS)
 
 	c1 := httpClient(t, px1+"/web/mcp", "2025-11-25")
@@ -149,5 +153,29 @@ func TestHTTPFleetRugPull(t *testing.T) {
 	})
 	if got, isErr := echo(cS, "still"); isErr || got != "still" {
 		t.Fatalf("the other upstream of proxy 2 stopped serving: %s", got)
+	}
+
+	// Proxy 1's metrics tell the story: calls served, then refused as
+	// changed, the server withheld, the gate connected, nothing spooled.
+	opstest.WaitStatus(t, ops1, "/readyz", http.StatusOK)
+	fams := opstest.WaitValue(t, ops1, 1, "mcpdrift_proxy_servers_withheld")
+	for _, c := range []struct {
+		name   string
+		labels []string
+	}{
+		{"mcpdrift_proxy_calls_total", []string{"outcome", "forwarded"}},
+		{"mcpdrift_proxy_refused_calls_total", []string{"code", "server_changed"}},
+		{"mcpdrift_proxy_listings_total", nil},
+		{"mcpdrift_proxy_events_total", []string{"result", "published"}},
+	} {
+		if v, ok := fams.Value(c.name, c.labels...); !ok || v < 1 {
+			t.Errorf("proxy 1: %s%v = %v, want at least 1", c.name, c.labels, v)
+		}
+	}
+	if v, _ := fams.Value("mcpdrift_proxy_gate_connected"); v != 1 {
+		t.Errorf("proxy 1: mcpdrift_proxy_gate_connected = %v", v)
+	}
+	if v, _ := fams.Value("mcpdrift_proxy_events_total", "result", "dropped"); v != 0 {
+		t.Errorf("proxy 1 dropped %v events", v)
 	}
 }

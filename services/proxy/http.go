@@ -2,29 +2,29 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os/signal"
+	"net/url"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/mcpdrift/mcpdrift/services/internal/ops"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/fleet"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/metrics"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/streamhttp"
 )
 
-// serveHTTP runs the HTTP mode until SIGINT or SIGTERM: a gate and a
-// publisher (with its own outbox) per upstream, one listener for all.
-func serveHTTP(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStream, log zerolog.Logger, stderr io.Writer) (int, error) {
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+// serveHTTP runs the HTTP mode until ctx ends (SIGINT or SIGTERM): a gate
+// and a publisher (with its own outbox) per upstream, one listener for all.
+// The listener also answers /healthz and /readyz with o's checks.
+func serveHTTP(ctx context.Context, cfg Config, js jetstream.JetStream, log zerolog.Logger, o *ops.Server, stderr io.Writer) (int, error) {
 	bg, stopBG := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var pubs []*fleet.Publisher
@@ -37,7 +37,8 @@ func serveHTTP(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetS
 			}
 		}
 	}()
-	var ups []streamhttp.Upstream
+	gates := map[string]*fleet.Gate{}
+	var fronted []metrics.Upstream
 	for _, u := range cfg.Upstreams {
 		ulog := log.With().Str("server", u.ID).Logger()
 		gate, pub, err := startFleet(ctx, bg, &wg, js, cfg, u.ID, filepath.Join(cfg.OutboxDir, u.ID), ulog)
@@ -45,7 +46,15 @@ func serveHTTP(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetS
 			return 2, err
 		}
 		pubs = append(pubs, pub)
-		up := streamhttp.Upstream{ID: u.ID, Gate: gate, Observer: pub, Session: cfg.sessionConfig(u.ID)}
+		gates[u.ID] = gate
+		fronted = append(fronted, metrics.Upstream{Gate: gate, Publisher: pub})
+	}
+	m := metrics.New(o.Registry(), fronted)
+	var ups []streamhttp.Upstream
+	for i, u := range cfg.Upstreams {
+		scfg := cfg.sessionConfig(u.ID)
+		scfg.Meter = m
+		up := streamhttp.Upstream{ID: u.ID, Gate: gates[u.ID], Observer: m.Observer(pubs[i]), Session: scfg}
 		if u.SSE {
 			up.SSEURL = u.URL
 		} else {
@@ -58,18 +67,15 @@ func serveHTTP(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetS
 		return 2, err
 	}
 	defer px.Close()
+	o.AddCheck("gate", gateCheck(gates))
+	o.AddCheck("upstream", upstreamCheck(cfg.Upstreams))
 
+	// /healthz and /readyz here too, for load balancers in front of the
+	// proxy; /metrics only on the ops listener.
+	opsHandler := o.Handler()
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !nc.IsConnected() {
-			// Still serving what the cache knows, failing closed on the
-			// rest, and spooling events: but not ready for new traffic.
-			http.Error(w, "not connected to NATS", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ready")
-	})
+	mux.Handle("GET /healthz", opsHandler)
+	mux.Handle("GET /readyz", opsHandler)
 	mux.Handle("/", px)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -93,4 +99,44 @@ func serveHTTP(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetS
 		_ = srv.Close()
 	}
 	return 0, nil
+}
+
+// upstreamCheck is the readiness check "upstream" of the HTTP mode: every
+// upstream server accepts a TCP connection (nothing is sent: no session is
+// opened, nothing is logged upstream).
+func upstreamCheck(ups []upstream) func(context.Context) error {
+	return func(ctx context.Context) error {
+		var errs []error
+		for _, u := range ups {
+			if err := reachable(ctx, u.URL); err != nil {
+				errs = append(errs, fmt.Errorf("server %s unreachable: %w", u.ID, err))
+			}
+		}
+		return errors.Join(errs...)
+	}
+}
+
+// reachable dials the host of an http(s) URL.
+func reachable(ctx context.Context, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return err
+	}
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(u.Hostname(), port))
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Err != nil {
+			return op.Err // without the address: readiness text stays short
+		}
+		return err
+	}
+	return c.Close()
 }

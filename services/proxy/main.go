@@ -24,6 +24,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -34,7 +35,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/ops"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/fleet"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/metrics"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/stdio"
 )
@@ -62,6 +65,7 @@ type Config struct {
 	Arguments      string // what a call observation holds of the arguments: digest or full
 	LogLevel       zerolog.Level
 	Command        []string
+	OpsAddr        string     // the ops listener (/healthz, /readyz, /metrics), or "" for none
 	Listen         string     // HTTP mode: the address to serve on
 	Upstreams      []upstream // HTTP mode: the servers fronted
 }
@@ -103,8 +107,12 @@ runs COMMAND as the upstream server.
 HTTP: the proxy serves each upstream under its server id: Streamable HTTP at
 http://ADDR/ID/mcp (sessions, and the stateless 2026-07-28 protocol) for
 --upstream ID=URL, and HTTP+SSE (2024-11-05) at http://ADDR/ID/sse for
---upstream ID=sse:URL. /healthz answers while the proxy runs; /readyz once
-it is connected to NATS.
+--upstream ID=sse:URL. /healthz answers while the proxy runs; /readyz while
+it is connected to NATS, its status watches are up and every upstream is
+reachable.
+
+--ops-addr serves /healthz, /readyz and Prometheus /metrics on a listener of
+its own, in either mode.
 
 Tools the drift service has not approved are withheld from listings and
 their calls refused with an MCP tool error. Logs go to stderr. Every flag
@@ -150,6 +158,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	wait := fs.Duration("first-sight-wait", durationEnv(getenv, "MCPDRIFT_FIRST_SIGHT_WAIT", 2*time.Second), "how long a decision waits for a verdict on a server never seen (MCPDRIFT_FIRST_SIGHT_WAIT)")
 	arguments := fs.String("arguments", env("MCPDRIFT_ARGUMENTS", argumentsDigest), "what call observations hold of tool-call `arguments`: digest (a SHA-256 digest only) or full (the arguments too, as the client wrote them; they can hold secrets) (MCPDRIFT_ARGUMENTS)")
 	logLevel := fs.String("log-level", env("MCPDRIFT_LOG_LEVEL", "warn"), "log `level` (MCPDRIFT_LOG_LEVEL)")
+	opsAddr := fs.String("ops-addr", env("MCPDRIFT_OPS_ADDR", ""), "serve /healthz, /readyz and /metrics on this `address` (MCPDRIFT_OPS_ADDR; default: off)")
 	listen := fs.String("listen", env("MCPDRIFT_LISTEN", ""), "HTTP mode: serve on this `address`, e.g. 127.0.0.1:8080 (MCPDRIFT_LISTEN)")
 	var ups upstreamList
 	fs.Var(&ups, "upstream", "HTTP mode: an upstream `ID=URL` (Streamable HTTP) or ID=sse:URL (HTTP+SSE); repeat for several (MCPDRIFT_UPSTREAMS, comma-separated)")
@@ -162,7 +171,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		return Config{}, err
 	}
 	cfg := Config{Tenant: *tenant, ServerID: *server, ProxyID: *proxyID, NATSURL: *natsURL, NATSCreds: *creds,
-		OutboxDir: *outbox, FirstSightWait: *wait, Arguments: *arguments, Command: fs.Args(), Listen: *listen, Upstreams: ups}
+		OutboxDir: *outbox, FirstSightWait: *wait, Arguments: *arguments, Command: fs.Args(), OpsAddr: *opsAddr, Listen: *listen, Upstreams: ups}
 	var errs []error
 	ids := [][2]string{{"tenant", cfg.Tenant}, {"server", cfg.ServerID}, {"proxy", cfg.ProxyID}}
 	if cfg.Listen == "" {
@@ -248,9 +257,35 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if err != nil {
 		return 2, err
 	}
-	if cfg.Listen != "" {
-		return serveHTTP(ctx, cfg, nc, js, log, stderr)
+	o := ops.New("proxy", log)
+	o.AddCheck("nats", ops.NATSConnected(nc))
+	var code int
+	serve := func(ctx context.Context) error {
+		var err error
+		code, err = serveStdio(ctx, cfg, js, log, o, stdin, stdout, stderr)
+		return err
 	}
+	if cfg.Listen != "" {
+		// SIGINT and SIGTERM stop the HTTP mode (readiness turns false at
+		// once); on stdio they are the server's, passed on to it.
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		serve = func(ctx context.Context) error {
+			var err error
+			code, err = serveHTTP(ctx, cfg, js, log, o, stderr)
+			return err
+		}
+	}
+	if err := o.RunWith(ctx, cfg.OpsAddr, serve); err != nil {
+		return max(code, 2), err
+	}
+	return code, nil
+}
+
+// serveStdio runs the stdio mode until the upstream server exits and
+// returns its exit code.
+func serveStdio(ctx context.Context, cfg Config, js jetstream.JetStream, log zerolog.Logger, o *ops.Server, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	bg, stopBG := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	gate, pub, err := startFleet(ctx, bg, &wg, js, cfg, cfg.ServerID, cfg.OutboxDir, log)
@@ -258,6 +293,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		stopBG()
 		return 2, err
 	}
+	m := metrics.New(o.Registry(), []metrics.Upstream{{Gate: gate, Publisher: pub}})
+	o.AddCheck("gate", gateCheck(map[string]*fleet.Gate{cfg.ServerID: gate}))
 
 	p, err := stdio.Start(stdio.Config{Command: cfg.Command[0], Args: cfg.Command[1:]}, stdout, stderr)
 	if err != nil {
@@ -265,9 +302,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		wg.Wait()
 		return 2, err
 	}
+	o.AddCheck("upstream", func(context.Context) error {
+		if !p.Running() {
+			return errors.New("the server process has exited")
+		}
+		return nil
+	})
 	scfg := cfg.sessionConfig(cfg.ServerID)
 	scfg.SerialServer = true // one reader of the server's stdout
-	sess := session.New(scfg, gate, pub, p.Pipes().ToClient, p.Pipes().ToServer)
+	scfg.Meter = m
+	sess := session.New(scfg, gate, m.Observer(pub), p.Pipes().ToClient, p.Pipes().ToServer)
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
@@ -283,6 +327,24 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return code, fmt.Errorf("serving: %w", serveErr)
 	}
 	return code, nil
+}
+
+// gateCheck is the readiness check "gate": every server's status watch is
+// up and has loaded the records that exist.
+func gateCheck(gates map[string]*fleet.Gate) func(context.Context) error {
+	return func(context.Context) error {
+		var down []string
+		for id, g := range gates {
+			if !g.Watching() {
+				down = append(down, id)
+			}
+		}
+		if len(down) > 0 {
+			slices.Sort(down)
+			return fmt.Errorf("no status watch for %s (answering from memory)", strings.Join(down, ", "))
+		}
+		return nil
+	}
 }
 
 // redactURL hides a password in a NATS URL for logs and errors.

@@ -205,6 +205,23 @@ func (g *Gate) Watching() bool {
 	return g.watching
 }
 
+// Serving reports whether the gate serves its server now in every listing
+// variant it knows: at least one status record, and every record serves.
+// A server never seen, or one variant closed, counts as not served.
+func (g *Gate) Serving() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.records) == 0 {
+		return false
+	}
+	for _, r := range g.records {
+		if !r.serve {
+			return false
+		}
+	}
+	return true
+}
+
 // setWatch records the state of the watch; a watch that failed also ends
 // the first load (nothing more will arrive soon).
 func (g *Gate) setWatch(watching bool) {

@@ -54,6 +54,14 @@ type Observer interface {
 	Call(c Call)
 }
 
+// Meter counts what a session withholds, for the proxy's metrics. It must
+// not block.
+type Meter interface {
+	// Withheld counts n items of kind taken out of what the client got (a
+	// listing's items, or an initialize result's instructions).
+	Withheld(kind surface.Kind, n int)
+}
+
 // Call is one tools/call as the proxy handled it.
 type Call struct {
 	Tool        string
@@ -84,6 +92,8 @@ type Config struct {
 	// FullArguments makes every Call carry the call's arguments, not only
 	// their digest (they can hold secrets: off by default).
 	FullArguments bool
+	// Meter, when set, counts what the session withholds.
+	Meter Meter
 	// SerialServer says that the server's messages reach the session one
 	// after another on one reader (stdio, HTTP+SSE): a page of the
 	// client's listing is then not held for a verdict on a surface still
@@ -530,7 +540,10 @@ func (s *Session) listPage(ctx context.Context, k surface.Kind, m *jsonrpc.Messa
 		// leader looks again, so the pipeline hears of the change.
 		_ = f.relist(surface.KindTool, "")
 	}
-	out, _, ferr := jsonrpc.FilterList(m, k.ListKey(), nameKey[k], func(name string, _ []byte) bool { return keep[name] })
+	out, withheld, ferr := jsonrpc.FilterList(m, k.ListKey(), nameKey[k], func(name string, _ []byte) bool { return keep[name] })
+	if withheld > 0 && s.cfg.Meter != nil {
+		s.cfg.Meter.Withheld(k, withheld)
+	}
 	if ferr != nil {
 		// Not a list result we can read: withhold it whole.
 		return jsonrpc.ErrorResponse(m.ID, -32603, "mcpdrift proxy: the server's "+k.ListKey()+" listing could not be read; it is withheld"), nil
@@ -873,6 +886,9 @@ func (s *Session) pinInstructions(ctx context.Context, variant string, m *jsonrp
 		if v, ok := s.view(ctx, variant, false); ok && v.Serve && v.Items[ItemKey{surface.KindInstructions, ""}] == items[0].Hash {
 			return m.Raw
 		}
+	}
+	if s.cfg.Meter != nil {
+		s.cfg.Meter.Withheld(surface.KindInstructions, 1)
 	}
 	out, _, rerr := jsonrpc.RemoveResultMember(m, "instructions")
 	if rerr != nil {

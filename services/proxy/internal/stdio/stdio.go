@@ -76,6 +76,7 @@ type Proxy struct {
 	pipes  *Pipes
 	stdout io.ReadCloser
 	stdin  io.WriteCloser
+	exited chan struct{} // closed once the child has exited and was reaped
 }
 
 // Start launches the upstream command. Its stderr goes to stderr.
@@ -105,7 +106,17 @@ func Start(cfg Config, client io.Writer, stderr io.Writer) (*Proxy, error) {
 		return nil, fmt.Errorf("starting upstream %q: %w", cfg.Command, err)
 	}
 	return &Proxy{cfg: cfg, cmd: cmd, stdout: out, stdin: in, stderr: stderr,
-		pipes: &Pipes{client: client, server: in}}, nil
+		pipes: &Pipes{client: client, server: in}, exited: make(chan struct{})}, nil
+}
+
+// Running reports whether the upstream child has not exited yet.
+func (p *Proxy) Running() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
 }
 
 // Pipes returns the writers for the handler.
@@ -129,7 +140,7 @@ func (p *Proxy) Serve(ctx context.Context, h Handler, client io.Reader, sig <-ch
 			_ = p.pipes.ToClient([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"mcpdrift proxy: message longer than the limit; dropped"}}`))
 		})
 	}()
-	exited := make(chan struct{})
+	exited := p.exited
 	var waitErr error
 	go func() {
 		<-serverDone // the child closed its stdout: it is exiting

@@ -70,6 +70,7 @@ func (f *front) newMonitor(r *http.Request, msgs []*jsonrpc.Message) *monitor {
 	}
 	mon.headers.Set("Mcp-Protocol-Version", mon.version)
 	cfg := f.up.Session
+	cfg.Meter = nil // nothing of the monitor's reaches a client: nothing withheld from one
 	if mon.modern {
 		cfg.OwnMeta = ownMeta(mon.version)
 	}

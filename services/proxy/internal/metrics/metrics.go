@@ -1,0 +1,190 @@
+// Package metrics is the proxy's Prometheus metrics (docs/metrics.md,
+// "proxy"). What the sessions do is counted as it happens: calls by
+// outcome, refusals by code, whole surfaces observed and items withheld
+// (Observer and Meter). What the gates and publishers know is read when
+// Prometheus scrapes: servers withheld, the status watches, the outbox and
+// the events published, spooled and dropped. Labels are small fixed sets;
+// there is no server or tenant label (docs/metrics.md, "Labels"), so a proxy
+// fronting several upstreams reports their sum.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/surface"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/fleet"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
+)
+
+// Call outcomes, the outcome label of mcpdrift_proxy_calls_total.
+const (
+	OutcomeForwarded = "forwarded" // passed to the server, which answered with a result
+	OutcomeRefused   = "refused"   // answered by the proxy with a tool error
+	OutcomeError     = "error"     // passed, and the server answered with an error or a tool error
+)
+
+// RefusalCodes are the code label values of mcpdrift_proxy_refused_calls_total;
+// a code the proxy does not know (a status a newer drift service writes) is
+// counted as "other".
+var RefusalCodes = []string{"server_changed", "server_pending", "server_quarantined", "server_unknown",
+	"tool_not_approved", "listing_invalid", "other"}
+
+// Gate is what the metrics read of a server's gate (fleet.Gate).
+type Gate interface {
+	Watching() bool
+	Serving() bool
+}
+
+// Publisher is what the metrics read of a server's publisher
+// (fleet.Publisher).
+type Publisher interface {
+	Stats() fleet.Stats
+}
+
+// Upstream is one server the proxy fronts.
+type Upstream struct {
+	Gate      Gate
+	Publisher Publisher
+}
+
+// Metrics are the proxy's metrics. A nil *Metrics counts nothing.
+type Metrics struct {
+	forwarded, refused, errored prometheus.Counter
+	refusals                    map[string]prometheus.Counter
+	listings                    prometheus.Counter
+	withheld                    [surface.KindInstructions + 1]prometheus.Counter
+}
+
+// New registers the proxy's metrics on reg, reading the state of ups at
+// each scrape.
+func New(reg prometheus.Registerer, ups []Upstream) *Metrics {
+	calls := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mcpdrift_proxy_calls_total",
+		Help: "tools/call requests the proxy handled, by outcome: forwarded (answered with a result), refused (by the proxy), error (the server answered with an error or a tool error).",
+	}, []string{"outcome"})
+	refusals := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mcpdrift_proxy_refused_calls_total",
+		Help: "tools/call requests the proxy refused, by the refusal's code.",
+	}, []string{"code"})
+	withheld := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mcpdrift_proxy_withheld_items_total",
+		Help: "Items taken out of what clients got, by kind: listing items not approved, and unapproved initialize instructions.",
+	}, []string{"kind"})
+	m := &Metrics{
+		forwarded: calls.WithLabelValues(OutcomeForwarded),
+		refused:   calls.WithLabelValues(OutcomeRefused),
+		errored:   calls.WithLabelValues(OutcomeError),
+		refusals:  map[string]prometheus.Counter{},
+		listings: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mcpdrift_proxy_listings_total",
+			Help: "Whole surfaces (every listing the server declares, all pages) the proxy observed and handed to its publisher.",
+		}),
+	}
+	for _, code := range RefusalCodes {
+		m.refusals[code] = refusals.WithLabelValues(code)
+	}
+	for k := surface.KindTool; k <= surface.KindInstructions; k++ {
+		m.withheld[k] = withheld.WithLabelValues(k.String())
+	}
+	reg.MustRegister(calls, refusals, withheld, m.listings, &state{ups: ups})
+	return m
+}
+
+// Observer returns an observer that counts each call and listing and then
+// hands it to next.
+func (m *Metrics) Observer(next session.Observer) session.Observer {
+	if m == nil {
+		return next
+	}
+	return observer{m: m, next: next}
+}
+
+type observer struct {
+	m    *Metrics
+	next session.Observer
+}
+
+func (o observer) Listing(variant string, capture []byte) {
+	o.m.listings.Inc()
+	o.next.Listing(variant, capture)
+}
+
+func (o observer) Call(c session.Call) {
+	switch {
+	case c.Refused:
+		o.m.refused.Inc()
+		r, ok := o.m.refusals[c.RefusalCode]
+		if !ok {
+			r = o.m.refusals["other"]
+		}
+		r.Inc()
+	case c.Error:
+		o.m.errored.Inc()
+	default:
+		o.m.forwarded.Inc()
+	}
+	o.next.Call(c)
+}
+
+// Withheld implements session.Meter.
+func (m *Metrics) Withheld(kind surface.Kind, n int) {
+	if m != nil && kind >= surface.KindTool && kind <= surface.KindInstructions {
+		m.withheld[kind].Add(float64(n))
+	}
+}
+
+// state reads the gates and publishers at scrape time.
+type state struct{ ups []Upstream }
+
+var (
+	descServersWithheld = prometheus.NewDesc("mcpdrift_proxy_servers_withheld",
+		"Servers this proxy fronts that it does not serve now: no status record yet, or a listing variant whose status does not serve.", nil, nil)
+	descGateConnected = prometheus.NewDesc("mcpdrift_proxy_gate_connected",
+		"1 while every upstream's gate has its status watch up (connected to NATS, the records that exist loaded); 0 while any answers from memory.", nil, nil)
+	descOutboxEvents = prometheus.NewDesc("mcpdrift_proxy_outbox_events",
+		"Events waiting in the on-disk outbox to be published.", nil, nil)
+	descOutboxBytes = prometheus.NewDesc("mcpdrift_proxy_outbox_bytes",
+		"Bytes of the events waiting in the on-disk outbox.", nil, nil)
+	descQueued = prometheus.NewDesc("mcpdrift_proxy_events_queued",
+		"Events in the in-memory queue, not published yet.", nil, nil)
+	descEvents = prometheus.NewDesc("mcpdrift_proxy_events_total",
+		"Observation events, by result: published (acknowledged by JetStream, directly or from the outbox), spooled (written to the outbox), dropped (lost to the outbox bounds or an unusable outbox), rejected (refused by JetStream for good).", []string{"result"}, nil)
+)
+
+func (s *state) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descServersWithheld, descGateConnected, descOutboxEvents, descOutboxBytes, descQueued, descEvents} {
+		ch <- d
+	}
+}
+
+func (s *state) Collect(ch chan<- prometheus.Metric) {
+	withheld, connected := 0, 1
+	var st fleet.Stats
+	for _, u := range s.ups {
+		if !u.Gate.Serving() {
+			withheld++
+		}
+		if !u.Gate.Watching() {
+			connected = 0
+		}
+		one := u.Publisher.Stats()
+		st.OutboxDepth += one.OutboxDepth
+		st.OutboxBytes += one.OutboxBytes
+		st.Queued += one.Queued
+		st.Published += one.Published
+		st.Spooled += one.Spooled
+		st.Dropped += one.Dropped
+		st.Rejected += one.Rejected
+	}
+	ch <- prometheus.MustNewConstMetric(descServersWithheld, prometheus.GaugeValue, float64(withheld))
+	ch <- prometheus.MustNewConstMetric(descGateConnected, prometheus.GaugeValue, float64(connected))
+	ch <- prometheus.MustNewConstMetric(descOutboxEvents, prometheus.GaugeValue, float64(st.OutboxDepth))
+	ch <- prometheus.MustNewConstMetric(descOutboxBytes, prometheus.GaugeValue, float64(st.OutboxBytes))
+	ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(st.Queued))
+	for _, e := range []struct {
+		result string
+		n      uint64
+	}{{"published", st.Published}, {"spooled", st.Spooled}, {"dropped", st.Dropped}, {"rejected", st.Rejected}} {
+		ch <- prometheus.MustNewConstMetric(descEvents, prometheus.CounterValue, float64(e.n), e.result)
+	}
+}

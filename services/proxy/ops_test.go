@@ -1,0 +1,279 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
+	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/mcptest"
+	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/ops/opstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/surface"
+)
+
+func TestMain(m *testing.M) {
+	mcptest.Main() // the upstream server of the stdio tests
+	os.Exit(m.Run())
+}
+
+// syncBuffer is the command's stderr, read while it runs.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// approve does what the drift service does on first sight: it stores the
+// observed surface as the baseline manifest and writes a verified status
+// record for the observation's variant.
+func approve(t *testing.T, b *natstest.Bus, obs *mcpdriftv1.ListObservation) {
+	t.Helper()
+	sf, err := surface.Parse(obs.Capture, surface.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := b.Handles.Manifests.PutBytes(ctx, bus.ManifestName(sf.Hash.String()), obs.Capture); err != nil {
+		t.Fatal(err)
+	}
+	rec := fmt.Sprintf(`{"status":"verified","policy":{"on_drift":"block"},"baseline_hash":%q}`, sf.Hash.String())
+	if _, err := b.Handles.Status.Put(ctx, bus.StatusKey(obs.Tenant, obs.Server, obs.Variant), []byte(rec)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestOpsHTTP runs the command in HTTP mode with --ops-addr in front of a
+// real MCP server, does known work through it (a first sight refused, an
+// approval, calls served, refused and failed) and scrapes: the metrics
+// moved by that work, they are the ones docs/metrics.md lists, and
+// readiness follows the upstream.
+func TestOpsHTTP(t *testing.T) {
+	b := natstest.StartBus(t)
+	s := mcp.NewServer(&mcp.Implementation{Name: "web", Version: "1"}, &mcp.ServerOptions{Instructions: "Double numbers."})
+	type in struct {
+		N int `json:"n"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "double", Description: "Double a number."}, func(_ context.Context, _ *mcp.CallToolRequest, a in) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(2 * a.N)}}}, nil, nil
+	})
+	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	defer up.Close()
+	sub, err := b.NC.SubscribeSync(bus.ListObservationSubject("default", "web"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var logs syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		_, err := run(ctx, []string{"--listen", "127.0.0.1:0", "--upstream", "web=" + up.URL, "--ops-addr", "127.0.0.1:0",
+			"--nats-url", b.NC.ConnectedUrl(), "--outbox-dir", t.TempDir(), "--first-sight-wait", "300ms", "--log-level", "info"},
+			func(string) string { return "" }, strings.NewReader(""), io.Discard, &logs)
+		done <- err
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	}()
+	addr := opstest.Addr(t, logs.String)
+	opstest.WaitStatus(t, addr, "/readyz", http.StatusOK)
+	var base string
+	for line := range strings.Lines(logs.String()) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "proxy: serving 1 upstream(s) on "); ok {
+			base = strings.TrimSuffix(rest, "/<server-id>/mcp")
+		}
+	}
+	if base == "" {
+		t.Fatalf("no serving line:\n%s", logs.String())
+	}
+	if status, _ := opstest.Get(t, strings.TrimPrefix(base, "http://"), "/readyz"); status != http.StatusOK {
+		t.Fatalf("the data listener's /readyz: %d", status)
+	}
+
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: base + "/web/mcp"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	callTool := func(name string, args any) *mcp.CallToolResult {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	// First sight: no drift service here, so no verdict comes.
+	if res := callTool("double", map[string]any{"n": 2}); !res.IsError {
+		t.Fatal("a call on first sight was served")
+	}
+	if res, err := cs.ListTools(ctx, nil); err != nil || len(res.Tools) != 0 {
+		t.Fatalf("tools/list on first sight: %v %v", res, err)
+	}
+	msg, err := sub.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var obs mcpdriftv1.ListObservation
+	if err := proto.Unmarshal(msg.Data, &obs); err != nil {
+		t.Fatal(err)
+	}
+	opstest.WaitValue(t, addr, 1, "mcpdrift_proxy_servers_withheld")
+	approve(t, b, &obs)
+	opstest.WaitValue(t, addr, 0, "mcpdrift_proxy_servers_withheld")
+	if res := callTool("double", map[string]any{"n": 21}); res.IsError {
+		t.Fatalf("a verified call was refused: %v", res.Content)
+	}
+	if res := callTool("triple", map[string]any{"n": 1}); !res.IsError {
+		t.Fatal("a tool outside the baseline was served")
+	}
+	if res := callTool("double", map[string]any{"n": "two"}); !res.IsError { // the server's own tool error
+		t.Fatal("invalid arguments were accepted")
+	}
+	res, err := cs.ListTools(ctx, nil)
+	if err != nil || len(res.Tools) != 1 {
+		t.Fatalf("tools/list: %v %v", res, err)
+	}
+
+	const calls, refused = "mcpdrift_proxy_calls_total", "mcpdrift_proxy_refused_calls_total"
+	fams := opstest.WaitValue(t, addr, 0, "mcpdrift_proxy_events_queued")
+	// Published: three whole surfaces (the proxy's own listing after the
+	// session opened, and the client's two tools/list) and four calls.
+	fams = opstest.WaitValue(t, addr, 7, "mcpdrift_proxy_events_total", "result", "published")
+	for _, tc := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{calls, []string{"outcome", "forwarded"}, 1},
+		{calls, []string{"outcome", "refused"}, 2},
+		{calls, []string{"outcome", "error"}, 1},
+		{refused, []string{"code", "server_unknown"}, 1},
+		{refused, []string{"code", "tool_not_approved"}, 1},
+		{refused, []string{"code", "server_changed"}, 0},
+		{"mcpdrift_proxy_listings_total", nil, 3},
+		{"mcpdrift_proxy_withheld_items_total", []string{"kind", "tool"}, 1},         // the first sight's listing
+		{"mcpdrift_proxy_withheld_items_total", []string{"kind", "instructions"}, 2}, // the first sight's server/discover and initialize results (the SDK client sends both)
+		{"mcpdrift_proxy_withheld_items_total", []string{"kind", "prompt"}, 0},
+		{"mcpdrift_proxy_gate_connected", nil, 1},
+		{"mcpdrift_proxy_outbox_events", nil, 0},
+		{"mcpdrift_proxy_outbox_bytes", nil, 0},
+		{"mcpdrift_proxy_events_total", []string{"result", "dropped"}, 0},
+		{"mcpdrift_proxy_events_total", []string{"result", "spooled"}, 0},
+	} {
+		if got, ok := fams.Value(tc.name, tc.labels...); !ok || got != tc.want {
+			t.Errorf("%s%v = %v (present %v), want %v", tc.name, tc.labels, got, ok, tc.want)
+		}
+	}
+	if diff := opstest.Diff(opstest.DocNames(t, "../../docs/metrics.md", "proxy", "every service"), fams.Names("mcpdrift_")); diff != "" {
+		t.Errorf("docs/metrics.md and the proxy's metrics differ:\n%s", diff)
+	}
+
+	// The upstream goes away: not ready, and says why.
+	_ = cs.Close()
+	up.CloseClientConnections()
+	up.Close()
+	body := opstest.WaitStatus(t, addr, "/readyz", http.StatusServiceUnavailable)
+	if !strings.Contains(body, "upstream: server web unreachable") {
+		t.Fatalf("/readyz: %q", body)
+	}
+}
+
+// TestOpsStdio runs the command on stdio with --ops-addr in front of the
+// mcptest server: ready while the server runs, and a refused call counted.
+func TestOpsStdio(t *testing.T) {
+	b := natstest.StartBus(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdin, toProxy := io.Pipe()
+	fromProxy, stdout := io.Pipe()
+	var logs syncBuffer
+	t.Setenv(mcptest.Env, "1") // the child serves
+	done := make(chan int, 1)
+	go func() {
+		code, err := run(context.Background(), []string{"--server-id", "files", "--ops-addr", "127.0.0.1:0", "--nats-url", b.NC.ConnectedUrl(),
+			"--outbox-dir", t.TempDir(), "--first-sight-wait", "200ms", "--log-level", "info", "--", exe},
+			func(string) string { return "" }, stdin, stdout, &logs)
+		if err != nil {
+			t.Errorf("run: %v", err)
+		}
+		stdout.Close()
+		done <- code
+	}()
+	lines := bufio.NewScanner(fromProxy)
+	answer := func(msg string) string {
+		t.Helper()
+		if _, err := fmt.Fprintln(toProxy, msg); err != nil {
+			t.Fatal(err)
+		}
+		var id struct{ ID json.RawMessage }
+		_ = json.Unmarshal([]byte(msg), &id)
+		for lines.Scan() {
+			if strings.Contains(lines.Text(), `"id":`+string(id.ID)+`,`) {
+				return lines.Text()
+			}
+		}
+		t.Fatalf("no answer to %s", msg)
+		return ""
+	}
+	addr := opstest.Addr(t, logs.String)
+	opstest.WaitStatus(t, addr, "/readyz", http.StatusOK)
+	answer(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	if _, err := fmt.Fprintln(toProxy, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); err != nil {
+		t.Fatal(err)
+	}
+	if got := answer(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read","arguments":{}}}`); !strings.Contains(got, "server_unknown") {
+		t.Fatalf("a call on first sight: %s", got)
+	}
+	fams := opstest.WaitValue(t, addr, 1, "mcpdrift_proxy_refused_calls_total", "code", "server_unknown")
+	for _, tc := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"mcpdrift_proxy_calls_total", []string{"outcome", "refused"}, 1},
+		{"mcpdrift_proxy_listings_total", nil, 1},
+		{"mcpdrift_proxy_servers_withheld", nil, 1},
+		{"mcpdrift_proxy_gate_connected", nil, 1},
+	} {
+		if got, ok := fams.Value(tc.name, tc.labels...); !ok || got != tc.want {
+			t.Errorf("%s%v = %v (present %v), want %v", tc.name, tc.labels, got, ok, tc.want)
+		}
+	}
+	toProxy.Close() // end of input: the server exits, and so does the proxy
+	go func() { _, _ = io.Copy(io.Discard, fromProxy) }()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+}
