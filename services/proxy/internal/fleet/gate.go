@@ -151,11 +151,16 @@ func NewGate(ctx context.Context, js jetstream.JetStream, tenant, server string,
 // baseline manifest cannot be read, View answers the record's status with
 // Serve false. A manifest that does not hash to the record's baseline hash
 // is answered as status unknown. The Items map is shared: do not modify it.
-func (g *Gate) View(ctx context.Context, variant string, awaiting bool) (session.View, bool) {
+//
+// It waits at most wait (0: until ctx ends); the deadline is made only when
+// it has to wait, so that the common answer, from memory, sets no timer.
+func (g *Gate) View(ctx context.Context, variant string, awaiting bool, wait time.Duration) (session.View, bool) {
 	if variant == "" {
 		variant = bus.DefaultVariant
 	}
-	rec, ok := g.record(ctx, variant, awaiting)
+	b := &bounded{parent: ctx, wait: wait}
+	defer b.release()
+	rec, ok := g.record(b, variant, awaiting)
 	if !ok {
 		return session.View{}, false
 	}
@@ -164,7 +169,7 @@ func (g *Gate) View(ctx context.Context, variant string, awaiting bool) (session
 		v.Serve = false // nothing approved to compare items with
 		return v, true
 	}
-	items, err := g.items(ctx, rec.baselineHash)
+	items, err := g.items(b, rec.baselineHash)
 	if err != nil {
 		v.Serve = false
 		if errors.Is(err, errManifestMismatch) {
@@ -176,8 +181,32 @@ func (g *Gate) View(ctx context.Context, variant string, awaiting bool) (session
 	return v, true
 }
 
+// bounded is the context of one View: its deadline is made on first use.
+type bounded struct {
+	parent context.Context
+	wait   time.Duration
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func (b *bounded) get() context.Context {
+	if b.ctx == nil {
+		b.ctx = b.parent
+		if b.wait > 0 {
+			b.ctx, b.cancel = context.WithTimeout(b.parent, b.wait)
+		}
+	}
+	return b.ctx
+}
+
+func (b *bounded) release() {
+	if b.cancel != nil {
+		b.cancel()
+	}
+}
+
 // record returns the variant's record, waiting for one as View describes.
-func (g *Gate) record(ctx context.Context, variant string, awaiting bool) (record, bool) {
+func (g *Gate) record(b *bounded, variant string, awaiting bool) (record, bool) {
 	for {
 		g.mu.Lock()
 		rec, ok := g.records[variant]
@@ -191,7 +220,7 @@ func (g *Gate) record(ctx context.Context, variant string, awaiting bool) (recor
 		}
 		select {
 		case <-wake:
-		case <-ctx.Done():
+		case <-b.get().Done():
 			return record{}, false
 		}
 	}
@@ -242,7 +271,7 @@ func (g *Gate) connected() bool {
 // items returns the item hashes of the manifest with the given surface
 // hash, reading it at most once at a time and once per hash while it
 // succeeds; a failure is remembered for manifestRetry.
-func (g *Gate) items(ctx context.Context, hash string) (map[session.ItemKey]surface.Digest, error) {
+func (g *Gate) items(b *bounded, hash string) (map[session.ItemKey]surface.Digest, error) {
 	for {
 		g.mu.Lock()
 		m, ok := g.manifests[hash]
@@ -259,18 +288,20 @@ func (g *Gate) items(ctx context.Context, hash string) (map[session.ItemKey]surf
 			m = &manifest{done: make(chan struct{})}
 			g.manifests[hash] = m
 			g.mu.Unlock()
-			return g.read(ctx, objects, hash, m)
+			return g.read(b.get(), objects, hash, m)
 		}
 		g.mu.Unlock()
-		select {
-		case <-m.done:
-			if m.abandoned {
-				continue // its reader gave up; read it ourselves
+		if !m.isDone() { // read by another View or the prefetch: wait for it
+			select {
+			case <-m.done:
+			case <-b.get().Done():
+				return nil, b.get().Err()
 			}
-			return m.items, m.err
-		case <-ctx.Done():
-			return nil, ctx.Err()
 		}
+		if m.abandoned {
+			continue // its reader gave up; read it ourselves
+		}
+		return m.items, m.err
 	}
 }
 
@@ -521,7 +552,7 @@ func (g *Gate) prefetchLoop(ctx context.Context) {
 			return
 		case h := <-g.prefetch:
 			rctx, cancel := context.WithTimeout(ctx, defaultPrefetchWait)
-			_, _ = g.items(rctx, h) // remembered, and logged once, by items
+			_, _ = g.items(&bounded{parent: rctx}, h) // remembered, and logged once, by items
 			cancel()
 		}
 	}

@@ -42,9 +42,7 @@ func startGate(t *testing.T, b *natstest.Bus, server string) *Gate {
 
 // view asks as a session that awaits the verdict on a surface it published.
 func view(g *Gate, variant string, wait time.Duration) (session.View, bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	return g.View(ctx, variant, true)
+	return g.View(context.Background(), variant, true, wait)
 }
 
 func TestGateView(t *testing.T) {
@@ -334,13 +332,13 @@ func TestGateViewNotAwaiting(t *testing.T) {
 	g := startGate(t, b, "known")
 	long, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	if v, ok := g.View(long, "default", false); !ok || !v.Serve {
+	if v, ok := g.View(long, "default", false, 0); !ok || !v.Serve {
 		t.Fatalf("the record there before the gate started: %+v %v", v, ok)
 	}
 	if !g.Watching() {
 		t.Fatal("Watching false after the load")
 	}
-	if v, ok := g.View(long, "never-seen", false); ok || long.Err() != nil {
+	if v, ok := g.View(long, "never-seen", false, 0); ok || long.Err() != nil {
 		t.Fatalf("an unknown variant: %+v %v, waited for its context: %v", v, ok, long.Err())
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
 
-func testLog(t *testing.T) zerolog.Logger {
+func testLog(t testing.TB) zerolog.Logger {
 	return zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.DebugLevel)
 }
 
@@ -32,7 +32,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 }
 
 // runInBackground runs fn(ctx) until the test ends, and waits for it.
-func runInBackground(t *testing.T, fn func(context.Context) error) (stop func()) {
+func runInBackground(t testing.TB, fn func(context.Context) error) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- fn(ctx) }()
@@ -81,7 +81,7 @@ func restartBus(t *testing.T, b *natstest.Bus, port int) {
 }
 
 // fixture returns a real capture and its surface.
-func fixture(t *testing.T, name string) ([]byte, *surface.Surface) {
+func fixture(t testing.TB, name string) ([]byte, *surface.Surface) {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "internal", "surface", "testdata", "real", name))
 	if err != nil {

@@ -2,7 +2,10 @@ package session
 
 import (
 	"context"
+	"strings"
 	"testing"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
 )
 
 // BenchmarkCallRoundTrip is the session's own work for one tools/call and
@@ -23,5 +26,41 @@ func BenchmarkCallRoundTrip(b *testing.B) {
 			b.Fatal(err)
 		}
 		r.obs.calls = r.obs.calls[:0]
+	}
+}
+
+// isToolErrorParsed is how isToolError worked before it looked for the
+// member's name first: the baseline of BenchmarkIsToolError.
+func isToolErrorParsed(result []byte) bool {
+	d := object(result)
+	if d == nil {
+		return false
+	}
+	v, ok := d.Get(canonjson.Root, "isError")
+	return ok && d.Kind(v) == canonjson.True
+}
+
+// BenchmarkIsToolError: classifying a tools/call result (a short one and a
+// 64 KiB file's contents), by parsing it whole and by looking for the
+// member's name first, in the same run.
+func BenchmarkIsToolError(b *testing.B) {
+	results := map[string][]byte{
+		"short": []byte(`{"content":[{"type":"text","text":"hello"}]}`),
+		"64KiB": []byte(`{"content":[{"type":"text","text":"` + strings.Repeat("line of a file; ", 4096) + `"}]}`),
+	}
+	for _, size := range []string{"short", "64KiB"} {
+		for _, f := range []struct {
+			name string
+			fn   func([]byte) bool
+		}{{"parse", isToolErrorParsed}, {"scan", isToolError}} {
+			b.Run("result="+size+"/path="+f.name, func(b *testing.B) {
+				b.SetBytes(int64(len(results[size])))
+				for b.Loop() {
+					if f.fn(results[size]) {
+						b.Fatal("a result without isError")
+					}
+				}
+			})
+		}
 	}
 }

@@ -38,13 +38,13 @@ type View struct {
 }
 
 // Gate answers for the server's approved surface per listing variant. When
-// nothing is known of the variant yet, View may wait until ctx ends (the
-// session bounds it: first sight), but only while something can arrive
+// nothing is known of the variant yet, View may wait, at most wait (the
+// session's first-sight bound), but only while something can arrive
 // soon: the gate's own load of what exists and, when awaiting is set, the
 // verdict on a surface this session has published or is assembling. ok
 // false means nothing is known, and the proxy fails closed.
 type Gate interface {
-	View(ctx context.Context, variant string, awaiting bool) (View, bool)
+	View(ctx context.Context, variant string, awaiting bool, wait time.Duration) (View, bool)
 }
 
 // Observer receives what the proxy saw. It must not block: publishing is
@@ -404,9 +404,7 @@ func (s *Session) currentVariant() string {
 // view asks the gate, waiting at most Config.Timeout; awaiting says that a
 // verdict on this variant is due (see Gate).
 func (s *Session) view(ctx context.Context, variant string, awaiting bool) (View, bool) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
-	defer cancel()
-	return s.gate.View(ctx, variant, awaiting)
+	return s.gate.View(ctx, variant, awaiting, s.cfg.Timeout)
 }
 
 // awaits reports whether a verdict on variant is due for the session that
@@ -1011,7 +1009,14 @@ func callOf(params []byte, full bool) (name, digest string, args []byte) {
 	return name, "sha256:" + hex.EncodeToString(sum[:]), args
 }
 
+// isToolError reports a tools/call result with "isError": true. Most
+// results have no isError member, and a result can be large (a file's
+// contents): one without the key "isError" in its bytes, and without a \u
+// escape (the key could be written with one), is not parsed at all.
 func isToolError(result []byte) bool {
+	if !bytes.Contains(result, []byte(`"isError"`)) && !bytes.Contains(result, []byte(`\u`)) {
+		return false
+	}
 	d := object(result)
 	if d == nil {
 		return false

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
@@ -20,7 +21,7 @@ type fakeGate struct {
 	awaiting []bool
 }
 
-func (g *fakeGate) View(ctx context.Context, variant string, awaiting bool) (View, bool) {
+func (g *fakeGate) View(ctx context.Context, variant string, awaiting bool, _ time.Duration) (View, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.awaiting = append(g.awaiting, awaiting)
@@ -593,5 +594,23 @@ func TestSupersededListingDropped(t *testing.T) {
 	r.client(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read"}}`)
 	if last := r.toServer[len(r.toServer)-1]; !strings.Contains(last, `"tools/call"`) {
 		t.Fatalf("the call was not forwarded: %s", r.lastClient())
+	}
+}
+
+func TestIsToolError(t *testing.T) {
+	for _, tt := range []struct {
+		result string
+		want   bool
+	}{
+		{`{"content":[]}`, false},
+		{`{"content":[],"isError":false}`, false},
+		{`{"content":[],"isError":true}`, true},
+		{`{"content":[],"\u0069sError":true}`, true},
+		{`{"content":[{"type":"text","text":"isError"}]}`, false},
+		{`{"content":[{"type":"text","text":"caf\u00e9"}]}`, false},
+	} {
+		if got := isToolError([]byte(tt.result)); got != tt.want || got != isToolErrorParsed([]byte(tt.result)) {
+			t.Errorf("isToolError(%s) = %v, want %v", tt.result, got, tt.want)
+		}
 	}
 }

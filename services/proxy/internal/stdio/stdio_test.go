@@ -30,7 +30,9 @@ const (
 
 type gate struct{ v session.View }
 
-func (g gate) View(context.Context, string, bool) (session.View, bool) { return g.v, true }
+func (g gate) View(context.Context, string, bool, time.Duration) (session.View, bool) {
+	return g.v, true
+}
 
 type nopObs struct {
 	mu       sync.Mutex

@@ -63,7 +63,9 @@ func (g *tofu) Call(c session.Call) {
 
 // View waits for a verdict only when one is due (awaiting), as the real
 // gate does once it has loaded what exists.
-func (g *tofu) View(ctx context.Context, variant string, awaiting bool) (session.View, bool) {
+func (g *tofu) View(ctx context.Context, variant string, awaiting bool, wait time.Duration) (session.View, bool) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
 	for {
 		g.mu.Lock()
 		v, ok := g.views[variant]
