@@ -165,10 +165,10 @@ func TestOpsHTTP(t *testing.T) {
 	}
 
 	const calls, refused = "mcpdrift_proxy_calls_total", "mcpdrift_proxy_refused_calls_total"
-	fams := opstest.WaitValue(t, addr, 0, "mcpdrift_proxy_events_queued")
 	// Published: three whole surfaces (the proxy's own listing after the
 	// session opened, and the client's two tools/list) and four calls.
-	fams = opstest.WaitValue(t, addr, 7, "mcpdrift_proxy_events_total", "result", "published")
+	opstest.WaitValue(t, addr, 7, "mcpdrift_proxy_events_total", "result", "published")
+	fams := opstest.WaitValue(t, addr, 0, "mcpdrift_proxy_events_queued")
 	for _, tc := range []struct {
 		name   string
 		labels []string
