@@ -6,7 +6,7 @@ BIN   := bin
 
 CMDS  := stack fingerprint drift audit proxy demoserver driftctl
 
-.PHONY: run demo diff-releases build test deps check fmt vet lint bench fuzz fixtures proto proto-check help
+.PHONY: run demo diff-releases images build test deps check fmt vet lint bench fuzz fixtures proto proto-check help
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -20,6 +20,9 @@ run: build ## the main job: the whole pipeline on this machine (NATS, services, 
 
 demo: build ## a scripted rug pull against the stack that make run started
 	@scripts/demo.sh
+
+images: ## the container image (docker or podman); without one, the same static binaries into .data/static
+	@scripts/images.sh
 
 diff-releases: build ## fingerprint two real releases of an MCP server and show what changed
 	@scripts/diff-releases.sh

@@ -88,7 +88,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	var cfg Config
 	fs.StringVar(&cfg.Listen, "listen", env("MCPDRIFT_DEMO_LISTEN", "127.0.0.1:8490"), "loopback `address` to serve on (MCPDRIFT_DEMO_LISTEN)")
 	fs.StringVar(&cfg.StateFile, "state-file", env("MCPDRIFT_DEMO_STATE_FILE", ""), "`file` that keeps the release across restarts; empty: none (MCPDRIFT_DEMO_STATE_FILE)")
-	fs.StringVar(&cfg.Release, "release", env("MCPDRIFT_DEMO_RELEASE", Reviewed), "release advertised at start when the state file has none: "+Reviewed+" or "+RugPull+" (MCPDRIFT_DEMO_RELEASE)")
+	fs.StringVar(&cfg.Release, "release", env("MCPDRIFT_DEMO_RELEASE", Reviewed), "`release` advertised at start when the state file has none: "+Reviewed+" or "+RugPull+" (MCPDRIFT_DEMO_RELEASE)")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}

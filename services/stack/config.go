@@ -62,7 +62,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.IntVar(&cfg.PortBase, "port-base", atoi(envOr(getenv, "MCPDRIFT_STACK_PORT_BASE", "8470")), "first of the loopback HTTP `port`s, see above (MCPDRIFT_STACK_PORT_BASE)")
 	fs.StringVar(&cfg.ClickHouseAddr, "clickhouse-addr", envOr(getenv, "MCPDRIFT_CLICKHOUSE_ADDR", ""), "ClickHouse native protocol `address` for the audit service; empty: no audit service, audit events wait in JetStream (MCPDRIFT_CLICKHOUSE_ADDR)")
 	fs.StringVar(&cfg.AuditDatabase, "audit-database", envOr(getenv, "MCPDRIFT_AUDIT_DATABASE", "mcpdrift"), "ClickHouse `database` of the audit tables (MCPDRIFT_AUDIT_DATABASE)")
-	fs.StringVar(&cfg.Posture, "posture", envOr(getenv, "MCPDRIFT_POSTURE", "discovery"), "first sight of a server: discovery (trust on first use) or strict (MCPDRIFT_POSTURE)")
+	fs.StringVar(&cfg.Posture, "posture", envOr(getenv, "MCPDRIFT_POSTURE", "discovery"), "`mode` on first sight of a server: discovery (trust on first use) or strict (MCPDRIFT_POSTURE)")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
@@ -112,7 +112,7 @@ type DemoConfig struct {
 }
 
 func parseDemoConfig(args []string, getenv func(string) string, stderr io.Writer) (DemoConfig, error) {
-	fs := newFlagSet("stack demo", "stack demo: play a scripted rug pull against the stack running on DATA-DIR.\n\nFlags:\n", stderr)
+	fs := newFlagSet("stack demo", "stack demo: play a scripted rug pull against the stack running on DATA-DIR.\n\nUsage: stack demo [flags]\n\nFlags:\n", stderr)
 	var cfg DemoConfig
 	fs.StringVar(&cfg.DataDir, "data-dir", envOr(getenv, "MCPDRIFT_STACK_DIR", ".data/run"), "`directory` of the running stack (MCPDRIFT_STACK_DIR)")
 	if err := fs.Parse(args); err != nil {
