@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,29 +25,12 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
 	"github.com/mcpdrift/mcpdrift/services/internal/ops"
 	"github.com/mcpdrift/mcpdrift/services/internal/ops/opstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/syncbuf"
 )
 
 func TestMain(m *testing.M) { os.Exit(chtest.Main(m)) }
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
-
-// syncBuffer is a bytes.Buffer safe for a child process and the test at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestHelpDocumentsEveryOption(t *testing.T) {
 	var out bytes.Buffer
@@ -168,9 +150,9 @@ func TestKilledMidBatchLosesNothing(t *testing.T) {
 		}
 		return info.NumAckPending, int(info.NumPending), info.AckFloor.Stream
 	}
-	start := func(extra ...string) (*exec.Cmd, *syncBuffer) {
+	start := func(extra ...string) (*exec.Cmd, *syncbuf.Buffer) {
 		cmd := exec.Command(bin)
-		logs := new(syncBuffer)
+		logs := new(syncbuf.Buffer)
 		cmd.Stdout, cmd.Stderr = logs, logs
 		cmd.Env = append(os.Environ(), "MCPDRIFT_NATS_URL="+b.ClientURL(), "MCPDRIFT_CLICKHOUSE_ADDR="+ch.Addr,
 			"MCPDRIFT_AUDIT_DATABASE="+db, "MCPDRIFT_AUDIT_BATCH_SIZE=400")
@@ -181,7 +163,7 @@ func TestKilledMidBatchLosesNothing(t *testing.T) {
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 		return cmd, logs
 	}
-	waitFor := func(what string, logs *syncBuffer, cond func() bool) {
+	waitFor := func(what string, logs *syncbuf.Buffer, cond func() bool) {
 		t.Helper()
 		deadline := time.Now().Add(90 * time.Second)
 		for !cond() {
@@ -248,7 +230,7 @@ func TestOpsEndpoints(t *testing.T) {
 	_, js := srv.Connect(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"--ops-addr", "127.0.0.1:0"}, env(map[string]string{

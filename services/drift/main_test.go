@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +27,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/ops"
 	"github.com/mcpdrift/mcpdrift/services/internal/ops/opstest"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
+	"github.com/mcpdrift/mcpdrift/services/internal/syncbuf"
 )
 
 const (
@@ -268,7 +268,7 @@ func TestConfigErrors(t *testing.T) {
 // denied and failed) and checks that the metrics moved by exactly that, that
 // they are the ones docs/metrics.md lists, and that readiness follows NATS.
 func TestOpsEndpoints(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	s := startStackWith(t, func(c *Config) {
 		c.OpsAddr, c.LogOutput, c.LogLevel = "127.0.0.1:0", &logs, zerolog.InfoLevel
 	})
@@ -360,24 +360,6 @@ func TestOpsEndpoints(t *testing.T) {
 	}
 	natstest.StartWith(t, opts)
 	opstest.WaitStatus(t, addr, "/readyz", http.StatusOK)
-}
-
-// syncBuffer is a bytes.Buffer safe for the logger and the test at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestOpsAddressInUse(t *testing.T) {

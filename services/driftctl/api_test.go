@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
+	"github.com/mcpdrift/mcpdrift/services/internal/syncbuf"
 )
 
 const (
@@ -141,7 +141,7 @@ func TestAdminCommands(t *testing.T) {
 
 	// Follow verdicts while the server drifts.
 	tctx, stopTail := context.WithCancel(context.Background())
-	var tailOut, tailErr syncBuffer
+	var tailOut, tailErr syncbuf.Buffer
 	tailDone := make(chan error, 1)
 	go func() {
 		tailDone <- run(tctx, []string{"tail"}, func(k string) string { return env[k] }, strings.NewReader(""), &tailOut, &tailErr)
@@ -195,22 +195,4 @@ func TestAdminCommands(t *testing.T) {
 	if _, errOut, code = cli("status"); code != 2 || !strings.Contains(errOut, "api_unreachable") {
 		t.Fatalf("status with no service: %d %s", code, errOut)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for one writer and one reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

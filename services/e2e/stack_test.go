@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,12 +11,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/chtest"
+	"github.com/mcpdrift/mcpdrift/services/internal/syncbuf"
 )
 
 // stackCommands are the commands make build puts in bin/ for make run.
@@ -140,26 +139,10 @@ type runningStack struct {
 	cmd    *exec.Cmd
 	info   stackInfo
 	done   chan error
-	mu     sync.Mutex
-	stdout bytes.Buffer
+	stdout syncbuf.Buffer
 }
 
-func (s *runningStack) banner() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.stdout.String()
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (w lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
+func (s *runningStack) banner() string { return s.stdout.String() }
 
 // startStack runs scripts/run.sh in its own process group, as a terminal
 // would, and waits until the stack has written stack.json.
@@ -167,9 +150,9 @@ func startStack(t *testing.T, env []string, data string) *runningStack {
 	t.Helper()
 	s := &runningStack{cmd: exec.Command("../../scripts/run.sh"), done: make(chan error, 1)}
 	s.cmd.Env = env
-	s.cmd.Stdout = lockedWriter{&s.mu, &s.stdout}
-	var stderr bytes.Buffer
-	s.cmd.Stderr = lockedWriter{&s.mu, &stderr}
+	s.cmd.Stdout = &s.stdout
+	var stderr syncbuf.Buffer
+	s.cmd.Stderr = &stderr
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -183,8 +166,6 @@ func startStack(t *testing.T, env []string, data string) *runningStack {
 		}
 		select {
 		case err := <-s.done:
-			s.mu.Lock()
-			defer s.mu.Unlock()
 			t.Fatalf("the stack exited while starting: %v\n%s\nlogs:\n%s", err, stderr.String(), logTails(data))
 		case <-time.After(100 * time.Millisecond):
 		}

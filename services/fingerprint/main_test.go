@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,27 +20,10 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
 	"github.com/mcpdrift/mcpdrift/services/internal/ops"
 	"github.com/mcpdrift/mcpdrift/services/internal/ops/opstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/syncbuf"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
-
-// syncBuffer is a bytes.Buffer safe for the logger and the test at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestHelpDocumentsEveryOption(t *testing.T) {
 	var out bytes.Buffer
@@ -127,7 +109,7 @@ func TestRunFingerprintsUntilCancelled(t *testing.T) {
 	_, js := srv.Connect(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, nil, env(map[string]string{"MCPDRIFT_NATS_URL": srv.ClientURL(), "MCPDRIFT_LOG_LEVEL": "debug"}), &logs)
@@ -192,7 +174,7 @@ func TestOpsEndpoints(t *testing.T) {
 	_, js := srv.Connect(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"--ops-addr", "127.0.0.1:0"}, env(map[string]string{

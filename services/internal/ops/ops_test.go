@@ -1,7 +1,6 @@
 package ops
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -9,7 +8,6 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,25 +19,8 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
 	"github.com/mcpdrift/mcpdrift/services/internal/ops/opstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/syncbuf"
 )
-
-// syncBuffer is a bytes.Buffer safe for the logger and the test at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // serve runs the handler of s on a test server and returns its host:port.
 func serve(t *testing.T, s *Server) string {
@@ -155,7 +136,7 @@ func TestMetricsParse(t *testing.T) {
 }
 
 func TestRunServesUntilCancelled(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	s := New("test", zerolog.New(&logs))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -311,7 +292,7 @@ func TestStarting(t *testing.T) {
 }
 
 func TestRunWithTurnsNotReadyBeforeTheDrain(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	s := New("test", zerolog.New(&logs))
 	ctx, stop := context.WithCancel(context.Background())
 	draining, drained := make(chan struct{}), make(chan struct{})
@@ -360,7 +341,7 @@ func TestRunWithStopsTheWorkIfItCannotListen(t *testing.T) {
 }
 
 func TestRunWithoutAddressRunsOnlyTheWork(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	s := New("test", zerolog.New(&logs))
 	err := s.RunWith(context.Background(), "", func(context.Context) error { return errors.New("work result") })
 	if err == nil || err.Error() != "work result" {
