@@ -255,8 +255,12 @@ type CallObservation struct {
 	ArgumentsDigest  string `protobuf:"bytes,9,opt,name=arguments_digest,json=argumentsDigest,proto3" json:"arguments_digest,omitempty"`
 	Arguments        []byte `protobuf:"bytes,10,opt,name=arguments,proto3" json:"arguments,omitempty"`
 	ObservedAtUnixMs int64  `protobuf:"varint,11,opt,name=observed_at_unix_ms,json=observedAtUnixMs,proto3" json:"observed_at_unix_ms,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The code the call would have been refused with under the block posture
+	// (e.g. "server_changed", "tool_not_approved"); set only on calls
+	// forwarded under the alert posture.
+	AlertCode     string `protobuf:"bytes,12,opt,name=alert_code,json=alertCode,proto3" json:"alert_code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CallObservation) Reset() {
@@ -364,6 +368,13 @@ func (x *CallObservation) GetObservedAtUnixMs() int64 {
 		return x.ObservedAtUnixMs
 	}
 	return 0
+}
+
+func (x *CallObservation) GetAlertCode() string {
+	if x != nil {
+		return x.AlertCode
+	}
+	return ""
 }
 
 // ItemHash is the fingerprint of one advertised item.
@@ -987,7 +998,7 @@ const file_mcpdrift_v1_events_proto_rawDesc = "" +
 	"\x05proxy\x18\x04 \x01(\tR\x05proxy\x12\x18\n" +
 	"\avariant\x18\x05 \x01(\tR\avariant\x12-\n" +
 	"\x13observed_at_unix_ms\x18\x06 \x01(\x03R\x10observedAtUnixMs\x12\x18\n" +
-	"\acapture\x18\a \x01(\fR\acapture\"\xf4\x02\n" +
+	"\acapture\x18\a \x01(\fR\acapture\"\x93\x03\n" +
 	"\x0fCallObservation\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x16\n" +
@@ -1001,7 +1012,9 @@ const file_mcpdrift_v1_events_proto_rawDesc = "" +
 	"\x10arguments_digest\x18\t \x01(\tR\x0fargumentsDigest\x12\x1c\n" +
 	"\targuments\x18\n" +
 	" \x01(\fR\targuments\x12-\n" +
-	"\x13observed_at_unix_ms\x18\v \x01(\x03R\x10observedAtUnixMs\"F\n" +
+	"\x13observed_at_unix_ms\x18\v \x01(\x03R\x10observedAtUnixMs\x12\x1d\n" +
+	"\n" +
+	"alert_code\x18\f \x01(\tR\talertCode\"F\n" +
 	"\bItemHash\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +

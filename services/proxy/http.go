@@ -40,8 +40,7 @@ func serveHTTP(ctx context.Context, cfg Config, js jetstream.JetStream, log zero
 	gates := map[string]*fleet.Gate{}
 	var fronted []metrics.Upstream
 	for _, u := range cfg.Upstreams {
-		ulog := log.With().Str("server", u.ID).Logger()
-		gate, pub, err := startFleet(ctx, bg, &wg, js, cfg, u.ID, filepath.Join(cfg.OutboxDir, u.ID), ulog)
+		gate, pub, err := startFleet(ctx, bg, &wg, js, cfg, u.ID, filepath.Join(cfg.OutboxDir, u.ID), log)
 		if err != nil {
 			return 2, err
 		}

@@ -236,7 +236,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if err != nil {
 		return 2, err
 	}
-	log := zerolog.New(stderr).Level(cfg.LogLevel).With().Timestamp().Str("service", "proxy").Logger()
+	// base names no server: the gate and the publisher add tenant and
+	// server themselves, so each line names the server once.
+	base := zerolog.New(stderr).Level(cfg.LogLevel).With().Timestamp().Str("service", "proxy").Logger()
+	log := base
 	if cfg.ServerID != "" {
 		log = log.With().Str("server", cfg.ServerID).Logger()
 	}
@@ -262,7 +265,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	var code int
 	serve := func(ctx context.Context) error {
 		var err error
-		code, err = serveStdio(ctx, cfg, js, log, o, stdin, stdout, stderr)
+		code, err = serveStdio(ctx, cfg, js, base, o, stdin, stdout, stderr)
 		return err
 	}
 	if cfg.Listen != "" {
@@ -273,7 +276,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		defer stop()
 		serve = func(ctx context.Context) error {
 			var err error
-			code, err = serveHTTP(ctx, cfg, js, log, o, stderr)
+			code, err = serveHTTP(ctx, cfg, js, base, o, stderr)
 			return err
 		}
 	}
@@ -284,11 +287,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 }
 
 // serveStdio runs the stdio mode until the upstream server exits and
-// returns its exit code.
-func serveStdio(ctx context.Context, cfg Config, js jetstream.JetStream, log zerolog.Logger, o *ops.Server, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+// returns its exit code. base is the service's logger, naming no server.
+func serveStdio(ctx context.Context, cfg Config, js jetstream.JetStream, base zerolog.Logger, o *ops.Server, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	log := base.With().Str("server", cfg.ServerID).Logger()
 	bg, stopBG := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	gate, pub, err := startFleet(ctx, bg, &wg, js, cfg, cfg.ServerID, cfg.OutboxDir, log)
+	gate, pub, err := startFleet(ctx, bg, &wg, js, cfg, cfg.ServerID, cfg.OutboxDir, base)
 	if err != nil {
 		stopBG()
 		return 2, err
@@ -361,16 +365,18 @@ func redactURL(raw string) string {
 }
 
 // startFleet makes the gate and the publisher of one upstream server and runs
-// both on bg (counted in wg) until it ends.
-func startFleet(ctx, bg context.Context, wg *sync.WaitGroup, js jetstream.JetStream, cfg Config, server, outbox string, log zerolog.Logger) (*fleet.Gate, *fleet.Publisher, error) {
-	gate, err := fleet.NewGate(ctx, js, cfg.Tenant, server, log)
+// both on bg (counted in wg) until it ends. base must not name the server:
+// the gate and the publisher add tenant and server to their lines.
+func startFleet(ctx, bg context.Context, wg *sync.WaitGroup, js jetstream.JetStream, cfg Config, server, outbox string, base zerolog.Logger) (*fleet.Gate, *fleet.Publisher, error) {
+	gate, err := fleet.NewGate(ctx, js, cfg.Tenant, server, base)
 	if err != nil {
 		return nil, nil, err
 	}
-	pub, err := fleet.NewPublisher(fleet.Config{Tenant: cfg.Tenant, Server: server, Proxy: cfg.ProxyID, Dir: outbox}, fleet.Deps{JS: js, Log: log})
+	pub, err := fleet.NewPublisher(fleet.Config{Tenant: cfg.Tenant, Server: server, Proxy: cfg.ProxyID, Dir: outbox}, fleet.Deps{JS: js, Log: base})
 	if err != nil {
 		return nil, nil, err
 	}
+	log := base.With().Str("tenant", cfg.Tenant).Str("server", server).Logger()
 	for _, part := range []func(context.Context) error{gate.Run, pub.Run} {
 		wg.Add(1)
 		go func() {

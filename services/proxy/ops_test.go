@@ -48,6 +48,23 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// namesServerOnce fails the test when a log line names the server more
+// than once, and returns how many lines name it.
+func namesServerOnce(t *testing.T, logs string) int {
+	t.Helper()
+	n := 0
+	for line := range strings.Lines(logs) {
+		switch strings.Count(line, `"server":`) {
+		case 0:
+		case 1:
+			n++
+		default:
+			t.Errorf("a log line names the server more than once: %s", line)
+		}
+	}
+	return n
+}
+
 // approve does what the drift service does on first sight: it stores the
 // observed surface as the baseline manifest and writes a verified status
 // record for the observation's variant.
@@ -180,6 +197,7 @@ func TestOpsHTTP(t *testing.T) {
 		{refused, []string{"code", "server_unknown"}, 1},
 		{refused, []string{"code", "tool_not_approved"}, 1},
 		{refused, []string{"code", "server_changed"}, 0},
+		{"mcpdrift_proxy_alerted_calls_total", []string{"code", "server_changed"}, 0}, // the block posture
 		{"mcpdrift_proxy_listings_total", nil, 3},
 		{"mcpdrift_proxy_withheld_items_total", []string{"kind", "tool"}, 1},         // the first sight's listing
 		{"mcpdrift_proxy_withheld_items_total", []string{"kind", "instructions"}, 2}, // the first sight's server/discover and initialize results (the SDK client sends both)
@@ -196,6 +214,9 @@ func TestOpsHTTP(t *testing.T) {
 	}
 	if diff := opstest.Diff(opstest.DocNames(t, "../../docs/metrics.md", "proxy", "every service"), fams.Names("mcpdrift_")); diff != "" {
 		t.Errorf("docs/metrics.md and the proxy's metrics differ:\n%s", diff)
+	}
+	if namesServerOnce(t, logs.String()) == 0 {
+		t.Errorf("no log line names the server:\n%s", logs.String())
 	}
 
 	// The upstream goes away: not ready, and says why.
@@ -218,6 +239,10 @@ func TestOpsStdio(t *testing.T) {
 	}
 	stdin, toProxy := io.Pipe()
 	fromProxy, stdout := io.Pipe()
+	// A record of another listing variant: the gate loads and logs it.
+	if _, err := b.Handles.Status.Put(context.Background(), bus.StatusKey("default", "files", "other"), []byte(`{"status":"pending","policy":{"on_drift":"block"}}`)); err != nil {
+		t.Fatal(err)
+	}
 	var logs syncBuffer
 	t.Setenv(mcptest.Env, "1") // the child serves
 	done := make(chan int, 1)
@@ -275,5 +300,9 @@ func TestOpsStdio(t *testing.T) {
 	go func() { _, _ = io.Copy(io.Discard, fromProxy) }()
 	if code := <-done; code != 0 {
 		t.Fatalf("exit code %d", code)
+	}
+	// The gate logged the record it loaded, naming the server once.
+	if !strings.Contains(logs.String(), `"message":"status record"`) || namesServerOnce(t, logs.String()) < 2 {
+		t.Errorf("no gate line naming the server:\n%s", logs.String())
 	}
 }

@@ -86,6 +86,7 @@ type Gate struct {
 type record struct {
 	status       string
 	serve        bool
+	alert        bool // the record's policy is on_drift alert
 	baselineHash string
 	revision     uint64
 }
@@ -112,7 +113,8 @@ type manifest struct {
 	abandoned bool // the reader gave up (its context ended): read again
 }
 
-// NewGate returns the gate of one server. It does no I/O, so that a proxy
+// NewGate returns the gate of one server. log must not name the tenant or
+// the server: the gate adds both to its lines. It does no I/O, so that a proxy
 // starts while NATS is unreachable (and then fails closed until it knows
 // better); ctx is accepted for symmetry with the other constructors and is
 // not retained.
@@ -164,7 +166,7 @@ func (g *Gate) View(ctx context.Context, variant string, awaiting bool, wait tim
 	if !ok {
 		return session.View{}, false
 	}
-	v := session.View{Status: rec.status, Serve: rec.serve, BaselineHash: rec.baselineHash}
+	v := session.View{Status: rec.status, Serve: rec.serve, Alert: rec.alert, BaselineHash: rec.baselineHash}
 	if rec.baselineHash == "" {
 		v.Serve = false // nothing approved to compare items with
 		return v, true
@@ -490,12 +492,13 @@ func (g *Gate) apply(e jetstream.KeyValueEntry) string {
 	} else {
 		rec.status = sr.Status
 		rec.baselineHash = sr.BaselineHash
-		rec.serve = sr.Status == StatusVerified || (sr.Status == StatusChanged && sr.Policy.OnDrift == onDriftAlert)
+		rec.alert = sr.Policy.OnDrift == onDriftAlert
+		rec.serve = sr.Status == StatusVerified || (sr.Status == StatusChanged && rec.alert)
 	}
 	g.records[variant] = rec
 	g.changedLocked()
-	if !had || old.status != rec.status || old.serve != rec.serve || old.baselineHash != rec.baselineHash {
-		g.log.Info().Str("variant", variant).Str("status", rec.status).Bool("serve", rec.serve).
+	if !had || old.status != rec.status || old.serve != rec.serve || old.alert != rec.alert || old.baselineHash != rec.baselineHash {
+		g.log.Info().Str("variant", variant).Str("status", rec.status).Bool("serve", rec.serve).Bool("alert", rec.alert).
 			Str("baseline_hash", rec.baselineHash).Uint64("revision", rec.revision).Msg("status record")
 	}
 	if rec.baselineHash != "" && g.manifests[rec.baselineHash] == nil {

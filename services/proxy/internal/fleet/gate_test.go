@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -68,6 +69,7 @@ func TestGateView(t *testing.T) {
 		wantItems  bool
 	}{
 		{"verified_serves_baseline_items", statusJSON("verified", "block", sf.Hash.String()), "verified", true, true},
+		{"verified_alert_serves", statusJSON("verified", "alert", sf.Hash.String()), "verified", true, true},
 		{"changed_alert_serves", statusJSON("changed", "alert", sf.Hash.String()), "changed", true, true},
 		{"changed_block_withholds", statusJSON("changed", "block", sf.Hash.String()), "changed", false, true},
 		{"quarantined_withholds", statusJSON("quarantined", "alert", sf.Hash.String()), "quarantined", false, true},
@@ -90,6 +92,9 @@ func TestGateView(t *testing.T) {
 			}
 			if v.Status != tt.wantStatus || v.Serve != tt.wantServe {
 				t.Errorf("View = status %q serve %v, want %q %v", v.Status, v.Serve, tt.wantStatus, tt.wantServe)
+			}
+			if wantAlert := bytes.Contains(tt.value, []byte(`"alert"`)); v.Alert != wantAlert {
+				t.Errorf("View alert %v, want %v", v.Alert, wantAlert)
 			}
 			if got := v.Items != nil; got != tt.wantItems {
 				t.Fatalf("View items present %v, want %v", got, tt.wantItems)

@@ -133,7 +133,9 @@ func (c Config) Validate() error {
 
 // Deps are what the publisher uses and does not own.
 type Deps struct {
-	JS  jetstream.JetStream
+	JS jetstream.JetStream
+	// Log must not name the tenant, server or proxy: the publisher adds
+	// them to its lines.
 	Log zerolog.Logger
 	Now func() time.Time // time.Now when nil
 }
@@ -177,6 +179,8 @@ type Publisher struct {
 	unwarnedCalls  uint64
 	unwarnedLists  uint64
 	lastSpoolError time.Time
+
+	alerted sync.Map // alert codes already logged (once each per publisher, that is per server)
 }
 
 // NewPublisher checks the configuration, takes an outbox slot and indexes
@@ -242,11 +246,18 @@ func (p *Publisher) Call(c session.Call) {
 	case c.Error:
 		outcome = mcpdriftv1.CallOutcome_CALL_OUTCOME_ERROR
 	}
+	if c.AlertCode != "" {
+		if _, logged := p.alerted.LoadOrStore(c.AlertCode, true); !logged {
+			p.log.Warn().Str("code", c.AlertCode).Str("tool", c.Tool).
+				Msg("forwarding calls the block posture would refuse (on_drift alert); logged once per code")
+		}
+	}
 	id := p.nextID()
 	data, err := proto.Marshal(&mcpdriftv1.CallObservation{
 		EventId: id, Tenant: p.cfg.Tenant, Server: p.cfg.Server, Proxy: p.cfg.Proxy,
 		Tool: c.Tool, Outcome: outcome, RefusalCode: c.RefusalCode, LatencyUs: c.Latency.Microseconds(),
 		ArgumentsDigest: c.ArgsDigest, Arguments: c.Arguments, ObservedAtUnixMs: p.now().UnixMilli(),
+		AlertCode: c.AlertCode,
 	})
 	if err != nil {
 		p.log.Error().Err(err).Str("event_id", id).Msg("encoding call observation")

@@ -124,14 +124,15 @@ func TestPublisherPublishes(t *testing.T) {
 		{"full_arguments", session.Call{Tool: "read", ArgsDigest: "sha256:bb", Arguments: []byte(`{"path":"/tmp/x"}`)}, mcpdriftv1.CallOutcome_CALL_OUTCOME_FORWARDED},
 		{"refused", session.Call{Tool: "write", Refused: true, RefusalCode: "server_changed"}, mcpdriftv1.CallOutcome_CALL_OUTCOME_REFUSED},
 		{"server_error", session.Call{Tool: "read", Error: true}, mcpdriftv1.CallOutcome_CALL_OUTCOME_ERROR},
+		{"alerted", session.Call{Tool: "read", AlertCode: "server_changed"}, mcpdriftv1.CallOutcome_CALL_OUTCOME_FORWARDED},
 	}
 	for _, c := range calls {
 		p.Call(c.call)
 	}
-	eventually(t, 10*time.Second, "observations not published", func() bool { return p.Stats().Published == 6 })
+	eventually(t, 10*time.Second, "observations not published", func() bool { return p.Stats().Published == 7 })
 	msgs := readStream(t, b.JS)
-	if len(msgs) != 6 {
-		t.Fatalf("stream holds %d messages, want 6", len(msgs))
+	if len(msgs) != 7 {
+		t.Fatalf("stream holds %d messages, want 7", len(msgs))
 	}
 
 	for i, want := range []string{"v1a2b", "default"} {
@@ -151,7 +152,7 @@ func TestPublisherPublishes(t *testing.T) {
 				t.Fatalf("subject %s, want the call subject", m.subject)
 			}
 			o := m.callObs
-			if o.Outcome != c.wantOutcome || o.Tool != c.call.Tool || o.RefusalCode != c.call.RefusalCode ||
+			if o.Outcome != c.wantOutcome || o.Tool != c.call.Tool || o.RefusalCode != c.call.RefusalCode || o.AlertCode != c.call.AlertCode ||
 				o.LatencyUs != c.call.Latency.Microseconds() || o.ArgumentsDigest != c.call.ArgsDigest || string(o.Arguments) != string(c.call.Arguments) ||
 				o.Tenant != tenant || o.Server != "mem" || o.Proxy != "px1" || o.ObservedAtUnixMs == 0 {
 				t.Errorf("call observation = %v", o)

@@ -1,6 +1,7 @@
 // Package metrics is the proxy's Prometheus metrics (docs/metrics.md,
 // "proxy"). What the sessions do is counted as it happens: calls by
-// outcome, refusals by code, whole surfaces observed and items withheld
+// outcome, refusals by code, calls forwarded under the alert posture by
+// code, whole surfaces observed and items withheld
 // (Observer and Meter). What the gates and publishers know is read when
 // Prometheus scrapes: servers withheld, the status watches, the outbox and
 // the events published, spooled and dropped. Labels are small fixed sets;
@@ -29,6 +30,10 @@ const (
 var RefusalCodes = []string{"server_changed", "server_pending", "server_quarantined", "server_unknown",
 	"tool_not_approved", "listing_invalid", "other"}
 
+// AlertCodes are the code label values of mcpdrift_proxy_alerted_calls_total:
+// the refusals the alert posture forwards despite; any other is "other".
+var AlertCodes = []string{"server_changed", "tool_not_approved", "other"}
+
 // Gate is what the metrics read of a server's gate (fleet.Gate).
 type Gate interface {
 	Watching() bool
@@ -51,6 +56,7 @@ type Upstream struct {
 type Metrics struct {
 	forwarded, refused, errored prometheus.Counter
 	refusals                    map[string]prometheus.Counter
+	alerts                      map[string]prometheus.Counter
 	listings                    prometheus.Counter
 	withheld                    [surface.KindInstructions + 1]prometheus.Counter
 }
@@ -66,6 +72,10 @@ func New(reg prometheus.Registerer, ups []Upstream) *Metrics {
 		Name: "mcpdrift_proxy_refused_calls_total",
 		Help: "tools/call requests the proxy refused, by the refusal's code.",
 	}, []string{"code"})
+	alerts := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mcpdrift_proxy_alerted_calls_total",
+		Help: "tools/call requests forwarded only because the server's drift policy is alert (on_drift: alert), by the code the block posture would have refused them with; also counted in mcpdrift_proxy_calls_total.",
+	}, []string{"code"})
 	withheld := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mcpdrift_proxy_withheld_items_total",
 		Help: "Items taken out of what clients got, by kind: listing items not approved, and unapproved initialize instructions.",
@@ -75,6 +85,7 @@ func New(reg prometheus.Registerer, ups []Upstream) *Metrics {
 		refused:   calls.WithLabelValues(OutcomeRefused),
 		errored:   calls.WithLabelValues(OutcomeError),
 		refusals:  map[string]prometheus.Counter{},
+		alerts:    map[string]prometheus.Counter{},
 		listings: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mcpdrift_proxy_listings_total",
 			Help: "Whole surfaces (every listing the server declares, all pages) the proxy observed and handed to its publisher.",
@@ -83,10 +94,13 @@ func New(reg prometheus.Registerer, ups []Upstream) *Metrics {
 	for _, code := range RefusalCodes {
 		m.refusals[code] = refusals.WithLabelValues(code)
 	}
+	for _, code := range AlertCodes {
+		m.alerts[code] = alerts.WithLabelValues(code)
+	}
 	for k := surface.KindTool; k <= surface.KindInstructions; k++ {
 		m.withheld[k] = withheld.WithLabelValues(k.String())
 	}
-	reg.MustRegister(calls, refusals, withheld, m.listings, &state{ups: ups})
+	reg.MustRegister(calls, refusals, alerts, withheld, m.listings, &state{ups: ups})
 	return m
 }
 
@@ -122,6 +136,13 @@ func (o observer) Call(c session.Call) {
 		o.m.errored.Inc()
 	default:
 		o.m.forwarded.Inc()
+	}
+	if c.AlertCode != "" && !c.Refused {
+		a, ok := o.m.alerts[c.AlertCode]
+		if !ok {
+			a = o.m.alerts["other"]
+		}
+		a.Inc()
 	}
 	o.next.Call(c)
 }

@@ -31,8 +31,14 @@ type ItemKey struct {
 
 // View is what the proxy knows of a server's approved surface.
 type View struct {
-	Status       string // verified, changed, pending, quarantined, unknown
-	Serve        bool
+	Status string // verified, changed, pending, quarantined, unknown
+	Serve  bool
+	// Alert says that the record's drift policy is alert (on_drift:
+	// alert): a served server is then served whole, its drift and the
+	// items outside its baseline included, and every call forwarded only
+	// because of it is reported (Call.AlertCode). It serves nothing that
+	// Serve does not.
+	Alert        bool
 	BaselineHash string
 	Items        map[ItemKey]surface.Digest // the baseline's items
 }
@@ -70,6 +76,10 @@ type Call struct {
 	Error       bool // forwarded, and the server answered with an error
 	Latency     time.Duration
 	ArgsDigest  string
+	// AlertCode is the code the call would have been refused with under
+	// the block posture (server_changed, tool_not_approved), set only on a
+	// call forwarded because the server's drift policy is alert.
+	AlertCode string
 	// Arguments are the call's arguments as the client wrote them, only
 	// when Config.FullArguments is set (nil otherwise, and when the call
 	// has none).
@@ -155,6 +165,7 @@ type pendingReq struct {
 	start  time.Time
 	digest string
 	args   []byte // with Config.FullArguments
+	alert  string // the refusal code a call was forwarded despite (alert posture)
 	gen    int    // the proxy's own listing a page request belongs to
 }
 
@@ -331,12 +342,13 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) []byte 
 		s.mu.Unlock()
 	case m.Method == "tools/call":
 		tool, digest, args := callOf(m.Params, s.cfg.FullArguments)
-		if code, text := s.decideCall(ctx, tool); code != "" {
+		code, text, alert := s.decideCall(ctx, tool)
+		if code != "" {
 			s.obs.Call(Call{Tool: tool, Refused: true, RefusalCode: code, ArgsDigest: digest, Arguments: args})
 			return jsonrpc.ToolError(m.ID, code, text)
 		}
 		s.mu.Lock()
-		s.pending[string(m.ID)] = pendingReq{method: m.Method, tool: tool, start: time.Now(), digest: digest, args: args}
+		s.pending[string(m.ID)] = pendingReq{method: m.Method, tool: tool, start: time.Now(), digest: digest, args: args, alert: alert}
 		s.mu.Unlock()
 	}
 	return nil
@@ -358,8 +370,10 @@ func (s *Session) startListing(k surface.Kind, by int) {
 	}
 }
 
-// decideCall returns a refusal code and text, or "" to forward.
-func (s *Session) decideCall(ctx context.Context, tool string) (string, string) {
+// decideCall returns a refusal code and text, or "" to forward; alert is
+// the code a call forwarded under the alert posture would have been
+// refused with under block ("" when the baseline approves it).
+func (s *Session) decideCall(ctx context.Context, tool string) (code, text, alert string) {
 	judge := s
 	if s.cfg.Follow != nil {
 		judge = s.cfg.Follow
@@ -371,24 +385,30 @@ func (s *Session) decideCall(ctx context.Context, tool string) (string, string) 
 	listErr := judge.listErr
 	judge.mu.Unlock()
 	if listErr != "" {
-		// Whatever the verdict: the server's surface is not a surface.
-		return "listing_invalid", fmt.Sprintf("mcpdrift withheld this call: the tools listing of server %q could not be assembled (%s), so none of its tools can be trusted. The server must be fixed; the proxy lists it again when it announces a change.", s.cfg.Server, listErr)
+		// Whatever the verdict and the posture: the server's surface is not a surface.
+		return "listing_invalid", fmt.Sprintf("mcpdrift withheld this call: the tools listing of server %q could not be assembled (%s), so none of its tools can be trusted. The server must be fixed; the proxy lists it again when it announces a change.", s.cfg.Server, listErr), ""
 	}
 	v, ok := s.view(ctx, variant, awaiting)
 	drifted := judge.driftedFrom(v, ok)
 	switch {
 	case !ok:
-		return "server_unknown", fmt.Sprintf("mcpdrift withheld this call: there is no verdict on server %q yet, so it is not trusted. Retry shortly (the proxy publishes what the server advertises once the session is initialized and lists it); if it persists an admin must check the drift service.", s.cfg.Server)
+		return "server_unknown", fmt.Sprintf("mcpdrift withheld this call: there is no verdict on server %q yet, so it is not trusted. Retry shortly (the proxy publishes what the server advertises once the session is initialized and lists it); if it persists an admin must check the drift service.", s.cfg.Server), ""
 	case !v.Serve:
-		return "server_" + v.Status, fmt.Sprintf("mcpdrift withheld this call: server %q is %s. An admin must review it and approve its manifest (driftctl show, then driftctl approve --hash) before its tools can be used.", s.cfg.Server, v.Status)
+		return "server_" + v.Status, fmt.Sprintf("mcpdrift withheld this call: server %q is %s. An admin must review it and approve its manifest (driftctl show, then driftctl approve --hash) before its tools can be used.", s.cfg.Server, v.Status), ""
 	case drifted:
-		return "server_changed", fmt.Sprintf("mcpdrift withheld this call: server %q now advertises a manifest that differs from the approved one. An admin must review and approve it before its tools can be used.", s.cfg.Server)
+		if v.Alert {
+			return "", "", "server_changed"
+		}
+		return "server_changed", fmt.Sprintf("mcpdrift withheld this call: server %q now advertises a manifest that differs from the approved one. An admin must review and approve it before its tools can be used.", s.cfg.Server), ""
 	}
 	approved, inBaseline := v.Items[ItemKey{surface.KindTool, tool}]
 	if !inBaseline || (seen && live != approved) {
-		return "tool_not_approved", fmt.Sprintf("mcpdrift withheld this call: tool %q of server %q is not in its approved manifest (new or changed). An admin must review and approve it first.", tool, s.cfg.Server)
+		if v.Alert {
+			return "", "", "tool_not_approved"
+		}
+		return "tool_not_approved", fmt.Sprintf("mcpdrift withheld this call: tool %q of server %q is not in its approved manifest (new or changed). An admin must review and approve it first.", tool, s.cfg.Server), ""
 	}
-	return "", ""
+	return "", "", ""
 }
 
 // currentVariant is the listing variant decisions are made in.
@@ -507,7 +527,7 @@ func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message) ([]byte
 	case p.kind != 0:
 		return s.listPage(ctx, p.kind, m)
 	case p.method == "tools/call":
-		s.obs.Call(Call{Tool: p.tool, Error: m.Error != nil || isToolError(m.Result), Latency: time.Since(p.start), ArgsDigest: p.digest, Arguments: p.args})
+		s.obs.Call(Call{Tool: p.tool, Error: m.Error != nil || isToolError(m.Result), Latency: time.Since(p.start), ArgsDigest: p.digest, AlertCode: p.alert, Arguments: p.args})
 	}
 	return raw, nil
 }
@@ -526,7 +546,18 @@ func (s *Session) listPage(ctx context.Context, k surface.Kind, m *jsonrpc.Messa
 	v, ok := s.view(ctx, variant, s.awaits(variant, s.cfg.SerialServer))
 	serve := ok && v.Serve
 	keep := map[string]bool{}
-	if err == nil && serve && !hasDuplicates(items) {
+	switch {
+	case err != nil || !serve || hasDuplicates(items):
+		// Nothing of the page is served.
+	case v.Alert:
+		// The alert posture serves the server whole, drift included,
+		// unless its listing cannot be assembled.
+		if s.assembles(k) {
+			for _, it := range items {
+				keep[it.Name] = true
+			}
+		}
+	default:
 		for _, it := range items {
 			if h, ok := v.Items[ItemKey{k, it.Name}]; ok && h == it.Hash {
 				keep[it.Name] = true
@@ -547,6 +578,26 @@ func (s *Session) listPage(ctx context.Context, k surface.Kind, m *jsonrpc.Messa
 		return jsonrpc.ErrorResponse(m.ID, -32603, "mcpdrift proxy: the server's "+k.ListKey()+" listing could not be read; it is withheld"), nil
 	}
 	return out, nil
+}
+
+// assembles reports that the client's listing of k in progress can still
+// be assembled and, for tools, that the last tools listing of the session
+// that judges this one's calls could be (else its calls are refused with
+// listing_invalid, and the alert posture serves none of its items).
+func (s *Session) assembles(k surface.Kind) bool {
+	s.mu.Lock()
+	ok := s.failure[client][k] == ""
+	s.mu.Unlock()
+	if !ok || k != surface.KindTool {
+		return ok
+	}
+	judge := s
+	if s.cfg.Follow != nil {
+		judge = s.cfg.Follow
+	}
+	judge.mu.Lock()
+	defer judge.mu.Unlock()
+	return judge.listErr == ""
 }
 
 // hasDuplicates reports a page naming an item twice: which of the two a
@@ -881,8 +932,8 @@ func (s *Session) pinInstructions(ctx context.Context, variant string, m *jsonrp
 		return m.Raw // no instructions
 	}
 	if err == nil {
-		if v, ok := s.view(ctx, variant, false); ok && v.Serve && v.Items[ItemKey{surface.KindInstructions, ""}] == items[0].Hash {
-			return m.Raw
+		if v, ok := s.view(ctx, variant, false); ok && v.Serve && (v.Alert || v.Items[ItemKey{surface.KindInstructions, ""}] == items[0].Hash) {
+			return m.Raw // approved, or served whole under the alert posture
 		}
 	}
 	if s.cfg.Meter != nil {
