@@ -264,6 +264,14 @@ func (s *Session) ClientSplit(ctx context.Context, raw []byte, msgs []*jsonrpc.M
 	return o
 }
 
+// SetOwnMeta replaces Config.OwnMeta (nil: the proxy's own requests carry
+// no _meta), for a session that falls back to an older protocol version.
+func (s *Session) SetOwnMeta(meta []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cfg.OwnMeta = meta
+}
+
 // WillList says that the session is about to list the server's whole
 // surface (ListAll, or the first listing of a stateless server): until it
 // has published it, decisions in its variant await the verdict on it.
@@ -866,13 +874,14 @@ func (s *Session) relist(k surface.Kind, cursor string) error {
 		s.startListing(k, own)
 	}
 	s.own[id] = pendingReq{method: method, kind: k, gen: s.ownGen[k]}
+	meta := s.cfg.OwnMeta
 	s.mu.Unlock()
 	b := []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":{`)
-	if s.cfg.OwnMeta != nil {
-		b = append(append(b, `"_meta":`...), s.cfg.OwnMeta...)
+	if meta != nil {
+		b = append(append(b, `"_meta":`...), meta...)
 	}
 	if cursor != "" {
-		if s.cfg.OwnMeta != nil {
+		if meta != nil {
 			b = append(b, ',')
 		}
 		b = canonjson.AppendString(append(b, `"cursor":`...), cursor)

@@ -512,7 +512,7 @@ func (f *front) own(sess *session.Session, h http.Header, body []byte) {
 		return
 	}
 	defer resp.Body.Close()
-	if err := f.feed(ctx, sess, resp, true); err != nil {
+	if err := f.feed(ctx, sess, resp, true, nil); err != nil {
 		f.log.Warn().Err(err).Msg("the proxy's own request failed")
 	}
 }
@@ -534,9 +534,20 @@ func (f *front) ownPost(ctx context.Context, target string, h http.Header, body 
 	if resp.StatusCode >= 300 {
 		ans, _ := readAll(resp.Body, 4096)
 		resp.Body.Close()
-		return nil, fmt.Errorf("the server refused it: HTTP %d: %.200s", resp.StatusCode, ans)
+		return nil, &refusedError{status: resp.StatusCode, body: ans}
 	}
 	return resp, nil
+}
+
+// refusedError is an answer other than 2xx to a request of the proxy's own,
+// with the start of its body.
+type refusedError struct {
+	status int
+	body   []byte
+}
+
+func (e *refusedError) Error() string {
+	return fmt.Sprintf("the server refused it: HTTP %d: %.200s", e.status, e.body)
 }
 
 // send makes a request upstream.

@@ -113,8 +113,11 @@ type addIn struct {
 }
 
 // newMCPServer is a real MCP server (the official Go SDK) with two tools.
-func newMCPServer() *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "1.0.0"}, nil)
+func newMCPServer() *mcp.Server { return newMCPServerOpts(nil) }
+
+// newMCPServerOpts is newMCPServer with server options.
+func newMCPServerOpts(opts *mcp.ServerOptions) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "1.0.0"}, opts)
 	addEcho(s, "Echo the text back.")
 	mcp.AddTool(s, &mcp.Tool{Name: "add", Description: "Add two integers."}, func(_ context.Context, _ *mcp.CallToolRequest, in addIn) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(in.A + in.B)}}}, nil, nil
