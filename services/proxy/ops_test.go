@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,29 +22,12 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
 	"github.com/mcpdrift/mcpdrift/services/internal/ops/opstest"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
+	"github.com/mcpdrift/mcpdrift/services/internal/syncbuf"
 )
 
 func TestMain(m *testing.M) {
 	mcptest.Main() // the upstream server of the stdio tests
 	os.Exit(m.Run())
-}
-
-// syncBuffer is the command's stderr, read while it runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // namesServerOnce fails the test when a log line names the server more
@@ -107,7 +89,7 @@ func TestOpsHTTP(t *testing.T) {
 	defer sub.Unsubscribe()
 
 	ctx, cancel := context.WithCancel(context.Background())
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
 		_, err := run(ctx, []string{"--listen", "127.0.0.1:0", "--upstream", "web=" + up.URL, "--ops-addr", "127.0.0.1:0",
@@ -243,7 +225,7 @@ func TestOpsStdio(t *testing.T) {
 	if _, err := b.Handles.Status.Put(context.Background(), bus.StatusKey("default", "files", "other"), []byte(`{"status":"pending","policy":{"on_drift":"block"}}`)); err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	t.Setenv(mcptest.Env, "1") // the child serves
 	done := make(chan int, 1)
 	go func() {

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 
+	"github.com/mcpdrift/mcpdrift/services/internal/syncbuf"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
 
@@ -32,7 +33,7 @@ func TestMonitorFallsBack(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var logs lockedBuffer
+			var logs syncbuf.Buffer
 			r := newCountingRig(t, newMCPServerOpts(&mcp.ServerOptions{SupportedProtocolVersions: tt.supported}),
 				mode{name: tt.name, opts: &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: tt.json}, version: "2026-07-28"},
 				zerolog.New(&logs))
@@ -62,24 +63,6 @@ func TestMonitorFallsBack(t *testing.T) {
 			}
 		})
 	}
-}
-
-// lockedBuffer is a log sink read while the proxy runs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // countingRig is a rig on Streamable HTTP whose upstream counts the
