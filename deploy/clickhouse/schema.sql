@@ -53,6 +53,7 @@ CREATE TABLE IF NOT EXISTS mcpdrift.call_observations ON CLUSTER '{cluster}' (
     tool LowCardinality(String),
     outcome LowCardinality(String),
     refusal_code LowCardinality(String),
+    alert_code LowCardinality(String),
     latency_us Int64,
     arguments_digest String,
     arguments String CODEC(ZSTD(3)),

@@ -196,6 +196,11 @@ var Migrations = []Migration{
 				`FROM ` + db + `.verdicts GROUP BY hour, tenant, server, status, reason_code`,
 		}
 	}},
+	{Version: 2, Name: "alert_code of calls forwarded under the alert posture", Statements: func(d ddl) []string {
+		return []string{
+			`ALTER TABLE ` + d.db + `.call_observations ADD COLUMN alert_code ` + d.str(true) + ` AFTER refusal_code`,
+		}
+	}},
 }
 
 // Result says what Migrate did.
@@ -304,7 +309,10 @@ func appliedVersions(ctx context.Context, conn driver.Conn, db string) (map[uint
 func exec(ctx context.Context, conn driver.Conn, q string) error {
 	err := conn.Exec(ctx, q)
 	var ex *clickhouse.Exception
-	if errors.As(err, &ex) && (ex.Code == 57 || ex.Code == 82) { // TABLE_ALREADY_EXISTS, DATABASE_ALREADY_EXISTS
+	// TABLE_ALREADY_EXISTS, DATABASE_ALREADY_EXISTS, and a column that
+	// exists (ILLEGAL_COLUMN: ADD COLUMN has no IF NOT EXISTS before 19.x):
+	// a concurrent migrator, or tables created from deploy/clickhouse.
+	if errors.As(err, &ex) && (ex.Code == 57 || ex.Code == 82 || ex.Code == 44) {
 		return nil
 	}
 	if err != nil {

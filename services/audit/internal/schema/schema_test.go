@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -81,6 +82,43 @@ func TestMigrateTwiceIsNoOp(t *testing.T) {
 	}
 	if n := migrationRows(t, conn, db); n != uint64(len(Migrations)) {
 		t.Errorf("schema_migrations has %d versions, want %d", n, len(Migrations))
+	}
+}
+
+// TestMigrateFromVersion1: a database made by the first release (version 1
+// only) gets alert_code, and keeps its rows.
+func TestMigrateFromVersion1(t *testing.T) {
+	srv := chtest.Shared(t)
+	db := srv.Database(t)
+	conn := srv.Conn(t)
+	ctx := context.Background()
+	all := Migrations
+	Migrations = all[:1]
+	_, err := Migrate(ctx, conn, Options{Database: db})
+	Migrations = all
+	if err != nil {
+		t.Fatalf("migrating to version 1: %v", err)
+	}
+	batch, err := conn.PrepareBatch(ctx, "INSERT INTO "+db+".call_observations (event_id, at, at_ms, tenant, server, tool, outcome)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := batch.Append("old", time.Now(), int64(1), "acme", "fs", "read", "forwarded"); err != nil {
+		t.Fatal(err)
+	}
+	if err := batch.Send(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Migrate(ctx, conn, Options{Database: db})
+	if err != nil {
+		t.Fatalf("migrating to the latest version: %v", err)
+	}
+	if !slices.Equal(res.Applied, []uint32{2}) {
+		t.Errorf("applied %v, want [2]", res.Applied)
+	}
+	var code string
+	if err := conn.QueryRow(ctx, "SELECT alert_code FROM "+db+".call_observations WHERE event_id = 'old'").Scan(&code); err != nil || code != "" {
+		t.Errorf("the old row's alert_code: %q, %v; want empty", code, err)
 	}
 }
 

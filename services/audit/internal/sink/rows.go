@@ -131,22 +131,22 @@ func (r *listRows) reset() {
 
 type callRows struct {
 	common
-	tenant, server, proxy, tool, outcome, refusal, digest, args []string
-	latency                                                     []int64
+	tenant, server, proxy, tool, outcome, refusal, alert, digest, args []string
+	latency                                                            []int64
 }
 
 func (r *callRows) name() string { return "call_observations" }
 func (r *callRows) columns() string {
-	return commonColumns + ", tenant, server, proxy, tool, outcome, refusal_code, latency_us, arguments_digest, arguments"
+	return commonColumns + ", tenant, server, proxy, tool, outcome, refusal_code, alert_code, latency_us, arguments_digest, arguments"
 }
 func (r *callRows) len() int { return len(r.eventID) }
 func (r *callRows) appendTo(b driver.Batch) error {
-	return appendColumns(b, r.eventID, r.at, r.atMs, r.seq, r.tenant, r.server, r.proxy, r.tool, r.outcome, r.refusal, r.latency, r.digest, r.args)
+	return appendColumns(b, r.eventID, r.at, r.atMs, r.seq, r.tenant, r.server, r.proxy, r.tool, r.outcome, r.refusal, r.alert, r.latency, r.digest, r.args)
 }
 func (r *callRows) reset() {
 	r.resetCommon()
 	r.tenant, r.server, r.proxy, r.tool, r.outcome = r.tenant[:0], r.server[:0], r.proxy[:0], r.tool[:0], r.outcome[:0]
-	r.refusal, r.digest, r.args, r.latency = r.refusal[:0], r.digest[:0], r.args[:0], r.latency[:0]
+	r.refusal, r.alert, r.digest, r.args, r.latency = r.refusal[:0], r.alert[:0], r.digest[:0], r.args[:0], r.latency[:0]
 }
 
 type verdictRows struct {
@@ -286,6 +286,7 @@ func (s *Service) decode(env envelope, data []byte, b *batch) *poison {
 		r.tenant, r.server, r.proxy = append(r.tenant, tok[2]), append(r.server, tok[3]), append(r.proxy, ev.Proxy)
 		r.tool, r.outcome = append(r.tool, ev.Tool), append(r.outcome, outcomeName(ev.Outcome))
 		r.refusal, r.latency = append(r.refusal, ev.RefusalCode), append(r.latency, ev.LatencyUs)
+		r.alert = append(r.alert, ev.AlertCode)
 		r.digest = append(r.digest, ev.ArgumentsDigest)
 		args := ""
 		if s.cfg.Arguments == ArgumentsFull && len(ev.Arguments) > 0 {

@@ -181,6 +181,10 @@ func TestWritesEveryKind(t *testing.T) {
 		Variant: "default", ObservedAtUnixMs: 1_760_000_000_000, Capture: []byte(`{"tools":{"pages":[]}}`)})
 	e.publish(bus.ListObservationSubject("acme", "fs"), list, "l1")
 	e.publishCalls(0, 1, "")
+	alerted, _ := proto.Marshal(&mcpdriftv1.CallObservation{EventId: "alerted-1", Tenant: "acme", Server: "fs", Proxy: "p1",
+		Tool: "read", Outcome: mcpdriftv1.CallOutcome_CALL_OUTCOME_FORWARDED, AlertCode: "server_changed",
+		ObservedAtUnixMs: 1_760_000_000_500})
+	e.publish(bus.CallObservationSubject("acme", "fs"), alerted, "alerted-1")
 	v, _ := bus.MarshalJSON(&mcpdriftv1.Verdict{EventId: "v1", Tenant: "acme", Server: "fs", Variant: "default",
 		Status: mcpdriftv1.Status_STATUS_CHANGED, PreviousStatus: mcpdriftv1.Status_STATUS_VERIFIED, Serve: false,
 		Posture: "discovery", OnDrift: "block", BaselineVersion: 1, Severity: "critical", ReasonCode: "drift",
@@ -202,6 +206,7 @@ func TestWritesEveryKind(t *testing.T) {
 	}{
 		{"list", "SELECT count() FROM DB.list_observations FINAL WHERE event_id = 'l1' AND tenant = 'acme' AND server = 'fs' AND capture_bytes = 22 AND capture_sha256 LIKE 'sha256:%' AND at_ms = 1760000000000", 1},
 		{"call", "SELECT count() FROM DB.call_observations FINAL WHERE event_id = 'p1-0' AND outcome = 'refused' AND refusal_code = 'server_changed' AND arguments = '' AND arguments_digest != ''", 1},
+		{"alerted_call", "SELECT count() FROM DB.call_observations FINAL WHERE event_id = 'alerted-1' AND outcome = 'forwarded' AND refusal_code = '' AND alert_code = 'server_changed'", 1},
 		{"verdict", "SELECT count() FROM DB.verdicts FINAL WHERE event_id = 'v1' AND status = 'changed' AND previous_status = 'verified' AND serve = 0 AND severity = 'critical'", 1},
 		{"approve", "SELECT count() FROM DB.admin_actions FINAL WHERE event_id = 'a1' AND action = 'approve' AND actor = 'alice' AND ok = 1", 1},
 		{"serverless_admin", "SELECT count() FROM DB.admin_actions FINAL WHERE event_id = 'a2' AND tenant = '' AND server = ''", 1},
@@ -215,8 +220,8 @@ func TestWritesEveryKind(t *testing.T) {
 			}
 		})
 	}
-	if st := e.svc.Stats(); st.Written != 6 || st.Poison != 0 {
-		t.Errorf("stats %+v: want 6 written, no poison", st)
+	if st := e.svc.Stats(); st.Written != 7 || st.Poison != 0 {
+		t.Errorf("stats %+v: want 7 written, no poison", st)
 	}
 }
 
