@@ -1,11 +1,12 @@
 // Command driftctl is the mcpdrift operator CLI: it fingerprints and diffs
 // MCP server surfaces, captures what a server advertises, and drives the
 // drift service's admin API (status, show, diff --live, history, approve,
-// quarantine, tail).
+// quarantine, tail), queries the audit tables, and sets up the bus
+// (bus-setup).
 //
 // Exit status: 0 success (for diff of two files: nothing changed), 1 diff of
-// two files found a change, 2 error; errors print "driftctl: <code>:
-// <sentence>" on stderr. diff --live prints the report and exits 0.
+// two files found a change or bus-setup --check found an object missing, 2
+// error; errors print "driftctl: <code>: <sentence>" on stderr. diff --live prints the report and exits 0.
 package main
 
 import (
@@ -37,6 +38,7 @@ Usage:
   driftctl quarantine [--reason TEXT] TENANT SERVER [VARIANT]
   driftctl tail
   driftctl audit drifts|approval-time|refused|approvals|closed [--since DURATION] [--json]
+  driftctl bus-setup [--nats-url URL] [--nats-creds FILE] [--replicas N] [--check]
 
 Commands on files:
   fingerprint  print the sha256 fingerprint of a server surface
@@ -58,12 +60,18 @@ MCPDRIFT_CLICKHOUSE_ADDR; "driftctl audit --help" lists the queries):
   audit        servers by drift count, time from drift to approval, refused
                calls by server and tool, approvals by person, servers closed
 
+Commands against NATS (--nats-url or MCPDRIFT_NATS_URL, --nats-creds or
+MCPDRIFT_NATS_CREDS):
+  bus-setup    create or update the streams and buckets (the administrator,
+               once per deployment) and exit; --check only checks them
+
 Input is a tools/list (or prompts/list, resources/list, templates/list)
 result, a JSON-RPC response carrying one, an initialize result, or a capture:
   {"initialize": R, "tools": {"pages": [R, ...]}, "prompts": {...},
    "resources": {...}, "resourceTemplates": {...}}
 
-Exit status: 0 ok (diff: no change), 1 diff found a change, 2 error.
+Exit status: 0 ok (diff: no change), 1 diff found a change (bus-setup --check:
+something is missing), 2 error.
 Run "driftctl COMMAND --help" for a command's flags.
 `
 
@@ -106,6 +114,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return runCapture(ctx, args[1:], stdout, stderr)
 	case "audit":
 		return runAudit(ctx, args[1:], getenv, stdout, stderr)
+	case "bus-setup":
+		return runBusSetup(ctx, args[1:], getenv, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -73,7 +73,7 @@ var deployCommands = []deployCommand{
 	{name: "audit", helpArgs: [][]string{{"--help"}}},
 	{name: "driftctl", helpArgs: [][]string{{"--help"}, {"fingerprint", "--help"}, {"diff", "--help"}, {"capture", "--help"},
 		{"status", "--help"}, {"show", "--help"}, {"history", "--help"}, {"approve", "--help"}, {"quarantine", "--help"},
-		{"tail", "--help"}, {"audit", "--help"}}},
+		{"tail", "--help"}, {"audit", "--help"}, {"bus-setup", "--help"}}},
 	{name: "probe", helpArgs: [][]string{{"--help"}}},
 	{name: "stack", helpArgs: [][]string{{"--help"}, {"demo", "--help"}}, local: true},
 	{name: "demoserver", helpArgs: [][]string{{"--help"}}, local: true},
