@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"reflect"
 	"strconv"
@@ -178,6 +179,8 @@ func connectNATS(ctx context.Context, url, creds string, denied *permissionLog) 
 			return r.nc, nil
 		case errors.Is(r.err, nats.ErrAuthorization), errors.Is(r.err, nats.ErrAuthExpired), errors.Is(r.err, nats.ErrAuthRevoked):
 			return nil, fmt.Errorf("permission_denied: NATS at %s refused the credentials: %v", redactURL(url), r.err)
+		case ctx.Err() != nil || isTimeout(r.err):
+			return nil, noAnswer(url, r.err)
 		default:
 			return nil, fmt.Errorf("nats_unreachable: connecting to %s: %v", redactURL(url), r.err)
 		}
@@ -187,8 +190,17 @@ func connectNATS(ctx context.Context, url, creds string, denied *permissionLog) 
 				r.nc.Close()
 			}
 		}()
-		return nil, fmt.Errorf("nats_unreachable: no NATS server at %s answered in time (--timeout): %v", redactURL(url), context.Cause(ctx))
+		return nil, noAnswer(url, context.Cause(ctx))
 	}
+}
+
+func noAnswer(url string, err error) error {
+	return fmt.Errorf("nats_unreachable: no NATS server at %s answered in time (--timeout): %v", redactURL(url), err)
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 // redactURL hides passwords in a list of NATS URLs.
