@@ -83,9 +83,9 @@ var deployCommands = []deployCommand{
 var opsPorts = map[string]string{"fingerprint": "8471", "drift": "8472", "audit": "8473", "proxy": "8474"}
 
 // foreignFlags are flags of other tools that deploy/ names: Dockerfile
-// instructions, helm, docker compose, systemctl, clickhouse client.
+// instructions, helm, kubectl, docker compose, systemctl, clickhouse client.
 var foreignFlags = []string{"platform", "mount", "from", "chown", "install", "set-file", "rm", "scale", "profile", "now",
-	"host", "user", "password", "multiquery"}
+	"host", "user", "password", "multiquery", "ignore-not-found", "for"}
 
 // placeholder stands for every secret in deploy/.
 const placeholder = "CHANGE_ME"
@@ -405,8 +405,8 @@ type workloadContainer struct {
 
 // TestKubernetesWorkloads: every container of the mcpdrift image runs a
 // command of the table with flags and variables its --help lists, has
-// probes on /healthz and /readyz at the ops port its environment sets, and
-// runs as non-root with a read-only root filesystem and resource requests.
+// probes on /healthz and /readyz at the ops port its environment sets (a
+// Job, which runs to completion, has neither), and runs as non-root with a read-only root filesystem and resource requests.
 func TestKubernetesWorkloads(t *testing.T) {
 	hs := commandHelps(t)
 	var found int
@@ -439,6 +439,12 @@ func TestKubernetesWorkloads(t *testing.T) {
 					env[em["name"].(string)] = v
 				}
 				checkCommandUse(t, c.where, cmdline[0], h, cmdline[1:], env)
+				if c.kind == "Job" { // runs to completion: no ops port, no probes
+					if c.podSpec["restartPolicy"] != "Never" && c.podSpec["restartPolicy"] != "OnFailure" {
+						t.Errorf("%s: a Job's restartPolicy must be Never or OnFailure", c.where)
+					}
+					return
+				}
 				ops := opsAddr(cmdline[1:], env)
 				if ops == "" {
 					t.Fatalf("%s: %s sets no ops address (MCPDRIFT_OPS_ADDR or --ops-addr)", c.where, cmdline[0])
@@ -486,7 +492,7 @@ func k8sContainers(t *testing.T, f string) []workloadContainer {
 		spec, _ := d["spec"].(map[string]any)
 		var pod map[string]any
 		switch kind {
-		case "Deployment", "DaemonSet", "StatefulSet":
+		case "Deployment", "DaemonSet", "StatefulSet", "Job":
 			tpl, _ := spec["template"].(map[string]any)
 			pod, _ = tpl["spec"].(map[string]any)
 		case "Pod":
