@@ -262,3 +262,17 @@ func Publish(ctx context.Context, js jetstream.JetStream, subject string, data [
 	}
 	return ack, nil
 }
+
+// StopConsuming begins the end of a consumer at shutdown: it drains (stops
+// fetching and lets the buffered messages be handled) while the connection
+// is up, and stops at once when it is not. A drain needs the server to
+// answer; without a connection it waits out the client library's own drain
+// timeout, and a later Stop cannot cut it short. Wait for cc.Closed()
+// afterwards either way.
+func StopConsuming(js jetstream.JetStream, cc jetstream.ConsumeContext) {
+	if nc := js.Conn(); nc != nil && nc.IsConnected() {
+		cc.Drain()
+		return
+	}
+	cc.Stop()
+}

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -99,7 +100,11 @@ func (c *lagCollector) refresh() {
 			cons, err := e.js.Consumer(ctx, e.stream, e.consumer)
 			if err != nil {
 				e.ok = false
-				e.errors++
+				// Not created yet (a service registers its lag before it
+				// starts consuming): no lag to report, and nothing failed.
+				if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+					e.errors++
+				}
 				return
 			}
 			info := cons.CachedInfo()

@@ -209,8 +209,9 @@ func TestConsumerLag(t *testing.T) {
 	}
 	s := New("test", zerolog.Nop())
 	s.AddConsumerLag(b.JS, bus.StreamObservations, "lagtest")
-	s.AddConsumerLag(b.JS, bus.StreamObservations, "missing")
-	s.lag.maxAge = time.Hour // every scrape below within the hour reuses the first answer...
+	s.AddConsumerLag(b.JS, "NO_SUCH_STREAM", "missing")     // its info request fails
+	s.AddConsumerLag(b.JS, bus.StreamObservations, "later") // not created yet: no lag, and no error
+	s.lag.maxAge = time.Hour                                // every scrape below within the hour reuses the first answer...
 	addr := serve(t, s)
 
 	want := func(fams opstest.Families, pending, ackPending float64) {
@@ -254,6 +255,12 @@ func TestConsumerLag(t *testing.T) {
 	}
 	if v, _ := fams.Value("mcpdrift_consumer_info_errors_total", "consumer", "lagtest"); v != 0 {
 		t.Errorf("info errors of lagtest = %v, want 0", v)
+	}
+	if _, ok := fams.Value("mcpdrift_consumer_pending", "consumer", "later"); ok {
+		t.Error("a consumer not created yet has a pending sample")
+	}
+	if v, _ := fams.Value("mcpdrift_consumer_info_errors_total", "consumer", "later"); v != 0 {
+		t.Errorf("info errors of a consumer not created yet = %v, want 0", v)
 	}
 }
 

@@ -328,7 +328,7 @@ func (s *Service) Run(ctx context.Context) error {
 	deadline := time.NewTimer(s.cfg.DrainTimeout)
 	defer deadline.Stop()
 	for _, cc := range ccs {
-		cc.Drain()
+		bus.StopConsuming(s.js, cc)
 	}
 	drained := make(chan struct{})
 	go func() {

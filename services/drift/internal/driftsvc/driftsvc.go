@@ -169,7 +169,7 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("consuming %s: %w", bus.StreamFingerprints, err)
 	}
 	<-ctx.Done()
-	cc.Drain()
+	bus.StopConsuming(s.js, cc)
 	select {
 	case <-cc.Closed():
 	case <-time.After(s.cfg.DrainTimeout):

@@ -344,7 +344,7 @@ func (s *Service) Run(ctx context.Context) error {
 
 	deadline := time.NewTimer(s.cfg.DrainTimeout)
 	defer deadline.Stop()
-	cc.Drain()
+	bus.StopConsuming(s.js, cc)
 	select {
 	case <-cc.Closed():
 	case <-deadline.C:

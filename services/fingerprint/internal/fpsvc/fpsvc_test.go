@@ -794,3 +794,26 @@ func TestMemo(t *testing.T) {
 		}
 	})
 }
+
+// TestStopWithoutNATS: a service stopped while NATS is unreachable stops
+// within its drain timeout. A drain needs the server to answer, so it used
+// to wait out the client library's own drain timeout.
+func TestStopWithoutNATS(t *testing.T) {
+	b := natstest.StartBus(t)
+	e := &env{nc: b.NC, js: b.JS, h: b.Handles}
+	cfg := testConfig
+	cfg.DrainTimeout = time.Second
+	_, stop := e.start(t, cfg, Deps{})
+	waitFor(t, "the consumer exists", func() bool {
+		_, err := e.js.Consumer(context.Background(), bus.StreamObservations, DefaultConfig.Durable)
+		return err == nil
+	})
+	b.Server.Stop()
+	waitFor(t, "the client sees NATS gone", func() bool { return !e.nc.IsConnected() })
+	began := time.Now()
+	err := stop()
+	if d := time.Since(began); d > 3*cfg.DrainTimeout {
+		t.Errorf("stopping without NATS took %v; the drain timeout is %v", d, cfg.DrainTimeout)
+	}
+	t.Logf("Run returned %v", err)
+}
