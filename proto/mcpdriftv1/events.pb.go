@@ -250,8 +250,9 @@ type CallObservation struct {
 	// The stable code of a refusal, e.g. "server_changed".
 	RefusalCode string `protobuf:"bytes,7,opt,name=refusal_code,json=refusalCode,proto3" json:"refusal_code,omitempty"`
 	LatencyUs   int64  `protobuf:"varint,8,opt,name=latency_us,json=latencyUs,proto3" json:"latency_us,omitempty"`
-	// "sha256:<hex>" of the canonical arguments; arguments themselves only
-	// when the proxy is configured to capture them.
+	// "sha256:<hex>" of the arguments' bytes as the client wrote them (the
+	// JSON value of params.arguments, "null" when absent); the arguments
+	// themselves only when the proxy is configured to capture them.
 	ArgumentsDigest  string `protobuf:"bytes,9,opt,name=arguments_digest,json=argumentsDigest,proto3" json:"arguments_digest,omitempty"`
 	Arguments        []byte `protobuf:"bytes,10,opt,name=arguments,proto3" json:"arguments,omitempty"`
 	ObservedAtUnixMs int64  `protobuf:"varint,11,opt,name=observed_at_unix_ms,json=observedAtUnixMs,proto3" json:"observed_at_unix_ms,omitempty"`
