@@ -159,6 +159,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	return o.RunWith(ctx, s.opsAddr, func(ctx context.Context) error { return serve(ctx, s, log, o) })
 }
 
+// natsInboxPrefix is where the sink's replies arrive (JetStream API answers,
+// pulled messages, ack confirmations): the audit role may subscribe there
+// and nowhere else under an inbox (deploy/nats/auth.conf).
+const natsInboxPrefix = "_INBOX_audit"
+
 // serve connects, sets up the bus, migrates the schema and runs the sink
 // until ctx ends; o holds its readiness checks and metrics.
 func serve(ctx context.Context, s *settings, log zerolog.Logger, o *ops.Server) error {
@@ -167,6 +172,7 @@ func serve(ctx context.Context, s *settings, log zerolog.Logger, o *ops.Server) 
 
 	nopts := []nats.Option{
 		nats.Name("mcpdrift-" + sink.ServiceName),
+		nats.CustomInboxPrefix(natsInboxPrefix),
 		nats.MaxReconnects(-1),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			log.Warn().Err(err).Msg("nats disconnected")

@@ -148,11 +148,17 @@ func serve(ctx context.Context, cfg Config) error {
 	return o.RunWith(ctx, cfg.OpsAddr, func(ctx context.Context) error { return serveDrift(ctx, cfg, log, o) })
 }
 
+// natsInboxPrefix is where the service's replies arrive (JetStream API
+// answers, publish acks, pulled messages, KV reads and watches): the drift
+// role may subscribe there and nowhere else under an inbox
+// (deploy/nats/auth.conf).
+const natsInboxPrefix = "_INBOX_drift"
+
 // serveDrift connects, sets up the bus, and runs the service and the admin
 // API until ctx ends; o holds its readiness checks and metrics.
 func serveDrift(ctx context.Context, cfg Config, log zerolog.Logger, o *ops.Server) error {
 	started := o.Starting("connecting, checking streams and opening the admin API")
-	nc, err := nats.Connect(cfg.NATSURL, nats.Name("mcpdrift-drift"), nats.MaxReconnects(-1))
+	nc, err := nats.Connect(cfg.NATSURL, nats.Name("mcpdrift-drift"), nats.CustomInboxPrefix(natsInboxPrefix), nats.MaxReconnects(-1))
 	if err != nil {
 		return fmt.Errorf("connecting to NATS at %s: %w", cfg.NATSURL, err)
 	}

@@ -33,6 +33,17 @@ const deployDir = "../../deploy/nats"
 // natsRoles are the users of deploy/nats/auth.conf.
 var natsRoles = []string{"admin", "fingerprint", "drift", "audit", "alerting", "proxy", "sys"}
 
+// natsInboxPrefixes are the reply prefixes the commands set for each role
+// (proxy: its tenant, "default"), the only inboxes auth.conf lets the role
+// subscribe to. The admin and alerting use the default _INBOX: the admin may
+// subscribe to anything, alerting makes no requests.
+var natsInboxPrefixes = map[string]string{
+	"fingerprint": "_INBOX_fingerprint",
+	"drift":       "_INBOX_drift",
+	"audit":       "_INBOX_audit",
+	"proxy":       "_INBOX_proxy_default",
+}
+
 // natsBinary is the nats-server that scripts/deps.d/nats-server.sh builds
 // from the Go module this test links (the same version).
 func natsBinary(t testing.TB) string {
@@ -291,16 +302,22 @@ type natsRoleConn struct {
 	errs chan error
 }
 
+// connect connects as role, with the role's inbox prefix as its command
+// sets it (natsInboxPrefixes).
 func (d *natsDeployment) connect(t testing.TB, role string) *natsRoleConn {
 	t.Helper()
 	c := &natsRoleConn{errs: make(chan error, 64)}
-	nc, err := nats.Connect(d.url(role), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond),
+	opts := []nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			select {
 			case c.errs <- err:
 			default:
 			}
-		}))
+		})}
+	if p, ok := natsInboxPrefixes[role]; ok {
+		opts = append(opts, nats.CustomInboxPrefix(p))
+	}
+	nc, err := nats.Connect(d.url(role), opts...)
 	if err != nil {
 		t.Fatalf("connecting as %s: %v", role, err)
 	}

@@ -189,7 +189,8 @@ func kvValue(e jetstream.KeyValueEntry) string {
 // and checks, role by role, that what each role must do works and that what
 // it must not do is refused by the server: above all, a proxy's credentials
 // cannot write the status bucket, publish a verdict, or read what other
-// roles and tenants have.
+// roles and tenants have, their replies included: each role makes its
+// requests under its own inbox prefix and may subscribe to no other.
 func TestNATSRolePermissions(t *testing.T) {
 	d := startNATSSingle(t)
 	// A proxy with another role's password is not let in.
@@ -362,6 +363,33 @@ func TestNATSRolePermissions(t *testing.T) {
 			_, err := c.nc.SubscribeSync("mcpdrift.obs.>")
 			return err
 		}},
+	}
+	// Replies: no role may subscribe to the shared inbox, to everything, or
+	// to the inbox prefix of another role or tenant, where the replies meant
+	// for the others arrive (pulled observations, status watch updates,
+	// manifest chunks, acks).
+	for _, role := range natsRoles {
+		if role == "admin" || role == "sys" {
+			continue
+		}
+		subjects := map[string]string{"all_replies": "_INBOX.>", "one_level": "_INBOX.*", "everything": ">",
+			"any_prefix": "*.>", "tenant_acme_replies": "_INBOX_proxy_acme.>"}
+		for r, prefix := range natsInboxPrefixes {
+			if r != role {
+				subjects[r+"_replies"] = prefix + ".>"
+				subjects[r+"_one_reply"] = prefix + ".abc"
+			}
+		}
+		for _, name := range sortedMapKeys(subjects) {
+			subject := subjects[name]
+			denied = append(denied, struct {
+				name, role, kind, subject string
+				do                        func(ctx context.Context, c *natsRoleConn) error
+			}{role + "_reads_" + name, role, "subscription", subject, func(ctx context.Context, c *natsRoleConn) error {
+				_, err := c.nc.SubscribeSync(subject)
+				return err
+			}})
+		}
 	}
 	for _, tc := range denied {
 		t.Run(tc.name, func(t *testing.T) {

@@ -139,6 +139,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	return o.RunWith(ctx, s.opsAddr, func(ctx context.Context) error { return serve(ctx, s, log, o) })
 }
 
+// natsInboxPrefix is where the service's replies arrive (JetStream API
+// answers, publish acks, pulled messages): the fingerprint role may
+// subscribe there and nowhere else under an inbox (deploy/nats/auth.conf).
+const natsInboxPrefix = "_INBOX_fingerprint"
+
 // serve connects, sets up the bus and runs the service until ctx ends; o
 // holds its readiness checks and metrics.
 func serve(ctx context.Context, s *settings, log zerolog.Logger, o *ops.Server) error {
@@ -147,6 +152,7 @@ func serve(ctx context.Context, s *settings, log zerolog.Logger, o *ops.Server) 
 
 	nopts := []nats.Option{
 		nats.Name("mcpdrift-" + fpsvc.ServiceName),
+		nats.CustomInboxPrefix(natsInboxPrefix),
 		nats.MaxReconnects(-1),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			log.Warn().Err(err).Msg("nats disconnected")

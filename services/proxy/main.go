@@ -228,6 +228,13 @@ func durationEnv(getenv func(string) string, k string, def time.Duration) time.D
 	return def
 }
 
+// natsInboxPrefix is where a proxy's replies arrive (JetStream API answers,
+// publish acks, status watch updates, manifest chunks): one prefix per
+// tenant, the only inbox its tenant's proxy user may subscribe to
+// (deploy/nats/auth.conf), so that one tenant's proxy cannot read another's.
+// The tenant is a single subject token (bus.ValidID).
+func natsInboxPrefix(tenant string) string { return "_INBOX_proxy_" + tenant }
+
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	cfg, err := parseConfig(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -246,8 +253,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 
 	// NATS may be down: the proxy starts anyway, fails closed on what it
 	// does not know, and spools its events.
-	opts := []nats.Option{nats.Name("mcpdrift-proxy-" + cfg.ProxyID), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
-		nats.ReconnectWait(time.Second)}
+	opts := []nats.Option{nats.Name("mcpdrift-proxy-" + cfg.ProxyID), nats.CustomInboxPrefix(natsInboxPrefix(cfg.Tenant)),
+		nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true), nats.ReconnectWait(time.Second)}
 	if cfg.NATSCreds != "" {
 		opts = append(opts, nats.UserCredentials(cfg.NATSCreds))
 	}
