@@ -89,7 +89,6 @@ func up(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	log.Info().Str("url", natsURL).Str("store", filepath.Join(dataDir, "nats")).Msg("nats ready")
 
 	common := []string{"MCPDRIFT_NATS_URL=" + natsURL, "MCPDRIFT_LOG_LEVEL=info", "MCPDRIFT_TENANT=" + tenant}
-	opsURL := func(i int) string { return "http://" + cfg.opsAddr(i) }
 	info := Info{
 		PID: os.Getpid(), NATSURL: natsURL, AdminURL: "http://" + cfg.adminAddr(),
 		TokensFile: filepath.Join(dataDir, tokensFile), Tenant: tenant, Server: sampleServer,
@@ -98,26 +97,26 @@ func up(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		Ops:            map[string]string{},
 		Logs:           logDir,
 	}
+	// A spec with an ops address (ops >= 0) gets MCPDRIFT_OPS_ADDR and, unless
+	// it says otherwise, is ready when its /readyz answers.
 	specs := []struct {
 		name  string
 		env   []string
 		args  []string
-		ready string
-		ops   int // index of its ops address; -1: none
+		ops   int    // index of its ops address; -1: none
+		ready string // default: its ops /readyz
 		skip  bool
 	}{
-		{name: "fingerprint", env: []string{"MCPDRIFT_OPS_ADDR=" + cfg.opsAddr(0)}, ready: opsURL(0) + "/readyz", ops: 0},
-		{name: "drift", env: []string{"MCPDRIFT_OPS_ADDR=" + cfg.opsAddr(1), "MCPDRIFT_ADMIN_ADDR=" + cfg.adminAddr(),
-			"MCPDRIFT_ADMIN_TOKENS_FILE=" + info.TokensFile, "MCPDRIFT_POSTURE=" + cfg.Posture}, ready: opsURL(1) + "/readyz", ops: 1},
-		{name: "audit", env: []string{"MCPDRIFT_OPS_ADDR=" + cfg.opsAddr(2), "MCPDRIFT_CLICKHOUSE_ADDR=" + cfg.ClickHouseAddr,
-			"MCPDRIFT_AUDIT_DATABASE=" + cfg.AuditDatabase, "MCPDRIFT_AUDIT_BATCH_AGE=1s",
-			"MCPDRIFT_AUDIT_DRAIN_TIMEOUT=10s"}, ready: opsURL(2) + "/readyz", ops: 2, skip: cfg.ClickHouseAddr == ""},
+		{name: "fingerprint", ops: 0},
+		{name: "drift", env: []string{"MCPDRIFT_ADMIN_ADDR=" + cfg.adminAddr(), "MCPDRIFT_ADMIN_TOKENS_FILE=" + info.TokensFile,
+			"MCPDRIFT_POSTURE=" + cfg.Posture}, ops: 1},
+		{name: "audit", env: []string{"MCPDRIFT_CLICKHOUSE_ADDR=" + cfg.ClickHouseAddr, "MCPDRIFT_AUDIT_DATABASE=" + cfg.AuditDatabase,
+			"MCPDRIFT_AUDIT_BATCH_AGE=1s", "MCPDRIFT_AUDIT_DRAIN_TIMEOUT=10s"}, ops: 2, skip: cfg.ClickHouseAddr == ""},
 		{name: "demoserver", args: []string{"--listen", cfg.demoAddr(), "--state-file", filepath.Join(dataDir, "demoserver.json")},
-			ready: info.DemoControlURL, ops: -1},
-		{name: "proxy", env: []string{"MCPDRIFT_OPS_ADDR=" + cfg.opsAddr(3), "MCPDRIFT_PROXY_ID=stack",
-			"MCPDRIFT_OUTBOX_DIR=" + filepath.Join(dataDir, "outbox")},
-			args:  []string{"--listen", cfg.proxyAddr(), "--upstream", sampleServer + "=http://" + cfg.demoAddr() + "/mcp"},
-			ready: "http://" + cfg.proxyAddr() + "/readyz", ops: 3},
+			ops: -1, ready: info.DemoControlURL},
+		{name: "proxy", env: []string{"MCPDRIFT_PROXY_ID=stack", "MCPDRIFT_OUTBOX_DIR=" + filepath.Join(dataDir, "outbox")},
+			args: []string{"--listen", cfg.proxyAddr(), "--upstream", sampleServer + "=http://" + cfg.demoAddr() + "/mcp"},
+			ops:  3, ready: "http://" + cfg.proxyAddr() + "/readyz"},
 	}
 	var running []*child
 	// Stop in reverse order of start: the proxy first, NATS last (deferred
@@ -133,10 +132,15 @@ func up(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 			log.Warn().Str("command", s.name).Msg("clickhouse not configured: the audit service is not started; audit events wait in jetstream until it runs")
 			continue
 		}
+		env := append(append([]string{}, common...), s.env...)
 		if s.ops >= 0 {
-			info.Ops[s.name] = opsURL(s.ops)
+			info.Ops[s.name] = "http://" + cfg.opsAddr(s.ops)
+			env = append(env, "MCPDRIFT_OPS_ADDR="+cfg.opsAddr(s.ops))
+			if s.ready == "" {
+				s.ready = info.Ops[s.name] + "/readyz"
+			}
 		}
-		c, err := startChild(filepath.Join(cfg.BinDir, s.name), s.name, s.args, append(append([]string{}, common...), s.env...), logDir)
+		c, err := startChild(filepath.Join(cfg.BinDir, s.name), s.name, s.args, env, logDir)
 		if err != nil {
 			return err
 		}
