@@ -178,11 +178,11 @@ func connectNATS(ctx context.Context, url, creds string, denied *permissionLog) 
 		case r.err == nil:
 			return r.nc, nil
 		case errors.Is(r.err, nats.ErrAuthorization), errors.Is(r.err, nats.ErrAuthExpired), errors.Is(r.err, nats.ErrAuthRevoked):
-			return nil, fmt.Errorf("permission_denied: NATS at %s refused the credentials: %v", redactURL(url), r.err)
+			return nil, fmt.Errorf("permission_denied: NATS at %s refused the credentials: %v", bus.RedactURLs(url), r.err)
 		case ctx.Err() != nil || isTimeout(r.err):
 			return nil, noAnswer(url, r.err)
 		default:
-			return nil, fmt.Errorf("nats_unreachable: connecting to %s: %v", redactURL(url), r.err)
+			return nil, fmt.Errorf("nats_unreachable: connecting to %s: %v", bus.RedactURLs(url), r.err)
 		}
 	case <-ctx.Done():
 		go func() { // the attempt ends by its own timeout; close what it made
@@ -195,29 +195,12 @@ func connectNATS(ctx context.Context, url, creds string, denied *permissionLog) 
 }
 
 func noAnswer(url string, err error) error {
-	return fmt.Errorf("nats_unreachable: no NATS server at %s answered in time (--timeout): %v", redactURL(url), err)
+	return fmt.Errorf("nats_unreachable: no NATS server at %s answered in time (--timeout): %v", bus.RedactURLs(url), err)
 }
 
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
-}
-
-// redactURL hides passwords in a list of NATS URLs.
-func redactURL(urls string) string {
-	parts := strings.Split(urls, ",")
-	for i, u := range parts {
-		at := strings.LastIndex(u, "@")
-		scheme := strings.Index(u, "://")
-		if at < 0 || scheme < 0 || at < scheme {
-			continue
-		}
-		userinfo := u[scheme+3 : at]
-		if c := strings.IndexByte(userinfo, ':'); c >= 0 {
-			parts[i] = u[:scheme+3] + userinfo[:c] + ":xxxxx" + u[at:]
-		}
-	}
-	return strings.Join(parts, ",")
 }
 
 type busSetup struct {

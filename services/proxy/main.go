@@ -19,7 +19,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -260,7 +259,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	nc, err := nats.Connect(cfg.NATSURL, opts...)
 	if err != nil {
-		return 2, fmt.Errorf("connecting to NATS at %s: %w", redactURL(cfg.NATSURL), err)
+		return 2, fmt.Errorf("connecting to NATS at %s: %w", bus.RedactURLs(cfg.NATSURL), err)
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
@@ -356,19 +355,6 @@ func gateCheck(gates map[string]*fleet.Gate) func(context.Context) error {
 		}
 		return nil
 	}
-}
-
-// redactURL hides a password in a NATS URL for logs and errors.
-func redactURL(raw string) string {
-	var out []string
-	for _, one := range strings.Split(raw, ",") {
-		if u, err := url.Parse(strings.TrimSpace(one)); err == nil && u.User != nil {
-			out = append(out, u.Redacted())
-			continue
-		}
-		out = append(out, one)
-	}
-	return strings.Join(out, ",")
 }
 
 // startFleet makes the gate and the publisher of one upstream server and runs

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -275,4 +276,24 @@ func StopConsuming(js jetstream.JetStream, cc jetstream.ConsumeContext) {
 		return
 	}
 	cc.Stop()
+}
+
+// RedactURLs hides the passwords of a comma-separated list of NATS URLs, for
+// logs and errors: "nats://user:pw@host" becomes "nats://user:xxxxx@host".
+// It works on the text, so a password that is not valid URL syntax is hidden
+// too.
+func RedactURLs(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, u := range parts {
+		at := strings.LastIndex(u, "@")
+		scheme := strings.Index(u, "://")
+		if at < 0 || scheme < 0 || at < scheme {
+			continue
+		}
+		userinfo := u[scheme+3 : at]
+		if c := strings.IndexByte(userinfo, ':'); c >= 0 {
+			parts[i] = u[:scheme+3] + userinfo[:c] + ":xxxxx" + u[at:]
+		}
+	}
+	return strings.Join(parts, ",")
 }

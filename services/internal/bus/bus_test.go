@@ -99,3 +99,16 @@ func TestValidID(t *testing.T) {
 		}
 	}
 }
+
+func TestRedactURLs(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"nats://127.0.0.1:4222", "nats://127.0.0.1:4222"},
+		{"nats://proxy:s3cret@n1:4222", "nats://proxy:xxxxx@n1:4222"},
+		{"nats://a:p1@n1:4222,nats://n2:4222,tls://b:p@2@n3:4222", "nats://a:xxxxx@n1:4222,nats://n2:4222,tls://b:xxxxx@n3:4222"},
+		{"nats://u:100%pure@n1", "nats://u:xxxxx@n1"}, // not valid URL syntax: hidden all the same
+	} {
+		if got := bus.RedactURLs(tc.in); got != tc.want {
+			t.Errorf("RedactURLs(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
