@@ -150,28 +150,7 @@ func serve(ctx context.Context, s *settings, log zerolog.Logger, o *ops.Server) 
 	started := o.Starting("connecting and checking streams")
 	metrics := fpsvc.NewMetrics(o.Registry())
 
-	nopts := []nats.Option{
-		nats.Name("mcpdrift-" + fpsvc.ServiceName),
-		nats.CustomInboxPrefix(natsInboxPrefix),
-		nats.MaxReconnects(-1),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			log.Warn().Err(err).Msg("nats disconnected")
-		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) {
-			log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("nats reconnected")
-		}),
-		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
-			ev := log.Warn().Err(err)
-			if sub != nil {
-				ev = ev.Str("subject", sub.Subject)
-			}
-			ev.Msg("nats async error")
-		}),
-	}
-	if s.natsCreds != "" {
-		nopts = append(nopts, nats.UserCredentials(s.natsCreds))
-	}
-	nc, err := nats.Connect(s.natsURL, nopts...)
+	nc, err := nats.Connect(s.natsURL, bus.ServiceOptions("mcpdrift-"+fpsvc.ServiceName, natsInboxPrefix, s.natsCreds, log)...)
 	if err != nil {
 		return fmt.Errorf("connecting to %s: %w", s.natsURL, err)
 	}

@@ -14,7 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
@@ -296,4 +298,33 @@ func RedactURLs(urls string) string {
 		}
 	}
 	return strings.Join(parts, ",")
+}
+
+// ServiceOptions are the connection options of a long-running service: its
+// client name, the reply inbox prefix its NATS role may subscribe to
+// (deploy/nats/auth.conf), its credentials file when given, reconnecting for
+// ever, and disconnects, reconnects and asynchronous errors logged.
+func ServiceOptions(name, inboxPrefix, creds string, log zerolog.Logger) []nats.Option {
+	opts := []nats.Option{
+		nats.Name(name),
+		nats.CustomInboxPrefix(inboxPrefix),
+		nats.MaxReconnects(-1),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Warn().Err(err).Msg("nats disconnected")
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("nats reconnected")
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			ev := log.Warn().Err(err)
+			if sub != nil {
+				ev = ev.Str("subject", sub.Subject)
+			}
+			ev.Msg("nats async error")
+		}),
+	}
+	if creds != "" {
+		opts = append(opts, nats.UserCredentials(creds))
+	}
+	return opts
 }
