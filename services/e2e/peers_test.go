@@ -25,7 +25,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -428,12 +427,7 @@ func startEverythingHTTP(t *testing.T, n *npmPeers) string {
 // freePort returns a TCP port that was free a moment ago.
 func freePort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	return strconv.Itoa(natsFreePorts(t, 1)[0])
 }
 
 // TestPeers runs the same agent session against each real server directly

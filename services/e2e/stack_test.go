@@ -36,7 +36,7 @@ func TestStackRunAndDemo(t *testing.T) {
 		"MCPDRIFT_STACK_DIR="+data,
 		"MCPDRIFT_STACK_BIN_DIR="+bin,
 		"MCPDRIFT_STACK_PORT_BASE="+strconv.Itoa(base),
-		"MCPDRIFT_STACK_NATS_PORT="+strconv.Itoa(freePortRange(t, 1)),
+		"MCPDRIFT_STACK_NATS_PORT="+freePort(t),
 		"MCPDRIFT_CLICKHOUSE_ADDR="+ch.Addr,
 		"MCPDRIFT_AUDIT_DATABASE="+ch.Database(t),
 	)
@@ -102,7 +102,7 @@ func TestStackWithoutClickHouse(t *testing.T) {
 		"MCPDRIFT_STACK_DIR="+data,
 		"MCPDRIFT_STACK_BIN_DIR="+bin,
 		"MCPDRIFT_STACK_PORT_BASE="+strconv.Itoa(freePortRange(t, 21)),
-		"MCPDRIFT_STACK_NATS_PORT="+strconv.Itoa(freePortRange(t, 1)),
+		"MCPDRIFT_STACK_NATS_PORT="+freePort(t),
 		"MCPDRIFT_CLICKHOUSE_ADDR=",
 		"MCPDRIFT_RUN_CLICKHOUSE=off",
 	)
