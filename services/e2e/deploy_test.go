@@ -22,10 +22,8 @@ import (
 	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -1026,82 +1024,22 @@ func TestClickHouseDeployment(t *testing.T) {
 // environment), on free loopback ports, and returns the native address.
 func startDeployClickHouse(t *testing.T, auditPass, analyticsPass string) string {
 	t.Helper()
-	binPath, err := chtest.Binary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	ports := natsFreePorts(t, 3)
+	files := map[string][]byte{}
 	for _, sub := range []string{"config.d", "users.d"} {
-		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		src := filepath.Join(repoRoot, "deploy/clickhouse", sub, "mcpdrift.xml")
-		if err := os.WriteFile(filepath.Join(dir, sub, "mcpdrift.xml"), []byte(readRepo(t, strings.TrimPrefix(src, repoRoot+"/"))), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		files[sub+"/mcpdrift.xml"] = []byte(readRepo(t, "deploy/clickhouse/"+sub+"/mcpdrift.xml"))
 	}
-	config := fmt.Sprintf(`<?xml version="1.0"?>
-<clickhouse>
-  <logger><level>warning</level><log>%[1]s/server.log</log><errorlog>%[1]s/server.err.log</errorlog></logger>
-  <listen_host>127.0.0.1</listen_host>
-  <tcp_port>%[2]d</tcp_port>
-  <http_port>%[3]d</http_port>
-  <interserver_http_port>%[4]d</interserver_http_port>
-  <path>%[1]s/data/</path>
-  <tmp_path>%[1]s/tmp/</tmp_path>
-  <user_files_path>%[1]s/user_files/</user_files_path>
-  <format_schema_path>%[1]s/format_schemas/</format_schema_path>
-  <mark_cache_size>268435456</mark_cache_size>
-  <uncompressed_cache_size>268435456</uncompressed_cache_size>
-  <users_config>users.xml</users_config>
-  <default_profile>default</default_profile>
-  <default_database>default</default_database>
-  <mlock_executable>false</mlock_executable>
-</clickhouse>
-`, dir, ports[0], ports[1], ports[2])
-	users := `<?xml version="1.0"?>
-<clickhouse>
-  <profiles><default></default></profiles>
-  <users><default><password></password><networks><ip>127.0.0.1</ip></networks><profile>default</profile><quota>default</quota></default></users>
-  <quotas><default></default></quotas>
-</clickhouse>
-`
-	for name, body := range map[string]string{"config.xml": config, "users.xml": users} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	args := []string{"--config-file=" + filepath.Join(dir, "config.xml")}
-	if filepath.Base(binPath) == "clickhouse" {
-		args = append([]string{"server"}, args...)
-	}
-	cmd := exec.Command(binPath, args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CLICKHOUSE_MCPDRIFT_AUDIT_PASSWORD_SHA256="+sha256OfString(auditPass),
-		"CLICKHOUSE_MCPDRIFT_ANALYTICS_PASSWORD_SHA256="+sha256OfString(analyticsPass))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); <-done })
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
+	srv := chtest.StartWith(t, files, []string{
+		"CLICKHOUSE_MCPDRIFT_AUDIT_PASSWORD_SHA256=" + sha256OfString(auditPass),
+		"CLICKHOUSE_MCPDRIFT_ANALYTICS_PASSWORD_SHA256=" + sha256OfString(analyticsPass),
+	})
 	natsWaitFor(t, 60*time.Second, "clickhouse-server with deploy/clickhouse answering mcpdrift_audit", func() (bool, string) {
-		select {
-		case <-done:
-			b, _ := os.ReadFile(filepath.Join(dir, "server.err.log"))
-			t.Fatalf("clickhouse-server exited: %s", natsLogTail(b, 2000))
-		default:
-		}
-		c, err := tryConn(addr, "mcpdrift_audit", auditPass)
+		c, err := tryConn(srv.Addr, "mcpdrift_audit", auditPass)
 		if err == nil {
 			_ = c.Close()
 		}
 		return err == nil, fmt.Sprint(err)
 	})
-	return addr
+	return srv.Addr
 }
 
 func tryConn(addr, user, pass string) (driver.Conn, error) {

@@ -45,6 +45,7 @@ type Server struct {
 	Addr string
 
 	dir  string
+	env  []string // added to the server's environment
 	cmd  *exec.Cmd
 	done chan struct{}
 	mu   sync.Mutex
@@ -119,7 +120,31 @@ func Binary() (string, error) {
 		"or set " + EnvAddr + " to a running server's native host:port")
 }
 
-func start(dir string) (*Server, error) {
+// StartWith is Start with more configuration: files written into the
+// server's directory before it starts, by path relative to it (e.g.
+// "config.d/x.xml", "users.d/x.xml"), and variables added to its
+// environment (for from_env settings).
+func StartWith(t testing.TB, files map[string][]byte, env []string) *Server {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range files {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatalf("chtest: %v", err)
+		}
+		if err := os.WriteFile(path, body, 0o644); err != nil {
+			t.Fatalf("chtest: %v", err)
+		}
+	}
+	s, err := start(dir, env...)
+	if err != nil {
+		t.Fatalf("chtest: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+func start(dir string, env ...string) (*Server, error) {
 	if _, err := Binary(); err != nil {
 		return nil, err
 	}
@@ -130,7 +155,7 @@ func start(dir string) (*Server, error) {
 	if err := writeConfig(dir, ports); err != nil {
 		return nil, err
 	}
-	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])), dir: dir}
+	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])), dir: dir, env: env}
 	if err := s.Restart(); err != nil {
 		return nil, err
 	}
@@ -163,6 +188,9 @@ func (s *Server) Restart() error {
 	defer out.Close()
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = s.dir
+	if len(s.env) > 0 {
+		cmd.Env = append(os.Environ(), s.env...)
+	}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
