@@ -41,12 +41,7 @@ func main() {
 
 // settings are what run reads from flags and the environment.
 type settings struct {
-	natsURL   string
-	natsCreds string
-	replicas  int
-	busSetup  string
-	logLevel  string
-	opsAddr   string
+	options.Service
 	chAddr    string
 	chUser    string
 	chPass    string // from the environment only: flags show in ps
@@ -55,15 +50,9 @@ type settings struct {
 }
 
 func settingsOptions(s *settings) []options.Option {
-	s.natsURL, s.replicas, s.busSetup, s.logLevel, s.svc = "nats://127.0.0.1:4222", 1, "create", "info", sink.DefaultConfig
+	s.svc = sink.DefaultConfig
 	s.chAddr, s.chUser = "127.0.0.1:9000", "default"
-	return []options.Option{
-		options.Opt("nats-url", "MCPDRIFT_NATS_URL", "URL", "NATS server URLs, comma-separated", options.String(&s.natsURL)),
-		options.Opt("nats-creds", "MCPDRIFT_NATS_CREDS", "FILE", "NATS credentials file (.creds) for this role", options.String(&s.natsCreds)),
-		options.Opt("replicas", "MCPDRIFT_REPLICAS", "N", "replicas of the streams and buckets it creates: 1 on a single node, 3 in a cluster", options.Int(&s.replicas)),
-		options.Opt("bus-setup", "MCPDRIFT_BUS_SETUP", "MODE", "create: create or update the streams and buckets at start (needs the NATS admin's rights); check: only check that the streams it reads exist (the audit role's rights suffice)", options.String(&s.busSetup)),
-		options.Opt("log-level", "MCPDRIFT_LOG_LEVEL", "LEVEL", "debug, info, warn or error", options.String(&s.logLevel)),
-		options.Opt("ops-addr", "MCPDRIFT_OPS_ADDR", "ADDR", "host:port of /healthz, /readyz and /metrics (docs/metrics.md); empty: not served", options.String(&s.opsAddr)),
+	return append(s.Service.Options("only check that the streams it reads exist (the audit role's rights suffice)"),
 		options.Opt("clickhouse-addr", "MCPDRIFT_CLICKHOUSE_ADDR", "HOST:PORT", "ClickHouse native protocol addresses, comma-separated", options.String(&s.chAddr)),
 		options.Opt("clickhouse-user", "MCPDRIFT_CLICKHOUSE_USER", "NAME", "ClickHouse user (password in MCPDRIFT_CLICKHOUSE_PASSWORD)", options.String(&s.chUser)),
 		options.Opt("database", "MCPDRIFT_AUDIT_DATABASE", "NAME", "ClickHouse database of the audit tables; created when missing", options.String(&s.svc.Database)),
@@ -78,7 +67,7 @@ func settingsOptions(s *settings) []options.Option {
 		options.Opt("max-retry-delay", "MCPDRIFT_AUDIT_MAX_RETRY_DELAY", "DURATION", "longest wait between write attempts", options.Duration(&s.svc.MaxRetryDelay)),
 		options.Opt("write-timeout", "MCPDRIFT_AUDIT_WRITE_TIMEOUT", "DURATION", "bound on one write attempt; below --ack-wait", options.Duration(&s.svc.WriteTimeout)),
 		options.Opt("drain-timeout", "MCPDRIFT_AUDIT_DRAIN_TIMEOUT", "DURATION", "bound on writing what it holds at shutdown", options.Duration(&s.svc.DrainTimeout)),
-	}
+	)
 }
 
 // header starts the --help text; options.Usage lists the options after it.
@@ -116,22 +105,10 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*settin
 }
 
 func (s *settings) validate() (zerolog.Level, error) {
-	var errs []error
-	lvl, err := zerolog.ParseLevel(s.logLevel)
-	if err != nil || s.logLevel == "" {
-		errs = append(errs, fmt.Errorf("log level %q: want debug, info, warn or error", s.logLevel))
-	}
-	if s.natsURL == "" {
-		errs = append(errs, errors.New("nats url is empty"))
-	}
-	if s.busSetup != "create" && s.busSetup != "check" {
-		errs = append(errs, fmt.Errorf("bus setup %q: want create or check", s.busSetup))
-	}
+	lvl, err := s.Service.Validate()
+	errs := []error{err}
 	if s.chAddr == "" {
 		errs = append(errs, errors.New("clickhouse address is empty"))
-	}
-	if err := (bus.Config{Replicas: s.replicas}).Validate(); err != nil || s.replicas < 1 {
-		errs = append(errs, fmt.Errorf("replicas %d: want 1 to 5", s.replicas))
 	}
 	if s.retention < 0 {
 		errs = append(errs, fmt.Errorf("retention days %d: must not be negative", s.retention))
@@ -156,7 +133,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	log := zerolog.New(stderr).Level(lvl).With().Timestamp().Str("service", sink.ServiceName).Logger()
 	o := ops.New(sink.ServiceName, log)
-	return o.RunWith(ctx, s.opsAddr, func(ctx context.Context) error { return serve(ctx, s, log, o) })
+	return o.RunWith(ctx, s.OpsAddr, func(ctx context.Context) error { return serve(ctx, s, log, o) })
 }
 
 // natsInboxPrefix is where the sink's replies arrive (JetStream API answers,
@@ -170,9 +147,9 @@ func serve(ctx context.Context, s *settings, log zerolog.Logger, o *ops.Server) 
 	started := o.Starting("connecting, checking streams and migrating the schema")
 	cfg := s.svc.WithDefaults()
 
-	nc, err := nats.Connect(s.natsURL, bus.ServiceOptions("mcpdrift-"+sink.ServiceName, natsInboxPrefix, s.natsCreds, log)...)
+	nc, err := nats.Connect(s.NATSURL, bus.ServiceOptions("mcpdrift-"+sink.ServiceName, natsInboxPrefix, s.NATSCreds, log)...)
 	if err != nil {
-		return fmt.Errorf("connecting to %s: %w", s.natsURL, err)
+		return fmt.Errorf("connecting to %s: %w", s.NATSURL, err)
 	}
 	o.AddCheck("nats", ops.NATSConnected(nc))
 	defer func() {
@@ -184,12 +161,12 @@ func serve(ctx context.Context, s *settings, log zerolog.Logger, o *ops.Server) 
 		return fmt.Errorf("jetstream: %w", err)
 	}
 	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	if s.busSetup == "check" {
+	if s.BusSetup == options.SetupCheck {
 		// A least-privilege role: the administrator ran the bus setup
 		// (docs/deployment.md); only look that the streams are there.
 		err = bus.CheckStreams(setupCtx, js, bus.StreamObservations, bus.StreamVerdicts, bus.StreamAdmin)
 	} else {
-		_, err = bus.Setup(setupCtx, js, bus.Config{Replicas: s.replicas})
+		_, err = bus.Setup(setupCtx, js, bus.Config{Replicas: s.Replicas})
 	}
 	cancel()
 	if err != nil {

@@ -35,33 +35,15 @@ func main() {
 	}
 }
 
-// Bus setup modes (--bus-setup).
-const (
-	setupCreate = "create" // create or update every stream and bucket (bus.Setup)
-	setupCheck  = "check"  // only check that they exist: a least-privilege role
-)
-
 // settings are what run reads from flags and the environment.
 type settings struct {
-	natsURL   string
-	natsCreds string
-	replicas  int
-	busSetup  string
-	logLevel  string
-	opsAddr   string
-	svc       fpsvc.Config
+	options.Service
+	svc fpsvc.Config
 }
 
 func settingsOptions(s *settings) []options.Option {
-	d := fpsvc.DefaultConfig
-	s.natsURL, s.replicas, s.busSetup, s.logLevel, s.svc = "nats://127.0.0.1:4222", 1, setupCreate, "info", d
-	return []options.Option{
-		options.Opt("nats-url", "MCPDRIFT_NATS_URL", "URL", "NATS server URLs, comma-separated", options.String(&s.natsURL)),
-		options.Opt("nats-creds", "MCPDRIFT_NATS_CREDS", "FILE", "NATS credentials file (.creds) for this role", options.String(&s.natsCreds)),
-		options.Opt("replicas", "MCPDRIFT_REPLICAS", "N", "replicas of the streams and buckets it creates: 1 on a single node, 3 in a cluster", options.Int(&s.replicas)),
-		options.Opt("bus-setup", "MCPDRIFT_BUS_SETUP", "MODE", "create: create or update the streams and buckets at start (needs the NATS admin's rights); check: only check that they exist (the fingerprint role's rights suffice)", options.String(&s.busSetup)),
-		options.Opt("log-level", "MCPDRIFT_LOG_LEVEL", "LEVEL", "debug, info, warn or error", options.String(&s.logLevel)),
-		options.Opt("ops-addr", "MCPDRIFT_OPS_ADDR", "ADDR", "host:port of /healthz, /readyz and /metrics (docs/metrics.md); empty: not served", options.String(&s.opsAddr)),
+	s.svc = fpsvc.DefaultConfig
+	return append(s.Service.Options("only check that they exist (the fingerprint role's rights suffice)"),
 		options.Opt("durable", "MCPDRIFT_FINGERPRINT_DURABLE", "NAME", "durable consumer shared by every instance", options.String(&s.svc.Durable)),
 		options.Opt("workers", "MCPDRIFT_FINGERPRINT_WORKERS", "N", "observations one instance processes at once", options.Int(&s.svc.Workers)),
 		options.Opt("prefetch", "MCPDRIFT_FINGERPRINT_PREFETCH", "N", "messages one instance buffers ahead of its workers", options.Int(&s.svc.Prefetch)),
@@ -73,7 +55,7 @@ func settingsOptions(s *settings) []options.Option {
 		options.Opt("op-timeout", "MCPDRIFT_FINGERPRINT_OP_TIMEOUT", "DURATION", "bound on storing and publishing for one message; below --ack-wait", options.Duration(&s.svc.OpTimeout)),
 		options.Opt("drain-timeout", "MCPDRIFT_FINGERPRINT_DRAIN_TIMEOUT", "DURATION", "bound on finishing in-flight messages at shutdown", options.Duration(&s.svc.DrainTimeout)),
 		options.Opt("memo-bytes", "MCPDRIFT_FINGERPRINT_MEMO_BYTES", "N", "bytes of captures remembered to skip re-parsing identical ones; -1 for none", options.Int(&s.svc.MemoBytes)),
-	}
+	)
 }
 
 // header starts the --help text; options.Usage lists the options after it.
@@ -105,24 +87,8 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*settin
 }
 
 func (s *settings) validate() (zerolog.Level, error) {
-	var errs []error
-	lvl, err := zerolog.ParseLevel(s.logLevel)
-	if err != nil || s.logLevel == "" {
-		errs = append(errs, fmt.Errorf("log level %q: want debug, info, warn or error", s.logLevel))
-	}
-	if s.natsURL == "" {
-		errs = append(errs, errors.New("nats url is empty"))
-	}
-	if err := (bus.Config{Replicas: s.replicas}).Validate(); err != nil || s.replicas < 1 {
-		errs = append(errs, fmt.Errorf("replicas %d: want 1 to 5", s.replicas))
-	}
-	if s.busSetup != setupCreate && s.busSetup != setupCheck {
-		errs = append(errs, fmt.Errorf("bus setup %q: want %s or %s", s.busSetup, setupCreate, setupCheck))
-	}
-	if err := s.svc.Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	return lvl, errors.Join(errs...)
+	lvl, err := s.Service.Validate()
+	return lvl, errors.Join(err, s.svc.Validate())
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
@@ -136,7 +102,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	log := zerolog.New(stderr).Level(lvl).With().Timestamp().Str("service", fpsvc.ServiceName).Logger()
 	o := ops.New(fpsvc.ServiceName, log)
-	return o.RunWith(ctx, s.opsAddr, func(ctx context.Context) error { return serve(ctx, s, log, o) })
+	return o.RunWith(ctx, s.OpsAddr, func(ctx context.Context) error { return serve(ctx, s, log, o) })
 }
 
 // natsInboxPrefix is where the service's replies arrive (JetStream API
@@ -150,9 +116,9 @@ func serve(ctx context.Context, s *settings, log zerolog.Logger, o *ops.Server) 
 	started := o.Starting("connecting and checking streams")
 	metrics := fpsvc.NewMetrics(o.Registry())
 
-	nc, err := nats.Connect(s.natsURL, bus.ServiceOptions("mcpdrift-"+fpsvc.ServiceName, natsInboxPrefix, s.natsCreds, log)...)
+	nc, err := nats.Connect(s.NATSURL, bus.ServiceOptions("mcpdrift-"+fpsvc.ServiceName, natsInboxPrefix, s.NATSCreds, log)...)
 	if err != nil {
-		return fmt.Errorf("connecting to %s: %w", s.natsURL, err)
+		return fmt.Errorf("connecting to %s: %w", s.NATSURL, err)
 	}
 	o.AddCheck("nats", ops.NATSConnected(nc))
 	defer func() {
@@ -167,11 +133,11 @@ func serve(ctx context.Context, s *settings, log zerolog.Logger, o *ops.Server) 
 	}
 	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	var manifests jetstream.ObjectStore
-	if s.busSetup == setupCheck {
+	if s.BusSetup == options.SetupCheck {
 		manifests, err = checkBus(setupCtx, js)
 	} else {
 		var h *bus.Handles
-		if h, err = bus.Setup(setupCtx, js, bus.Config{Replicas: s.replicas}); err == nil {
+		if h, err = bus.Setup(setupCtx, js, bus.Config{Replicas: s.Replicas}); err == nil {
 			manifests = h.Manifests
 		}
 	}

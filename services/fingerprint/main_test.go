@@ -52,11 +52,11 @@ func TestSettings(t *testing.T) {
 		check   func(*settings) bool
 	}{
 		{name: "defaults", check: func(s *settings) bool {
-			return s.natsURL == "nats://127.0.0.1:4222" && s.replicas == 1 && s.logLevel == "info" && s.svc == fpsvc.DefaultConfig
+			return s.NATSURL == "nats://127.0.0.1:4222" && s.Replicas == 1 && s.LogLevel == "info" && s.svc == fpsvc.DefaultConfig
 		}},
 		{name: "env", env: map[string]string{"MCPDRIFT_NATS_URL": "nats://n1:4222", "MCPDRIFT_REPLICAS": "3", "MCPDRIFT_FINGERPRINT_ACK_WAIT": "1m"},
 			check: func(s *settings) bool {
-				return s.natsURL == "nats://n1:4222" && s.replicas == 3 && s.svc.AckWait == time.Minute
+				return s.NATSURL == "nats://n1:4222" && s.Replicas == 3 && s.svc.AckWait == time.Minute
 			}},
 		{name: "flag_wins_over_env", args: []string{"--workers", "7"}, env: map[string]string{"MCPDRIFT_FINGERPRINT_WORKERS": "3"},
 			check: func(s *settings) bool { return s.svc.Workers == 7 }},
