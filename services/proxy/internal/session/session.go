@@ -382,10 +382,7 @@ func (s *Session) startListing(k surface.Kind, by int) {
 // the code a call forwarded under the alert posture would have been
 // refused with under block ("" when the baseline approves it).
 func (s *Session) decideCall(ctx context.Context, tool string) (code, text, alert string) {
-	judge := s
-	if s.cfg.Follow != nil {
-		judge = s.cfg.Follow
-	}
+	judge := s.judge()
 	judge.mu.Lock()
 	variant := judge.variant
 	live, seen := judge.live[ItemKey{surface.KindTool, tool}]
@@ -419,6 +416,15 @@ func (s *Session) decideCall(ctx context.Context, tool string) (code, text, aler
 	return "", "", ""
 }
 
+// judge is the session whose listings this one's decisions are made by:
+// Config.Follow when set, else this one.
+func (s *Session) judge() *Session {
+	if s.cfg.Follow != nil {
+		return s.cfg.Follow
+	}
+	return s
+}
+
 // currentVariant is the listing variant decisions are made in.
 func (s *Session) currentVariant() string {
 	if s.cfg.Follow != nil {
@@ -440,10 +446,7 @@ func (s *Session) view(ctx context.Context, variant string, awaiting bool) (View
 // serial says that a wait would hold up its remaining pages) it is
 // assembling it.
 func (s *Session) awaits(variant string, serial bool) bool {
-	judge := s
-	if s.cfg.Follow != nil {
-		judge = s.cfg.Follow
-	}
+	judge := s.judge()
 	judge.mu.Lock()
 	defer judge.mu.Unlock()
 	return judge.published[variant] || (judge.assembling && !serial)
@@ -599,10 +602,7 @@ func (s *Session) assembles(k surface.Kind) bool {
 	if !ok || k != surface.KindTool {
 		return ok
 	}
-	judge := s
-	if s.cfg.Follow != nil {
-		judge = s.cfg.Follow
-	}
+	judge := s.judge()
 	judge.mu.Lock()
 	defer judge.mu.Unlock()
 	return judge.listErr == ""
@@ -715,10 +715,7 @@ func paramBindings(d *canonjson.Doc, schema canonjson.NodeID, path []string, out
 // the session that judges this one's calls; known is false when that
 // session has not seen the tool listed (its bindings are then unknown).
 func (s *Session) ParamHeaders(tool string) (bindings []ParamBinding, known bool) {
-	judge := s
-	if s.cfg.Follow != nil {
-		judge = s.cfg.Follow
-	}
+	judge := s.judge()
 	judge.mu.Lock()
 	defer judge.mu.Unlock()
 	_, known = judge.live[ItemKey{surface.KindTool, tool}]
@@ -728,10 +725,7 @@ func (s *Session) ParamHeaders(tool string) (bindings []ParamBinding, known bool
 // WaitToolsListed waits until the session that judges this one's calls has
 // seen a complete tools listing, or ctx ends, and reports whether it has.
 func (s *Session) WaitToolsListed(ctx context.Context) bool {
-	judge := s
-	if s.cfg.Follow != nil {
-		judge = s.cfg.Follow
-	}
+	judge := s.judge()
 	select {
 	case <-judge.toolsListed:
 		return true
