@@ -36,6 +36,10 @@ func BenchmarkHTTPProxyOverhead(b *testing.B) {
 }
 
 func benchOverhead(b *testing.B, m mode) {
+	benchOverheadRig(b, newRigLog(b, m, zerolog.Nop()))
+}
+
+func benchOverheadRig(b *testing.B, r *rig) {
 	const (
 		warmup  = 200
 		workers = 32
@@ -43,7 +47,6 @@ func benchOverhead(b *testing.B, m mode) {
 	)
 	n := max(b.N, 2000)     // sequential calls per path
 	total := max(b.N, 5000) // concurrent calls per path, over all rounds
-	r := newRigLog(b, m, zerolog.Nop())
 	// Each path gets a client that keeps at least as many idle connections as it
 	// has callers (the default keeps 2 per host, and 32 callers would
 	// spend the run opening connections).

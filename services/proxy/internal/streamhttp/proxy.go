@@ -34,6 +34,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/h1"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
@@ -61,10 +62,12 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	if c.Client == nil {
-		c.Client = &http.Client{Transport: &http.Transport{
+		// Upstream requests are HTTP/1.1 on the handler's own goroutine
+		// (h1); what h1 does not take on goes through net/http's Transport.
+		c.Client = &http.Client{Transport: h1.New(h1.Config{Fallback: &http.Transport{
 			Proxy: http.ProxyFromEnvironment, MaxIdleConns: 256, MaxIdleConnsPerHost: 64,
 			IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: 10 * time.Second, ForceAttemptHTTP2: true,
-		}}
+		}})}
 	}
 	if c.MaxMessage <= 0 {
 		c.MaxMessage = 64 << 20
@@ -446,8 +449,9 @@ func (f *front) delete(w http.ResponseWriter, r *http.Request) {
 
 // pipeSSE passes an event stream on event by event, each message judged by
 // sess; pre, when set, is sent first as an event of its own. The headers go
-// out at once: a client may wait for them before it goes on (the Go SDK
-// does for its GET stream), and a stream can stay quiet for long.
+// out with the first event when it has already arrived, and at once
+// otherwise: a client may wait for them before it goes on (the Go SDK does
+// for its GET stream), and a stream can stay quiet for long.
 func (f *front) pipeSSE(w http.ResponseWriter, ctx context.Context, resp *http.Response, sess *session.Session, pre []byte) {
 	copyHeaders(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
@@ -457,9 +461,13 @@ func (f *front) pipeSSE(w http.ResponseWriter, ctx context.Context, resp *http.R
 		buf = appendEvent(buf, nil, pre)
 		_, _ = w.Write(buf)
 	}
-	_ = rc.Flush()
 	rd := newSSEReader(resp.Body, f.p.cfg.MaxMessage)
+	flushed := false
 	for {
+		if !flushed && !rd.ready() {
+			_ = rc.Flush()
+			flushed = true
+		}
 		ev, err := rd.next()
 		if err != nil {
 			if !errors.Is(err, io.EOF) && ctx.Err() == nil {
@@ -475,6 +483,7 @@ func (f *front) pipeSSE(w http.ResponseWriter, ctx context.Context, resp *http.R
 			return // the client went away
 		}
 		_ = rc.Flush()
+		flushed = true
 	}
 }
 

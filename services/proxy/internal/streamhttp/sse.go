@@ -26,13 +26,24 @@ var errEventTooLarge = errors.New("event_too_large")
 // sseReader reads a text/event-stream event by event. Lines end with LF or
 // CRLF (a lone CR is not taken as a line end).
 type sseReader struct {
+	src io.Reader
 	br  *bufio.Reader
 	max int
 	buf bytes.Buffer
 }
 
 func newSSEReader(r io.Reader, max int) *sseReader {
-	return &sseReader{br: bufio.NewReaderSize(r, 4<<10), max: max} // longer lines are read in pieces
+	return &sseReader{src: r, br: bufio.NewReaderSize(r, 4<<10), max: max} // longer lines are read in pieces
+}
+
+// ready reports whether more of the stream has arrived and waits to be
+// read: in the reader's buffer, or in its source's when it tells.
+func (s *sseReader) ready() bool {
+	if s.br.Buffered() > 0 {
+		return true
+	}
+	b, ok := s.src.(interface{ Buffered() int })
+	return ok && b.Buffered() > 0
 }
 
 // next returns the next event; comment-only and empty events come back too
