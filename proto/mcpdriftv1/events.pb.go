@@ -237,8 +237,10 @@ func (x *ListObservation) GetCapture() []byte {
 	return nil
 }
 
-// CallObservation: a proxy handled a tools/call.
-// Subject: mcpdrift.obs.call.<tenant>.<server>
+// CallObservation: a proxy handled a tools/call. Proxies publish them in
+// CallObservations batches; the single form on mcpdrift.obs.call.* is what
+// proxies before the batch form published, and subscribers still accept it.
+// Subject: mcpdrift.obs.call.<tenant>.<server> (one, former proxies)
 type CallObservation struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	EventId string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
@@ -378,6 +380,58 @@ func (x *CallObservation) GetAlertCode() string {
 	return ""
 }
 
+// CallObservations: the calls one proxy handled for one server, in the
+// order it observed them. A proxy sends each call as soon as it can, with
+// whatever others are waiting to go (one, at low rates), so one message
+// carries many only under load. Every call keeps its own event_id; the
+// Nats-Msg-Id of the message is the first call's event_id, followed by
+// "+<number of further calls>" when there are more than one. The encoding of
+// a batch is the concatenation of the encodings of batches of one.
+// Subject: mcpdrift.obs.calls.<tenant>.<server>
+type CallObservations struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Calls         []*CallObservation     `protobuf:"bytes,1,rep,name=calls,proto3" json:"calls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallObservations) Reset() {
+	*x = CallObservations{}
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallObservations) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallObservations) ProtoMessage() {}
+
+func (x *CallObservations) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallObservations.ProtoReflect.Descriptor instead.
+func (*CallObservations) Descriptor() ([]byte, []int) {
+	return file_mcpdrift_v1_events_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *CallObservations) GetCalls() []*CallObservation {
+	if x != nil {
+		return x.Calls
+	}
+	return nil
+}
+
 // ItemHash is the fingerprint of one advertised item.
 type ItemHash struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -390,7 +444,7 @@ type ItemHash struct {
 
 func (x *ItemHash) Reset() {
 	*x = ItemHash{}
-	mi := &file_mcpdrift_v1_events_proto_msgTypes[2]
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -402,7 +456,7 @@ func (x *ItemHash) String() string {
 func (*ItemHash) ProtoMessage() {}
 
 func (x *ItemHash) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpdrift_v1_events_proto_msgTypes[2]
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -415,7 +469,7 @@ func (x *ItemHash) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ItemHash.ProtoReflect.Descriptor instead.
 func (*ItemHash) Descriptor() ([]byte, []int) {
-	return file_mcpdrift_v1_events_proto_rawDescGZIP(), []int{2}
+	return file_mcpdrift_v1_events_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ItemHash) GetKind() string {
@@ -465,7 +519,7 @@ type Fingerprint struct {
 
 func (x *Fingerprint) Reset() {
 	*x = Fingerprint{}
-	mi := &file_mcpdrift_v1_events_proto_msgTypes[3]
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -477,7 +531,7 @@ func (x *Fingerprint) String() string {
 func (*Fingerprint) ProtoMessage() {}
 
 func (x *Fingerprint) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpdrift_v1_events_proto_msgTypes[3]
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -490,7 +544,7 @@ func (x *Fingerprint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fingerprint.ProtoReflect.Descriptor instead.
 func (*Fingerprint) Descriptor() ([]byte, []int) {
-	return file_mcpdrift_v1_events_proto_rawDescGZIP(), []int{3}
+	return file_mcpdrift_v1_events_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Fingerprint) GetEventId() string {
@@ -604,7 +658,7 @@ type Verdict struct {
 
 func (x *Verdict) Reset() {
 	*x = Verdict{}
-	mi := &file_mcpdrift_v1_events_proto_msgTypes[4]
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -616,7 +670,7 @@ func (x *Verdict) String() string {
 func (*Verdict) ProtoMessage() {}
 
 func (x *Verdict) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpdrift_v1_events_proto_msgTypes[4]
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -629,7 +683,7 @@ func (x *Verdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Verdict.ProtoReflect.Descriptor instead.
 func (*Verdict) Descriptor() ([]byte, []int) {
-	return file_mcpdrift_v1_events_proto_rawDescGZIP(), []int{4}
+	return file_mcpdrift_v1_events_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Verdict) GetEventId() string {
@@ -781,7 +835,7 @@ type AdminAction struct {
 
 func (x *AdminAction) Reset() {
 	*x = AdminAction{}
-	mi := &file_mcpdrift_v1_events_proto_msgTypes[5]
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -793,7 +847,7 @@ func (x *AdminAction) String() string {
 func (*AdminAction) ProtoMessage() {}
 
 func (x *AdminAction) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpdrift_v1_events_proto_msgTypes[5]
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -806,7 +860,7 @@ func (x *AdminAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdminAction.ProtoReflect.Descriptor instead.
 func (*AdminAction) Descriptor() ([]byte, []int) {
-	return file_mcpdrift_v1_events_proto_rawDescGZIP(), []int{5}
+	return file_mcpdrift_v1_events_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AdminAction) GetEventId() string {
@@ -910,7 +964,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_mcpdrift_v1_events_proto_msgTypes[6]
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -922,7 +976,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpdrift_v1_events_proto_msgTypes[6]
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -935,7 +989,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_mcpdrift_v1_events_proto_rawDescGZIP(), []int{6}
+	return file_mcpdrift_v1_events_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DeadLetter) GetEventId() string {
@@ -1016,6 +1070,8 @@ const file_mcpdrift_v1_events_proto_rawDesc = "" +
 	"\x13observed_at_unix_ms\x18\v \x01(\x03R\x10observedAtUnixMs\x12\x1d\n" +
 	"\n" +
 	"alert_code\x18\f \x01(\tR\talertCode\"F\n" +
+	"\x10CallObservations\x122\n" +
+	"\x05calls\x18\x01 \x03(\v2\x1c.mcpdrift.v1.CallObservationR\x05calls\"F\n" +
 	"\bItemHash\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -1109,28 +1165,30 @@ func file_mcpdrift_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_mcpdrift_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_mcpdrift_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_mcpdrift_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_mcpdrift_v1_events_proto_goTypes = []any{
-	(CallOutcome)(0),        // 0: mcpdrift.v1.CallOutcome
-	(Status)(0),             // 1: mcpdrift.v1.Status
-	(*ListObservation)(nil), // 2: mcpdrift.v1.ListObservation
-	(*CallObservation)(nil), // 3: mcpdrift.v1.CallObservation
-	(*ItemHash)(nil),        // 4: mcpdrift.v1.ItemHash
-	(*Fingerprint)(nil),     // 5: mcpdrift.v1.Fingerprint
-	(*Verdict)(nil),         // 6: mcpdrift.v1.Verdict
-	(*AdminAction)(nil),     // 7: mcpdrift.v1.AdminAction
-	(*DeadLetter)(nil),      // 8: mcpdrift.v1.DeadLetter
+	(CallOutcome)(0),         // 0: mcpdrift.v1.CallOutcome
+	(Status)(0),              // 1: mcpdrift.v1.Status
+	(*ListObservation)(nil),  // 2: mcpdrift.v1.ListObservation
+	(*CallObservation)(nil),  // 3: mcpdrift.v1.CallObservation
+	(*CallObservations)(nil), // 4: mcpdrift.v1.CallObservations
+	(*ItemHash)(nil),         // 5: mcpdrift.v1.ItemHash
+	(*Fingerprint)(nil),      // 6: mcpdrift.v1.Fingerprint
+	(*Verdict)(nil),          // 7: mcpdrift.v1.Verdict
+	(*AdminAction)(nil),      // 8: mcpdrift.v1.AdminAction
+	(*DeadLetter)(nil),       // 9: mcpdrift.v1.DeadLetter
 }
 var file_mcpdrift_v1_events_proto_depIdxs = []int32{
 	0, // 0: mcpdrift.v1.CallObservation.outcome:type_name -> mcpdrift.v1.CallOutcome
-	4, // 1: mcpdrift.v1.Fingerprint.items:type_name -> mcpdrift.v1.ItemHash
-	1, // 2: mcpdrift.v1.Verdict.status:type_name -> mcpdrift.v1.Status
-	1, // 3: mcpdrift.v1.Verdict.previous_status:type_name -> mcpdrift.v1.Status
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	3, // 1: mcpdrift.v1.CallObservations.calls:type_name -> mcpdrift.v1.CallObservation
+	5, // 2: mcpdrift.v1.Fingerprint.items:type_name -> mcpdrift.v1.ItemHash
+	1, // 3: mcpdrift.v1.Verdict.status:type_name -> mcpdrift.v1.Status
+	1, // 4: mcpdrift.v1.Verdict.previous_status:type_name -> mcpdrift.v1.Status
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_mcpdrift_v1_events_proto_init() }
@@ -1144,7 +1202,7 @@ func file_mcpdrift_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpdrift_v1_events_proto_rawDesc), len(file_mcpdrift_v1_events_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -74,7 +74,14 @@ func ListObservationSubject(tenant, server string) string {
 	return Prefix + ".obs.list." + tenant + "." + server
 }
 
-// CallObservationSubject carries CallObservation events.
+// CallObservationsSubject carries CallObservations batches: what proxies
+// publish.
+func CallObservationsSubject(tenant, server string) string {
+	return Prefix + ".obs.calls." + tenant + "." + server
+}
+
+// CallObservationSubject carries single CallObservation events, the form
+// proxies published before the batch; subscribers still accept it.
 func CallObservationSubject(tenant, server string) string {
 	return Prefix + ".obs.call." + tenant + "." + server
 }
