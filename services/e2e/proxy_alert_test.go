@@ -33,18 +33,18 @@ func TestAlertPostureRugPull(t *testing.T) {
 	var calls []*mcpdriftv1.CallObservation
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	cons, err := b.JS.OrderedConsumer(ctx, "MCPDRIFT_OBS", jetstream.OrderedConsumerConfig{FilterSubjects: []string{"mcpdrift.obs.call.>"}})
+	cons, err := b.JS.OrderedConsumer(ctx, "MCPDRIFT_OBS", jetstream.OrderedConsumerConfig{FilterSubjects: []string{"mcpdrift.obs.calls.>"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cc, err := cons.Consume(func(m jetstream.Msg) {
-		var o mcpdriftv1.CallObservation
-		if err := proto.Unmarshal(m.Data(), &o); err != nil {
-			t.Errorf("call observation unreadable: %v", err)
+		var b mcpdriftv1.CallObservations
+		if err := proto.Unmarshal(m.Data(), &b); err != nil {
+			t.Errorf("call observations unreadable: %v", err)
 			return
 		}
 		mu.Lock()
-		calls = append(calls, &o)
+		calls = append(calls, b.Calls...)
 		mu.Unlock()
 	})
 	if err != nil {

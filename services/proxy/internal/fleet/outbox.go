@@ -14,12 +14,13 @@ import (
 	"sync"
 )
 
-// The outbox is a directory of one file per event, named by a sequence
+// The outbox is a directory of one file per message, named by a sequence
 // number that only grows (zero-padded, so that names sort in order) and the
-// event kind:
+// kind of observation it carries, with their number when more than one:
 //
 //	00000000000000000042.list
 //	00000000000000000043.call
+//	00000000000000000044.call-17
 //
 // A file holds one header line and the payload:
 //
@@ -47,34 +48,61 @@ var ErrOutboxBusy = errors.New("fleet: every outbox slot is in use by another pu
 // errOutboxClosed is returned by an outbox after close.
 var errOutboxClosed = errors.New("outbox closed")
 
-// event is one observation ready to publish.
+// event is one message ready to publish: a listing, or a batch of calls.
 type event struct {
-	id      string // the event id, also the message id
+	id      string // the message id: the event id, or for a batch of calls see mergeCalls
 	subject string
 	call    bool
+	n       int // observations it carries: 1, or the calls of a batch
 	data    []byte
 }
 
-// entry is one event file of the outbox.
+// count is the number of observations ev carries.
+func (ev *event) count() int { return max(ev.n, 1) }
+
+// entry is one message file of the outbox.
 type entry struct {
 	seq      uint64
 	call     bool
+	n        int // observations
 	size     int64
 	inflight bool // being published by the replayer: not evicted
 }
 
 func (e *entry) name() string {
-	k := kindList
-	if e.call {
-		k = kindCall
+	switch {
+	case !e.call:
+		return fmt.Sprintf("%020d.%s", e.seq, kindList)
+	case e.n > 1:
+		return fmt.Sprintf("%020d.%s-%d", e.seq, kindCall, e.n)
 	}
-	return fmt.Sprintf("%020d.%s", e.seq, k)
+	return fmt.Sprintf("%020d.%s", e.seq, kindCall)
+}
+
+// parseKind reads the kind part of a file name: whether it holds calls, and
+// how many observations.
+func parseKind(kind string) (call bool, n int, ok bool) {
+	switch kind {
+	case kindList:
+		return false, 1, true
+	case kindCall:
+		return true, 1, true
+	}
+	num, found := strings.CutPrefix(kind, kindCall+"-")
+	if !found {
+		return false, 0, false
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil || n < 2 || strconv.Itoa(n) != num {
+		return false, 0, false
+	}
+	return true, n, true
 }
 
 // outbox is one locked slot directory. Its methods are safe for concurrent use.
 type outbox struct {
 	dir       string
-	maxEvents int
+	maxEvents int // bound on the observations held
 	maxBytes  int64
 	onDrop    func(call bool, n int) // called with mu held: must not call back
 	added     chan struct{}          // signalled (non-blocking) when an event is added
@@ -82,6 +110,7 @@ type outbox struct {
 	mu      sync.Mutex
 	unlock  func() error
 	entries []*entry // by seq
+	events  int      // observations in entries
 	bytes   int64
 	next    uint64
 	closed  bool
@@ -132,14 +161,16 @@ func (o *outbox) scan() error {
 		}
 		num, kind, ok := strings.Cut(name, ".")
 		seq, err := strconv.ParseUint(num, 10, 64)
-		if !ok || err != nil || (kind != kindList && kind != kindCall) {
+		call, n, known := parseKind(kind)
+		if !ok || err != nil || !known {
 			continue // not ours; left alone
 		}
 		info, err := de.Info()
 		if err != nil {
 			continue // removed meanwhile
 		}
-		o.entries = append(o.entries, &entry{seq: seq, call: kind == kindCall, size: info.Size()})
+		o.entries = append(o.entries, &entry{seq: seq, call: call, n: n, size: info.Size()})
+		o.events += n
 		o.bytes += info.Size()
 		o.next = max(o.next, seq+1)
 	}
@@ -154,7 +185,7 @@ func (o *outbox) scan() error {
 	})
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for len(o.entries) > o.maxEvents || o.bytes > o.maxBytes {
+	for o.events > o.maxEvents || o.bytes > o.maxBytes {
 		if !o.evictLocked(false) {
 			break
 		}
@@ -172,25 +203,25 @@ func (o *outbox) signal() {
 	}
 }
 
-// depth returns the number of events and bytes in the outbox.
+// depth returns the number of observations and bytes in the outbox.
 func (o *outbox) depth() (int, int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return len(o.entries), o.bytes
+	return o.events, o.bytes
 }
 
 // add writes events in order, making room as the bounds require: the
 // oldest call observations go first, then, for a listing only, the oldest
-// listings; a call never evicts a listing. It returns how many were
-// written; events it could not keep are reported to onDrop. An error is a
-// failure of the disk: the events from the failing one on are lost (and
-// reported to onDrop).
+// listings; a call never evicts a listing. It returns how many
+// observations were written; those it could not keep are reported to
+// onDrop. An error is a failure of the disk: the events from the failing one
+// on are lost (and reported to onDrop).
 func (o *outbox) add(evs []*event) (int, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.closed {
 		for _, ev := range evs {
-			o.onDrop(ev.call, 1)
+			o.onDrop(ev.call, ev.count())
 		}
 		return 0, errOutboxClosed
 	}
@@ -199,22 +230,23 @@ func (o *outbox) add(evs []*event) (int, error) {
 	for i, ev := range evs {
 		head := header(ev)
 		size := int64(len(head) + len(ev.data))
-		if !o.makeRoomLocked(ev.call, size) {
-			o.onDrop(ev.call, 1)
+		if !o.makeRoomLocked(ev.call, ev.count(), size) {
+			o.onDrop(ev.call, ev.count())
 			continue
 		}
-		e := &entry{seq: o.next, call: ev.call, size: size}
+		e := &entry{seq: o.next, call: ev.call, n: ev.count(), size: size}
 		if err = writeAtomic(o.dir, e.name(), head, ev.data); err != nil {
 			for _, rest := range evs[i:] {
-				o.onDrop(rest.call, 1)
+				o.onDrop(rest.call, rest.count())
 			}
 			err = fmt.Errorf("writing outbox event %s: %w", e.name(), err)
 			break
 		}
 		o.next++
 		o.entries = append(o.entries, e)
+		o.events += e.n
 		o.bytes += size
-		written++
+		written += e.n
 	}
 	if written > 0 {
 		if serr := syncDir(o.dir); serr != nil && err == nil {
@@ -225,13 +257,13 @@ func (o *outbox) add(evs []*event) (int, error) {
 	return written, err
 }
 
-// makeRoomLocked evicts until an event of size fits, or reports that it
-// cannot be kept.
-func (o *outbox) makeRoomLocked(call bool, size int64) bool {
-	if size > o.maxBytes || o.maxEvents < 1 {
+// makeRoomLocked evicts until a message of n observations and size bytes
+// fits, or reports that it cannot be kept.
+func (o *outbox) makeRoomLocked(call bool, n int, size int64) bool {
+	if size > o.maxBytes || n > o.maxEvents {
 		return false
 	}
-	for len(o.entries)+1 > o.maxEvents || o.bytes+size > o.maxBytes {
+	for o.events+n > o.maxEvents || o.bytes+size > o.maxBytes {
 		if !o.evictLocked(call) {
 			return false
 		}
@@ -263,8 +295,9 @@ func (o *outbox) evictLocked(forCall bool) bool {
 	e := o.entries[victim]
 	_ = os.Remove(filepath.Join(o.dir, e.name()))
 	o.entries = slices.Delete(o.entries, victim, victim+1)
+	o.events -= e.n
 	o.bytes -= e.size
-	o.onDrop(e.call, 1)
+	o.onDrop(e.call, e.n)
 	return true
 }
 
@@ -299,7 +332,7 @@ func (o *outbox) read(e *entry) (*event, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outbox event %s: %w", e.name(), err)
 	}
-	ev.call = e.call
+	ev.call, ev.n = e.call, e.n
 	return ev, nil
 }
 
@@ -317,6 +350,7 @@ func (o *outbox) done(e *entry, published bool) {
 		return
 	}
 	o.entries = slices.Delete(o.entries, i, i+1)
+	o.events -= e.n
 	o.bytes -= e.size
 	// If the file cannot be removed it is published again after a restart;
 	// the message id makes that harmless within the duplicate window.

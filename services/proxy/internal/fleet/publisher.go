@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	mcpdriftv1 "github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
@@ -141,7 +142,8 @@ type Deps struct {
 }
 
 // Stats are the publisher's counters since NewPublisher (totals) and its
-// current depths (gauges).
+// current depths (gauges), in observations: a batch of calls counts its
+// calls.
 type Stats struct {
 	Queued          int    // events in the in-memory queue now
 	Published       uint64 // acknowledged by JetStream, directly or from the outbox
@@ -264,7 +266,57 @@ func (p *Publisher) Call(c session.Call) {
 		p.noteDrop(true, 1)
 		return
 	}
-	p.enqueue(&event{id: id, subject: bus.CallObservationSubject(p.cfg.Tenant, p.cfg.Server), call: true, data: data})
+	// A CallObservations batch of one: its calls field holding this call.
+	batch := protowire.AppendTag(make([]byte, 0, len(data)+8), callsField, protowire.BytesType)
+	batch = protowire.AppendBytes(batch, data)
+	p.enqueue(&event{id: id, subject: bus.CallObservationsSubject(p.cfg.Tenant, p.cfg.Server), call: true, n: 1, data: batch})
+}
+
+// callsField is the field number of CallObservations.calls.
+const callsField = 1
+
+// mergeCalls joins each run of consecutive call events of evs, all batches
+// of one, into batches of at most limit bytes: protobuf concatenates
+// repeated fields, so a batch is its parts' bytes one after the other. A
+// merged batch's message id is its first call's event id followed by
+// "+<number of further calls>", so that a batch sent again (from the
+// outbox) is the same message to JetStream's duplicate window; batches are
+// only ever formed here, of fresh events, never of what the outbox holds.
+func mergeCalls(evs []*event, limit int) []*event {
+	out := make([]*event, 0, len(evs))
+	for _, ev := range evs {
+		if n := len(out); n > 0 && ev.call && out[n-1].call && len(out[n-1].data)+len(ev.data) <= limit {
+			last := out[n-1]
+			if last.n == 1 {
+				// The first merge: a batch of its own, leaving the event as it was.
+				last = &event{id: last.id, subject: last.subject, call: true, n: 1,
+					data: append(make([]byte, 0, min(limit, 4*len(last.data))), last.data...)}
+				out[n-1] = last
+			}
+			last.data = append(last.data, ev.data...)
+			last.n += ev.count()
+			continue
+		}
+		out = append(out, ev)
+	}
+	for _, ev := range out {
+		if ev.n > 1 {
+			ev.id += "+" + strconv.Itoa(ev.n-1)
+		}
+	}
+	return out
+}
+
+// mergeLimit is the largest batch of calls: three quarters of what the
+// server takes (headroom for the headers), at most 1 MiB.
+func (p *Publisher) mergeLimit() int {
+	limit := 1 << 20
+	if nc := p.js.Conn(); nc != nil {
+		if mp := int(nc.MaxPayload()); mp > 0 {
+			limit = min(limit, mp*3/4)
+		}
+	}
+	return limit
 }
 
 func (p *Publisher) nextID() string {
@@ -352,7 +404,7 @@ func (p *Publisher) drain(ctx context.Context) {
 				continue
 			}
 			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.PublishTimeout)
-			failed, err := p.publish(pctx, batch)
+			failed, err := p.publish(pctx, mergeCalls(batch, p.mergeLimit()))
 			cancel()
 			p.spool(failed, err)
 		}
@@ -398,6 +450,7 @@ func (p *Publisher) flush(ctx context.Context) {
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ShutdownTimeout)
 	defer cancel()
+	rest = mergeCalls(rest, p.mergeLimit())
 	for len(rest) > 0 {
 		n := min(len(rest), batchEvents)
 		if err := sctx.Err(); err != nil {
@@ -425,7 +478,7 @@ func (p *Publisher) publish(ctx context.Context, evs []*event) ([]*event, error)
 		if errs[i] == nil {
 			select {
 			case <-futures[i].Ok():
-				p.published.Add(1)
+				p.published.Add(uint64(ev.count()))
 				continue
 			case err := <-futures[i].Err():
 				errs[i] = err
@@ -434,9 +487,9 @@ func (p *Publisher) publish(ctx context.Context, evs []*event) ([]*event, error)
 			}
 		}
 		if permanent(errs[i]) {
-			p.rejected.Add(1)
+			p.rejected.Add(uint64(ev.count()))
 			p.log.Error().Err(errs[i]).Str("event_id", ev.id).Str("subject", ev.subject).Int("bytes", len(ev.data)).
-				Msg("jetstream refused observation, dropping it")
+				Int("observations", ev.count()).Msg("jetstream refused observation, dropping it")
 			continue
 		}
 		retry = append(retry, ev)
@@ -550,7 +603,7 @@ func (p *Publisher) replayBatch(ctx context.Context) bool {
 		if err != nil {
 			p.log.Error().Err(err).Msg("outbox event unreadable, dropping it")
 			p.ob.done(e, true)
-			p.noteDrop(e.call, 1)
+			p.noteDrop(e.call, e.n)
 			continue
 		}
 		evs = append(evs, ev)

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -32,16 +33,20 @@ func newPublisher(t *testing.T, js jetstream.JetStream, dir string, mod func(*Co
 	return p
 }
 
-// streamed is one message of the observations stream.
+// streamed is one observation of the observations stream: a listing, or
+// one call of a batch.
 type streamed struct {
 	subject, msgID, eventID string
+	seq                     uint64 // the stream message it came in
 	call                    bool
 	list                    *mcpdriftv1.ListObservation
 	callObs                 *mcpdriftv1.CallObservation
 }
 
-// readStream returns every message of the observations stream, in order,
-// checking that each carries its event id as message id.
+// readStream returns every observation of the observations stream, in
+// order, checking the message ids: a listing's is its event id, a batch's
+// its first call's event id, followed by "+<further calls>" when it holds
+// more than one.
 func readStream(t *testing.T, js jetstream.JetStream) []streamed {
 	t.Helper()
 	ctx := context.Background()
@@ -59,17 +64,32 @@ func readStream(t *testing.T, js jetstream.JetStream) []streamed {
 		if err != nil {
 			t.Fatalf("reading stream message %d: %v", seq, err)
 		}
-		r := streamed{subject: m.Subject, msgID: m.Header.Get(jetstream.MsgIDHeader)}
-		if strings.HasPrefix(m.Subject, bus.Prefix+".obs.call.") {
-			r.call, r.callObs = true, &mcpdriftv1.CallObservation{}
-			err, r.eventID = proto.Unmarshal(m.Data, r.callObs), r.callObs.GetEventId()
-		} else {
-			r.list = &mcpdriftv1.ListObservation{}
-			err, r.eventID = proto.Unmarshal(m.Data, r.list), r.list.GetEventId()
+		msgID := m.Header.Get(jetstream.MsgIDHeader)
+		if strings.HasPrefix(m.Subject, bus.Prefix+".obs.calls.") {
+			var b mcpdriftv1.CallObservations
+			if err := proto.Unmarshal(m.Data, &b); err != nil {
+				t.Fatalf("decoding stream message %d: %v", seq, err)
+			}
+			if len(b.Calls) == 0 {
+				t.Fatalf("stream message %d: a batch of no calls", seq)
+			}
+			want := b.Calls[0].GetEventId()
+			if len(b.Calls) > 1 {
+				want += fmt.Sprintf("+%d", len(b.Calls)-1)
+			}
+			if b.Calls[0].GetEventId() == "" || msgID != want {
+				t.Errorf("message %d: message id %q, want %q", seq, msgID, want)
+			}
+			for _, c := range b.Calls {
+				out = append(out, streamed{subject: m.Subject, msgID: msgID, eventID: c.GetEventId(), seq: seq, call: true, callObs: c})
+			}
+			continue
 		}
-		if err != nil {
+		r := streamed{subject: m.Subject, msgID: msgID, seq: seq, list: &mcpdriftv1.ListObservation{}}
+		if err := proto.Unmarshal(m.Data, r.list); err != nil {
 			t.Fatalf("decoding stream message %d: %v", seq, err)
 		}
+		r.eventID = r.list.GetEventId()
 		if r.eventID == "" || r.msgID != r.eventID {
 			t.Errorf("message %d: message id %q, event id %q; want equal and set", seq, r.msgID, r.eventID)
 		}
@@ -132,7 +152,7 @@ func TestPublisherPublishes(t *testing.T) {
 	eventually(t, 10*time.Second, "observations not published", func() bool { return p.Stats().Published == 7 })
 	msgs := readStream(t, b.JS)
 	if len(msgs) != 7 {
-		t.Fatalf("stream holds %d messages, want 7", len(msgs))
+		t.Fatalf("stream holds %d observations, want 7", len(msgs))
 	}
 
 	for i, want := range []string{"v1a2b", "default"} {
@@ -148,8 +168,8 @@ func TestPublisherPublishes(t *testing.T) {
 	for i, c := range calls {
 		t.Run(c.name, func(t *testing.T) {
 			m := msgs[2+i]
-			if !m.call || m.subject != bus.CallObservationSubject(tenant, "mem") {
-				t.Fatalf("subject %s, want the call subject", m.subject)
+			if !m.call || m.subject != bus.CallObservationsSubject(tenant, "mem") {
+				t.Fatalf("subject %s, want the calls subject", m.subject)
 			}
 			o := m.callObs
 			if o.Outcome != c.wantOutcome || o.Tool != c.call.Tool || o.RefusalCode != c.call.RefusalCode || o.AlertCode != c.call.AlertCode ||
