@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/audit/internal/schema"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/chtest"
@@ -20,13 +21,30 @@ import (
 )
 
 // BenchmarkSink measures sustained events per second from JetStream into
-// ClickHouse: N call observations are published first, then a sink drains
-// them (decode, batch, insert, ack) until its consumer has acked all of
-// them. The baseline, in the same run on the same servers, is a raw
-// clickhouse-go batch insert of the same rows (decoded ahead, outside the
-// timing) into a copy of the table. Reports events/s, raw-events/s and
-// ratio. MCPDRIFT_BENCH_EVENTS sets N (default 200000).
-func BenchmarkSink(b *testing.B) {
+// ClickHouse: N call observations are published first, one message each
+// (the single form), then a sink drains them (decode, batch, insert, ack)
+// until its consumer has acked all of them. The baseline, in the same run
+// on the same servers, is a raw clickhouse-go batch insert of the same rows
+// (decoded ahead, outside the timing) into a copy of the table. Reports
+// events/s, raw-events/s and ratio. MCPDRIFT_BENCH_EVENTS sets N (default
+// 200000).
+func BenchmarkSink(b *testing.B) { benchSink(b, 1) }
+
+// BenchmarkSinkBatches is BenchmarkSink with the calls published as
+// CallObservations of MCPDRIFT_BENCH_BATCH calls each (default 100), as
+// proxies publish them under load: one JetStream message, delivery and ack
+// per batch instead of per call. Events are calls, as in BenchmarkSink.
+func BenchmarkSinkBatches(b *testing.B) {
+	per := 100
+	if v, err := strconv.Atoi(os.Getenv("MCPDRIFT_BENCH_BATCH")); err == nil && v > 0 {
+		per = v
+	}
+	benchSink(b, per)
+}
+
+// benchSink publishes the calls per to a message: singles on obs.call when
+// per is 1, CallObservations on obs.calls otherwise.
+func benchSink(b *testing.B, per int) {
 	n := 200_000
 	if v, err := strconv.Atoi(os.Getenv("MCPDRIFT_BENCH_EVENTS")); err == nil && v > 0 {
 		n = v
@@ -47,26 +65,40 @@ func BenchmarkSink(b *testing.B) {
 		b.Fatal(err)
 	}
 
-	// Publish N call observations (asynchronously, outside the timing).
-	raw := &callRows{}
+	// Publish N call observations (asynchronously, outside the timing), and
+	// decode each message ahead into the rows of the raw insert.
+	decoded := &batch{}
 	svcForDecode := &Service{cfg: DefaultConfig}
-	for i := range n {
-		ev := callEvent(i)
-		ev.EventId = fmt.Sprintf("bench-%d", i)
-		data, _ := proto.Marshal(ev)
-		subj := bus.CallObservationSubject(ev.Tenant, ev.Server)
-		if _, err := nb.JS.PublishAsync(subj, data, jetstream.WithMsgID(ev.EventId)); err != nil {
+	var seq uint64
+	for from := 0; from < n; from += per {
+		var calls []*mcpdriftv1.CallObservation
+		for i := from; i < min(from+per, n); i++ {
+			ev := callEvent(i)
+			ev.EventId = fmt.Sprintf("bench-%d", i)
+			ev.Server = callEvent(from).Server // one server per message
+			calls = append(calls, ev)
+		}
+		var subj, msgID string
+		var data []byte
+		if per == 1 {
+			subj, msgID = bus.CallObservationSubject(calls[0].Tenant, calls[0].Server), calls[0].EventId
+			data, err = proto.Marshal(calls[0])
+		} else {
+			subj, msgID = bus.CallObservationsSubject(calls[0].Tenant, calls[0].Server), batchMsgID(calls)
+			data, err = proto.Marshal(&mcpdriftv1.CallObservations{Calls: calls})
+		}
+		if err != nil {
 			b.Fatal(err)
 		}
-		bb := &batch{}
-		if p := svcForDecode.decode(envelope{subject: subj, seq: uint64(i + 1), stamp: time.Now()}, data, bb); p != nil {
+		if _, err := nb.JS.PublishAsync(subj, data, jetstream.WithMsgID(msgID)); err != nil {
+			b.Fatal(err)
+		}
+		seq++
+		if p := svcForDecode.decode(envelope{subject: subj, seq: seq, stamp: time.Now()}, data, decoded); p != nil {
 			b.Fatal(p.text)
 		}
-		raw.common.add(bb.calls.eventID[0], bb.calls.atMs[0], uint64(i+1))
-		raw.tenant, raw.server, raw.proxy = append(raw.tenant, bb.calls.tenant[0]), append(raw.server, bb.calls.server[0]), append(raw.proxy, bb.calls.proxy[0])
-		raw.tool, raw.outcome, raw.refusal = append(raw.tool, bb.calls.tool[0]), append(raw.outcome, bb.calls.outcome[0]), append(raw.refusal, bb.calls.refusal[0])
-		raw.latency, raw.digest, raw.args = append(raw.latency, bb.calls.latency[0]), append(raw.digest, bb.calls.digest[0]), append(raw.args, bb.calls.args[0])
 	}
+	raw := &decoded.calls
 	select {
 	case <-nb.JS.PublishAsyncComplete():
 	case <-time.After(5 * time.Minute):
@@ -139,7 +171,7 @@ func sliceCalls(r *callRows, from, to int) *callRows {
 	return &callRows{
 		common: common{eventID: r.eventID[from:to], at: r.at[from:to], atMs: r.atMs[from:to], seq: r.seq[from:to]},
 		tenant: r.tenant[from:to], server: r.server[from:to], proxy: r.proxy[from:to], tool: r.tool[from:to],
-		outcome: r.outcome[from:to], refusal: r.refusal[from:to], digest: r.digest[from:to], args: r.args[from:to],
-		latency: r.latency[from:to],
+		outcome: r.outcome[from:to], refusal: r.refusal[from:to], alert: r.alert[from:to], digest: r.digest[from:to],
+		args: r.args[from:to], latency: r.latency[from:to],
 	}
 }

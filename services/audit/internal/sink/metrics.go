@@ -61,10 +61,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// added counts a row taken into a batch.
-func (m *Metrics) added() {
+// added counts the n rows of a message taken into a batch.
+func (m *Metrics) added(n int) {
 	if m != nil {
-		m.held.Inc()
+		m.held.Add(float64(n))
 	}
 }
 
@@ -80,13 +80,13 @@ func (m *Metrics) written(b *batch, d time.Duration) {
 	}
 	m.batches.Inc()
 	m.batchTime.Observe(d.Seconds())
-	m.held.Sub(float64(len(b.msgs)))
+	m.held.Sub(float64(b.rows()))
 }
 
 // handedBack counts a batch's rows given back to JetStream unwritten.
 func (m *Metrics) handedBack(b *batch) {
 	if m != nil {
-		m.held.Sub(float64(len(b.msgs)))
+		m.held.Sub(float64(b.rows()))
 	}
 }
 

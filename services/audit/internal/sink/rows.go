@@ -237,7 +237,8 @@ type envelope struct {
 	stamp   time.Time
 }
 
-// decode appends the message's row to the batch, or says why it never can.
+// decode appends the message's rows to the batch (one, or one per call of a
+// CallObservations), or says why it never can; then it adds none.
 func (s *Service) decode(env envelope, data []byte, b *batch) *poison {
 	tok := strings.Split(env.subject, ".")
 	if len(tok) < 3 || tok[0] != bus.Prefix {
@@ -270,6 +271,7 @@ func (s *Service) decode(env envelope, data []byte, b *batch) *poison {
 		r.captureBytes = append(r.captureBytes, uint32(min(len(ev.Capture), 1<<32-1)))
 		r.captureSHA = append(r.captureSHA, "sha256:"+hex.EncodeToString(sum[:]))
 	case kind == "obs.call" && len(tok) == 4:
+		// The single form, which proxies before the batch form publish.
 		ev := new(mcpdriftv1.CallObservation)
 		if err := proto.Unmarshal(data, ev); err != nil {
 			return &poison{CodeMalformedEvent, "decoding CallObservation: " + err.Error()}
@@ -281,18 +283,9 @@ func (s *Service) decode(env envelope, data []byte, b *batch) *poison {
 		if p != nil {
 			return p
 		}
-		r := &b.calls
-		r.add(id, atMs, env.seq)
-		r.tenant, r.server, r.proxy = append(r.tenant, tok[2]), append(r.server, tok[3]), append(r.proxy, ev.Proxy)
-		r.tool, r.outcome = append(r.tool, ev.Tool), append(r.outcome, outcomeName(ev.Outcome))
-		r.refusal, r.latency = append(r.refusal, ev.RefusalCode), append(r.latency, ev.LatencyUs)
-		r.alert = append(r.alert, ev.AlertCode)
-		r.digest = append(r.digest, ev.ArgumentsDigest)
-		args := ""
-		if s.cfg.Arguments == ArgumentsFull && len(ev.Arguments) > 0 {
-			args = Redact(ev.Arguments)
-		}
-		r.args = append(r.args, args)
+		s.addCall(&b.calls, tok[2], tok[3], id, atMs, env.seq, ev)
+	case kind == "obs.calls" && len(tok) == 4:
+		return s.decodeCalls(env, data, tok[2], tok[3], &b.calls)
 	case kind == "drift" && len(tok) == 4:
 		ev := new(mcpdriftv1.Verdict)
 		if err := bus.UnmarshalJSON(data, ev); err != nil {
@@ -355,32 +348,111 @@ func (s *Service) decode(env envelope, data []byte, b *batch) *poison {
 	return nil
 }
 
+// decodeCalls adds a CallObservations batch to r: one row per call, or
+// none. Every call is checked before the first is added, so a batch with one
+// bad call is dead-lettered whole and leaves r as it was; a batch of no calls
+// adds nothing and is acked. Each call's id is its own event_id; a call
+// without one takes the message's fallback id (see fallbackID) followed by
+// "#<index in the batch>", so that a redelivery gets the same ids.
+func (s *Service) decodeCalls(env envelope, data []byte, tenant, server string, r *callRows) *poison {
+	ev := new(mcpdriftv1.CallObservations)
+	if err := proto.Unmarshal(data, ev); err != nil {
+		return &poison{CodeMalformedEvent, "decoding CallObservations: " + err.Error()}
+	}
+	type checked struct {
+		id   string
+		atMs int64
+	}
+	rows := make([]checked, len(ev.Calls))
+	base := "" // the fallback id, computed once and only when a call needs it
+	for i, c := range ev.Calls {
+		if p := matchSubject(tenant, server, c.Tenant, c.Server); p != nil {
+			return inCall(p, i, len(ev.Calls))
+		}
+		id := c.EventId
+		if id == "" {
+			if base == "" {
+				base = fallbackID(env, data)
+			}
+			id = base + "#" + strconv.Itoa(i)
+		}
+		atMs, p := checkIdentity(env, id, c.ObservedAtUnixMs)
+		if p != nil {
+			return inCall(p, i, len(ev.Calls))
+		}
+		rows[i] = checked{id, atMs}
+	}
+	for i, c := range ev.Calls {
+		s.addCall(r, tenant, server, rows[i].id, rows[i].atMs, env.seq, c)
+	}
+	return nil
+}
+
+// inCall says which call of a batch p is about.
+func inCall(p *poison, i, n int) *poison {
+	p.text = fmt.Sprintf("call %d of %d: %s", i, n, p.text)
+	return p
+}
+
+// addCall appends one call's row.
+func (s *Service) addCall(r *callRows, tenant, server, id string, atMs int64, seq uint64, ev *mcpdriftv1.CallObservation) {
+	r.add(id, atMs, seq)
+	r.tenant, r.server, r.proxy = append(r.tenant, tenant), append(r.server, server), append(r.proxy, ev.Proxy)
+	r.tool, r.outcome = append(r.tool, ev.Tool), append(r.outcome, outcomeName(ev.Outcome))
+	r.refusal, r.latency = append(r.refusal, ev.RefusalCode), append(r.latency, ev.LatencyUs)
+	r.alert = append(r.alert, ev.AlertCode)
+	r.digest = append(r.digest, ev.ArgumentsDigest)
+	args := ""
+	if s.cfg.Arguments == ArgumentsFull && len(ev.Arguments) > 0 {
+		args = Redact(ev.Arguments)
+	}
+	r.args = append(r.args, args)
+}
+
 // identity is the row's event id and time. The id is the event's own (also
-// its Nats-Msg-Id); an event without one takes the message id, and failing
-// that a digest of subject and data, so that a redelivery gets the same id.
+// its Nats-Msg-Id); an event without one takes the message's fallback id.
 // A missing time is the time JetStream stored the message.
 func (s *Service) identity(env envelope, data []byte, eventID string, atMs int64) (string, int64, *poison) {
 	id := eventID
-	if id == "" && env.msgID != nil {
-		id = env.msgID()
-	}
 	if id == "" {
-		h := sha256.New()
-		h.Write([]byte(env.subject))
-		h.Write([]byte{0})
-		h.Write(data)
-		id = "sha256:" + hex.EncodeToString(h.Sum(nil))
+		id = fallbackID(env, data)
 	}
+	atMs, p := checkIdentity(env, id, atMs)
+	if p != nil {
+		return "", 0, p
+	}
+	return id, atMs, nil
+}
+
+// fallbackID is the id of an event that has none: the message id, and
+// failing that a digest of subject and data, so that a redelivery gets the
+// same id.
+func fallbackID(env envelope, data []byte) string {
+	if env.msgID != nil {
+		if id := env.msgID(); id != "" {
+			return id
+		}
+	}
+	h := sha256.New()
+	h.Write([]byte(env.subject))
+	h.Write([]byte{0})
+	h.Write(data)
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// checkIdentity checks an event id's length and returns the event's time,
+// the time JetStream stored the message when the event has none.
+func checkIdentity(env envelope, id string, atMs int64) (int64, *poison) {
 	if len(id) > MaxEventIDLen {
-		return "", 0, &poison{CodeInvalidEventID, fmt.Sprintf("event id of %d bytes; at most %d", len(id), MaxEventIDLen)}
+		return 0, &poison{CodeInvalidEventID, fmt.Sprintf("event id of %d bytes; at most %d", len(id), MaxEventIDLen)}
 	}
 	if atMs == 0 {
 		atMs = env.stamp.UnixMilli()
 	}
 	if atMs <= 0 || atMs >= maxTimeMs {
-		return "", 0, &poison{CodeInvalidTime, "event time " + strconv.FormatInt(atMs, 10) + " ms is outside 1970 to 2100"}
+		return 0, &poison{CodeInvalidTime, "event time " + strconv.FormatInt(atMs, 10) + " ms is outside 1970 to 2100"}
 	}
-	return id, atMs, nil
+	return atMs, nil
 }
 
 // matchSubject checks that an event names the tenant and server of its

@@ -8,9 +8,11 @@
 // further is acked, and the events wait in JetStream until ClickHouse
 // returns. A message that can never be written (undecodable, a subject it
 // does not match, an impossible time) is copied to mcpdrift.dead.audit as a
-// DeadLetter with a stable code and terminated. Rows carry the event's
-// deterministic id in the sort key of ReplacingMergeTree tables, so a
-// redelivery after a crash collapses into the row already written.
+// DeadLetter with a stable code and terminated. A CallObservations message
+// becomes one row per call, all or none: one bad call dead-letters it whole.
+// Rows carry the event's (the call's) deterministic id in the sort key of
+// ReplacingMergeTree tables, so a redelivery after a crash collapses into
+// the row already written.
 // docs/services/audit.md is the operator's reference.
 package sink
 
@@ -197,7 +199,9 @@ type Deps struct {
 
 // Stats counts what the service did since New.
 type Stats struct {
-	// Written counts rows written (each acked message is one row).
+	// Written counts rows written: one per event, which is one per acked
+	// message except for CallObservations, one per call (none for a batch
+	// of no calls).
 	Written uint64
 	// Batches counts successful batch writes.
 	Batches uint64
@@ -395,6 +399,7 @@ func (s *Service) add(ctx context.Context, msg jetstream.Msg, b *batch) {
 	}
 	env := envelope{subject: msg.Subject(), seq: md.Sequence.Stream, stamp: md.Timestamp,
 		msgID: func() string { return msg.Headers().Get("Nats-Msg-Id") }}
+	before := b.rows()
 	if p := s.decode(env, msg.Data(), b); p != nil {
 		s.deadLetter(ctx, msg, md, p)
 		return
@@ -403,7 +408,7 @@ func (s *Service) add(ctx context.Context, msg jetstream.Msg, b *batch) {
 		b.first = s.now()
 	}
 	b.msgs = append(b.msgs, msg)
-	s.m.added()
+	s.m.added(b.rows() - before)
 }
 
 // flush writes a batch, retrying until it is written or the work context
@@ -420,12 +425,12 @@ func (s *Service) flush(ctx context.Context, b *batch) {
 			for _, m := range b.msgs {
 				_ = m.Ack() // a lost ack means a redelivery, which collapses
 			}
-			s.written.Add(uint64(len(b.msgs)))
+			s.written.Add(uint64(b.rows()))
 			s.batches.Add(1)
 			if !downSince.IsZero() {
 				s.down.Store(false)
 				s.log.Info().Dur("down_for", s.now().Sub(downSince)).Int("attempts", attempt).
-					Int("rows", len(b.msgs)).Msg("clickhouse writes resumed")
+					Int("rows", b.rows()).Msg("clickhouse writes resumed")
 			}
 			return
 		}
@@ -440,10 +445,10 @@ func (s *Service) flush(ctx context.Context, b *batch) {
 				_ = m.Nak()
 			}
 			s.m.handedBack(b)
-			s.log.Warn().Err(err).Int("rows", len(b.msgs)).Msg("stopping with an unwritten batch; handed back to jetstream")
+			s.log.Warn().Err(err).Int("rows", b.rows()).Msg("stopping with an unwritten batch; handed back to jetstream")
 			return
 		}
-		s.log.Warn().Err(err).Int("rows", len(b.msgs)).Int("attempt", attempt).Dur("retry_in", delay).
+		s.log.Warn().Err(err).Int("rows", b.rows()).Int("attempt", attempt).Dur("retry_in", delay).
 			Msg("writing to clickhouse; holding the batch and acking nothing")
 		select {
 		case <-ctx.Done():
