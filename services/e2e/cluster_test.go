@@ -231,12 +231,16 @@ func TestNATSRolePermissions(t *testing.T) {
 		t.Fatalf("fingerprint stores a manifest: %v", err)
 	}
 
-	// Allowed for a proxy: publish its observations, watch its tenant's
-	// status, read a manifest.
+	// Allowed for a proxy: publish its observations (listings, batches of
+	// calls, and single calls as proxies before the batch form did), watch
+	// its tenant's status, read a manifest.
 	proxy := d.connect(t, "proxy")
-	ack, err := proxy.js.Publish(natsOpCtx(t, 10*time.Second), bus.ListObservationSubject("default", "files"), []byte("obs"), jetstream.WithMsgID("obs-1"))
-	if err != nil || ack.Stream != bus.StreamObservations {
-		t.Fatalf("proxy publishes an observation: %v %+v", err, ack)
+	for _, subject := range []string{bus.ListObservationSubject("default", "files"),
+		bus.CallObservationsSubject("default", "files"), bus.CallObservationSubject("default", "files")} {
+		ack, err := proxy.js.Publish(natsOpCtx(t, 10*time.Second), subject, []byte("obs"), jetstream.WithMsgID("obs-"+subject))
+		if err != nil || ack.Stream != bus.StreamObservations {
+			t.Fatalf("proxy publishes an observation on %s: %v %+v", subject, err, ack)
+		}
 	}
 	pkv, err := proxy.js.KeyValue(natsOpCtx(t, 10*time.Second), bus.BucketStatus)
 	if err != nil {
@@ -293,6 +297,14 @@ func TestNATSRolePermissions(t *testing.T) {
 		}},
 		{"proxy_observes_other_tenant", "proxy", "publish", bus.ListObservationSubject("acme", "files"), func(ctx context.Context, c *natsRoleConn) error {
 			_, err := c.js.Publish(ctx, bus.ListObservationSubject("acme", "files"), []byte("obs"))
+			return err
+		}},
+		{"proxy_observes_other_tenant_calls", "proxy", "publish", bus.CallObservationsSubject("acme", "files"), func(ctx context.Context, c *natsRoleConn) error {
+			_, err := c.js.Publish(ctx, bus.CallObservationsSubject("acme", "files"), []byte("calls"))
+			return err
+		}},
+		{"proxy_observes_other_tenant_call", "proxy", "publish", bus.CallObservationSubject("acme", "files"), func(ctx context.Context, c *natsRoleConn) error {
+			_, err := c.js.Publish(ctx, bus.CallObservationSubject("acme", "files"), []byte("call"))
 			return err
 		}},
 		{"proxy_watches_other_tenant", "proxy", "publish", "$JS.API.CONSUMER.CREATE.KV_mcpdrift_status.*.$KV.mcpdrift_status.acme.files.*", func(ctx context.Context, c *natsRoleConn) error {
