@@ -30,11 +30,11 @@ import (
 // 200000).
 func BenchmarkSink(b *testing.B) { benchSink(b, 1) }
 
-// BenchmarkSinkBatches is BenchmarkSink with the calls published as
+// BenchmarkCallBatchSink is BenchmarkSink with the calls published as
 // CallObservations of MCPDRIFT_BENCH_BATCH calls each (default 100), as
 // proxies publish them under load: one JetStream message, delivery and ack
 // per batch instead of per call. Events are calls, as in BenchmarkSink.
-func BenchmarkSinkBatches(b *testing.B) {
+func BenchmarkCallBatchSink(b *testing.B) {
 	per := 100
 	if v, err := strconv.Atoi(os.Getenv("MCPDRIFT_BENCH_BATCH")); err == nil && v > 0 {
 		per = v
