@@ -138,13 +138,14 @@ func fromDoc(d *canonjson.Doc, n canonjson.NodeID, raw []byte) (*Message, error)
 // Split reads a message that may be a 2025-03-26 batch (a JSON array of
 // messages) and returns its messages; batch reports whether it was one.
 func Split(raw []byte, lim Limits) (msgs []*Message, batch bool, err error) {
-	var d canonjson.Doc
+	d := canonjson.Borrow()
+	defer canonjson.Return(d) // a Message holds slices of raw, never of d
 	lim.LaxNumbers = true
 	if err := d.Parse(raw, lim); err != nil {
 		return nil, false, err
 	}
 	if d.Kind(canonjson.Root) != canonjson.Array {
-		m, err := fromDoc(&d, canonjson.Root, raw)
+		m, err := fromDoc(d, canonjson.Root, raw)
 		if err != nil {
 			return nil, false, err
 		}
@@ -154,7 +155,7 @@ func Split(raw []byte, lim Limits) (msgs []*Message, batch bool, err error) {
 		return nil, true, fmt.Errorf("%w: an empty batch", ErrInvalid)
 	}
 	for el, i := d.First(canonjson.Root), 0; i < d.Len(canonjson.Root); el, i = d.Next(el), i+1 {
-		m, err := fromDoc(&d, el, raw)
+		m, err := fromDoc(d, el, raw)
 		if err != nil {
 			return nil, true, fmt.Errorf("batch element %d: %w", i+1, err)
 		}

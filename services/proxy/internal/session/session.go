@@ -1044,8 +1044,9 @@ func nextCursor(result []byte) string {
 // arguments, which can hold secrets) and, when full is set, a copy of the
 // arguments themselves.
 func callOf(params []byte, full bool) (name, digest string, args []byte) {
-	d := object(params)
-	if d == nil {
+	d := canonjson.Borrow()
+	defer canonjson.Return(d) // what it returns is copied, or a slice of params
+	if len(params) == 0 || d.Parse(params, canonjson.Limits{LaxNumbers: true}) != nil || d.Kind(canonjson.Root) != canonjson.Object {
 		sum := sha256.Sum256(params)
 		return "", "sha256:" + hex.EncodeToString(sum[:]), nil
 	}
