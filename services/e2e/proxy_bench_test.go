@@ -93,29 +93,10 @@ func (p *stdioPeer) call(tb testing.TB, id, method, params string) string {
 	return ""
 }
 
-type latencies struct {
-	p50, p99   time.Duration
-	throughput float64 // calls per second at concurrency 32
-}
-
-// measure runs sequential calls for latency, then 32 concurrent callers
-// for throughput.
-func measure(b *testing.B, p *stdioPeer, n int, tag string) latencies {
-	args := `{"name":"read","arguments":{"path":"/tmp/some/file.txt"}}`
-	for i := range 200 { // warm up
-		p.call(b, fmt.Sprintf("%s-w%d", tag, i), "tools/call", args)
-	}
-	lat := make([]time.Duration, n)
-	for i := range n {
-		start := time.Now()
-		out := p.call(b, fmt.Sprintf("%s-%d", tag, i), "tools/call", args)
-		lat[i] = time.Since(start)
-		if strings.Contains(out, `"isError":true`) {
-			b.Fatalf("the call was refused: %s", out)
-		}
-	}
-	slices.Sort(lat)
-	const workers = 32
+// calls makes n tools/call requests from workers callers sharing p and
+// returns how long they took; tag keeps the ids apart.
+func calls(b *testing.B, p *stdioPeer, workers, n int, tag string) time.Duration {
+	const args = `{"name":"read","arguments":{"path":"/tmp/some/file.txt"}}`
 	var wg sync.WaitGroup
 	start := time.Now()
 	for w := range workers {
@@ -123,19 +104,31 @@ func measure(b *testing.B, p *stdioPeer, n int, tag string) latencies {
 		go func() {
 			defer wg.Done()
 			for i := range n / workers {
-				p.call(b, fmt.Sprintf("%s-c%d-%d", tag, w, i), "tools/call", args)
+				out := p.call(b, fmt.Sprintf("%s-%d-%d", tag, w, i), "tools/call", args)
+				if strings.Contains(out, `"isError":true`) {
+					b.Errorf("the call was refused: %s", out)
+					return
+				}
 			}
 		}()
 	}
 	wg.Wait()
-	return latencies{p50: lat[n/2], p99: lat[n*99/100], throughput: float64(n/workers*workers) / time.Since(start).Seconds()}
+	return time.Since(start)
 }
 
 // BenchmarkStdioProxyOverhead: tools/call latency and throughput of the
 // mcptest server over stdio, directly and through the proxy command (a
-// verified server), measured in the same run.
+// verified server, publishing every call to the real pipeline's NATS), in
+// the same run. Latency: sequential calls, each step calling both paths in
+// alternating order. Throughput: 32 callers, in rounds direct, proxy,
+// proxy, direct, so that a noisy machine burdens both alike.
 func BenchmarkStdioProxyOverhead(b *testing.B) {
-	n := max(b.N, 2000)
+	const (
+		workers = 32
+		rounds  = 4
+	)
+	n := max(b.N, 2000)      // sequential calls per path
+	total := max(b.N, 40000) // concurrent calls per path, over all rounds
 	pl := startPipeline(b)
 	direct := exec.Command(os.Args[0])
 	direct.Env = append(os.Environ(), mcptest.Env+"=1")
@@ -158,16 +151,51 @@ func BenchmarkStdioProxyOverhead(b *testing.B) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	calls(b, d, workers, 2000, "dw") // warm up
+	calls(b, p, workers, 2000, "pw")
 
 	b.ResetTimer()
-	dl := measure(b, d, n, "d")
-	pxl := measure(b, p, n, "p")
+	dl, pxl := make([]time.Duration, n), make([]time.Duration, n)
+	const args = `{"name":"read","arguments":{"path":"/tmp/some/file.txt"}}`
+	for i := range n {
+		first, second, fl, sl := d, p, dl, pxl
+		if i%2 == 1 {
+			first, second, fl, sl = p, d, pxl, dl
+		}
+		for _, step := range []struct {
+			peer *stdioPeer
+			lat  []time.Duration
+		}{{first, fl}, {second, sl}} {
+			start := time.Now()
+			out := step.peer.call(b, fmt.Sprint("s-", i), "tools/call", args)
+			step.lat[i] = time.Since(start)
+			if strings.Contains(out, `"isError":true`) {
+				b.Fatalf("the call was refused: %s", out)
+			}
+		}
+	}
+	slices.Sort(dl)
+	slices.Sort(pxl)
+	per := total / (rounds / 2) // calls per round
+	var dt, pt time.Duration
+	for i := range rounds {
+		if i%4 == 1 || i%4 == 2 {
+			pt += calls(b, p, workers, per, fmt.Sprint("p", i))
+		} else {
+			dt += calls(b, d, workers, per, fmt.Sprint("d", i))
+		}
+	}
 	b.StopTimer()
-	b.ReportMetric(float64(dl.p50.Microseconds()), "direct-p50-us")
-	b.ReportMetric(float64(dl.p99.Microseconds()), "direct-p99-us")
-	b.ReportMetric(float64(pxl.p50.Microseconds()), "proxy-p50-us")
-	b.ReportMetric(float64(pxl.p99.Microseconds()), "proxy-p99-us")
-	b.ReportMetric(float64((pxl.p50 - dl.p50).Microseconds()), "added-p50-us")
-	b.ReportMetric(float64((pxl.p99 - dl.p99).Microseconds()), "added-p99-us")
-	b.ReportMetric(pxl.throughput/dl.throughput, "throughput-ratio-c32")
+	made := float64(per / workers * workers * (rounds / 2))
+	directRate, proxyRate := made/dt.Seconds(), made/pt.Seconds()
+	p50, p99 := n/2, n*99/100
+	b.ReportMetric(float64(dl[p50].Microseconds()), "direct-p50-us")
+	b.ReportMetric(float64(dl[p99].Microseconds()), "direct-p99-us")
+	b.ReportMetric(float64(pxl[p50].Microseconds()), "proxy-p50-us")
+	b.ReportMetric(float64(pxl[p99].Microseconds()), "proxy-p99-us")
+	b.ReportMetric(float64((pxl[p50] - dl[p50]).Microseconds()), "added-p50-us")
+	b.ReportMetric(float64((pxl[p99] - dl[p99]).Microseconds()), "added-p99-us")
+	b.ReportMetric(directRate, "direct-calls/s")
+	b.ReportMetric(proxyRate, "proxy-calls/s")
+	b.ReportMetric(proxyRate/directRate, "throughput-ratio-c32")
 }
