@@ -180,7 +180,7 @@ var (
 
 // requirePeers returns the installed npm peers, or fails the test saying
 // how to install them.
-func requirePeers(t *testing.T) *npmPeers {
+func requirePeers(t testing.TB) *npmPeers {
 	t.Helper()
 	peersOnce.Do(func() {
 		peersDir = os.Getenv("MCPDRIFT_NPM_PEERS")
@@ -213,7 +213,7 @@ func requirePeers(t *testing.T) *npmPeers {
 func (n *npmPeers) pkgDir(pkg string) string { return filepath.Join(n.dir, "node_modules", pkg) }
 
 // bin is the package's (first) bin entry, as a path.
-func (n *npmPeers) bin(t *testing.T, pkg string) string {
+func (n *npmPeers) bin(t testing.TB, pkg string) string {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(n.pkgDir(pkg), "package.json"))
 	if err != nil {

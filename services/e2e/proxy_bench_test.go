@@ -73,6 +73,16 @@ func startPeer(tb testing.TB, cmd *exec.Cmd) *stdioPeer {
 	return p
 }
 
+// notify sends a notification.
+func (p *stdioPeer) notify(tb testing.TB, method string) {
+	p.wmu.Lock()
+	_, err := fmt.Fprintf(p.in, `{"jsonrpc":"2.0","method":%q}`+"\n", method)
+	p.wmu.Unlock()
+	if err != nil {
+		tb.Fatal(err)
+	}
+}
+
 func (p *stdioPeer) call(tb testing.TB, id, method, params string) string {
 	ch := make(chan string, 1)
 	p.mu.Lock()
@@ -93,10 +103,18 @@ func (p *stdioPeer) call(tb testing.TB, id, method, params string) string {
 	return ""
 }
 
+// benchServer is an upstream of BenchmarkStdioProxyOverhead: its command
+// and the call made of it.
+type benchServer struct {
+	cmd  func(b *testing.B) []string
+	env  []string
+	tool string // must be listed before the proxy serves
+	args string // the tools/call params
+}
+
 // calls makes n tools/call requests from workers callers sharing p and
 // returns how long they took; tag keeps the ids apart.
-func calls(b *testing.B, p *stdioPeer, workers, n int, tag string) time.Duration {
-	const args = `{"name":"read","arguments":{"path":"/tmp/some/file.txt"}}`
+func (s benchServer) calls(b *testing.B, p *stdioPeer, workers, n int, tag string) time.Duration {
 	var wg sync.WaitGroup
 	start := time.Now()
 	for w := range workers {
@@ -104,9 +122,9 @@ func calls(b *testing.B, p *stdioPeer, workers, n int, tag string) time.Duration
 		go func() {
 			defer wg.Done()
 			for i := range n / workers {
-				out := p.call(b, fmt.Sprintf("%s-%d-%d", tag, w, i), "tools/call", args)
-				if strings.Contains(out, `"isError":true`) {
-					b.Errorf("the call was refused: %s", out)
+				out := p.call(b, fmt.Sprintf("%s-%d-%d", tag, w, i), "tools/call", s.args)
+				if strings.Contains(out, `"isError":true`) || !strings.Contains(out, `"result"`) {
+					b.Errorf("the call failed: %s", out)
 					return
 				}
 			}
@@ -116,13 +134,38 @@ func calls(b *testing.B, p *stdioPeer, workers, n int, tag string) time.Duration
 	return time.Since(start)
 }
 
-// BenchmarkStdioProxyOverhead: tools/call latency and throughput of the
-// mcptest server over stdio, directly and through the proxy command (a
-// verified server, publishing every call to the real pipeline's NATS), in
-// the same run. Latency: sequential calls, each step calling both paths in
-// alternating order. Throughput: 32 callers, in rounds direct, proxy,
-// proxy, direct, so that a noisy machine burdens both alike.
+// BenchmarkStdioProxyOverhead: tools/call latency and throughput of an MCP
+// server over stdio, directly and through the proxy command (a verified
+// server, publishing every call to the real pipeline's NATS), in the same
+// run. Two servers: mcptest, a Go server that answers in a few
+// microseconds (the proxy's worst case: its own work is as large as the
+// server's), and the reference server-everything (node), calling echo.
+// Latency: sequential calls, each step calling both paths in alternating
+// order. Throughput: 32 callers, in rounds direct, proxy, proxy, direct, so
+// that a noisy machine burdens both alike.
 func BenchmarkStdioProxyOverhead(b *testing.B) {
+	servers := []struct {
+		name string
+		benchServer
+	}{
+		{"server=mcptest", benchServer{
+			cmd:  func(*testing.B) []string { return []string{os.Args[0]} },
+			env:  []string{mcptest.Env + "=1"},
+			tool: "read", args: `{"name":"read","arguments":{"path":"/tmp/some/file.txt"}}`,
+		}},
+		{"server=everything", benchServer{
+			cmd: func(b *testing.B) []string {
+				return []string{"node", requirePeers(b).bin(b, "@modelcontextprotocol/server-everything"), "stdio"}
+			},
+			tool: "echo", args: `{"name":"echo","arguments":{"message":"hello"}}`,
+		}},
+	}
+	for _, s := range servers {
+		b.Run(s.name, func(b *testing.B) { benchStdio(b, s.benchServer) })
+	}
+}
+
+func benchStdio(b *testing.B, s benchServer) {
 	const (
 		workers = 32
 		rounds  = 4
@@ -130,20 +173,24 @@ func BenchmarkStdioProxyOverhead(b *testing.B) {
 	n := max(b.N, 2000)      // sequential calls per path
 	total := max(b.N, 40000) // concurrent calls per path, over all rounds
 	pl := startPipeline(b)
-	direct := exec.Command(os.Args[0])
-	direct.Env = append(os.Environ(), mcptest.Env+"=1")
+	command := s.cmd(b)
+	direct := exec.Command(command[0], command[1:]...)
+	direct.Env = append(os.Environ(), s.env...)
 	d := startPeer(b, direct)
-	d.call(b, "init", "initialize", `{"protocolVersion":"2025-06-18","capabilities":{}}`)
+	const initialize = `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}`
+	d.call(b, "init", "initialize", initialize)
+	d.notify(b, "notifications/initialized")
 
-	proxied := exec.Command(filepath.Join(build(b), "proxy"), "--server-id", "bench", "--outbox-dir", b.TempDir(), "--", os.Args[0])
-	proxied.Env = append(os.Environ(), "MCPDRIFT_NATS_URL="+pl.nc.ConnectedUrl(), mcptest.Env+"=1")
+	proxied := exec.Command(filepath.Join(build(b), "proxy"), append([]string{"--server-id", "bench", "--outbox-dir", b.TempDir(), "--"}, command...)...)
+	proxied.Env = append(os.Environ(), append([]string{"MCPDRIFT_NATS_URL=" + pl.nc.ConnectedUrl()}, s.env...)...)
 	p := startPeer(b, proxied)
-	p.call(b, "init", "initialize", `{"protocolVersion":"2025-06-18","capabilities":{}}`)
+	p.call(b, "init", "initialize", initialize)
+	p.notify(b, "notifications/initialized")
 	// The first listing becomes the baseline; wait until the proxy serves.
 	deadline := time.Now().Add(30 * time.Second)
 	for i := 0; ; i++ {
 		out := p.call(b, fmt.Sprint("list-", i), "tools/list", "{}")
-		if strings.Contains(out, `"name":"read"`) {
+		if strings.Contains(out, `"name":"`+s.tool+`"`) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -151,12 +198,11 @@ func BenchmarkStdioProxyOverhead(b *testing.B) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	calls(b, d, workers, 2000, "dw") // warm up
-	calls(b, p, workers, 2000, "pw")
+	s.calls(b, d, workers, 2000, "dw") // warm up
+	s.calls(b, p, workers, 2000, "pw")
 
 	b.ResetTimer()
 	dl, pxl := make([]time.Duration, n), make([]time.Duration, n)
-	const args = `{"name":"read","arguments":{"path":"/tmp/some/file.txt"}}`
 	for i := range n {
 		first, second, fl, sl := d, p, dl, pxl
 		if i%2 == 1 {
@@ -167,10 +213,10 @@ func BenchmarkStdioProxyOverhead(b *testing.B) {
 			lat  []time.Duration
 		}{{first, fl}, {second, sl}} {
 			start := time.Now()
-			out := step.peer.call(b, fmt.Sprint("s-", i), "tools/call", args)
+			out := step.peer.call(b, fmt.Sprint("s-", i), "tools/call", s.args)
 			step.lat[i] = time.Since(start)
-			if strings.Contains(out, `"isError":true`) {
-				b.Fatalf("the call was refused: %s", out)
+			if strings.Contains(out, `"isError":true`) || !strings.Contains(out, `"result"`) {
+				b.Fatalf("the call failed: %s", out)
 			}
 		}
 	}
@@ -180,9 +226,9 @@ func BenchmarkStdioProxyOverhead(b *testing.B) {
 	var dt, pt time.Duration
 	for i := range rounds {
 		if i%4 == 1 || i%4 == 2 {
-			pt += calls(b, p, workers, per, fmt.Sprint("p", i))
+			pt += s.calls(b, p, workers, per, fmt.Sprint("p", i))
 		} else {
-			dt += calls(b, d, workers, per, fmt.Sprint("d", i))
+			dt += s.calls(b, d, workers, per, fmt.Sprint("d", i))
 		}
 	}
 	b.StopTimer()

@@ -48,25 +48,11 @@ func (p *Pipes) ToClient(b []byte) error { return p.client.write(b) }
 // ToServer writes one message to the upstream server.
 func (p *Pipes) ToServer(b []byte) error { return p.server.write(b) }
 
-// maxHold bounds how long a line waits in a held writer: a message handled
-// while later ones are already read may wait for a verdict (first sight),
-// and what the messages before it wrote goes out meanwhile.
-const maxHold = time.Millisecond
-
-// maxHeld is how many bytes a held writer gathers before it writes anyway.
-const maxHeld = 256 << 10
-
-// lineWriter writes messages as lines. While held (its pump has more
-// messages already read and waiting), lines gather and go out in one write
-// at release, or after maxHold; otherwise each goes out at once. Under load
-// that is one write for many messages; one at a time, nothing waits.
+// lineWriter writes each message as one line, in one write.
 type lineWriter struct {
-	mu    sync.Mutex
-	w     io.Writer
-	buf   []byte
-	held  bool
-	timer *time.Timer
-	err   error // the first write error: the pipe is broken
+	mu  sync.Mutex
+	w   io.Writer
+	buf []byte
 }
 
 func newLineWriter(w io.Writer) *lineWriter { return &lineWriter{w: w} }
@@ -74,10 +60,7 @@ func newLineWriter(w io.Writer) *lineWriter { return &lineWriter{w: w} }
 func (l *lineWriter) write(b []byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.err != nil {
-		return l.err
-	}
-	wasEmpty := len(l.buf) == 0
+	l.buf = l.buf[:0]
 	if bytes.IndexByte(b, '\n') >= 0 {
 		// A raw newline inside a JSON text is only ever whitespace: drop
 		// it so the line stays one message.
@@ -90,58 +73,13 @@ func (l *lineWriter) write(b []byte) error {
 		l.buf = append(l.buf, b...)
 	}
 	l.buf = append(l.buf, '\n')
-	if !l.held || len(l.buf) >= maxHeld {
-		return l.flushLocked()
-	}
-	if wasEmpty {
-		if l.timer == nil {
-			l.timer = time.AfterFunc(maxHold, l.flushHeld)
-		} else {
-			l.timer.Reset(maxHold)
-		}
-	}
-	return nil
-}
-
-// hold makes later lines gather until release.
-func (l *lineWriter) hold() {
-	l.mu.Lock()
-	l.held = true
-	l.mu.Unlock()
-}
-
-// release writes what gathered and ends the hold.
-func (l *lineWriter) release() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.held = false
-	if l.timer != nil {
-		l.timer.Stop()
-	}
-	return l.flushLocked()
-}
-
-// flushHeld is maxHold's timer: what gathered goes out, the hold stays.
-func (l *lineWriter) flushHeld() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	_ = l.flushLocked() // a failure stays in l.err for the next write
-}
-
-func (l *lineWriter) flushLocked() error {
-	if len(l.buf) == 0 || l.err != nil {
-		return l.err
-	}
 	_, err := l.w.Write(l.buf)
 	if f, ok := l.w.(interface{ Flush() error }); ok && err == nil {
 		err = f.Flush()
 	}
-	if cap(l.buf) > maxHeld {
+	if cap(l.buf) > 1<<20 {
 		l.buf = nil // a rare long message: let its buffer go
-	} else {
-		l.buf = l.buf[:0]
 	}
-	l.err = err
 	return err
 }
 
@@ -206,7 +144,7 @@ func (p *Proxy) Pipes() *Pipes { return p.pipes }
 func (p *Proxy) Serve(ctx context.Context, h Handler, client io.Reader, sig <-chan os.Signal) (int, error) {
 	serverDone := make(chan error, 1)
 	go func() {
-		serverDone <- p.pump(ctx, p.stdout, h.FromServer, p.pipes.client, func() {
+		serverDone <- p.pump(ctx, p.stdout, h.FromServer, func() {
 			// The server sent a message too long to pass: it is dropped, and
 			// the client's request, if any, goes unanswered rather than half read.
 			fmt.Fprintf(p.stderrOrDiscard(), "mcpdrift proxy: dropped a message from the server longer than %d bytes\n", p.cfg.MaxLine)
@@ -214,7 +152,7 @@ func (p *Proxy) Serve(ctx context.Context, h Handler, client io.Reader, sig <-ch
 	}()
 	clientDone := make(chan error, 1)
 	go func() {
-		clientDone <- p.pump(ctx, client, h.FromClient, p.pipes.server, func() {
+		clientDone <- p.pump(ctx, client, h.FromClient, func() {
 			_ = p.pipes.ToClient([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"mcpdrift proxy: message longer than the limit; dropped"}}`))
 		})
 	}()
@@ -294,27 +232,10 @@ func (p *Proxy) stop(exited <-chan struct{}, sig <-chan os.Signal) {
 
 // pump reads lines from r and hands each to fn. A line longer than MaxLine
 // is dropped with its remainder, oversize is told, and the pump goes on.
-// While more lines are already read, out (where fn mostly writes) is held,
-// so that what fn writes for them goes out together; it is released before
-// the pump waits for input.
-func (p *Proxy) pump(ctx context.Context, r io.Reader, fn func(context.Context, []byte) error, out *lineWriter, oversize func()) (err error) {
+func (p *Proxy) pump(ctx context.Context, r io.Reader, fn func(context.Context, []byte) error, oversize func()) error {
 	br := bufio.NewReaderSize(r, 64<<10)
-	held := false
-	defer func() {
-		if held {
-			if rerr := out.release(); err == nil {
-				err = rerr
-			}
-		}
-	}()
 	var line []byte
 	for {
-		if held && !lineBuffered(br) {
-			held = false
-			if err := out.release(); err != nil {
-				return err
-			}
-		}
 		chunk, err := br.ReadSlice('\n')
 		switch {
 		case errors.Is(err, bufio.ErrBufferFull):
@@ -345,10 +266,6 @@ func (p *Proxy) pump(ctx context.Context, r io.Reader, fn func(context.Context, 
 		line = append(line, chunk...)
 		msg := bytes.TrimSpace(line)
 		if len(msg) > 0 {
-			if !held && lineBuffered(br) {
-				out.hold()
-				held = true
-			}
 			if herr := fn(ctx, bytes.Clone(msg)); herr != nil {
 				return herr
 			}
@@ -358,16 +275,6 @@ func (p *Proxy) pump(ctx context.Context, r io.Reader, fn func(context.Context, 
 			return nil // the last line had no newline: end of input
 		}
 	}
-}
-
-// lineBuffered reports whether a whole line is already read into br.
-func lineBuffered(br *bufio.Reader) bool {
-	n := br.Buffered()
-	if n == 0 {
-		return false
-	}
-	b, _ := br.Peek(n)
-	return bytes.IndexByte(b, '\n') >= 0
 }
 
 func skipLine(br *bufio.Reader) error {
