@@ -189,3 +189,25 @@ func TestOutboxHoldsBatches(t *testing.T) {
 		t.Errorf("dropped %+v, want 10 calls", d)
 	}
 }
+
+// TestPublisherLingers: a round of calls waits for more calls to join it,
+// and a listing ends the wait at once.
+func TestPublisherLingers(t *testing.T) {
+	b := natstest.StartBus(t)
+	p := newPublisher(t, b.JS, t.TempDir(), func(c *Config) { c.Linger = time.Minute })
+	runInBackground(t, p.Run)
+	p.Call(session.Call{Tool: "first"})
+	eventually(t, 10*time.Second, "the publisher never took the first call", func() bool { return p.Stats().Queued == 0 })
+	p.Call(session.Call{Tool: "second"})
+	p.Listing("", []byte(`{"tools":{"pages":[{"tools":[]}]}}`))
+	// Well within the minute: the listing ended the wait.
+	eventually(t, 10*time.Second, "observations not published", func() bool { return p.Stats().Published == 3 })
+	obs := readStream(t, b.JS)
+	if len(obs) != 3 || !obs[0].call || !obs[1].call || obs[2].call {
+		t.Fatalf("stream: %+v", obs)
+	}
+	if obs[0].callObs.Tool != "first" || obs[1].callObs.Tool != "second" || obs[0].seq != obs[1].seq {
+		t.Errorf("calls %s (message %d) and %s (message %d): want both in one message",
+			obs[0].callObs.Tool, obs[0].seq, obs[1].callObs.Tool, obs[1].seq)
+	}
+}

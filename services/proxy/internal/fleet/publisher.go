@@ -53,6 +53,11 @@ type Config struct {
 	// WarnInterval: dropped events are logged at warn at most once per
 	// interval (default 1m).
 	WarnInterval time.Duration
+	// Linger is how long a publish round made only of calls waits for more
+	// calls to join it (default 2ms; negative: no wait). Under a steady
+	// stream of calls that makes one message of many; a listing never
+	// waits, and nothing on the data path does.
+	Linger time.Duration
 }
 
 // Defaults for zero Config fields.
@@ -65,6 +70,7 @@ const (
 	DefaultRetryInterval   = 2 * time.Second
 	DefaultShutdownTimeout = 5 * time.Second
 	DefaultWarnInterval    = time.Minute
+	DefaultLinger          = 2 * time.Millisecond
 )
 
 // Reasons for spooling, for the log.
@@ -104,6 +110,7 @@ func (c Config) WithDefaults() Config {
 	defDur(&c.RetryInterval, DefaultRetryInterval)
 	defDur(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	defDur(&c.WarnInterval, DefaultWarnInterval)
+	defDur(&c.Linger, DefaultLinger)
 	return c
 }
 
@@ -391,13 +398,15 @@ func (p *Publisher) connected() bool {
 
 // drain publishes the in-memory queue until ctx ends, then flushes it.
 func (p *Publisher) drain(ctx context.Context) {
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			p.flush(ctx)
 			return
 		case ev := <-p.queue:
-			batch := p.collect(ev)
+			batch := p.lingerFor(ctx, p.collect(ev), linger)
 			if n, _ := p.ob.depth(); n > 0 || !p.connected() {
 				// Behind older spooled events, or nowhere to send: keep the order.
 				p.spool(batch, errBehind)
@@ -409,6 +418,39 @@ func (p *Publisher) drain(ctx context.Context) {
 			p.spool(failed, err)
 		}
 	}
+}
+
+// lingerFor lets more calls join a round of calls: it waits up to Linger
+// (on t), and stops at once for a listing, a full round or the end of ctx.
+func (p *Publisher) lingerFor(ctx context.Context, batch []*event, t *time.Timer) []*event {
+	if p.cfg.Linger <= 0 || len(batch) >= batchEvents {
+		return batch
+	}
+	size := 0
+	for _, ev := range batch {
+		if !ev.call {
+			return batch
+		}
+		size += len(ev.data)
+	}
+	t.Reset(p.cfg.Linger)
+	defer t.Stop()
+	for len(batch) < batchEvents && size < batchBytes {
+		select {
+		case next := <-p.queue:
+			p.queueBytes.Add(-int64(len(next.data)))
+			batch = append(batch, next)
+			size += len(next.data)
+			if !next.call {
+				return batch
+			}
+		case <-t.C:
+			return batch
+		case <-ctx.Done():
+			return batch
+		}
+	}
+	return batch
 }
 
 // collect takes ev and whatever else is queued, up to one batch.
