@@ -179,7 +179,7 @@ func (t *Transport) exchange(req *http.Request, c *conn) (*http.Response, error)
 			return nil, err
 		}
 	}
-	resp.Body = &body{rc: resp.Body, t: t, c: c, stop: stop, keep: !resp.Close && !req.Close}
+	resp.Body = &body{rc: resp.Body, t: t, c: c, stop: stop, keep: !resp.Close && !req.Close && resp.StatusCode != http.StatusSwitchingProtocols}
 	return resp, nil
 }
 
