@@ -106,8 +106,9 @@ type Config struct {
 	Meter Meter
 	// SerialServer says that the server's messages reach the session one
 	// after another on one reader (stdio, HTTP+SSE): a page of the
-	// client's listing is then not held for a verdict on a surface still
-	// being assembled, whose next pages would wait behind it.
+	// client's listing whose verdict is due is then judged off the reader
+	// and sent with toClient, so that the server's next messages (the
+	// proxy's own listing among them) do not wait behind it.
 	SerialServer bool
 }
 
@@ -442,14 +443,13 @@ func (s *Session) view(ctx context.Context, variant string, awaiting bool) (View
 }
 
 // awaits reports whether a verdict on variant is due for the session that
-// judges this one: it published that variant's whole surface, or (unless
-// serial says that a wait would hold up its remaining pages) it is
+// judges this one: it published that variant's whole surface, or it is
 // assembling it.
-func (s *Session) awaits(variant string, serial bool) bool {
+func (s *Session) awaits(variant string) bool {
 	judge := s.judge()
 	judge.mu.Lock()
 	defer judge.mu.Unlock()
-	return judge.published[variant] || (judge.assembling && !serial)
+	return judge.published[variant] || judge.assembling
 }
 
 // FromServer handles one message from the upstream server on a stream
@@ -475,7 +475,7 @@ func (s *Session) Server(ctx context.Context, raw []byte) ([]byte, error) {
 		return raw, nil
 	}
 	if !batch {
-		return s.serverMessage(ctx, msgs[0])
+		return s.serverMessage(ctx, msgs[0], true)
 	}
 	// Answers to a client batch: each is judged like a single message, so a
 	// listing inside a batch is filtered like any other.
@@ -483,7 +483,7 @@ func (s *Session) Server(ctx context.Context, raw []byte) ([]byte, error) {
 	var errs []error
 	changed := false
 	for _, m := range msgs {
-		b, err := s.serverMessage(ctx, m)
+		b, err := s.serverMessage(ctx, m, false)
 		errs = append(errs, err)
 		changed = changed || !bytes.Equal(b, m.Raw)
 		if b != nil {
@@ -499,7 +499,9 @@ func (s *Session) Server(ctx context.Context, raw []byte) ([]byte, error) {
 	return joinBatch(out), errors.Join(errs...)
 }
 
-func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message) ([]byte, error) {
+// serverMessage decides on one message; alone says that it came by itself,
+// not in a batch.
+func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message, alone bool) ([]byte, error) {
 	raw := m.Raw
 	switch m.Kind {
 	case jsonrpc.KindNotification:
@@ -536,7 +538,7 @@ func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message) ([]byte
 		s.mu.Unlock()
 		return s.pinInstructions(ctx, s.currentVariant(), m), nil
 	case p.kind != 0:
-		return s.listPage(ctx, p.kind, m)
+		return s.listPage(ctx, p.kind, m, alone)
 	case p.method == "tools/call":
 		s.obs.Call(Call{Tool: p.tool, Error: m.Error != nil || isToolError(m.Result), Latency: time.Since(p.start), ArgsDigest: p.digest, AlertCode: p.alert, Arguments: p.args})
 	}
@@ -545,7 +547,11 @@ func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message) ([]byte
 
 // listPage decides on the items of one page and returns the message to
 // forward: the original bytes, or the page with unapproved items removed.
-func (s *Session) listPage(ctx context.Context, k surface.Kind, m *jsonrpc.Message) ([]byte, error) {
+// On a serial transport a page whose verdict is due is judged off the
+// reader (alone: not part of a batch), so that the server's other messages,
+// the proxy's own listing among them, go on meanwhile: it reaches the
+// client through toClient once judged, and listPage returns nil.
+func (s *Session) listPage(ctx context.Context, k surface.Kind, m *jsonrpc.Message, alone bool) ([]byte, error) {
 	if m.Result == nil {
 		return m.Raw, nil // an error answer: nothing listed
 	}
@@ -554,7 +560,32 @@ func (s *Session) listPage(ctx context.Context, k surface.Kind, m *jsonrpc.Messa
 		s.finishListing(k, client) // published before waiting for a verdict on it
 	}
 	variant := s.currentVariant()
-	v, ok := s.view(ctx, variant, s.awaits(variant, s.cfg.SerialServer))
+	if !s.cfg.SerialServer {
+		return s.judgePage(ctx, k, m, variant, s.awaits(variant), items, last, err), nil
+	}
+	if !alone || !s.awaits(variant) {
+		// In a batch the page cannot go out alone; and with no verdict
+		// due, the gate answers at once.
+		return s.judgePage(ctx, k, m, variant, false, items, last, err), nil
+	}
+	// The page's bytes belong to the reader: judge a copy.
+	msgs, _, perr := jsonrpc.Split(bytes.Clone(m.Raw), jsonrpc.Limits{})
+	if perr != nil || len(msgs) != 1 {
+		return s.judgePage(ctx, k, m, variant, false, items, last, err), nil
+	}
+	page := msgs[0]
+	go func() {
+		out := s.judgePage(ctx, k, page, variant, true, items, last, err)
+		_ = s.toClient(out) // a failure is the reader's to see: the client is gone
+	}()
+	return nil, nil
+}
+
+// judgePage asks the gate about a page's items (waiting for a verdict when
+// awaiting) and returns the page to forward.
+func (s *Session) judgePage(ctx context.Context, k surface.Kind, m *jsonrpc.Message, variant string, awaiting bool,
+	items []surface.PageItem, last bool, err error) []byte {
+	v, ok := s.view(ctx, variant, awaiting)
 	serve := ok && v.Serve
 	keep := map[string]bool{}
 	switch {
@@ -586,9 +617,9 @@ func (s *Session) listPage(ctx context.Context, k surface.Kind, m *jsonrpc.Messa
 	}
 	if ferr != nil {
 		// Not a list result we can read: withhold it whole.
-		return jsonrpc.ErrorResponse(m.ID, -32603, "mcpdrift proxy: the server's "+k.ListKey()+" listing could not be read; it is withheld"), nil
+		return jsonrpc.ErrorResponse(m.ID, -32603, "mcpdrift proxy: the server's "+k.ListKey()+" listing could not be read; it is withheld")
 	}
-	return out, nil
+	return out
 }
 
 // assembles reports that the client's listing of k in progress can still

@@ -58,6 +58,7 @@ type rig struct {
 	s        *Session
 	gate     *fakeGate
 	obs      *fakeObs
+	mu       sync.Mutex // toClient: a page judged off the reader arrives from its own goroutine
 	toClient []string
 	toServer []string
 }
@@ -65,7 +66,7 @@ type rig struct {
 func newRig(t testing.TB) *rig {
 	r := &rig{t: t, gate: &fakeGate{}, obs: &fakeObs{}}
 	r.s = New(Config{Server: "fs"}, r.gate, r.obs,
-		func(b []byte) error { r.toClient = append(r.toClient, string(b)); return nil },
+		func(b []byte) error { r.mu.Lock(); r.toClient = append(r.toClient, string(b)); r.mu.Unlock(); return nil },
 		func(b []byte) error { r.toServer = append(r.toServer, string(b)); return nil })
 	return r
 }
@@ -84,7 +85,32 @@ func (r *rig) server(msg string) {
 	}
 }
 
-func (r *rig) lastClient() string { return r.toClient[len(r.toClient)-1] }
+func (r *rig) lastClient() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.toClient[len(r.toClient)-1]
+}
+
+// delivered waits until the client got a message containing want, and
+// returns it.
+func (r *rig) delivered(want string) string {
+	r.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r.mu.Lock()
+		for _, m := range r.toClient {
+			if strings.Contains(m, want) {
+				r.mu.Unlock()
+				return m
+			}
+		}
+		r.mu.Unlock()
+		if time.Now().After(deadline) {
+			r.t.Fatalf("the client never got a message with %s", want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
 
 const (
 	readTool  = `{"name":"read","description":"Read a file","inputSchema":{"type":"object"}}`
@@ -458,9 +484,9 @@ func TestCallArguments(t *testing.T) {
 // A verdict is awaited only when one is due: never at initialize (nothing is
 // published yet: the instructions of a server never seen are withheld at
 // once), for a call once the session is listing the server or has
-// published it, and for a page of the client's own listing on a serial
-// transport only once the surface is published (a wait would hold up the
-// proxy's own pages behind it).
+// published it, and for a page of the client's own listing likewise; on a
+// serial transport such a page is judged off the reader, so that the
+// proxy's own pages behind it are not held up.
 func TestAwaitsOnlyWhatIsDue(t *testing.T) {
 	for _, serial := range []bool{false, true} {
 		t.Run(fmt.Sprintf("serial_%v", serial), func(t *testing.T) {
@@ -484,11 +510,15 @@ func TestAwaitsOnlyWhatIsDue(t *testing.T) {
 			// A first page of the client's own listing is answered before
 			// the proxy's listing.
 			r.client(`{"jsonrpc":"2.0","id":3,"method":"tools/list"}`)
+			sent := len(r.toServer)
 			r.server(`{"jsonrpc":"2.0","id":3,"result":{"tools":[` + readTool + `],"nextCursor":"p2"}}`)
-			if r.gate.lastAwaiting() != !serial {
-				t.Fatalf("a client page while the surface is being listed: awaited %v", r.gate.lastAwaiting())
+			if got := r.delivered(`"id":3`); strings.Contains(got, `"name":"read"`) {
+				t.Fatalf("a page of a server never judged was served: %s", got)
 			}
-			own := r.toServer[len(r.toServer)-2] // the proxy's tools/list, before the client's
+			if !r.gate.lastAwaiting() {
+				t.Fatal("a client page while the surface is being listed did not await its verdict")
+			}
+			own := r.toServer[sent-2] // the proxy's tools/list, before the client's
 			var req struct{ ID string }
 			if err := json.Unmarshal([]byte(own), &req); err != nil || !strings.Contains(own, "tools/list") {
 				t.Fatalf("the proxy's own listing: %s", own)
@@ -500,10 +530,58 @@ func TestAwaitsOnlyWhatIsDue(t *testing.T) {
 			}
 			r.client(`{"jsonrpc":"2.0","id":4,"method":"tools/list"}`)
 			r.server(`{"jsonrpc":"2.0","id":4,"result":{"tools":[` + readTool + `]}}`)
+			r.delivered(`"id":4`)
 			if !r.gate.lastAwaiting() {
 				t.Fatal("a client page after the surface was published did not await its verdict")
 			}
 		})
+	}
+}
+
+// blockingGate answers View only once released; until then it reports each
+// View that waits.
+type blockingGate struct {
+	fakeGate
+	waiting chan struct{}
+	release chan struct{}
+}
+
+func (g *blockingGate) View(ctx context.Context, variant string, awaiting bool, wait time.Duration) (View, bool) {
+	if awaiting {
+		g.waiting <- struct{}{}
+		<-g.release
+	}
+	return g.fakeGate.View(ctx, variant, awaiting, wait)
+}
+
+// TestSerialPageDoesNotHoldTheReader: on a serial transport, a page of the
+// client's listing waiting for its verdict does not hold up the server's
+// next messages; it reaches the client, judged, once the verdict is there.
+func TestSerialPageDoesNotHoldTheReader(t *testing.T) {
+	g := &blockingGate{waiting: make(chan struct{}, 1), release: make(chan struct{})}
+	r := newRig(t)
+	r.s = New(Config{Server: "fs", SerialServer: true}, g, r.obs,
+		func(b []byte) error { r.mu.Lock(); r.toClient = append(r.toClient, string(b)); r.mu.Unlock(); return nil },
+		func(b []byte) error { r.toServer = append(r.toServer, string(b)); return nil })
+	r.client(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}`)
+	r.server(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}}`)
+	r.client(`{"jsonrpc":"2.0","method":"notifications/initialized"}`) // the proxy lists tools: a verdict is due
+	r.client(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	r.server(`{"jsonrpc":"2.0","id":1,"result":{"tools":[` + readTool + `,` + writeTool + `]}}`) // returns: judged off the reader
+	<-g.waiting // the page awaits its verdict
+	// Meanwhile the server's next message passes.
+	r.server(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"still here"}}`)
+	if got := r.lastClient(); !strings.Contains(got, "still here") {
+		t.Fatalf("the message after the waiting page: %s", got)
+	}
+	// The verdict: read is approved, write is not.
+	g.mu.Lock()
+	g.v, g.ok = baseline(readTool), true
+	g.mu.Unlock()
+	close(g.release)
+	got := r.delivered(`"id":1`)
+	if !strings.Contains(got, `"name":"read"`) || strings.Contains(got, `"name":"write"`) {
+		t.Errorf("the page once judged: %s", got)
 	}
 }
 
