@@ -50,7 +50,7 @@ func startHTTPProxy(t *testing.T, natsURL, proxyID, firstSightWait string, upstr
 
 // runHTTPProxy runs the proxy command with --listen on a free loopback port
 // and an outbox of its own, plus args, and returns its base URL.
-func runHTTPProxy(t *testing.T, proxyID string, args ...string) string {
+func runHTTPProxy(t testing.TB, proxyID string, args ...string) string {
 	t.Helper()
 	args = append([]string{"--listen", "127.0.0.1:0", "--outbox-dir", t.TempDir()}, args...)
 	cmd := exec.Command(filepath.Join(build(t), "proxy"), args...)

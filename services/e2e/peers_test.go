@@ -366,7 +366,7 @@ var (
 // startEverythingHTTP runs server-everything's Streamable HTTP transport
 // (`index.js streamableHttp`, port from PORT) on a free port until the test
 // ends, and returns its MCP endpoint on the loopback address.
-func startEverythingHTTP(t *testing.T, n *npmPeers) string {
+func startEverythingHTTP(t testing.TB, n *npmPeers) string {
 	t.Helper()
 	bin := n.bin(t, "@modelcontextprotocol/server-everything")
 	for try := 1; ; try++ {
@@ -425,7 +425,7 @@ func startEverythingHTTP(t *testing.T, n *npmPeers) string {
 }
 
 // freePort returns a TCP port that was free a moment ago.
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	t.Helper()
 	return strconv.Itoa(natsFreePorts(t, 1)[0])
 }

@@ -39,7 +39,7 @@ func build(tb testing.TB) string {
 		if buildErr != nil {
 			return
 		}
-		for _, cmd := range []string{"fingerprint", "drift", "proxy", "audit"} {
+		for _, cmd := range []string{"fingerprint", "drift", "proxy", "audit", "demoserver"} {
 			out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, cmd), "../"+cmd).CombinedOutput()
 			if err != nil {
 				buildErr = fmt.Errorf("building %s: %v\n%s", cmd, err, out)
