@@ -181,4 +181,3 @@ func benchHTTPCommand(b *testing.B, upstream, tool string, args map[string]any) 
 	b.ReportMetric(viaRate, "proxy-calls/s")
 	b.ReportMetric(viaRate/directRate, "throughput-ratio-c32")
 }
-
