@@ -19,7 +19,8 @@ import (
 // session (2026-07-28, or a server that keeps none): the proxy opens it as a
 // client would (server/discover or initialize), lists everything, publishes
 // what it saw, and lists again when the server says something changed and
-// every Config.Relist. Requests of stateless clients are judged by it.
+// every Config.Relist. Requests of stateless clients are judged by the
+// monitor of their listing variant (monitors).
 type monitor struct {
 	s *session.Session
 	// modern and version are what the monitor speaks: the era and version
@@ -28,6 +29,7 @@ type monitor struct {
 	// once it runs.
 	modern  bool   // 2026-07-28: server/discover, _meta, subscriptions/listen
 	version string // the protocol version it speaks
+	caps    []byte // the client capabilities it declares (a JSON object); never changes
 	primed  []byte // the first opening message, already decided on
 
 	mu      sync.Mutex
@@ -49,44 +51,190 @@ const (
 	codeUnsupportedVersion = -32022
 )
 
+// maxMonitors bounds the monitors of an upstream that serve one listing
+// variant each. Every monitor lists the server every Config.Relist and
+// holds a change stream open, and the variant is the client's to name (any
+// capability names it likes): unbounded, clients could make the proxy
+// list the server without end. Requests of a variant past the bound are
+// judged by the default monitor (monitors.def), which fails closed on what
+// its own listing does not hold approved.
+const maxMonitors = 16
+
+// maxCapabilities bounds the client capabilities object a monitor copies
+// into each of its own requests; a request declaring a larger one is judged
+// by the default monitor.
+const maxCapabilities = 16 << 10
+
+// emptyCapabilities is what the default monitor declares.
+var emptyCapabilities = []byte(`{}`)
+
+// monitors are the proxy's own listings of one upstream for its stateless
+// clients, guarded by front.mu.
+//
+// A 2026-07-28 request names its listing variant in its _meta (protocol
+// version and client capabilities), and servers list differently by what a
+// client declares; such a request is judged by the monitor of its variant,
+// which declares the same. A request without _meta (a client of an older
+// version on a server that keeps no session) names nothing: what its
+// client declared went with an initialize the server kept no session for,
+// and no later request can be tied to it. Those are judged by one default
+// monitor, opened in the era of the first of them and declaring no
+// capabilities.
+type monitors struct {
+	byVariant map[string]*monitor // by the variant of the requests it judges
+	def       *monitor            // the default monitor, also in byVariant; nil until needed
+	max       int                 // the bound on byVariant; 0 is maxMonitors (tests lower it)
+	warned    bool                // the bound was hit and said so
+}
+
+// opening is how a monitor opens the server, and the listing variant of
+// the requests it judges.
+type opening struct {
+	modern  bool
+	version string
+	caps    []byte // the client capabilities object to declare
+	own     bool   // the request named its variant in _meta (2026-07-28)
+	variant string
+}
+
 // follower returns a session for one stateless request, judged by the
-// upstream's monitor (started on first use, in the era of that request).
+// upstream's monitor for the request's listing variant (started on first
+// use).
 func (f *front) follower(r *http.Request, msgs []*jsonrpc.Message) *session.Session {
+	o := openingOf(r, msgs)
 	f.mu.Lock()
-	mon := f.mon
-	if mon == nil {
-		mon = f.newMonitor(r, msgs)
-		f.mon = mon
-		f.p.spawn(func() { f.runMonitor(mon) })
-	}
+	mon := f.monitorFor(r, o)
 	f.mu.Unlock()
 	cfg := f.up.Session
 	cfg.Follow = mon.s
 	return session.New(cfg, f.up.Gate, f.up.Observer, discard, discard)
 }
 
-func (f *front) newMonitor(r *http.Request, msgs []*jsonrpc.Message) *monitor {
-	mon := &monitor{headers: http.Header{}, version: r.Header.Get("Mcp-Protocol-Version")}
-	if v := r.Header.Get("Authorization"); v != "" {
-		mon.headers.Set("Authorization", v)
+// monitorFor returns the monitor that judges a request opened as o,
+// starting it when there is none; f.mu is held.
+func (f *front) monitorFor(r *http.Request, o opening) *monitor {
+	ms := &f.mons
+	if o.own {
+		if mon := ms.byVariant[o.variant]; mon != nil {
+			return mon
+		}
+		limit := ms.max
+		if limit <= 0 {
+			limit = maxMonitors
+		}
+		if len(ms.byVariant) < limit {
+			return f.startMonitor(r, o)
+		}
+		if !ms.warned {
+			ms.warned = true
+			f.log.Warn().Int("max", limit).Str("variant", o.variant).
+				Msg("too many listing variants of stateless clients: requests of new ones are judged by the default listing")
+		}
+		o = o.withoutCapabilities()
 	}
+	if ms.def == nil {
+		// The default may already run as the monitor of a 2026-07-28
+		// variant that declares nothing.
+		ms.def = ms.byVariant[o.variant]
+		if ms.def == nil {
+			ms.def = f.startMonitor(r, o)
+		}
+	}
+	return ms.def
+}
+
+// startMonitor starts the monitor for o, run until the proxy closes; f.mu
+// is held.
+func (f *front) startMonitor(r *http.Request, o opening) *monitor {
+	mon := f.newMonitor(r, o)
+	if f.mons.byVariant == nil {
+		f.mons.byVariant = map[string]*monitor{}
+	}
+	f.mons.byVariant[o.variant] = mon
+	f.p.spawn(func() { f.runMonitor(mon) })
+	return mon
+}
+
+// openingOf reads how to open the server for a stateless request: with the
+// protocol version and client capabilities of the first message whose _meta
+// names them (2026-07-28), else as the default monitor, in the request's
+// era and declaring no capabilities.
+func openingOf(r *http.Request, msgs []*jsonrpc.Message) opening {
+	for _, m := range msgs {
+		if version, caps, ok := metaOpening(m.Params); ok {
+			// The variant of the monitor's own opening, which is the
+			// request's (TestMonitorVariantIsTheRequests): the small
+			// message is parsed again, not the request's params.
+			return opening{modern: true, version: version, caps: caps, own: true, variant: session.VariantOf(openParams(true, version, caps))}
+		}
+	}
+	o := opening{version: r.Header.Get("Mcp-Protocol-Version"), caps: emptyCapabilities}
 	for _, m := range msgs {
 		if bytes.Contains(m.Params, []byte(`"io.modelcontextprotocol/protocolVersion"`)) || m.Method == "server/discover" {
-			mon.modern = true
-			if mon.version == "" {
-				mon.version = metaVersion(m.Params)
+			o.modern = true
+			if o.version == "" {
+				o.version = metaVersion(m.Params)
 			}
 		}
 	}
-	mon.modern = mon.modern || mon.version >= firstModernVersion
-	if mon.version == "" {
-		mon.version = defaultLegacyVersion
+	o.modern = o.modern || o.version >= firstModernVersion
+	if o.version == "" {
+		o.version = defaultLegacyVersion
+	}
+	o.variant = session.VariantOf(openParams(o.modern, o.version, o.caps))
+	return o
+}
+
+// withoutCapabilities is o for the default monitor: the same era and
+// version, declaring no capabilities.
+func (o opening) withoutCapabilities() opening {
+	o.caps, o.own = emptyCapabilities, false
+	o.variant = session.VariantOf(openParams(o.modern, o.version, o.caps))
+	return o
+}
+
+// metaOpening reads the protocol version and the client capabilities
+// object of a 2026-07-28 request's _meta (an absent one, or one that is
+// not an object, declares nothing); ok is false when the _meta names no
+// protocol version, or declares more than maxCapabilities bytes of them.
+func metaOpening(params []byte) (version string, caps []byte, ok bool) {
+	if !bytes.Contains(params, []byte(`"_meta"`)) && !bytes.Contains(params, []byte(`\u`)) {
+		return "", nil, false // the key could be written with an escape
+	}
+	d := canonjson.Borrow()
+	defer canonjson.Return(d) // what it returns is copied
+	if d.Parse(params, canonjson.Limits{LaxNumbers: true}) != nil || d.Kind(canonjson.Root) != canonjson.Object {
+		return "", nil, false
+	}
+	meta, ok := d.Get(canonjson.Root, "_meta")
+	if !ok || d.Kind(meta) != canonjson.Object {
+		return "", nil, false
+	}
+	v, ok := d.Get(meta, metaVersionKey)
+	if !ok || d.Kind(v) != canonjson.String || d.Text(v) == "" {
+		return "", nil, false
+	}
+	caps = emptyCapabilities
+	if c, ok := d.Get(meta, "io.modelcontextprotocol/clientCapabilities"); ok && d.Kind(c) == canonjson.Object {
+		raw := d.Raw(c)
+		if len(raw) > maxCapabilities {
+			return "", nil, false
+		}
+		caps = bytes.Clone(raw) // params is the request's buffer
+	}
+	return d.Text(v), caps, true
+}
+
+func (f *front) newMonitor(r *http.Request, o opening) *monitor {
+	mon := &monitor{headers: http.Header{}, modern: o.modern, version: o.version, caps: o.caps}
+	if v := r.Header.Get("Authorization"); v != "" {
+		mon.headers.Set("Authorization", v)
 	}
 	mon.headers.Set("Mcp-Protocol-Version", mon.version)
 	cfg := f.up.Session
 	cfg.Meter = nil // nothing of the monitor's reaches a client: nothing withheld from one
 	if mon.modern {
-		cfg.OwnMeta = ownMeta(mon.version)
+		cfg.OwnMeta = mon.meta()
 	}
 	mon.s = session.New(cfg, f.up.Gate, f.up.Observer, discard, func(b []byte) error {
 		f.p.spawn(func() { f.own(mon.s, mon.ownHeaders(), b) })
@@ -103,17 +251,32 @@ func (f *front) newMonitor(r *http.Request, msgs []*jsonrpc.Message) *monitor {
 // openMessage is what the monitor opens with: server/discover, or
 // initialize for an older server.
 func (mon *monitor) openMessage() string {
+	method := `"initialize"`
 	if mon.modern {
-		return `{"jsonrpc":"2.0","id":"mcpdrift-open","method":"server/discover","params":{"_meta":` + string(ownMeta(mon.version)) + `}}`
+		method = `"server/discover"`
 	}
-	return `{"jsonrpc":"2.0","id":"mcpdrift-open","method":"initialize","params":{"protocolVersion":` +
-		string(canonjson.AppendString(nil, mon.version)) + `,"capabilities":{},"clientInfo":{"name":"mcpdrift-proxy","version":"1"}}}`
+	return `{"jsonrpc":"2.0","id":"mcpdrift-open","method":` + method + `,"params":` + string(openParams(mon.modern, mon.version, mon.caps)) + `}`
 }
 
-func ownMeta(version string) []byte {
+// openParams are the params of a monitor's opening message: _meta naming
+// version and caps (2026-07-28), or those of initialize.
+func openParams(modern bool, version string, caps []byte) []byte {
+	if modern {
+		return append(append([]byte(`{"_meta":`), ownMeta(version, caps)...), '}')
+	}
+	b := canonjson.AppendString([]byte(`{"protocolVersion":`), version)
+	b = append(append(append(b, `,"capabilities":`...), caps...), `,"clientInfo":{"name":"mcpdrift-proxy","version":"1"}}`...)
+	return b
+}
+
+// meta is the _meta of the monitor's own 2026-07-28 requests.
+func (mon *monitor) meta() []byte { return ownMeta(mon.version, mon.caps) }
+
+func ownMeta(version string, caps []byte) []byte {
 	b := []byte(`{"io.modelcontextprotocol/protocolVersion":`)
 	b = canonjson.AppendString(b, version)
-	return append(b, `,"io.modelcontextprotocol/clientInfo":{"name":"mcpdrift-proxy","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`...)
+	b = append(b, `,"io.modelcontextprotocol/clientInfo":{"name":"mcpdrift-proxy","version":"1"},"io.modelcontextprotocol/clientCapabilities":`...)
+	return append(append(b, caps...), '}')
 }
 
 func metaVersion(params []byte) string {
@@ -251,7 +414,7 @@ func (mon *monitor) speak(version string, modern bool) {
 	mon.headers.Del("Mcp-Session-Id")
 	mon.mu.Unlock()
 	if modern {
-		mon.s.SetOwnMeta(ownMeta(version))
+		mon.s.SetOwnMeta(mon.meta())
 	} else {
 		mon.s.SetOwnMeta(nil)
 	}
@@ -357,7 +520,7 @@ func (f *front) feed(ctx context.Context, sess *session.Session, resp *http.Resp
 func (f *front) listen(ctx context.Context, mon *monitor) {
 	ctx, cancel := context.WithTimeout(ctx, f.p.cfg.Relist)
 	defer cancel()
-	body := `{"jsonrpc":"2.0","id":"mcpdrift-listen","method":"subscriptions/listen","params":{"_meta":` + string(ownMeta(mon.version)) +
+	body := `{"jsonrpc":"2.0","id":"mcpdrift-listen","method":"subscriptions/listen","params":{"_meta":` + string(mon.meta()) +
 		`,"notifications":{"toolsListChanged":true,"promptsListChanged":true,"resourcesListChanged":true}}}`
 	resp, err := f.ownPost(ctx, f.up.URL, mon.ownHeaders(), []byte(body))
 	if err != nil {

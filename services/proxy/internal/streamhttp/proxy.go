@@ -177,7 +177,7 @@ type front struct {
 	mu       sync.Mutex
 	sessions map[string]*tracked       // by Mcp-Session-Id
 	legacy   map[string]*legacySession // by the proxy's own session id
-	mon      *monitor                  // the listing for stateless clients
+	mons     monitors                  // the listings for stateless clients, one per variant (monitor.go)
 }
 
 // tracked is a Streamable HTTP session with the upstream.
