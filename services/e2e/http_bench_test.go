@@ -1,12 +1,18 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,14 +22,15 @@ import (
 )
 
 // BenchmarkHTTPProxyCommandOverhead: tools/call latency and throughput of
-// an MCP server over Streamable HTTP, directly and through the proxy
+// an MCP server over Streamable HTTP, directly, through a plain TCP relay
+// process (the least any process in the path adds), and through the proxy
 // command in HTTP mode (its own process, as deployed: a verified server,
 // every call published to the real pipeline's NATS), in the same run. The
 // client is the Go SDK's (sessions, 2025-11-25, SSE answers). Two servers,
 // each its own process: demoserver (Go SDK) and the reference
 // server-everything (node). Latency: sequential calls, each step calling
-// both paths in alternating order. Throughput: 32 callers sharing one
-// session, in rounds direct, proxy, proxy, direct.
+// the three paths in rotating order. Throughput: 32 callers sharing one
+// session, the paths' rounds interleaved.
 func BenchmarkHTTPProxyCommandOverhead(b *testing.B) {
 	servers := []struct {
 		name  string
@@ -40,6 +47,78 @@ func BenchmarkHTTPProxyCommandOverhead(b *testing.B) {
 			benchHTTPCommand(b, s.start(b), s.tool, s.args)
 		})
 	}
+}
+
+// relayEnv names the environment variable that makes the test binary a
+// TCP relay to the address it holds (relayMain).
+const relayEnv = "MCPDRIFT_E2E_RELAY_TO"
+
+// relayMain, when relayEnv is set, runs the test binary as a plain TCP
+// relay: it listens on a loopback port, prints the address, and copies
+// bytes both ways between each connection and a new one to the target,
+// until its standard input ends. It is the least any proxy process in the
+// path can add: BenchmarkHTTPProxyCommandOverhead measures it in the same
+// run as the proxy.
+func relayMain() {
+	target := os.Getenv(relayEnv)
+	if target == "" {
+		return
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Println(ln.Addr().String())
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				up, err := net.Dial("tcp", target)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				go func() { _, _ = io.Copy(up, c); up.(*net.TCPConn).CloseWrite() }()
+				_, _ = io.Copy(c, up)
+			}()
+		}
+	}()
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	os.Exit(0)
+}
+
+// startRelay runs the test binary as a TCP relay to the endpoint's host and
+// returns the endpoint as reached through it.
+func startRelay(b *testing.B, endpoint string) string {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), relayEnv+"="+u.Host)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { in.Close(); _ = cmd.Wait() })
+	addr, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		b.Fatalf("the relay did not start: %v", err)
+	}
+	u.Host = strings.TrimSpace(addr)
+	return u.String()
 }
 
 // startDemoserver runs demoserver on a free loopback port and returns its
@@ -97,7 +176,7 @@ func benchHTTPCommand(b *testing.B, upstream, tool string, args map[string]any) 
 		}
 		return nil
 	}
-	direct, via := connect(upstream), connect(base+"/up/mcp")
+	direct, relay, via := connect(upstream), connect(startRelay(b, upstream)), connect(base+"/up/mcp")
 	// The first listing becomes the baseline; go on once the proxy serves.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -130,54 +209,57 @@ func benchHTTPCommand(b *testing.B, upstream, tool string, args map[string]any) 
 		wg.Wait()
 		return time.Since(start)
 	}
-	concurrent(direct, 1000) // warm up
-	concurrent(via, 1000)
+	paths := []*mcp.ClientSession{direct, relay, via}
+	for _, cs := range paths {
+		concurrent(cs, 1000) // warm up
+	}
 
 	b.ResetTimer()
-	dl, vl := make([]time.Duration, n), make([]time.Duration, n)
+	lat := [3][]time.Duration{make([]time.Duration, n), make([]time.Duration, n), make([]time.Duration, n)}
 	for i := range n {
-		first, second, fl, sl := direct, via, dl, vl
-		if i%2 == 1 {
-			first, second, fl, sl = via, direct, vl, dl
-		}
-		for _, step := range []struct {
-			cs  *mcp.ClientSession
-			lat []time.Duration
-		}{{first, fl}, {second, sl}} {
+		for j := range paths {
+			k := (i + j) % len(paths) // each path goes first, second and third in turn
 			start := time.Now()
-			err := call(step.cs)
-			step.lat[i] = time.Since(start)
+			err := call(paths[k])
+			lat[k][i] = time.Since(start)
 			if err != nil {
 				b.Fatal(err)
 			}
 		}
 	}
-	slices.Sort(dl)
-	slices.Sort(vl)
+	for _, l := range lat {
+		slices.Sort(l)
+	}
 	per := total / (rounds / 2)
-	var dt, vt time.Duration
+	var took [3]time.Duration
 	for i := range rounds {
-		if i%4 == 1 || i%4 == 2 {
-			vt += concurrent(via, per)
-		} else {
-			dt += concurrent(direct, per)
+		for j := range paths {
+			k := j
+			if i%2 == 1 {
+				k = len(paths) - 1 - j // forward, then backward
+			}
+			took[k] += concurrent(paths[k], per)
 		}
 	}
 	b.StopTimer()
 	if b.Failed() {
 		b.FailNow()
 	}
-	calls := float64(per * (rounds / 2))
-	directRate, viaRate := calls/dt.Seconds(), calls/vt.Seconds()
+	calls := float64(per * rounds)
+	rate := func(k int) float64 { return calls / took[k].Seconds() }
 	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 	p50, p99 := n/2, n*99/100
+	dl, rl, vl := lat[0], lat[1], lat[2]
 	b.ReportMetric(us(dl[p50]), "direct-p50-us")
 	b.ReportMetric(us(dl[p99]), "direct-p99-us")
 	b.ReportMetric(us(vl[p50]), "proxy-p50-us")
 	b.ReportMetric(us(vl[p99]), "proxy-p99-us")
 	b.ReportMetric(us(vl[p50]-dl[p50]), "added-p50-us")
 	b.ReportMetric(us(vl[p99]-dl[p99]), "added-p99-us")
-	b.ReportMetric(directRate, "direct-calls/s")
-	b.ReportMetric(viaRate, "proxy-calls/s")
-	b.ReportMetric(viaRate/directRate, "throughput-ratio-c32")
+	b.ReportMetric(us(rl[p50]-dl[p50]), "relay-added-p50-us")
+	b.ReportMetric(us(rl[p99]-dl[p99]), "relay-added-p99-us")
+	b.ReportMetric(rate(0), "direct-calls/s")
+	b.ReportMetric(rate(2), "proxy-calls/s")
+	b.ReportMetric(rate(2)/rate(0), "throughput-ratio-c32")
+	b.ReportMetric(rate(1)/rate(0), "relay-throughput-ratio-c32")
 }

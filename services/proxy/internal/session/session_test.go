@@ -66,7 +66,12 @@ type rig struct {
 func newRig(t testing.TB) *rig {
 	r := &rig{t: t, gate: &fakeGate{}, obs: &fakeObs{}}
 	r.s = New(Config{Server: "fs"}, r.gate, r.obs,
-		func(b []byte) error { r.mu.Lock(); r.toClient = append(r.toClient, string(b)); r.mu.Unlock(); return nil },
+		func(b []byte) error {
+			r.mu.Lock()
+			r.toClient = append(r.toClient, string(b))
+			r.mu.Unlock()
+			return nil
+		},
 		func(b []byte) error { r.toServer = append(r.toServer, string(b)); return nil })
 	return r
 }
@@ -561,14 +566,19 @@ func TestSerialPageDoesNotHoldTheReader(t *testing.T) {
 	g := &blockingGate{waiting: make(chan struct{}, 1), release: make(chan struct{})}
 	r := newRig(t)
 	r.s = New(Config{Server: "fs", SerialServer: true}, g, r.obs,
-		func(b []byte) error { r.mu.Lock(); r.toClient = append(r.toClient, string(b)); r.mu.Unlock(); return nil },
+		func(b []byte) error {
+			r.mu.Lock()
+			r.toClient = append(r.toClient, string(b))
+			r.mu.Unlock()
+			return nil
+		},
 		func(b []byte) error { r.toServer = append(r.toServer, string(b)); return nil })
 	r.client(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}`)
 	r.server(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}}`)
 	r.client(`{"jsonrpc":"2.0","method":"notifications/initialized"}`) // the proxy lists tools: a verdict is due
 	r.client(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
 	r.server(`{"jsonrpc":"2.0","id":1,"result":{"tools":[` + readTool + `,` + writeTool + `]}}`) // returns: judged off the reader
-	<-g.waiting // the page awaits its verdict
+	<-g.waiting                                                                                  // the page awaits its verdict
 	// Meanwhile the server's next message passes.
 	r.server(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"still here"}}`)
 	if got := r.lastClient(); !strings.Contains(got, "still here") {
