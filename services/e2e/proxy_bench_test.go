@@ -137,12 +137,13 @@ func (s benchServer) calls(b *testing.B, p *stdioPeer, workers, n int, tag strin
 // BenchmarkStdioProxyOverhead: tools/call latency and throughput of an MCP
 // server over stdio, directly and through the proxy command (a verified
 // server, publishing every call to the real pipeline's NATS), in the same
-// run. Two servers: mcptest, a Go server that answers in a few
-// microseconds (the proxy's worst case: its own work is as large as the
-// server's), and the reference server-everything (node), calling echo.
-// Latency: sequential calls, each step calling both paths in alternating
-// order. Throughput: 32 callers, in rounds direct, proxy, proxy, direct, so
-// that a noisy machine burdens both alike.
+// run, and through a plain stdio relay process (pipeRelayMain: the least
+// any process in between adds). Two servers: mcptest, a Go server that
+// answers in a few microseconds (the proxy's worst case: its own work is as
+// large as the server's), and the reference server-everything (node),
+// calling echo. Latency: sequential calls, each step calling the three
+// paths in rotating order. Throughput: 32 callers, the paths' rounds
+// interleaved, so that a noisy machine burdens all alike.
 func BenchmarkStdioProxyOverhead(b *testing.B) {
 	servers := []struct {
 		name string
@@ -165,6 +166,55 @@ func BenchmarkStdioProxyOverhead(b *testing.B) {
 	}
 }
 
+// pipeRelayEnv makes the test binary a plain stdio relay (pipeRelayMain).
+const pipeRelayEnv = "MCPDRIFT_E2E_PIPE_RELAY"
+
+// pipeRelayMain, when pipeRelayEnv is set, runs the test binary as a plain
+// stdio relay: it starts the command named by its arguments and copies its
+// own standard input to the command's and the command's standard output to
+// its own, byte for byte. It is the least any process between an agent and
+// a stdio server can add: BenchmarkStdioProxyOverhead measures it in the
+// same run as the proxy.
+func pipeRelayMain() {
+	if os.Getenv(pipeRelayEnv) == "" {
+		return
+	}
+	args := flagArgs(os.Args[1:])
+	cmd := exec.Command(args[0], args[1:]...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, pipeRelayEnv+"=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		os.Exit(2)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		os.Exit(2)
+	}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	go func() { _, _ = io.Copy(in, os.Stdin); in.Close() }()
+	_, _ = io.Copy(os.Stdout, out)
+	_ = cmd.Wait()
+	os.Exit(0)
+}
+
+// flagArgs is what follows "--" in args.
+func flagArgs(args []string) []string {
+	for i, a := range args {
+		if a == "--" {
+			return args[i+1:]
+		}
+	}
+	return args
+}
+
 func benchStdio(b *testing.B, s benchServer) {
 	const (
 		workers = 32
@@ -174,18 +224,18 @@ func benchStdio(b *testing.B, s benchServer) {
 	total := max(b.N, 40000) // concurrent calls per path, over all rounds
 	pl := startPipeline(b)
 	command := s.cmd(b)
-	direct := exec.Command(command[0], command[1:]...)
-	direct.Env = append(os.Environ(), s.env...)
-	d := startPeer(b, direct)
 	const initialize = `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}`
-	d.call(b, "init", "initialize", initialize)
-	d.notify(b, "notifications/initialized")
-
-	proxied := exec.Command(filepath.Join(build(b), "proxy"), append([]string{"--server-id", "bench", "--outbox-dir", b.TempDir(), "--"}, command...)...)
-	proxied.Env = append(os.Environ(), append([]string{"MCPDRIFT_NATS_URL=" + pl.nc.ConnectedUrl()}, s.env...)...)
-	p := startPeer(b, proxied)
-	p.call(b, "init", "initialize", initialize)
-	p.notify(b, "notifications/initialized")
+	open := func(cmd *exec.Cmd, env ...string) *stdioPeer {
+		cmd.Env = append(append(os.Environ(), s.env...), env...)
+		peer := startPeer(b, cmd)
+		peer.call(b, "init", "initialize", initialize)
+		peer.notify(b, "notifications/initialized")
+		return peer
+	}
+	d := open(exec.Command(command[0], command[1:]...))
+	r := open(exec.Command(os.Args[0], append([]string{"--"}, command...)...), pipeRelayEnv+"=1")
+	p := open(exec.Command(filepath.Join(build(b), "proxy"), append([]string{"--server-id", "bench", "--outbox-dir", b.TempDir(), "--"}, command...)...),
+		"MCPDRIFT_NATS_URL="+pl.nc.ConnectedUrl())
 	// The first listing becomes the baseline; wait until the proxy serves.
 	deadline := time.Now().Add(30 * time.Second)
 	for i := 0; ; i++ {
@@ -198,50 +248,54 @@ func benchStdio(b *testing.B, s benchServer) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	s.calls(b, d, workers, 2000, "dw") // warm up
-	s.calls(b, p, workers, 2000, "pw")
+	paths := []*stdioPeer{d, r, p}
+	for i, peer := range paths {
+		s.calls(b, peer, workers, 2000, fmt.Sprint("w", i)) // warm up
+	}
 
 	b.ResetTimer()
-	dl, pxl := make([]time.Duration, n), make([]time.Duration, n)
+	lat := [3][]time.Duration{make([]time.Duration, n), make([]time.Duration, n), make([]time.Duration, n)}
 	for i := range n {
-		first, second, fl, sl := d, p, dl, pxl
-		if i%2 == 1 {
-			first, second, fl, sl = p, d, pxl, dl
-		}
-		for _, step := range []struct {
-			peer *stdioPeer
-			lat  []time.Duration
-		}{{first, fl}, {second, sl}} {
+		for j := range paths {
+			k := (i + j) % len(paths) // each path goes first, second and third in turn
 			start := time.Now()
-			out := step.peer.call(b, fmt.Sprint("s-", i), "tools/call", s.args)
-			step.lat[i] = time.Since(start)
+			out := paths[k].call(b, fmt.Sprint("s-", i), "tools/call", s.args)
+			lat[k][i] = time.Since(start)
 			if strings.Contains(out, `"isError":true`) || !strings.Contains(out, `"result"`) {
 				b.Fatalf("the call failed: %s", out)
 			}
 		}
 	}
-	slices.Sort(dl)
-	slices.Sort(pxl)
-	per := total / (rounds / 2) // calls per round
-	var dt, pt time.Duration
+	for _, l := range lat {
+		slices.Sort(l)
+	}
+	per := total / rounds // calls per round and path
+	var took [3]time.Duration
 	for i := range rounds {
-		if i%4 == 1 || i%4 == 2 {
-			pt += s.calls(b, p, workers, per, fmt.Sprint("p", i))
-		} else {
-			dt += s.calls(b, d, workers, per, fmt.Sprint("d", i))
+		for j := range paths {
+			k := j
+			if i%2 == 1 {
+				k = len(paths) - 1 - j // forward, then backward
+			}
+			took[k] += s.calls(b, paths[k], workers, per, fmt.Sprint("c", i, "-", k))
 		}
 	}
 	b.StopTimer()
-	made := float64(per / workers * workers * (rounds / 2))
-	directRate, proxyRate := made/dt.Seconds(), made/pt.Seconds()
+	made := float64(per / workers * workers * rounds)
+	rate := func(k int) float64 { return made / took[k].Seconds() }
+	us := func(d time.Duration) float64 { return float64(d.Microseconds()) }
 	p50, p99 := n/2, n*99/100
-	b.ReportMetric(float64(dl[p50].Microseconds()), "direct-p50-us")
-	b.ReportMetric(float64(dl[p99].Microseconds()), "direct-p99-us")
-	b.ReportMetric(float64(pxl[p50].Microseconds()), "proxy-p50-us")
-	b.ReportMetric(float64(pxl[p99].Microseconds()), "proxy-p99-us")
-	b.ReportMetric(float64((pxl[p50] - dl[p50]).Microseconds()), "added-p50-us")
-	b.ReportMetric(float64((pxl[p99] - dl[p99]).Microseconds()), "added-p99-us")
-	b.ReportMetric(directRate, "direct-calls/s")
-	b.ReportMetric(proxyRate, "proxy-calls/s")
-	b.ReportMetric(proxyRate/directRate, "throughput-ratio-c32")
+	dl, rl, pxl := lat[0], lat[1], lat[2]
+	b.ReportMetric(us(dl[p50]), "direct-p50-us")
+	b.ReportMetric(us(dl[p99]), "direct-p99-us")
+	b.ReportMetric(us(pxl[p50]), "proxy-p50-us")
+	b.ReportMetric(us(pxl[p99]), "proxy-p99-us")
+	b.ReportMetric(us(pxl[p50]-dl[p50]), "added-p50-us")
+	b.ReportMetric(us(pxl[p99]-dl[p99]), "added-p99-us")
+	b.ReportMetric(us(rl[p50]-dl[p50]), "relay-added-p50-us")
+	b.ReportMetric(us(rl[p99]-dl[p99]), "relay-added-p99-us")
+	b.ReportMetric(rate(0), "direct-calls/s")
+	b.ReportMetric(rate(2), "proxy-calls/s")
+	b.ReportMetric(rate(2)/rate(0), "throughput-ratio-c32")
+	b.ReportMetric(rate(1)/rate(0), "relay-throughput-ratio-c32")
 }

@@ -16,6 +16,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	pipeRelayMain()         // a stdio relay (proxy_bench_test.go), before the server it may relay to
 	mcptest.Main()          // the upstream MCP server the proxies run
 	pagedMain()             // the paginating one (proxy_pagination_test.go)
 	relayMain()             // a TCP relay (http_bench_test.go)
