@@ -45,14 +45,20 @@ go test ./e2e/ -run '^$' -bench BenchmarkPipelineLatency -benchtime 1x -count 3 
          print "  p50 " p50 " ms, p99 " p99 " ms (raw JetStream publish to consume p99 " raw " ms, same run)" }'
 
 echo
-echo "== tools/call through the stdio proxy vs direct, same run (goals: +50 us p50, +200 us p99, >= 0.7x throughput at concurrency 32)"
+echo "== tools/call through the proxy vs direct, same run (goals: +50 us p50, +200 us p99, >= 0.7x throughput at concurrency 32)"
+echo "   each line also gives a plain relay process in the same place (the least any process in the path adds)"
 go test ./e2e/ -run '^$' -bench BenchmarkStdioProxyOverhead -benchtime 1x -count 3 | grep '^Benchmark' |
-  awk '{ for (i=3;i<=NF;i++) { if ($(i+1)=="added-p50-us") a50=$i; if ($(i+1)=="added-p99-us") a99=$i; if ($(i+1)=="throughput-ratio-c32") r=$i }
-         print "  added p50 " a50 " us, added p99 " a99 " us, throughput ratio at c32 " r }'
-go test ./proxy/internal/streamhttp/ -run '^$' -bench BenchmarkHTTPProxyOverhead -benchtime 1x -count 3 | grep '^Benchmark' | awk '{ for (i=3;i<=NF;i++) { if ($(i+1)=="added-p50-us") a50=$i; if ($(i+1)=="added-p99-us") a99=$i; if ($(i+1)=="throughput-ratio") r=$i }; print "  " $1 " (Streamable HTTP proxy): added p50 " a50 " us, added p99 " a99 " us, throughput ratio at c32 " r }'
+  awk '{ for (i=3;i<=NF;i++) { if ($(i+1)=="added-p50-us") a50=$i; if ($(i+1)=="added-p99-us") a99=$i; if ($(i+1)=="throughput-ratio-c32") r=$i;
+         if ($(i+1)=="relay-added-p50-us") ra50=$i; if ($(i+1)=="relay-throughput-ratio-c32") rr=$i }
+         print "  " $1 " (stdio): added p50 " a50 " us, p99 " a99 " us, throughput ratio " r "; relay: added p50 " ra50 " us, ratio " rr }'
+go test ./e2e/ -run '^$' -bench BenchmarkHTTPProxyCommandOverhead -benchtime 1x -count 3 | grep '^Benchmark' |
+  awk '{ for (i=3;i<=NF;i++) { if ($(i+1)=="added-p50-us") a50=$i; if ($(i+1)=="added-p99-us") a99=$i; if ($(i+1)=="throughput-ratio-c32") r=$i;
+         if ($(i+1)=="relay-added-p50-us") ra50=$i; if ($(i+1)=="relay-throughput-ratio-c32") rr=$i }
+         print "  " $1 " (Streamable HTTP, proxy command): added p50 " a50 " us, p99 " a99 " us, throughput ratio " r "; relay: added p50 " ra50 " us, ratio " rr }'
+go test ./proxy/internal/streamhttp/ -run '^$' -bench BenchmarkHTTPProxyOverhead -benchtime 1x -count 3 | grep '^Benchmark' | awk '{ for (i=3;i<=NF;i++) { if ($(i+1)=="added-p50-us") a50=$i; if ($(i+1)=="added-p99-us") a99=$i; if ($(i+1)=="throughput-ratio") r=$i }; print "  " $1 " (Streamable HTTP, in one process with client and server): added p50 " a50 " us, added p99 " a99 " us, throughput ratio at c32 " r }'
 
 echo
 echo "== audit sink: events/s from JetStream into ClickHouse, as a ratio of a raw clickhouse-go batch insert of the same rows (goals >= 0.6, >= 100000/s)"
-go test ./audit/internal/sink/ -run '^$' -bench BenchmarkSink -benchtime 1x -count 3 | grep '^Benchmark' |
+go test ./audit/internal/sink/ -run '^$' -bench 'BenchmarkSink|BenchmarkCallBatchSink' -benchtime 1x -count 3 | grep '^Benchmark' |
   awk '{ for (i=3;i<=NF;i++) { if ($(i+1)=="events/s") e=$i; if ($(i+1)=="raw-events/s") r=$i; if ($(i+1)=="ratio") q=$i }
-         printf "  %.0f events/s, raw %.0f events/s, ratio %s\n", e, r, q }'
+         printf "  %s: %.0f events/s, raw %.0f events/s, ratio %s\n", $1, e, r, q }'
