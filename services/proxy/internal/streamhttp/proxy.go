@@ -6,15 +6,17 @@
 //     JSON or SSE answer, Mcp-Session-Id, the GET stream, DELETE,
 //     Last-Event-ID resumption, 202 for notifications and responses;
 //   - stateless Streamable HTTP (2026-07-28, and servers of any era that
-//     keep no session): every POST stands alone; the proxy keeps one
-//     listing of its own per upstream (server/discover or initialize, then
-//     every list, re-done on list_changed) and judges each request by it;
+//     keep no session): every POST stands alone; the proxy keeps listings
+//     of its own per upstream, one per listing variant of its stateless
+//     clients (server/discover or initialize, then every list, re-done on
+//     list_changed), and judges each request by the one of its variant;
 //   - HTTP+SSE (2024-11-05): a GET event stream whose endpoint event the
 //     proxy rewrites to its own message URL.
 //
 // Bodies and events are forwarded as the original bytes; only a listing
 // with something withheld is rebuilt (session.Session decides), and SSE
-// events keep their ids and names.
+// events keep their ids and names. Upstream requests go out on h1, an
+// HTTP/1.1 client that works on the handler's own goroutine.
 package streamhttp
 
 import (
