@@ -65,7 +65,13 @@ type rig struct {
 
 func newRig(t testing.TB) *rig {
 	r := &rig{t: t, gate: &fakeGate{}, obs: &fakeObs{}}
-	r.s = New(Config{Server: "fs"}, r.gate, r.obs,
+	r.newSession(Config{Server: "fs"}, r.gate)
+	return r
+}
+
+// newSession gives the rig a session of cfg on g, writing to the rig.
+func (r *rig) newSession(cfg Config, g Gate) {
+	r.s = New(cfg, g, r.obs,
 		func(b []byte) error {
 			r.mu.Lock()
 			r.toClient = append(r.toClient, string(b))
@@ -73,7 +79,6 @@ func newRig(t testing.TB) *rig {
 			return nil
 		},
 		func(b []byte) error { r.toServer = append(r.toServer, string(b)); return nil })
-	return r
 }
 
 func (r *rig) client(msg string) {
