@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -209,57 +208,12 @@ func benchHTTPCommand(b *testing.B, upstream, tool string, args map[string]any) 
 		wg.Wait()
 		return time.Since(start)
 	}
-	paths := []*mcp.ClientSession{direct, relay, via}
+	paths := [numPaths]*mcp.ClientSession{pathDirect: direct, pathRelay: relay, pathProxy: via}
 	for _, cs := range paths {
 		concurrent(cs, 1000) // warm up
 	}
-
 	b.ResetTimer()
-	lat := [3][]time.Duration{make([]time.Duration, n), make([]time.Duration, n), make([]time.Duration, n)}
-	for i := range n {
-		for j := range paths {
-			k := (i + j) % len(paths) // each path goes first, second and third in turn
-			start := time.Now()
-			err := call(paths[k])
-			lat[k][i] = time.Since(start)
-			if err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	for _, l := range lat {
-		slices.Sort(l)
-	}
-	per := total / (rounds / 2)
-	var took [3]time.Duration
-	for i := range rounds {
-		for j := range paths {
-			k := j
-			if i%2 == 1 {
-				k = len(paths) - 1 - j // forward, then backward
-			}
-			took[k] += concurrent(paths[k], per)
-		}
-	}
-	b.StopTimer()
-	if b.Failed() {
-		b.FailNow()
-	}
-	calls := float64(per * rounds)
-	rate := func(k int) float64 { return calls / took[k].Seconds() }
-	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
-	p50, p99 := n/2, n*99/100
-	dl, rl, vl := lat[0], lat[1], lat[2]
-	b.ReportMetric(us(dl[p50]), "direct-p50-us")
-	b.ReportMetric(us(dl[p99]), "direct-p99-us")
-	b.ReportMetric(us(vl[p50]), "proxy-p50-us")
-	b.ReportMetric(us(vl[p99]), "proxy-p99-us")
-	b.ReportMetric(us(vl[p50]-dl[p50]), "added-p50-us")
-	b.ReportMetric(us(vl[p99]-dl[p99]), "added-p99-us")
-	b.ReportMetric(us(rl[p50]-dl[p50]), "relay-added-p50-us")
-	b.ReportMetric(us(rl[p99]-dl[p99]), "relay-added-p99-us")
-	b.ReportMetric(rate(0), "direct-calls/s")
-	b.ReportMetric(rate(2), "proxy-calls/s")
-	b.ReportMetric(rate(2)/rate(0), "throughput-ratio-c32")
-	b.ReportMetric(rate(1)/rate(0), "relay-throughput-ratio-c32")
+	measurePaths(b, n, rounds, total/rounds,
+		func(k, _ int) error { return call(paths[k]) },
+		func(k, calls int) time.Duration { return concurrent(paths[k], calls) })
 }

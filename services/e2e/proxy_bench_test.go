@@ -7,13 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/mcptest"
+	"github.com/mcpdrift/mcpdrift/services/internal/syncbuf"
 )
 
 // stdioPeer is an MCP server process reached over stdio, with responses
@@ -35,7 +35,15 @@ func startPeer(tb testing.TB, cmd *exec.Cmd) *stdioPeer {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	cmd.Stderr = os.Stderr
+	// The server's own log (server-everything prints a banner) would split
+	// the benchmark's result line: it is shown only when the run fails.
+	var stderr syncbuf.Buffer
+	cmd.Stderr = &stderr
+	tb.Cleanup(func() {
+		if tb.Failed() {
+			tb.Logf("%s stderr:\n%s", cmd.Path, stderr.String())
+		}
+	})
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
@@ -248,54 +256,19 @@ func benchStdio(b *testing.B, s benchServer) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	paths := []*stdioPeer{d, r, p}
+	paths := [numPaths]*stdioPeer{pathDirect: d, pathRelay: r, pathProxy: p}
 	for i, peer := range paths {
 		s.calls(b, peer, workers, 2000, fmt.Sprint("w", i)) // warm up
 	}
-
 	b.ResetTimer()
-	lat := [3][]time.Duration{make([]time.Duration, n), make([]time.Duration, n), make([]time.Duration, n)}
-	for i := range n {
-		for j := range paths {
-			k := (i + j) % len(paths) // each path goes first, second and third in turn
-			start := time.Now()
+	per := total / rounds / workers * workers // calls per round and path, a multiple of workers
+	measurePaths(b, n, rounds, per,
+		func(k, i int) error {
 			out := paths[k].call(b, fmt.Sprint("s-", i), "tools/call", s.args)
-			lat[k][i] = time.Since(start)
 			if strings.Contains(out, `"isError":true`) || !strings.Contains(out, `"result"`) {
-				b.Fatalf("the call failed: %s", out)
+				return fmt.Errorf("the call failed: %s", out)
 			}
-		}
-	}
-	for _, l := range lat {
-		slices.Sort(l)
-	}
-	per := total / rounds // calls per round and path
-	var took [3]time.Duration
-	for i := range rounds {
-		for j := range paths {
-			k := j
-			if i%2 == 1 {
-				k = len(paths) - 1 - j // forward, then backward
-			}
-			took[k] += s.calls(b, paths[k], workers, per, fmt.Sprint("c", i, "-", k))
-		}
-	}
-	b.StopTimer()
-	made := float64(per / workers * workers * rounds)
-	rate := func(k int) float64 { return made / took[k].Seconds() }
-	us := func(d time.Duration) float64 { return float64(d.Microseconds()) }
-	p50, p99 := n/2, n*99/100
-	dl, rl, pxl := lat[0], lat[1], lat[2]
-	b.ReportMetric(us(dl[p50]), "direct-p50-us")
-	b.ReportMetric(us(dl[p99]), "direct-p99-us")
-	b.ReportMetric(us(pxl[p50]), "proxy-p50-us")
-	b.ReportMetric(us(pxl[p99]), "proxy-p99-us")
-	b.ReportMetric(us(pxl[p50]-dl[p50]), "added-p50-us")
-	b.ReportMetric(us(pxl[p99]-dl[p99]), "added-p99-us")
-	b.ReportMetric(us(rl[p50]-dl[p50]), "relay-added-p50-us")
-	b.ReportMetric(us(rl[p99]-dl[p99]), "relay-added-p99-us")
-	b.ReportMetric(rate(0), "direct-calls/s")
-	b.ReportMetric(rate(2), "proxy-calls/s")
-	b.ReportMetric(rate(2)/rate(0), "throughput-ratio-c32")
-	b.ReportMetric(rate(1)/rate(0), "relay-throughput-ratio-c32")
+			return nil
+		},
+		func(k, calls int) time.Duration { return s.calls(b, paths[k], workers, calls, fmt.Sprint("c", k)) })
 }

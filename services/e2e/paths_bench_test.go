@@ -1,0 +1,72 @@
+package e2e
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// Paths of a proxy benchmark, in the order measurePaths takes them.
+const (
+	pathDirect = iota // the client talks to the server
+	pathRelay         // through a plain relay process: the least any process in between adds
+	pathProxy         // through the proxy command
+	numPaths
+)
+
+// measurePaths measures the three paths in the same run. Latency: n
+// sequential steps, each calling every path once, the paths taking turns at
+// going first (call makes call i on path k). Throughput: rounds rounds, each
+// giving every path per calls from concurrent callers, forward then
+// backward (concurrent makes them and returns how long they took), so that
+// a noisy machine burdens all alike. It reports the figures as metrics.
+func measurePaths(b *testing.B, n, rounds, per int, call func(k, i int) error, concurrent func(k, calls int) time.Duration) {
+	var lat [numPaths][]time.Duration
+	for k := range lat {
+		lat[k] = make([]time.Duration, n)
+	}
+	for i := range n {
+		for j := range numPaths {
+			k := (i + j) % numPaths
+			start := time.Now()
+			err := call(k, i)
+			lat[k][i] = time.Since(start)
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for _, l := range lat {
+		slices.Sort(l)
+	}
+	var took [numPaths]time.Duration
+	for i := range rounds {
+		for j := range numPaths {
+			k := j
+			if i%2 == 1 {
+				k = numPaths - 1 - j
+			}
+			took[k] += concurrent(k, per)
+		}
+	}
+	b.StopTimer()
+	if b.Failed() {
+		b.FailNow()
+	}
+	rate := func(k int) float64 { return float64(per*rounds) / took[k].Seconds() }
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	p50, p99 := n/2, n*99/100
+	dl, rl, pl := lat[pathDirect], lat[pathRelay], lat[pathProxy]
+	b.ReportMetric(us(dl[p50]), "direct-p50-us")
+	b.ReportMetric(us(dl[p99]), "direct-p99-us")
+	b.ReportMetric(us(pl[p50]), "proxy-p50-us")
+	b.ReportMetric(us(pl[p99]), "proxy-p99-us")
+	b.ReportMetric(us(pl[p50]-dl[p50]), "added-p50-us")
+	b.ReportMetric(us(pl[p99]-dl[p99]), "added-p99-us")
+	b.ReportMetric(us(rl[p50]-dl[p50]), "relay-added-p50-us")
+	b.ReportMetric(us(rl[p99]-dl[p99]), "relay-added-p99-us")
+	b.ReportMetric(rate(pathDirect), "direct-calls/s")
+	b.ReportMetric(rate(pathProxy), "proxy-calls/s")
+	b.ReportMetric(rate(pathProxy)/rate(pathDirect), "throughput-ratio-c32")
+	b.ReportMetric(rate(pathRelay)/rate(pathDirect), "relay-throughput-ratio-c32")
+}
