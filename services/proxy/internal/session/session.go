@@ -453,14 +453,17 @@ func (s *Session) awaits(variant string) bool {
 }
 
 // FromServer handles one message from the upstream server on a stream
-// transport: what the client must see goes to it.
+// transport: what the client must see goes to it, and then what the
+// message showed is reported.
 func (s *Session) FromServer(ctx context.Context, raw []byte) error {
-	out, err := s.Server(ctx, raw)
+	out, seen, err := s.ServerLater(ctx, raw)
 	if out != nil {
 		if werr := s.toClient(out); werr != nil {
+			seen.Report()
 			return werr
 		}
 	}
+	seen.Report()
 	return err
 }
 
@@ -468,14 +471,40 @@ func (s *Session) FromServer(ctx context.Context, raw []byte) error {
 // bytes to deliver to the client, or nil when the message was the proxy's
 // own business (an answer to its own listing).
 func (s *Session) Server(ctx context.Context, raw []byte) ([]byte, error) {
+	out, seen, err := s.ServerLater(ctx, raw)
+	seen.Report()
+	return out, err
+}
+
+// Seen is what handling a server message observed (the calls it answered),
+// to be reported once the message is delivered: the observer queues for
+// publishing, and may wake its publisher, which the answer need not wait
+// for.
+type Seen struct {
+	s     *Session
+	calls []Call
+}
+
+// Report hands what was seen to the observer; call it once.
+func (o Seen) Report() {
+	for _, c := range o.calls {
+		o.s.obs.Call(c)
+	}
+}
+
+// ServerLater is Server, leaving the report of what the message showed to
+// the caller, once it has delivered the message.
+func (s *Session) ServerLater(ctx context.Context, raw []byte) ([]byte, Seen, error) {
+	seen := Seen{s: s}
 	msgs, batch, err := jsonrpc.Split(raw, jsonrpc.Limits{})
 	if err != nil {
 		// What it cannot read the proxy passes on: the client judges its
 		// own inputs, and nothing in it is a listing the proxy asked for.
-		return raw, nil
+		return raw, seen, nil
 	}
 	if !batch {
-		return s.serverMessage(ctx, msgs[0], true)
+		out, err := s.serverMessage(ctx, msgs[0], true, &seen)
+		return out, seen, err
 	}
 	// Answers to a client batch: each is judged like a single message, so a
 	// listing inside a batch is filtered like any other.
@@ -483,7 +512,7 @@ func (s *Session) Server(ctx context.Context, raw []byte) ([]byte, error) {
 	var errs []error
 	changed := false
 	for _, m := range msgs {
-		b, err := s.serverMessage(ctx, m, false)
+		b, err := s.serverMessage(ctx, m, false, &seen)
 		errs = append(errs, err)
 		changed = changed || !bytes.Equal(b, m.Raw)
 		if b != nil {
@@ -492,16 +521,16 @@ func (s *Session) Server(ctx context.Context, raw []byte) ([]byte, error) {
 	}
 	switch {
 	case !changed:
-		return raw, errors.Join(errs...)
+		return raw, seen, errors.Join(errs...)
 	case len(out) == 0:
-		return nil, errors.Join(errs...)
+		return nil, seen, errors.Join(errs...)
 	}
-	return joinBatch(out), errors.Join(errs...)
+	return joinBatch(out), seen, errors.Join(errs...)
 }
 
 // serverMessage decides on one message; alone says that it came by itself,
-// not in a batch.
-func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message, alone bool) ([]byte, error) {
+// not in a batch. The calls it answers go to seen.
+func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message, alone bool, seen *Seen) ([]byte, error) {
 	raw := m.Raw
 	switch m.Kind {
 	case jsonrpc.KindNotification:
@@ -540,7 +569,7 @@ func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message, alone b
 	case p.kind != 0:
 		return s.listPage(ctx, p.kind, m, alone)
 	case p.method == "tools/call":
-		s.obs.Call(Call{Tool: p.tool, Error: m.Error != nil || isToolError(m.Result), Latency: time.Since(p.start), ArgsDigest: p.digest, AlertCode: p.alert, Arguments: p.args})
+		seen.calls = append(seen.calls, Call{Tool: p.tool, Error: m.Error != nil || isToolError(m.Result), Latency: time.Since(p.start), ArgsDigest: p.digest, AlertCode: p.alert, Arguments: p.args})
 	}
 	return raw, nil
 }

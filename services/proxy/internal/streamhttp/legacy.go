@@ -104,6 +104,7 @@ func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		var out []byte
+		var seen session.Seen
 		switch {
 		case string(ev.Name) == "endpoint":
 			ref, err := url.Parse(string(ev.Data))
@@ -117,13 +118,15 @@ func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 			own := "/" + f.up.ID + "/messages?session=" + l.id
 			out = appendEvent(nil, ev, []byte(own))
 		default:
-			out = f.relay(nil, ctx, l.s, ev)
+			out, seen = f.relay(nil, ctx, l.s, ev)
 		}
 		if len(out) > 0 {
 			if err := l.write(out); err != nil {
+				seen.Report()
 				return
 			}
 		}
+		seen.Report()
 	}
 }
 

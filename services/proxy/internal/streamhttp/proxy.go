@@ -30,6 +30,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -385,7 +386,8 @@ func (f *front) answer(w http.ResponseWriter, ctx context.Context, resp *http.Re
 			httpError(w, http.StatusBadGateway, nil, "upstream_message_too_large", err.Error())
 			return
 		}
-		out, err := sess.Server(ctx, raw)
+		out, seen, err := sess.ServerLater(ctx, raw)
+		defer seen.Report() // once the answer is written
 		if err != nil {
 			f.log.Warn().Err(err).Msg("re-listing the server")
 		}
@@ -397,8 +399,12 @@ func (f *front) answer(w http.ResponseWriter, ctx context.Context, resp *http.Re
 			w.WriteHeader(http.StatusAccepted)
 			return
 		}
+		// The length given, the answer goes out whole at the flush, before
+		// the report.
+		w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 		w.WriteHeader(resp.StatusCode)
 		_, _ = w.Write(out)
+		_ = http.NewResponseController(w).Flush()
 		return
 	}
 	if reply != nil && resp.StatusCode == http.StatusAccepted {
@@ -477,14 +483,18 @@ func (f *front) pipeSSE(w http.ResponseWriter, ctx context.Context, resp *http.R
 			}
 			return
 		}
-		buf = f.relay(buf[:0], ctx, sess, ev)
+		var seen session.Seen
+		buf, seen = f.relay(buf[:0], ctx, sess, ev)
 		if len(buf) == 0 {
+			seen.Report()
 			continue
 		}
 		if _, err := w.Write(buf); err != nil {
+			seen.Report()
 			return // the client went away
 		}
 		_ = rc.Flush()
+		seen.Report()
 		flushed = true
 	}
 }
@@ -492,24 +502,25 @@ func (f *front) pipeSSE(w http.ResponseWriter, ctx context.Context, resp *http.R
 // relay appends what the client gets of one upstream event: the event as
 // it came when sess passes its message unchanged, the event rebuilt around
 // the message sess passes instead, or, when sess keeps the message to
-// itself, only the event's id (so resumption still counts it).
-func (f *front) relay(buf []byte, ctx context.Context, sess *session.Session, ev *event) []byte {
+// itself, only the event's id (so resumption still counts it). What the
+// message showed is the caller's to report once the event is sent.
+func (f *front) relay(buf []byte, ctx context.Context, sess *session.Session, ev *event) ([]byte, session.Seen) {
 	if !ev.HasData {
-		return append(buf, ev.Raw...)
+		return append(buf, ev.Raw...), session.Seen{}
 	}
-	out, err := sess.Server(ctx, ev.Data)
+	out, seen, err := sess.ServerLater(ctx, ev.Data)
 	if err != nil {
 		f.log.Warn().Err(err).Msg("re-listing the server")
 	}
 	switch {
 	case out == nil && ev.HasID:
-		return appendIDOnly(buf, ev)
+		return appendIDOnly(buf, ev), seen
 	case out == nil:
-		return buf
+		return buf, seen
 	case bytes.Equal(out, ev.Data):
-		return append(buf, ev.Raw...)
+		return append(buf, ev.Raw...), seen
 	}
-	return appendEvent(buf, ev, out)
+	return appendEvent(buf, ev, out), seen
 }
 
 // own sends a request the proxy makes itself (a listing) and feeds its
