@@ -70,8 +70,11 @@ func newRig(t testing.TB) *rig {
 }
 
 // newSession gives the rig a session of cfg on g, writing to the rig.
-func (r *rig) newSession(cfg Config, g Gate) {
-	r.s = New(cfg, g, r.obs,
+func (r *rig) newSession(cfg Config, g Gate) { r.newSessionObserved(cfg, g, r.obs) }
+
+// newSessionObserved is newSession with observer o.
+func (r *rig) newSessionObserved(cfg Config, g Gate, o Observer) {
+	r.s = New(cfg, g, o,
 		func(b []byte) error {
 			r.mu.Lock()
 			r.toClient = append(r.toClient, string(b))
@@ -705,5 +708,54 @@ func TestIsToolError(t *testing.T) {
 		if got := isToolError([]byte(tt.result)); got != tt.want || got != isToolErrorParsed([]byte(tt.result)) {
 			t.Errorf("isToolError(%s) = %v, want %v", tt.result, got, tt.want)
 		}
+	}
+}
+
+// orderObs records, for each call observed, how many messages the client
+// had been sent by then.
+type orderObs struct {
+	fakeObs
+	r       *rig
+	sentYet []int
+}
+
+func (o *orderObs) Call(c Call) {
+	o.r.mu.Lock()
+	n := len(o.r.toClient)
+	o.r.mu.Unlock()
+	o.sentYet = append(o.sentYet, n)
+	o.fakeObs.Call(c)
+}
+
+// TestCallObservedAfterDelivery: a call's answer reaches the client before
+// the call is reported to the observer (whose queueing may wake the
+// publisher: not on the answer's path).
+func TestCallObservedAfterDelivery(t *testing.T) {
+	r := newRig(t)
+	r.gate.v, r.gate.ok = baseline(readTool), true
+	obs := &orderObs{r: r}
+	r.obs = &obs.fakeObs
+	r.s = New(Config{Server: "fs"}, r.gate, obs,
+		func(b []byte) error {
+			r.mu.Lock()
+			r.toClient = append(r.toClient, string(b))
+			r.mu.Unlock()
+			return nil
+		},
+		func(b []byte) error { r.toServer = append(r.toServer, string(b)); return nil })
+	r.client(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read","arguments":{}}}`)
+	r.server(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hi"}]}}`)
+	if len(obs.sentYet) != 1 || obs.sentYet[0] != 1 {
+		t.Fatalf("the call was observed with %v messages sent to the client, want [1]", obs.sentYet)
+	}
+	// Server, for transports that deliver themselves, reports at once.
+	r.client(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read","arguments":{}}}`)
+	out, seen, err := r.s.ServerLater(context.Background(), []byte(`{"jsonrpc":"2.0","id":2,"result":{"content":[]}}`))
+	if err != nil || !strings.Contains(string(out), `"id":2`) || len(obs.sentYet) != 1 {
+		t.Fatalf("ServerLater: %s %v, observed %v before the report", out, err, obs.sentYet)
+	}
+	seen.Report()
+	if len(obs.calls) != 2 {
+		t.Errorf("after the report: %d calls observed, want 2", len(obs.calls))
 	}
 }
