@@ -149,14 +149,28 @@ const ShutdownTimeout = 5 * time.Second
 // (ErrAddrInUse if another process holds it). The address it listens on is
 // logged as addr of "ops listening" (useful with port 0).
 func (s *Server) Run(ctx context.Context, addr string) error {
+	ln, err := listen(ctx, addr)
+	if err != nil {
+		return err
+	}
+	return s.serve(ctx, ln, addr)
+}
+
+// listen takes addr (ErrAddrInUse if another process holds it).
+func listen(ctx context.Context, addr string) (net.Listener, error) {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
-			return fmt.Errorf("%w: listening on %s: another process holds it (set --ops-addr to a free address)", ErrAddrInUse, addr)
+			return nil, fmt.Errorf("%w: listening on %s: another process holds it (set --ops-addr to a free address)", ErrAddrInUse, addr)
 		}
-		return fmt.Errorf("ops: listening on %s: %w", addr, err)
+		return nil, fmt.Errorf("ops: listening on %s: %w", addr, err)
 	}
+	return ln, nil
+}
+
+// serve serves Handler on ln until ctx ends, then shuts down gracefully.
+func (s *Server) serve(ctx context.Context, ln net.Listener, addr string) error {
 	srv := &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 5 * time.Second,
@@ -183,19 +197,23 @@ func (s *Server) Run(ctx context.Context, addr string) error {
 // RunWith runs fn and, when addr is not empty, the ops listener on addr
 // beside it, and returns fn's error or the listener's. Readiness turns false
 // as soon as ctx ends, before fn drains; the listener stops only after fn
-// returned, so that a scrape still sees the drain. If the listener cannot
-// listen (ErrAddrInUse), fn's context is cancelled and RunWith returns that
-// error once fn returned.
+// returned, so that a scrape still sees the drain. The address is taken
+// before fn starts: if it cannot be (ErrAddrInUse), RunWith returns that
+// error and fn never runs.
 func (s *Server) RunWith(ctx context.Context, addr string, fn func(ctx context.Context) error) error {
 	s.AddCheck("running", Running(ctx))
 	if addr == "" {
 		return fn(ctx)
 	}
+	ln, err := listen(ctx, addr)
+	if err != nil {
+		return err
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	opsCtx, stopOps := context.WithCancel(context.WithoutCancel(gctx))
 	g.Go(func() error {
 		defer stopOps()
-		return s.Run(opsCtx, addr)
+		return s.serve(opsCtx, ln, addr)
 	})
 	g.Go(func() error {
 		defer stopOps()
