@@ -287,10 +287,11 @@ func StopConsuming(js jetstream.JetStream, cc jetstream.ConsumeContext) {
 	cc.Stop()
 }
 
-// RedactURLs hides the passwords of a comma-separated list of NATS URLs, for
-// logs and errors: "nats://user:pw@host" becomes "nats://user:xxxxx@host".
-// It works on the text, so a password that is not valid URL syntax is hidden
-// too.
+// RedactURLs hides the secrets of a comma-separated list of NATS URLs, for
+// logs and errors: "nats://user:pw@host" becomes "nats://user:xxxxx@host",
+// and "nats://token@host" (a user without a password is the NATS token)
+// becomes "nats://xxxxx@host". It works on the text, so a secret that is not
+// valid URL syntax is hidden too.
 func RedactURLs(urls string) string {
 	parts := strings.Split(urls, ",")
 	for i, u := range parts {
@@ -302,6 +303,8 @@ func RedactURLs(urls string) string {
 		userinfo := u[scheme+3 : at]
 		if c := strings.IndexByte(userinfo, ':'); c >= 0 {
 			parts[i] = u[:scheme+3] + userinfo[:c] + ":xxxxx" + u[at:]
+		} else {
+			parts[i] = u[:scheme+3] + "xxxxx" + u[at:]
 		}
 	}
 	return strings.Join(parts, ",")

@@ -105,7 +105,9 @@ func TestRedactURLs(t *testing.T) {
 		{"nats://127.0.0.1:4222", "nats://127.0.0.1:4222"},
 		{"nats://proxy:s3cret@n1:4222", "nats://proxy:xxxxx@n1:4222"},
 		{"nats://a:p1@n1:4222,nats://n2:4222,tls://b:p@2@n3:4222", "nats://a:xxxxx@n1:4222,nats://n2:4222,tls://b:xxxxx@n3:4222"},
-		{"nats://u:100%pure@n1", "nats://u:xxxxx@n1"}, // not valid URL syntax: hidden all the same
+		{"nats://u:100%pure@n1", "nats://u:xxxxx@n1"},                      // not valid URL syntax: hidden all the same
+		{"nats://s3cr3t-token@n1:4222", "nats://xxxxx@n1:4222"},            // a token
+		{"nats://n1:4222,nats://tok@n2", "nats://n1:4222,nats://xxxxx@n2"}, // a token in a list
 	} {
 		if got := bus.RedactURLs(tc.in); got != tc.want {
 			t.Errorf("RedactURLs(%q) = %q, want %q", tc.in, got, tc.want)
