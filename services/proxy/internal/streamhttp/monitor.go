@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
@@ -31,6 +32,10 @@ type monitor struct {
 	version string // the protocol version it speaks
 	caps    []byte // the client capabilities it declares (a JSON object); never changes
 	primed  []byte // the first opening message, already decided on
+
+	ctx  context.Context    // ends its work: on Proxy.Close, or when it is forgotten
+	stop context.CancelFunc //
+	used atomic.Int64       // when a request was last judged by it, in Unix nanoseconds
 
 	mu      sync.Mutex
 	headers http.Header // version, authorization, the session id a server may hand out
@@ -57,7 +62,9 @@ const (
 // capability names it likes): unbounded, clients could make the proxy
 // list the server without end. Requests of a variant past the bound are
 // judged by the default monitor (monitors.def), which fails closed on what
-// its own listing does not hold approved.
+// its own listing does not hold approved. When the bound is reached, the
+// monitors no request used for Config.SessionIdle (30 minutes) are stopped
+// and give up their places first.
 const maxMonitors = 16
 
 // maxCapabilities bounds the client capabilities object a monitor copies
@@ -105,6 +112,7 @@ func (f *front) follower(r *http.Request, msgs []*jsonrpc.Message) *session.Sess
 	f.mu.Lock()
 	mon := f.monitorFor(r, o)
 	f.mu.Unlock()
+	mon.used.Store(time.Now().UnixNano())
 	cfg := f.up.Session
 	cfg.Follow = mon.s
 	return session.New(cfg, f.up.Gate, f.up.Observer, discard, discard)
@@ -121,6 +129,9 @@ func (f *front) monitorFor(r *http.Request, o opening) *monitor {
 		limit := ms.max
 		if limit <= 0 {
 			limit = maxMonitors
+		}
+		if len(ms.byVariant) >= limit {
+			f.forgetIdleMonitors()
 		}
 		if len(ms.byVariant) < limit {
 			return f.startMonitor(r, o)
@@ -141,6 +152,19 @@ func (f *front) monitorFor(r *http.Request, o opening) *monitor {
 		}
 	}
 	return ms.def
+}
+
+// forgetIdleMonitors stops and forgets the monitors of variants no request
+// used for Config.SessionIdle, the default's aside: made-up variants must
+// not hold the places for good. f.mu is held.
+func (f *front) forgetIdleMonitors() {
+	idle := time.Now().Add(-f.p.cfg.SessionIdle).UnixNano()
+	for variant, mon := range f.mons.byVariant {
+		if mon != f.mons.def && mon.used.Load() < idle {
+			mon.stop()
+			delete(f.mons.byVariant, variant)
+		}
+	}
 }
 
 // startMonitor starts the monitor for o, run until the proxy closes; f.mu
@@ -227,6 +251,8 @@ func metaOpening(params []byte) (version string, caps []byte, ok bool) {
 
 func (f *front) newMonitor(r *http.Request, o opening) *monitor {
 	mon := &monitor{headers: http.Header{}, modern: o.modern, version: o.version, caps: o.caps}
+	mon.ctx, mon.stop = context.WithCancel(f.p.ctx)
+	mon.used.Store(time.Now().UnixNano())
 	if v := r.Header.Get("Authorization"); v != "" {
 		mon.headers.Set("Authorization", v)
 	}
@@ -301,7 +327,7 @@ func (f *front) runMonitor(mon *monitor) {
 	for {
 		f.monitorRound(mon)
 		select {
-		case <-f.p.ctx.Done():
+		case <-mon.ctx.Done():
 			return
 		case <-time.After(f.p.cfg.Relist):
 		}
@@ -309,7 +335,7 @@ func (f *front) runMonitor(mon *monitor) {
 }
 
 func (f *front) monitorRound(mon *monitor) {
-	ctx := f.p.ctx
+	ctx := mon.ctx
 	if err := f.open(ctx, mon); err != nil {
 		f.log.Warn().Err(err).Msg("opening the server")
 		return

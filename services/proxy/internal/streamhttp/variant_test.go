@@ -427,3 +427,44 @@ func TestMonitorVariantIsTheRequests(t *testing.T) {
 		})
 	}
 }
+
+// TestMonitorIdleForgotten: at the bound, a monitor no request used for
+// Config.SessionIdle is stopped and gives its place to a new variant; a
+// recent one keeps it, and the variant it turned away goes to the default.
+func TestMonitorIdleForgotten(t *testing.T) {
+	r, _ := newCapRig(t, 1, zerolog.Nop())
+	const idle = 50 * time.Millisecond
+	r.p.cfg.SessionIdle = idle // before any request: nothing else reads it yet
+	sampling := &capClient{t: t, url: r.via, caps: `{"sampling":{}}`}
+	if got := sampling.tools(); !slices.Equal(got, []string{"basic", "sampler"}) {
+		t.Fatalf("the sampling client was served %v", got)
+	}
+	_, before, _ := monitorsOf(r)
+	var first *monitor
+	firstVariant := ""
+	for v, m := range before {
+		first, firstVariant = m, v
+	}
+	used := time.Now()
+	waitFor(t, "the sampling variant's monitor to be idle", func() bool { return time.Since(used) > 2*idle })
+
+	elicit := &capClient{t: t, url: r.via, caps: `{"elicitation":{}}`}
+	if got := elicit.tools(); !slices.Equal(got, []string{"basic"}) {
+		t.Fatalf("the elicitation client was served %v", got)
+	}
+	n, after, def := monitorsOf(r)
+	if n != 1 || def != nil || after[firstVariant] != nil {
+		t.Fatalf("after the idle monitor was forgotten: %d monitors, default %p, the idle one kept: %v", n, def, after[firstVariant] != nil)
+	}
+	if first.ctx.Err() == nil {
+		t.Error("the forgotten monitor still runs")
+	}
+	// The new monitor is recent: the sampling variant, back, is judged by
+	// the default monitor, which declares nothing.
+	if _, code := sampling.call("sampler"); code != "tool_not_approved" {
+		t.Errorf("a call to sampler past the bound: %q, want tool_not_approved", code)
+	}
+	if _, _, def := monitorsOf(r); def == nil {
+		t.Error("no default monitor judged the variant past the bound")
+	}
+}
