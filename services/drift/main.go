@@ -45,6 +45,7 @@ func main() {
 // Config is everything the command is configured with.
 type Config struct {
 	NATSURL   string
+	NATSCreds string // a .creds file; empty: none
 	HTTPAddr  string
 	OpsAddr   string // /healthz, /readyz and /metrics; empty: not served
 	Tokens    []admin.Token
@@ -80,6 +81,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
 	natsURL := fs.String("nats-url", env("MCPDRIFT_NATS_URL", nats.DefaultURL), "NATS server `URL` (MCPDRIFT_NATS_URL)")
+	natsCreds := fs.String("nats-creds", env("MCPDRIFT_NATS_CREDS", ""), "NATS credentials `file` (.creds) for this role (MCPDRIFT_NATS_CREDS)")
 	httpAddr := fs.String("http-addr", env("MCPDRIFT_ADMIN_ADDR", "127.0.0.1:8470"), "admin API listen `address` (MCPDRIFT_ADMIN_ADDR)")
 	opsAddr := fs.String("ops-addr", env("MCPDRIFT_OPS_ADDR", ""), "`host:port` of /healthz, /readyz and /metrics (docs/metrics.md); empty: not served (MCPDRIFT_OPS_ADDR)")
 	tokens := fs.String("tokens", "", "admin API `tokens` (MCPDRIFT_ADMIN_TOKENS; prefer the variable or a file: flags show in ps)")
@@ -94,7 +96,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		return Config{}, err
 	}
 	var errs []error
-	cfg := Config{NATSURL: *natsURL, HTTPAddr: *httpAddr, OpsAddr: *opsAddr, Replicas: *replicas, BusSetup: *busSetup,
+	cfg := Config{NATSURL: *natsURL, NATSCreds: *natsCreds, HTTPAddr: *httpAddr, OpsAddr: *opsAddr, Replicas: *replicas, BusSetup: *busSetup,
 		Service: driftsvc.Config{Policy: state.Policy{Posture: *posture, OnDrift: *onDrift, Guard: *guard}}}
 	spec := *tokens
 	if spec == "" {
@@ -158,9 +160,9 @@ const natsInboxPrefix = "_INBOX_drift"
 // API until ctx ends; o holds its readiness checks and metrics.
 func serveDrift(ctx context.Context, cfg Config, log zerolog.Logger, o *ops.Server) error {
 	started := o.Starting("connecting, checking streams and opening the admin API")
-	nc, err := nats.Connect(cfg.NATSURL, nats.Name("mcpdrift-drift"), nats.CustomInboxPrefix(natsInboxPrefix), nats.MaxReconnects(-1))
+	nc, err := nats.Connect(cfg.NATSURL, bus.ServiceOptions("mcpdrift-drift", natsInboxPrefix, cfg.NATSCreds, log)...)
 	if err != nil {
-		return fmt.Errorf("connecting to NATS at %s: %w", cfg.NATSURL, err)
+		return fmt.Errorf("connecting to NATS at %s: %w", bus.RedactURLs(cfg.NATSURL), err)
 	}
 	defer nc.Close()
 	o.AddCheck("nats", ops.NATSConnected(nc))

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -374,5 +375,22 @@ func TestOpsAddressInUse(t *testing.T) {
 		Tokens: tokens, Replicas: 1, LogLevel: zerolog.WarnLevel, LogOutput: io.Discard})
 	if !errors.Is(err, ops.ErrAddrInUse) {
 		t.Fatalf("serve = %v, want ops.ErrAddrInUse", err)
+	}
+}
+
+// TestNATSCredentials: the drift role can authenticate with a credentials
+// file; one that cannot be read stops the start with an error naming it,
+// and the NATS password in the URL never shows in the error.
+func TestNATSCredentials(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "drift.creds")
+	env := map[string]string{"MCPDRIFT_ADMIN_TOKENS": "ops:write:0123456789abcdef0123", "MCPDRIFT_NATS_CREDS": missing}
+	getenv := func(k string) string { return env[k] }
+	var stderr bytes.Buffer
+	err := run(context.Background(), []string{"--nats-url", "nats://drift:s3cret-pw@127.0.0.1:1"}, getenv, &stderr)
+	if err == nil || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("run with an unreadable credentials file: %v, want an error naming %s", err, missing)
+	}
+	if strings.Contains(err.Error(), "s3cret-pw") || strings.Contains(stderr.String(), "s3cret-pw") {
+		t.Errorf("the NATS password shows: %v\n%s", err, stderr.String())
 	}
 }
