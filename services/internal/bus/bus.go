@@ -44,6 +44,15 @@ const (
 	ConsumerAuditAdmin        = "audit-admin"
 )
 
+// PullExpiry is how long each pull request of the services' consumers
+// lasts (jetstream.PullExpiry). A pull the server cannot take at once (a
+// "no responders" status, as while another instance updates the durable
+// consumer, or during a leader change) is only followed by a new one when
+// the pull's heartbeats stop, after twice the heartbeat of half the
+// expiry: with nats.go's default of 30 s a consumer could stand still for
+// half a minute. With this, for 5 s at most.
+const PullExpiry = 5 * time.Second
+
 // DefaultVariant names the listing variant of an observation that names none.
 const DefaultVariant = "default"
 

@@ -305,6 +305,7 @@ func (s *Service) Run(ctx context.Context) error {
 			}
 		},
 			jetstream.PullMaxMessages(s.cfg.Prefetch),
+			jetstream.PullExpiry(bus.PullExpiry),
 			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 				if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
 					select {

@@ -160,7 +160,7 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
 		queues[xxhash.Sum64String(msg.Subject())%uint64(len(queues))] <- msg
-	})
+	}, jetstream.PullExpiry(bus.PullExpiry))
 	if err != nil {
 		for _, q := range queues {
 			close(q)
