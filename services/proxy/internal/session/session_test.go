@@ -573,14 +573,7 @@ func (g *blockingGate) View(ctx context.Context, variant string, awaiting bool, 
 func TestSerialPageDoesNotHoldTheReader(t *testing.T) {
 	g := &blockingGate{waiting: make(chan struct{}, 1), release: make(chan struct{})}
 	r := newRig(t)
-	r.s = New(Config{Server: "fs", SerialServer: true}, g, r.obs,
-		func(b []byte) error {
-			r.mu.Lock()
-			r.toClient = append(r.toClient, string(b))
-			r.mu.Unlock()
-			return nil
-		},
-		func(b []byte) error { r.toServer = append(r.toServer, string(b)); return nil })
+	r.newSession(Config{Server: "fs", SerialServer: true}, g)
 	r.client(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}`)
 	r.server(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}}`)
 	r.client(`{"jsonrpc":"2.0","method":"notifications/initialized"}`) // the proxy lists tools: a verdict is due
@@ -735,14 +728,7 @@ func TestCallObservedAfterDelivery(t *testing.T) {
 	r.gate.v, r.gate.ok = baseline(readTool), true
 	obs := &orderObs{r: r}
 	r.obs = &obs.fakeObs
-	r.s = New(Config{Server: "fs"}, r.gate, obs,
-		func(b []byte) error {
-			r.mu.Lock()
-			r.toClient = append(r.toClient, string(b))
-			r.mu.Unlock()
-			return nil
-		},
-		func(b []byte) error { r.toServer = append(r.toServer, string(b)); return nil })
+	r.newSessionObserved(Config{Server: "fs"}, r.gate, obs)
 	r.client(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read","arguments":{}}}`)
 	r.server(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hi"}]}}`)
 	if len(obs.sentYet) != 1 || obs.sentYet[0] != 1 {
