@@ -137,23 +137,7 @@ func TestCallBatchDuplicatesCollapse(t *testing.T) {
 	if got := e.svc.Stats().Written; got != 2*n+20 {
 		t.Fatalf("written %d rows, want %d (every copy)", got, 2*n+20)
 	}
-	for _, tc := range []struct {
-		name, q string
-	}{
-		{"final", "SELECT count() FROM DB.call_observations FINAL"},
-		{"distinct", "SELECT uniqExact(event_id) FROM DB.call_observations"},
-		{"rollup", "SELECT sum(c) FROM (SELECT uniqExactMerge(calls) AS c FROM DB.calls_hourly GROUP BY tenant, server, tool, outcome, refusal_code, hour)"},
-	} {
-		if got := e.count(tc.q); got != n {
-			t.Errorf("%s: %s = %d, want %d", tc.name, tc.q, got, n)
-		}
-	}
-	if err := e.conn.Exec(context.Background(), "OPTIMIZE TABLE "+e.db+".call_observations FINAL"); err != nil {
-		t.Fatal(err)
-	}
-	if got := e.count("SELECT count() FROM DB.call_observations"); got != n {
-		t.Errorf("after OPTIMIZE FINAL, %d rows, want %d", got, n)
-	}
+	e.requireCallsOnce(t, n)
 }
 
 // poisonedBatches are batches that can never be written, each for a server

@@ -237,24 +237,7 @@ func TestDuplicatesCollapse(t *testing.T) {
 	if got := e.svc.Stats().Written; got != 2*n {
 		t.Fatalf("written %d rows, want %d (every copy)", got, 2*n)
 	}
-	for _, tc := range []struct {
-		name, q string
-	}{
-		{"final", "SELECT count() FROM DB.call_observations FINAL"},
-		{"distinct", "SELECT uniqExact(event_id) FROM DB.call_observations"},
-		{"rollup", "SELECT sum(c) FROM (SELECT uniqExactMerge(calls) AS c FROM DB.calls_hourly GROUP BY tenant, server, tool, outcome, refusal_code, hour)"},
-	} {
-		if got := e.count(tc.q); got != n {
-			t.Errorf("%s: %s = %d, want %d", tc.name, tc.q, got, n)
-		}
-	}
-	// Merging removes the copies for good.
-	if err := e.conn.Exec(context.Background(), "OPTIMIZE TABLE "+e.db+".call_observations FINAL"); err != nil {
-		t.Fatal(err)
-	}
-	if got := e.count("SELECT count() FROM DB.call_observations"); got != n {
-		t.Errorf("after OPTIMIZE FINAL, %d rows, want %d", got, n)
-	}
+	e.requireCallsOnce(t, n)
 }
 
 // TestOutageCatchUp stops the ClickHouse server while events arrive: the
@@ -439,5 +422,29 @@ func TestConfigValidate(t *testing.T) {
 				t.Errorf("Validate() = %v, want ok=%v", err, tc.ok)
 			}
 		})
+	}
+}
+
+// requireCallsOnce checks that the call rows written count n distinct
+// calls, by FINAL, by event id and in the hourly rollup, and that merging
+// removes the copies for good.
+func (e *env) requireCallsOnce(t *testing.T, n uint64) {
+	t.Helper()
+	for _, tc := range []struct {
+		name, q string
+	}{
+		{"final", "SELECT count() FROM DB.call_observations FINAL"},
+		{"distinct", "SELECT uniqExact(event_id) FROM DB.call_observations"},
+		{"rollup", "SELECT sum(c) FROM (SELECT uniqExactMerge(calls) AS c FROM DB.calls_hourly GROUP BY tenant, server, tool, outcome, refusal_code, hour)"},
+	} {
+		if got := e.count(tc.q); got != n {
+			t.Errorf("%s: %s = %d, want %d", tc.name, tc.q, got, n)
+		}
+	}
+	if err := e.conn.Exec(context.Background(), "OPTIMIZE TABLE "+e.db+".call_observations FINAL"); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.count("SELECT count() FROM DB.call_observations"); got != n {
+		t.Errorf("after OPTIMIZE FINAL, %d rows, want %d", got, n)
 	}
 }
