@@ -341,15 +341,8 @@ func TestOpsEndpoints(t *testing.T) {
 	fams = opstest.WaitValue(t, addr, 12, rows, "table", "call_observations")
 	check(fams, map[string]float64{"mcpdrift_audit_batches_total": 3, "mcpdrift_audit_batch_seconds": 3, "mcpdrift_audit_rows_held": 0})
 
-	// NATS goes away: not ready; it comes back on the same port: ready.
-	opts := natstest.Options(t)
-	opts.Port, opts.StoreDir = srv.Addr().(*net.TCPAddr).Port, srv.StoreDir
-	srv.Stop()
-	if body := opstest.WaitStatus(t, addr, "/readyz", http.StatusServiceUnavailable); !strings.Contains(body, "nats: not connected to NATS") {
-		t.Errorf("GET /readyz without NATS = %q, want it to name the NATS check", body)
-	}
-	natstest.StartWith(t, opts)
-	opstest.WaitStatus(t, addr, "/readyz", http.StatusOK)
+	// NATS goes away: not ready; it comes back on the same port: ready again.
+	opstest.NATSOutage(t, addr, srv)
 	cancel()
 	select {
 	case err := <-done:

@@ -353,14 +353,7 @@ func TestOpsEndpoints(t *testing.T) {
 	}
 
 	// NATS goes away: not ready; it comes back on the same port: ready again.
-	opts := natstest.Options(t)
-	opts.Port, opts.StoreDir = s.srv.Addr().(*net.TCPAddr).Port, s.srv.StoreDir
-	s.srv.Stop()
-	if body := opstest.WaitStatus(t, addr, "/readyz", http.StatusServiceUnavailable); !strings.Contains(body, "nats: not connected to NATS") {
-		t.Errorf("GET /readyz without NATS = %q, want it to name the NATS check", body)
-	}
-	natstest.StartWith(t, opts)
-	opstest.WaitStatus(t, addr, "/readyz", http.StatusOK)
+	opstest.NATSOutage(t, addr, s.srv)
 }
 
 func TestOpsAddressInUse(t *testing.T) {

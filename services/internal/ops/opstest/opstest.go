@@ -1,6 +1,7 @@
 // Package opstest helps tests of a service's ops endpoints: it finds the
 // address the ops listener reported in the logs, scrapes and strictly parses
-// /metrics, polls a metric until it reaches a value, and reads the metric
+// /metrics, polls a metric until it reaches a value, takes NATS away and
+// back while watching readiness, and reads the metric
 // names docs/metrics.md documents for a service.
 package opstest
 
@@ -9,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"regexp"
@@ -20,6 +22,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
 )
 
 // Wait bounds every poll of this package: a condition not met by then fails
@@ -221,4 +225,20 @@ func Diff(doc, code []string) string {
 		}
 	}
 	return b.String()
+}
+
+// NATSOutage stops srv, the NATS server of the service whose ops listener
+// is at addr, and requires /readyz to fail naming the NATS check; then it
+// starts NATS again on the same port with the same store and requires
+// /readyz to pass again.
+func NATSOutage(t testing.TB, addr string, srv *natstest.Server) {
+	t.Helper()
+	opts := natstest.Options(t)
+	opts.Port, opts.StoreDir = srv.Addr().(*net.TCPAddr).Port, srv.StoreDir
+	srv.Stop()
+	if body := WaitStatus(t, addr, "/readyz", http.StatusServiceUnavailable); !strings.Contains(body, "nats: not connected to NATS") {
+		t.Errorf("GET /readyz without NATS = %q, want it to name the NATS check", body)
+	}
+	natstest.StartWith(t, opts)
+	WaitStatus(t, addr, "/readyz", http.StatusOK)
 }
