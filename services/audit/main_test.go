@@ -268,9 +268,7 @@ func TestOpsEndpoints(t *testing.T) {
 			if labels != "" {
 				lv = strings.Split(labels, "=")
 			}
-			if got, ok := fams.Value(name, lv...); !ok || got != w {
-				t.Errorf("%s = %v (present %v), want %v", key, got, ok, w)
-			}
+			fams.Require(t, w, name, lv...)
 		}
 	}
 

@@ -313,37 +313,26 @@ func TestOpsEndpoints(t *testing.T) {
 	opstest.WaitValue(t, addr, 1, "mcpdrift_drift_verdicts_total", "status", "quarantined")
 	opstest.WaitValue(t, addr, 0, "mcpdrift_consumer_pending", "consumer", "drift")
 	fams := opstest.WaitValue(t, addr, 0, "mcpdrift_consumer_ack_pending", "consumer", "drift")
-	want := []struct {
-		name   string
-		labels []string
-		want   float64
-	}{
-		{fps, []string{"result", "ok"}, 2},
-		{fps, []string{"result", "retried"}, 0},
-		{fps, []string{"result", "dead_lettered"}, 1},
-		{"mcpdrift_drift_dead_letters_total", []string{"code", "malformed_event"}, 1},
-		{"mcpdrift_drift_dead_letters_total", []string{"code", "subject_mismatch"}, 0},
-		// first sight, drift, approve, quarantine
-		{"mcpdrift_drift_verdicts_total", []string{"status", "verified"}, 2},
-		{"mcpdrift_drift_verdicts_total", []string{"status", "changed"}, 1},
-		{"mcpdrift_drift_verdicts_total", []string{"status", "quarantined"}, 1},
-		{"mcpdrift_drift_verdicts_total", []string{"status", "pending"}, 0},
-		{"mcpdrift_drift_status_writes_total", nil, 4},
-		{"mcpdrift_drift_cas_conflicts_total", nil, 0},
-		{"mcpdrift_drift_admin_actions_total", []string{"action", "status", "result", "denied"}, 1},
-		{"mcpdrift_drift_admin_actions_total", []string{"action", "status", "result", "ok"}, 1},
-		{"mcpdrift_drift_admin_actions_total", []string{"action", "approve", "result", "denied"}, 1},
-		{"mcpdrift_drift_admin_actions_total", []string{"action", "approve", "result", "failed"}, 1},
-		{"mcpdrift_drift_admin_actions_total", []string{"action", "approve", "result", "ok"}, 1},
-		{"mcpdrift_drift_admin_actions_total", []string{"action", "quarantine", "result", "ok"}, 1},
-		{"mcpdrift_drift_admin_actions_total", []string{"action", "history", "result", "failed"}, 1},
-		{"mcpdrift_consumer_info_errors_total", []string{"consumer", "drift"}, 0},
-	}
-	for _, w := range want {
-		if got, ok := fams.Value(w.name, w.labels...); !ok || got != w.want {
-			t.Errorf("%s%v = %v (present %v), want %v", w.name, w.labels, got, ok, w.want)
-		}
-	}
+	fams.Require(t, 2, fps, "result", "ok")
+	fams.Require(t, 0, fps, "result", "retried")
+	fams.Require(t, 1, fps, "result", "dead_lettered")
+	fams.Require(t, 1, "mcpdrift_drift_dead_letters_total", "code", "malformed_event")
+	fams.Require(t, 0, "mcpdrift_drift_dead_letters_total", "code", "subject_mismatch")
+	// first sight, drift, approve, quarantine
+	fams.Require(t, 2, "mcpdrift_drift_verdicts_total", "status", "verified")
+	fams.Require(t, 1, "mcpdrift_drift_verdicts_total", "status", "changed")
+	fams.Require(t, 1, "mcpdrift_drift_verdicts_total", "status", "quarantined")
+	fams.Require(t, 0, "mcpdrift_drift_verdicts_total", "status", "pending")
+	fams.Require(t, 4, "mcpdrift_drift_status_writes_total")
+	fams.Require(t, 0, "mcpdrift_drift_cas_conflicts_total")
+	fams.Require(t, 1, "mcpdrift_drift_admin_actions_total", "action", "status", "result", "denied")
+	fams.Require(t, 1, "mcpdrift_drift_admin_actions_total", "action", "status", "result", "ok")
+	fams.Require(t, 1, "mcpdrift_drift_admin_actions_total", "action", "approve", "result", "denied")
+	fams.Require(t, 1, "mcpdrift_drift_admin_actions_total", "action", "approve", "result", "failed")
+	fams.Require(t, 1, "mcpdrift_drift_admin_actions_total", "action", "approve", "result", "ok")
+	fams.Require(t, 1, "mcpdrift_drift_admin_actions_total", "action", "quarantine", "result", "ok")
+	fams.Require(t, 1, "mcpdrift_drift_admin_actions_total", "action", "history", "result", "failed")
+	fams.Require(t, 0, "mcpdrift_consumer_info_errors_total", "consumer", "drift")
 	// waitStatus polls show (404 before the first sight): at least one ok per wait.
 	if got, _ := fams.Value("mcpdrift_drift_admin_actions_total", "action", "show", "result", "ok"); got < 3 {
 		t.Errorf("show ok = %v, want at least one per wait for a status (3)", got)

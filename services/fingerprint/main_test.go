@@ -214,25 +214,15 @@ func TestOpsEndpoints(t *testing.T) {
 	opstest.WaitValue(t, addr, 1, obsTotal, "result", "dead_lettered")
 	opstest.WaitValue(t, addr, 0, "mcpdrift_consumer_pending", "consumer", "fingerprint")
 	fams := opstest.WaitValue(t, addr, 0, "mcpdrift_consumer_ack_pending", "consumer", "fingerprint")
-	for _, tc := range []struct {
-		name   string
-		labels []string
-		want   float64
-	}{
-		{obsTotal, []string{"result", "ok"}, 1},
-		{obsTotal, []string{"result", "rejected"}, 1},
-		{obsTotal, []string{"result", "dead_lettered"}, 1},
-		{"mcpdrift_fingerprint_dead_letters_total", []string{"code", fpsvc.CodeSubjectMismatch}, 1},
-		{"mcpdrift_fingerprint_dead_letters_total", []string{"code", fpsvc.CodeMalformedEvent}, 0},
-		{"mcpdrift_fingerprint_dead_letters_total", []string{"code", fpsvc.CodeRetriesExhausted}, 0},
-		{"mcpdrift_fingerprint_retries_total", nil, 0},
-		{"mcpdrift_fingerprint_duration_seconds", nil, 2}, // the dead letter was never fingerprinted
-		{"mcpdrift_consumer_info_errors_total", []string{"consumer", "fingerprint"}, 0},
-	} {
-		if got, ok := fams.Value(tc.name, tc.labels...); !ok || got != tc.want {
-			t.Errorf("%s%v = %v (present %v), want %v", tc.name, tc.labels, got, ok, tc.want)
-		}
-	}
+	fams.Require(t, 1, obsTotal, "result", "ok")
+	fams.Require(t, 1, obsTotal, "result", "rejected")
+	fams.Require(t, 1, obsTotal, "result", "dead_lettered")
+	fams.Require(t, 1, "mcpdrift_fingerprint_dead_letters_total", "code", fpsvc.CodeSubjectMismatch)
+	fams.Require(t, 0, "mcpdrift_fingerprint_dead_letters_total", "code", fpsvc.CodeMalformedEvent)
+	fams.Require(t, 0, "mcpdrift_fingerprint_dead_letters_total", "code", fpsvc.CodeRetriesExhausted)
+	fams.Require(t, 0, "mcpdrift_fingerprint_retries_total")
+	fams.Require(t, 2, "mcpdrift_fingerprint_duration_seconds") // the dead letter was never fingerprinted
+	fams.Require(t, 0, "mcpdrift_consumer_info_errors_total", "consumer", "fingerprint")
 	if diff := opstest.Diff(opstest.DocNames(t, "../../docs/metrics.md", "fingerprint", "every service", "consumers"), fams.Names("mcpdrift_")); diff != "" {
 		t.Errorf("docs/metrics.md and the fingerprint service's metrics differ:\n%s", diff)
 	}

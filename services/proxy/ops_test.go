@@ -168,32 +168,22 @@ func TestOpsHTTP(t *testing.T) {
 	// session opened, and the client's two tools/list) and four calls.
 	opstest.WaitValue(t, addr, 7, "mcpdrift_proxy_events_total", "result", "published")
 	fams := opstest.WaitValue(t, addr, 0, "mcpdrift_proxy_events_queued")
-	for _, tc := range []struct {
-		name   string
-		labels []string
-		want   float64
-	}{
-		{calls, []string{"outcome", "forwarded"}, 1},
-		{calls, []string{"outcome", "refused"}, 2},
-		{calls, []string{"outcome", "error"}, 1},
-		{refused, []string{"code", "server_unknown"}, 1},
-		{refused, []string{"code", "tool_not_approved"}, 1},
-		{refused, []string{"code", "server_changed"}, 0},
-		{"mcpdrift_proxy_alerted_calls_total", []string{"code", "server_changed"}, 0}, // the block posture
-		{"mcpdrift_proxy_listings_total", nil, 3},
-		{"mcpdrift_proxy_withheld_items_total", []string{"kind", "tool"}, 1},         // the first sight's listing
-		{"mcpdrift_proxy_withheld_items_total", []string{"kind", "instructions"}, 2}, // the first sight's server/discover and initialize results (the SDK client sends both)
-		{"mcpdrift_proxy_withheld_items_total", []string{"kind", "prompt"}, 0},
-		{"mcpdrift_proxy_gate_connected", nil, 1},
-		{"mcpdrift_proxy_outbox_events", nil, 0},
-		{"mcpdrift_proxy_outbox_bytes", nil, 0},
-		{"mcpdrift_proxy_events_total", []string{"result", "dropped"}, 0},
-		{"mcpdrift_proxy_events_total", []string{"result", "spooled"}, 0},
-	} {
-		if got, ok := fams.Value(tc.name, tc.labels...); !ok || got != tc.want {
-			t.Errorf("%s%v = %v (present %v), want %v", tc.name, tc.labels, got, ok, tc.want)
-		}
-	}
+	fams.Require(t, 1, calls, "outcome", "forwarded")
+	fams.Require(t, 2, calls, "outcome", "refused")
+	fams.Require(t, 1, calls, "outcome", "error")
+	fams.Require(t, 1, refused, "code", "server_unknown")
+	fams.Require(t, 1, refused, "code", "tool_not_approved")
+	fams.Require(t, 0, refused, "code", "server_changed")
+	fams.Require(t, 0, "mcpdrift_proxy_alerted_calls_total", "code", "server_changed") // the block posture
+	fams.Require(t, 3, "mcpdrift_proxy_listings_total")
+	fams.Require(t, 1, "mcpdrift_proxy_withheld_items_total", "kind", "tool")         // the first sight's listing
+	fams.Require(t, 2, "mcpdrift_proxy_withheld_items_total", "kind", "instructions") // the first sight's server/discover and initialize results (the SDK client sends both)
+	fams.Require(t, 0, "mcpdrift_proxy_withheld_items_total", "kind", "prompt")
+	fams.Require(t, 1, "mcpdrift_proxy_gate_connected")
+	fams.Require(t, 0, "mcpdrift_proxy_outbox_events")
+	fams.Require(t, 0, "mcpdrift_proxy_outbox_bytes")
+	fams.Require(t, 0, "mcpdrift_proxy_events_total", "result", "dropped")
+	fams.Require(t, 0, "mcpdrift_proxy_events_total", "result", "spooled")
 	if diff := opstest.Diff(opstest.DocNames(t, "../../docs/metrics.md", "proxy", "every service"), fams.Names("mcpdrift_")); diff != "" {
 		t.Errorf("docs/metrics.md and the proxy's metrics differ:\n%s", diff)
 	}
@@ -264,20 +254,10 @@ func TestOpsStdio(t *testing.T) {
 		t.Fatalf("a call on first sight: %s", got)
 	}
 	fams := opstest.WaitValue(t, addr, 1, "mcpdrift_proxy_refused_calls_total", "code", "server_unknown")
-	for _, tc := range []struct {
-		name   string
-		labels []string
-		want   float64
-	}{
-		{"mcpdrift_proxy_calls_total", []string{"outcome", "refused"}, 1},
-		{"mcpdrift_proxy_listings_total", nil, 1},
-		{"mcpdrift_proxy_servers_withheld", nil, 1},
-		{"mcpdrift_proxy_gate_connected", nil, 1},
-	} {
-		if got, ok := fams.Value(tc.name, tc.labels...); !ok || got != tc.want {
-			t.Errorf("%s%v = %v (present %v), want %v", tc.name, tc.labels, got, ok, tc.want)
-		}
-	}
+	fams.Require(t, 1, "mcpdrift_proxy_calls_total", "outcome", "refused")
+	fams.Require(t, 1, "mcpdrift_proxy_listings_total")
+	fams.Require(t, 1, "mcpdrift_proxy_servers_withheld")
+	fams.Require(t, 1, "mcpdrift_proxy_gate_connected")
 	toProxy.Close() // end of input: the server exits, and so does the proxy
 	go func() { _, _ = io.Copy(io.Discard, fromProxy) }()
 	if code := <-done; code != 0 {

@@ -242,3 +242,12 @@ func NATSOutage(t testing.TB, addr string, srv *natstest.Server) {
 	natstest.StartWith(t, opts)
 	WaitStatus(t, addr, "/readyz", http.StatusOK)
 }
+
+// Require reports, without stopping the test, a metric that the families
+// do not hold with the value want (WaitValue's arguments, without waiting).
+func (f Families) Require(t testing.TB, want float64, name string, labels ...string) {
+	t.Helper()
+	if got, ok := f.Value(name, labels...); !ok || got != want {
+		t.Errorf("%s%v = %v (present %v), want %v", name, labels, got, ok, want)
+	}
+}
