@@ -406,7 +406,7 @@ func (p *Publisher) drain(ctx context.Context) {
 			p.flush(ctx)
 			return
 		case ev := <-p.queue:
-			batch := p.lingerFor(ctx, p.collect(ev), linger)
+			batch := p.collect(ctx, ev, linger)
 			if n, _ := p.ob.depth(); n > 0 || !p.connected() {
 				// Behind older spooled events, or nowhere to send: keep the order.
 				p.spool(batch, errBehind)
@@ -420,55 +420,42 @@ func (p *Publisher) drain(ctx context.Context) {
 	}
 }
 
-// lingerFor lets more calls join a round of calls: it waits up to Linger
-// (on t), and stops at once for a listing, a full round or the end of ctx.
-func (p *Publisher) lingerFor(ctx context.Context, batch []*event, t *time.Timer) []*event {
-	if p.cfg.Linger <= 0 || len(batch) >= batchEvents {
-		return batch
-	}
-	size := 0
-	for _, ev := range batch {
-		if !ev.call {
+// collect takes ev and whatever else is queued, up to one batch. A round
+// made only of calls then waits up to Linger (on t) for more calls to join
+// it; a listing, a full round or the end of ctx ends the wait.
+func (p *Publisher) collect(ctx context.Context, ev *event, t *time.Timer) []*event {
+	var batch []*event
+	size, onlyCalls := 0, true
+	var lingered <-chan time.Time // set once the round waits
+	for next := ev; ; {
+		p.queueBytes.Add(-int64(len(next.data)))
+		batch = append(batch, next)
+		size += len(next.data)
+		onlyCalls = onlyCalls && next.call
+		if len(batch) >= batchEvents || size >= batchBytes {
 			return batch
 		}
-		size += len(ev.data)
-	}
-	t.Reset(p.cfg.Linger)
-	defer t.Stop()
-	for len(batch) < batchEvents && size < batchBytes {
 		select {
-		case next := <-p.queue:
-			p.queueBytes.Add(-int64(len(next.data)))
-			batch = append(batch, next)
-			size += len(next.data)
-			if !next.call {
-				return batch
-			}
-		case <-t.C:
+		case next = <-p.queue:
+			continue
+		default:
+		}
+		if !onlyCalls || p.cfg.Linger <= 0 {
+			return batch
+		}
+		if lingered == nil {
+			t.Reset(p.cfg.Linger)
+			defer t.Stop()
+			lingered = t.C
+		}
+		select {
+		case next = <-p.queue:
+		case <-lingered:
 			return batch
 		case <-ctx.Done():
 			return batch
 		}
 	}
-	return batch
-}
-
-// collect takes ev and whatever else is queued, up to one batch.
-func (p *Publisher) collect(ev *event) []*event {
-	batch := []*event{ev}
-	size := len(ev.data)
-	p.queueBytes.Add(-int64(len(ev.data)))
-	for len(batch) < batchEvents && size < batchBytes {
-		select {
-		case next := <-p.queue:
-			p.queueBytes.Add(-int64(len(next.data)))
-			batch = append(batch, next)
-			size += len(next.data)
-		default:
-			return batch
-		}
-	}
-	return batch
 }
 
 // flush stops the queue and publishes what it holds within ShutdownTimeout,
