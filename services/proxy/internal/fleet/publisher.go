@@ -262,20 +262,23 @@ func (p *Publisher) Call(c session.Call) {
 		}
 	}
 	id := p.nextID()
-	data, err := proto.Marshal(&mcpdriftv1.CallObservation{
+	obs := &mcpdriftv1.CallObservation{
 		EventId: id, Tenant: p.cfg.Tenant, Server: p.cfg.Server, Proxy: p.cfg.Proxy,
 		Tool: c.Tool, Outcome: outcome, RefusalCode: c.RefusalCode, LatencyUs: c.Latency.Microseconds(),
 		ArgumentsDigest: c.ArgsDigest, Arguments: c.Arguments, ObservedAtUnixMs: p.now().UnixMilli(),
 		AlertCode: c.AlertCode,
-	})
+	}
+	// A CallObservations batch of one, encoded in place: the calls field's
+	// tag and length, then the call.
+	size := proto.Size(obs)
+	batch := protowire.AppendTag(make([]byte, 0, size+16), callsField, protowire.BytesType)
+	batch = protowire.AppendVarint(batch, uint64(size))
+	batch, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(batch, obs)
 	if err != nil {
 		p.log.Error().Err(err).Str("event_id", id).Msg("encoding call observation")
 		p.noteDrop(true, 1)
 		return
 	}
-	// A CallObservations batch of one: its calls field holding this call.
-	batch := protowire.AppendTag(make([]byte, 0, len(data)+8), callsField, protowire.BytesType)
-	batch = protowire.AppendBytes(batch, data)
 	p.enqueue(&event{id: id, subject: bus.CallObservationsSubject(p.cfg.Tenant, p.cfg.Server), call: true, n: 1, data: batch})
 }
 
