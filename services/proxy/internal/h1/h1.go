@@ -108,13 +108,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// or may be sent twice (net/http's rule), and its body can be had
 		// again.
 		var re *retryable
-		if reused && attempt == 0 && errors.As(err, &re) && (!re.written || replayable(req)) && req.Context().Err() == nil && rewind(req) {
+		early := errors.As(err, &re)
+		if reused && attempt == 0 && early && (!re.written || replayable(req)) && req.Context().Err() == nil && rewind(req) {
 			continue
 		}
 		closeBody(req)
-		var r *retryable
-		if errors.As(err, &r) {
-			err = r.err
+		if early {
+			err = re.err
 		}
 		if cerr := req.Context().Err(); cerr != nil {
 			err = cerr
