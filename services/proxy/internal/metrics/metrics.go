@@ -59,6 +59,7 @@ type Metrics struct {
 	alerts                      map[string]prometheus.Counter
 	listings                    prometheus.Counter
 	withheld                    [surface.KindInstructions + 1]prometheus.Counter
+	dropped                     map[string]prometheus.Counter
 }
 
 // New registers the proxy's metrics on reg, reading the state of ups at
@@ -80,7 +81,12 @@ func New(reg prometheus.Registerer, ups []Upstream) *Metrics {
 		Name: "mcpdrift_proxy_withheld_items_total",
 		Help: "Items taken out of what clients got, by kind: listing items not approved, and unapproved initialize instructions.",
 	}, []string{"kind"})
+	dropped := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mcpdrift_proxy_dropped_messages_total",
+		Help: "Messages from upstream servers the proxy did not deliver because it could not judge them, by code (session.DropCodes).",
+	}, []string{"code"})
 	m := &Metrics{
+		dropped:   map[string]prometheus.Counter{},
 		forwarded: calls.WithLabelValues(OutcomeForwarded),
 		refused:   calls.WithLabelValues(OutcomeRefused),
 		errored:   calls.WithLabelValues(OutcomeError),
@@ -100,7 +106,10 @@ func New(reg prometheus.Registerer, ups []Upstream) *Metrics {
 	for k := surface.KindTool; k <= surface.KindInstructions; k++ {
 		m.withheld[k] = withheld.WithLabelValues(k.String())
 	}
-	reg.MustRegister(calls, refusals, alerts, withheld, m.listings, &state{ups: ups})
+	for _, code := range session.DropCodes {
+		m.dropped[code] = dropped.WithLabelValues(code)
+	}
+	reg.MustRegister(calls, refusals, alerts, withheld, dropped, m.listings, &state{ups: ups})
 	return m
 }
 
@@ -151,6 +160,16 @@ func (o observer) Call(c session.Call) {
 func (m *Metrics) Withheld(kind surface.Kind, n int) {
 	if m != nil && kind >= surface.KindTool && kind <= surface.KindInstructions {
 		m.withheld[kind].Add(float64(n))
+	}
+}
+
+// Dropped implements session.Meter.
+func (m *Metrics) Dropped(code string) {
+	if m == nil {
+		return
+	}
+	if c, ok := m.dropped[code]; ok {
+		c.Inc()
 	}
 }
 

@@ -66,7 +66,38 @@ type Meter interface {
 	// Withheld counts n items of kind taken out of what the client got (a
 	// listing's items, or an initialize result's instructions).
 	Withheld(kind surface.Kind, n int)
+	// Dropped counts one message from upstream that the proxy did not
+	// deliver because it could not judge it, by one of DropCodes.
+	Dropped(code string)
 }
+
+// Why a message from upstream is dropped rather than delivered (the code
+// label of mcpdrift_proxy_dropped_messages_total and the mcpdrift/code of
+// the error a pending request gets instead). One home for them: the
+// transports use these too.
+const (
+	// DropUnreadable: the proxy's strict parser refuses the message
+	// (invalid JSON or UTF-8, duplicate or case-variant member names, lone
+	// surrogates, absurd nesting or size): a client's parser might read it
+	// some other way, so nobody reads it.
+	DropUnreadable = "upstream_unreadable"
+	// DropAmbiguous: the message parses but can be read two ways (a result
+	// that carries a JSON-RPC envelope of its own, ids a client coerces).
+	DropAmbiguous = "upstream_ambiguous"
+	// DropUnmatched: a response for no request the client has pending (a
+	// second answer, an answer to nothing, an id written another way).
+	DropUnmatched = "response_unmatched"
+	// DropFraming: the transport could not frame a message exactly as a
+	// client would (an SSE stream, a Content-Type or Content-Encoding it
+	// cannot read the clients' way).
+	DropFraming = "framing_invalid"
+	// DropServerClosed: a request or notification of a server whose status
+	// does not serve (sampling, elicitation, roots of a closed server).
+	DropServerClosed = "server_closed"
+)
+
+// DropCodes lists every drop code.
+var DropCodes = []string{DropUnreadable, DropAmbiguous, DropUnmatched, DropFraming, DropServerClosed}
 
 // Call is one tools/call as the proxy handled it.
 type Call struct {
@@ -206,6 +237,23 @@ func New(cfg Config, gate Gate, obs Observer, toClient, toServer func([]byte) er
 	return &Session{cfg: cfg, gate: gate, obs: obs, toClient: toClient, toServer: toServer, variant: "default",
 		pending: map[string]pendingReq{}, own: map[string]pendingReq{}, live: map[ItemKey]surface.Digest{},
 		toolsListed: make(chan struct{})}
+}
+
+// Dropped counts a message from upstream that the transport did not
+// deliver (code is one of DropCodes).
+func (s *Session) Dropped(code string) {
+	if s.cfg.Meter != nil {
+		s.cfg.Meter.Dropped(code)
+	}
+}
+
+// Abandon forgets the client's pending request id: the transport answered
+// it itself (with an error, its answer being unreadable), and an answer
+// that comes later must not reach the client.
+func (s *Session) Abandon(id []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.pending, string(id))
 }
 
 // Outcome is what the proxy does with one message from the client.
