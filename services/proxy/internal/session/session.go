@@ -256,6 +256,23 @@ func (s *Session) Abandon(id []byte) {
 	delete(s.pending, string(id))
 }
 
+// Unanswered returns those of ids (requests the transport forwarded) that
+// the client still waits for, and forgets them: the upstream's answer
+// ended without one, so the transport answers each with an error and a
+// late answer must not follow it.
+func (s *Session) Unanswered(ids [][]byte) [][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out [][]byte
+	for _, id := range ids {
+		if _, ok := s.pending[string(id)]; ok {
+			delete(s.pending, string(id))
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // Outcome is what the proxy does with one message from the client.
 type Outcome struct {
 	Forward []byte // the bytes to send upstream, or nil
