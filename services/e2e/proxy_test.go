@@ -20,6 +20,7 @@ func TestMain(m *testing.M) {
 	mcptest.Main()          // the upstream MCP server the proxies run
 	pagedMain()             // the paginating one (proxy_pagination_test.go)
 	relayMain()             // a TCP relay (http_bench_test.go)
+	advRelayMain()          // the adversarial suite's stdio relay (adversarial_upstream_test.go)
 	os.Exit(chtest.Main(m)) // stops the ClickHouse server of the audit tests
 }
 
