@@ -241,6 +241,7 @@ type advRun struct {
 	serverID string
 	ep       agentEndpoint
 	proxyURL string // HTTP: the proxy's base URL
+	proxyLog *stderrTail
 }
 
 // runAdversarial runs the cases on the pool, then reports each as a subtest.
@@ -344,6 +345,14 @@ func runCase(env *advEnv, ct *caseT, c advCase) {
 		if calls := x.u.hostileCalls(); len(calls) > 0 {
 			x.Errorf("a hostile call reached the upstream (%d): %.300s", len(calls), calls[0])
 		}
+		if x.proxyLog != nil && os.Getenv("MCPDRIFT_ADV_VERBOSE") != "" {
+			x.Logf("proxy log:\n%s", x.proxyLog)
+		}
+		if os.Getenv("MCPDRIFT_ADV_VERBOSE") != "" {
+			for _, m := range x.u.messages() {
+				x.Logf("upstream got (%s): %.200s", m.Session, m.Raw)
+			}
+		}
 	}()
 	if !c.noBaseline {
 		x.connect(x.a)
@@ -386,6 +395,9 @@ func (x *advRun) stdioEndpoint() agentEndpoint {
 func (x *advRun) startHTTPProxy(upstream string) string {
 	cmd := exec.Command(filepath.Join(x.env.bin, "proxy"), "--listen", "127.0.0.1:0", "--outbox-dir", x.TempDir(),
 		"--nats-url", x.env.natsURL, "--proxy-id", "adv-"+x.serverID, "--first-sight-wait", "3s", "--upstream", upstream)
+	if os.Getenv("MCPDRIFT_ADV_VERBOSE") != "" {
+		cmd.Args = append(cmd.Args, "--log-level", "debug")
+	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		x.Fatalf("%v", err)
@@ -407,6 +419,7 @@ func (x *advRun) startHTTPProxy(upstream string) string {
 	})
 	addr := make(chan string, 1)
 	tail := new(stderrTail)
+	x.proxyLog = tail
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
@@ -452,7 +465,9 @@ func (x *advRun) baseline(a advAgent) {
 			return
 		}
 		if time.Now().After(deadline) {
-			x.Fatalf("the approved surface was never served (the proxy withholds it, or the pipeline gave no verdict): %v %v", tools, err)
+			seen := a.seen()
+			x.Fatalf("the approved surface was never served (the proxy withholds it, or the pipeline gave no verdict): %v %v; the agent read last: %s",
+				tools, err, seen[max(0, len(seen)-600):])
 		}
 		time.Sleep(150 * time.Millisecond)
 	}
@@ -688,7 +703,9 @@ func (a *tsAgent) connect(ep agentEndpoint, caps []string, callOnChange string) 
 	if err := tsErr(out); err != nil {
 		return "", err
 	}
-	var init struct{ Initialize struct{ Instructions *string } }
+	var init struct {
+		Initialize struct{ Instructions *string }
+	}
 	_ = json.Unmarshal(out["initialize"], &init.Initialize)
 	if init.Initialize.Instructions != nil {
 		return *init.Initialize.Instructions, nil
@@ -966,9 +983,15 @@ func (a *goAgent) connect(ep agentEndpoint, caps []string, callOnChange string) 
 	case "sse":
 		tr = &mcp.SSEClientTransport{Endpoint: ep.URL, HTTPClient: hc}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	// The HTTP+SSE transport keeps its stream on the connect context: it
+	// lives until the agent closes, and connecting is bounded apart.
+	ctx, cancel := context.WithCancel(context.Background())
+	a.closers = append(a.closers, cancel)
+	timer := time.AfterFunc(10*time.Second, cancel)
 	cs, err := c.Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if !timer.Stop() && err == nil {
+		err = fmt.Errorf("connecting took over 10s")
+	}
 	if err != nil {
 		return "", err
 	}

@@ -49,11 +49,13 @@ func onListArmed(r func(u *upstream, m upMsg) *reply) func(u *upstream, m upMsg)
 
 // attack is what an agent does after the rug pull: it lists the tools and
 // calls the changed tool and the new one.
-func (x *advRun) attack() {
-	tools, err := x.a.listTools()
+func (x *advRun) attack() { x.attackWith(x.a) }
+
+func (x *advRun) attackWith(a advAgent) {
+	tools, err := a.listTools()
 	x.Logf("listed after the attack: %v %v", tools, err)
 	for _, name := range []string{"read", "exfil"} {
-		text, isErr, err := x.a.call(name)
+		text, isErr, err := a.call(name)
 		x.Logf("call %s: %q isError=%v err=%v", name, text, isErr, err)
 	}
 }
@@ -287,11 +289,3 @@ func (x *advRun) baselineOrNot() {
 		time.Sleep(150 * time.Millisecond)
 	}
 }
-
-func envelopeCases() []advCase    { return nil }
-func framingCases() []advCase     { return nil }
-func sessionCases() []advCase     { return nil }
-func clientCases() []advCase      { return nil }
-func scopeCases() []advCase       { return nil }
-func listChangedCases() []advCase { return nil }
-func statusCases() []advCase      { return nil }

@@ -127,10 +127,18 @@ type upstream struct {
 	gets     map[string]*sseConn // Streamable HTTP GET streams by session
 	queued   map[string][][]byte // pushes for a GET stream not open yet
 	conns    []upConn            // every connection, newest last
+	inits    map[string][]byte   // the initialize params of each session
+}
+
+// initOf is the initialize params the session began with.
+func (u *upstream) initOf(session string) []byte {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.inits[session]
 }
 
 func newUpstream(name string) *upstream {
-	return &upstream{name: name, gets: map[string]*sseConn{}, queued: map[string][][]byte{}}
+	return &upstream{name: name, gets: map[string]*sseConn{}, queued: map[string][][]byte{}, inits: map[string][]byte{}}
 }
 
 // rug switches to the hostile surface and arms the upstream.
@@ -154,6 +162,9 @@ func (u *upstream) received(raw []byte, session string, c upConn) upMsg {
 	}
 	u.mu.Lock()
 	u.log = append(u.log, msg)
+	if m.Method == "initialize" && session != "" {
+		u.inits[session] = m.Params
+	}
 	u.mu.Unlock()
 	return msg
 }
@@ -466,6 +477,7 @@ func (u *upstream) serveStreamable(w http.ResponseWriter, r *http.Request) {
 			u.mu.Lock()
 			u.sessions++
 			newSession = fmt.Sprintf("%s-s%d", u.name, u.sessions)
+			u.inits[newSession] = m.Params
 			u.mu.Unlock()
 		}
 		rug := m.Tool == "rug" && m.Phase == 0
