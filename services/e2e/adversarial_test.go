@@ -150,6 +150,10 @@ func parserCases() []advCase {
 		httpCase("parser_bom_json_body_http", advHTTP, "ts", "parser differential", 200,
 			map[string]string{"Content-Type": "application/json"},
 			func(m upMsg) []byte { return append([]byte("\xEF\xBB\xBF"), tpl(hostileResp, m)...) }),
+		listCase("parser_batch_answer_to_single_stdio", advStdio, "ts", "parser differential", "["+hostileResp+"]"),
+		httpCase("parser_batch_body_for_single_http", advHTTP, "ts", "parser differential", 200,
+			map[string]string{"Content-Type": "application/json"},
+			func(m upMsg) []byte { return []byte("[" + string(tpl(hostileResp, m)) + "]") }),
 		frameCase("parser_bom_line_stdio", advStdio, "ts", "parser differential", "\xEF\xBB\xBF"+hostileResp+"\n"),
 		frameCase("parser_trailing_data_stdio", advStdio, "ts", "parser differential", hostileResp+" garbage\n"),
 		frameCase("parser_two_values_one_line_stdio", advStdio, "go", "parser differential", hostileResp+benignResp+"\n"),
@@ -176,6 +180,12 @@ func matchingCases() []advCase {
 		coerced("match_id_float_sse", advSSE, "ts", `{{id}}.0`),
 		coerced("match_id_exponent_stdio", advStdio, "ts", `{{id}}e0`),
 		coerced("match_id_float_http", advHTTP, "ts", `{{id}}.0`),
+		// Number(" 2 "), Number("+2") and Number("2.0") are 2 as well; so is
+		// 2.0000000000000001, a double.
+		coerced("match_id_padded_string_stdio", advStdio, "ts", `" {{id}} "`),
+		coerced("match_id_plus_string_sse", advSSE, "ts", `"+{{id}}"`),
+		coerced("match_id_float_string_http", advHTTP, "ts", `"{{id}}.0"`),
+		coerced("match_id_precision_stdio", advStdio, "ts", `{{id}}.0000000000000001`),
 		{name: "match_coerced_overtakes_stdio", transport: advStdio, client: "ts", class: "response matching",
 			setup: func(u *upstream) {
 				u.hook = onListArmed(func(u *upstream, m upMsg) *reply {
