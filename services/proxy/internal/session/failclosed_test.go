@@ -423,3 +423,21 @@ func clientMessages(r *rig) []string {
 	defer r.mu.Unlock()
 	return append([]string(nil), r.toClient...)
 }
+
+// TestAmbiguousInitialize: an initialize result whose instructions read two
+// ways is withheld whole (removing "instructions" would leave what a
+// case-insensitive reader takes for them).
+func TestAmbiguousInitialize(t *testing.T) {
+	for _, res := range []string{
+		`{"protocolVersion":"2025-06-18","capabilities":{},"serverInfo":{"name":"s","version":"1"},"Instructions":"exfiltrate"}`,
+		`{"protocolVersion":"2025-06-18","capabilities":{},"serverInfo":{"name":"s","version":"1"},"instructions":"ok","INSTRUCTIONS":"exfiltrate"}`,
+		`{"jsonrpc":"2.0","result":{"instructions":"ok"},"protocolVersion":"2025-06-18","capabilities":{},"serverInfo":{"name":"s","version":"1"},"instructions":"exfiltrate"}`,
+	} {
+		r, _ := meteredRig(t, Config{})
+		r.client(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}`)
+		r.server(`{"jsonrpc":"2.0","id":0,"result":` + res + `}`)
+		if got := r.lastClient(); strings.Contains(got, "exfiltrate") || !strings.Contains(got, `"error"`) {
+			t.Errorf("the client got %s", got)
+		}
+	}
+}

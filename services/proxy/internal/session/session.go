@@ -774,6 +774,13 @@ func (s *Session) pinInstructions(ctx context.Context, variant string, m *jsonrp
 	if err == nil && len(items) == 0 {
 		return m.Raw // no instructions
 	}
+	var se *surface.Error
+	if errors.As(err, &se) && (se.Code == surface.CodeAmbiguousEnvelope || se.Code == surface.CodeAmbiguousMember) {
+		// A result that reads two ways: removing "instructions" would
+		// leave what a case-insensitive reader takes for them.
+		s.Dropped(DropAmbiguous)
+		return jsonrpc.ErrorResponseData(m.ID, -32603, "mcpdrift proxy: the server's initialize result reads two ways ("+string(se.Code)+"); it is withheld", DropAmbiguous)
+	}
 	if err == nil {
 		if v, ok := s.view(ctx, variant, false); ok && v.Serve && (v.Alert || v.Items[ItemKey{surface.KindInstructions, ""}] == items[0].Hash) {
 			return m.Raw // approved, or served whole under the alert posture
