@@ -145,26 +145,65 @@ func checkJudged(t *testing.T, msg []byte, approved map[string]map[string]any) {
 		res.Prompts = nil
 	}
 	for _, raw := range res.Tools {
-		var tool map[string]any
-		if err := json.Unmarshal(raw, &tool); err != nil {
-			t.Fatalf("the client was delivered a tool it cannot read: %s (in %q)", raw, msg)
-		}
-		name, _ := tool["name"].(string)
-		want, ok := approved[name]
-		if !ok || !reflect.DeepEqual(tool, want) {
-			t.Fatalf("the client was delivered a tool that is not an approved definition: %s (in %q)", raw, msg)
-		}
-		// A case-variant or folded member another reader would take.
-		var lenient struct{ Name, Description string }
-		_ = json.Unmarshal(raw, &lenient)
-		if lenient.Name != want["name"] || lenient.Description != want["description"] {
-			t.Fatalf("the client was delivered a tool another parser reads otherwise: %s (in %q)", raw, msg)
-		}
+		checkTool(t, raw, msg, approved)
 	}
 	if len(res.Prompts)+len(res.Resources)+len(res.ResourceTemplates) > 0 {
 		t.Fatalf("the client was delivered items outside the baseline: %q", msg)
 	}
 	if res.Instructions != nil {
 		t.Fatalf("the client was delivered instructions nobody approved: %q", msg)
+	}
+}
+
+// The members of a tool the fingerprint covers (docs/canonical-form.md);
+// the others (_meta, icons, unknown ones) are left out by design (ADR 0002).
+var coveredToolMembers = []string{"name", "title", "description", "inputSchema", "outputSchema", "annotations"}
+
+// checkTool fails unless the tool, read leniently, is an approved
+// definition in every covered member, and no member name reads as a covered
+// one only to a case-insensitive reader.
+func checkTool(t *testing.T, raw, msg []byte, approved map[string]map[string]any) {
+	t.Helper()
+	var tool map[string]any
+	if err := json.Unmarshal(raw, &tool); err != nil {
+		t.Fatalf("the client was delivered a tool it cannot read: %s (in %q)", raw, msg)
+	}
+	for k := range tool {
+		for _, c := range coveredToolMembers {
+			if k != c && strings.EqualFold(k, c) {
+				t.Fatalf("the client was delivered a tool with member %q, which Go's encoding/json reads as %q: %s (in %q)", k, c, raw, msg)
+			}
+		}
+	}
+	// Go's encoding/json: case-insensitive, the last duplicate wins.
+	var lenient struct {
+		Name, Title, Description               *string
+		InputSchema, OutputSchema, Annotations json.RawMessage
+	}
+	if err := json.Unmarshal(raw, &lenient); err != nil || lenient.Name == nil {
+		t.Fatalf("the client was delivered a tool it cannot read: %s (in %q)", raw, msg)
+	}
+	want, ok := approved[*lenient.Name]
+	if !ok {
+		t.Fatalf("the client was delivered a tool nobody approved: %s (in %q)", raw, msg)
+	}
+	got := map[string]any{}
+	for k, v := range map[string]any{"name": lenient.Name, "title": lenient.Title, "description": lenient.Description,
+		"inputSchema": lenient.InputSchema, "outputSchema": lenient.OutputSchema, "annotations": lenient.Annotations} {
+		b, _ := json.Marshal(v)
+		var val any
+		_ = json.Unmarshal(b, &val)
+		if val != nil {
+			got[k] = val
+		}
+	}
+	wantCovered := map[string]any{}
+	for _, c := range coveredToolMembers {
+		if v, ok := want[c]; ok && v != nil {
+			wantCovered[c] = v
+		}
+	}
+	if !reflect.DeepEqual(got, wantCovered) {
+		t.Fatalf("the client was delivered a tool that is not its approved definition: %s (in %q)", raw, msg)
 	}
 }
