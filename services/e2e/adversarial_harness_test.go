@@ -606,6 +606,7 @@ type tsAgent struct {
 	closed bool
 	last   string // the last seen, kept after close
 	evs    []string
+	said   []string // every answer of the SDK's methods (results and errors)
 }
 
 func newTSAgent(x *advRun) *tsAgent {
@@ -662,6 +663,11 @@ func (a *tsAgent) do(cmd map[string]any) map[string]json.RawMessage {
 	select {
 	case r := <-ch:
 		var out map[string]json.RawMessage
+		if cmd["op"] != "seen" {
+			// What the SDK handed the agent, errors included (an error's
+			// text reaches the agent too).
+			a.said = append(a.said, string(r.line))
+		}
 		if r.err != nil || json.Unmarshal(r.line, &out) != nil {
 			a.closed = true
 			return map[string]json.RawMessage{"error": json.RawMessage(fmt.Sprintf(`{"message":"the agent ended: %v"}`, r.err))}
@@ -820,7 +826,7 @@ func (a *tsAgent) seen() string {
 	a.fetchSeen()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.last
+	return a.last + "\n" + strings.Join(a.said, "\n")
 }
 
 func (a *tsAgent) events() []string {
