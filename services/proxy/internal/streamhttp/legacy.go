@@ -1,6 +1,7 @@
 package streamhttp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"net/url"
 	"sync"
 
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
 
@@ -33,6 +35,9 @@ func (l *legacySession) toClient(b []byte) error {
 	defer l.mu.Unlock()
 	if l.closed {
 		return errors.New("the client's event stream is closed")
+	}
+	if !frameable(b) {
+		return errors.New("a message an event cannot carry unchanged")
 	}
 	if _, err := l.w.Write(appendEvent(nil, nil, b)); err != nil {
 		return err
@@ -61,10 +66,18 @@ func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || mediaType(resp.Header) != "text/event-stream" {
-		copyHeaders(w.Header(), resp.Header)
-		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, io.LimitReader(resp.Body, int64(f.p.cfg.MaxMessage)))
+	if resp.StatusCode/100 != 2 {
+		f.refuseStatus(w, r.Context(), resp, nil, false, nil)
+		return
+	}
+	body := openBody(resp)
+	if body.kind != mediaSSE {
+		why := body.refused
+		if why == "" {
+			why = "not an event stream"
+		}
+		f.log.Warn().Str("code", session.DropFraming).Str("why", why).Msg("upstream answer not passed on")
+		httpError(w, http.StatusBadGateway, nil, session.DropFraming, "the MCP server's event stream cannot be read as clients read it ("+why+")")
 		return
 	}
 	l := &legacySession{id: newID(), w: w, rc: http.NewResponseController(w), headers: http.Header{}}
@@ -90,15 +103,18 @@ func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 	}()
 
 	copyHeaders(w.Header(), resp.Header)
+	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)
 	_ = l.rc.Flush()
 	base, _ := url.Parse(f.up.SSEURL)
-	rd := newSSEReader(resp.Body, f.p.cfg.MaxMessage)
+	rd := newSSEReader(body.r, f.p.cfg.MaxMessage)
 	ctx := r.Context()
+	named := false
 	for {
 		ev, err := rd.next()
 		if err != nil {
 			if !errors.Is(err, io.EOF) && ctx.Err() == nil {
+				l.s.Dropped(session.DropFraming)
 				f.log.Warn().Err(err).Msg("upstream event stream ended")
 			}
 			return
@@ -106,19 +122,27 @@ func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 		var out []byte
 		var seen session.Seen
 		switch {
-		case string(ev.Name) == "endpoint":
-			ref, err := url.Parse(string(ev.Data))
-			if err != nil {
-				f.log.Warn().Err(err).Msg("unreadable endpoint event")
+		case ev.HasData && string(bytes.TrimSpace(ev.Name)) == "endpoint":
+			if named {
+				// Only the first names the endpoint; a later one is read by
+				// the Go SDK as a message, and must not move the proxy's
+				// posts elsewhere.
+				f.dropEvent(l.s, "a second endpoint event", ev)
+				continue
+			}
+			endpoint, why := resolveEndpoint(base, ev.Data)
+			if why != "" {
+				l.s.Dropped(session.DropFraming)
+				f.log.Warn().Str("code", session.DropFraming).Str("why", why).Msg("unusable endpoint event")
 				return
 			}
+			named = true
 			l.mu.Lock()
-			l.endpoint = base.ResolveReference(ref).String()
+			l.endpoint = endpoint
 			l.mu.Unlock()
-			own := "/" + f.up.ID + "/messages?session=" + l.id
-			out = appendEvent(nil, ev, []byte(own))
+			out = appendNamed(nil, "endpoint", "/"+f.up.ID+"/messages?session="+l.id)
 		default:
-			out, seen = f.relay(nil, ctx, l.s, ev)
+			out, seen = f.relay(nil, ctx, l.s, ev, true)
 		}
 		if len(out) > 0 {
 			if err := l.write(out); err != nil {
@@ -128,6 +152,32 @@ func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 		}
 		seen.Report()
 	}
+}
+
+// resolveEndpoint reads the message URL an endpoint event names, resolved
+// against the SSE URL; it must be of the SSE URL's origin (as the
+// TypeScript SDK requires), or the proxy would post the client's messages,
+// and its credentials, wherever the upstream said.
+func resolveEndpoint(base *url.URL, data []byte) (string, string) {
+	ref, err := url.Parse(string(data))
+	if err != nil {
+		return "", "an unreadable endpoint URL"
+	}
+	u := base.ResolveReference(ref)
+	if u.Scheme != base.Scheme || u.Host != base.Host {
+		return "", "an endpoint of another origin than the event stream's"
+	}
+	return u.String(), ""
+}
+
+// appendNamed writes an event of the proxy's own with a name and one line
+// of data.
+func appendNamed(dst []byte, name, data string) []byte {
+	dst = append(dst, "event: "...)
+	dst = append(dst, name...)
+	dst = append(dst, "\ndata: "...)
+	dst = append(dst, data...)
+	return append(dst, "\n\n"...)
 }
 
 func (f *front) legacyPost(w http.ResponseWriter, r *http.Request) {
@@ -148,7 +198,12 @@ func (f *front) legacyPost(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusRequestEntityTooLarge, nil, "message_too_large", err.Error())
 		return
 	}
-	o := l.s.Client(r.Context(), body)
+	msgs, batch, err := jsonrpc.Split(body, jsonrpc.Limits{})
+	if err != nil {
+		httpError(w, http.StatusBadRequest, nil, "invalid_message", "unreadable JSON-RPC message: "+err.Error())
+		return
+	}
+	o := l.s.ClientSplit(r.Context(), body, msgs, batch)
 	if o.Reply != nil {
 		if err := l.toClient(o.Reply); err != nil {
 			httpError(w, http.StatusGone, nil, "stream_closed", err.Error())
@@ -162,20 +217,29 @@ func (f *front) legacyPost(w http.ResponseWriter, r *http.Request) {
 	l.mu.Lock()
 	endpoint := l.endpoint
 	l.mu.Unlock()
+	ids := requestIDs(o.Forward, body, msgs)
 	if endpoint == "" {
+		l.s.Unanswered(ids)
 		httpError(w, http.StatusConflict, nil, "no_endpoint", "the server has not named its message endpoint yet")
 		return
 	}
-	resp, err := f.send(r.Context(), http.MethodPost, endpoint, forwardHeaders(r.Header, len(o.Forward) != len(body)), o.Forward)
+	resp, err := f.send(r.Context(), http.MethodPost, endpoint, forwardHeaders(r.Header, !bytes.Equal(o.Forward, body)), o.Forward)
 	if err != nil {
+		l.s.Unanswered(ids)
 		httpError(w, http.StatusBadGateway, nil, "upstream_unreachable", "the MCP server behind this proxy could not be reached")
 		return
 	}
 	defer resp.Body.Close()
-	copyHeaders(w.Header(), resp.Header)
+	if resp.StatusCode/100 != 2 {
+		// The client learns of the failure from this answer; an answer to
+		// these requests that came later on the stream must not follow it.
+		f.refuseStatus(w, r.Context(), resp, l.s, batch, ids)
+		return
+	}
+	// The answers come on the event stream; the body of this one is
+	// nobody's to read.
 	w.WriteHeader(resp.StatusCode)
-	_, _ = io.Copy(w, io.LimitReader(resp.Body, int64(f.p.cfg.MaxMessage)))
-	if o.Opened && resp.StatusCode < 300 {
+	if o.Opened {
 		if err := l.s.ListAll(); err != nil {
 			f.log.Warn().Err(err).Msg("listing the server")
 		}
