@@ -15,10 +15,10 @@ import (
 type media int
 
 const (
-	mediaEmpty media = iota // no body: nothing to read
-	mediaJSON               // application/json: judged as a whole
-	mediaSSE                // text/event-stream: judged event by event
-	mediaRefused            // anything else: never read, never copied
+	mediaEmpty   media = iota // no body: nothing to read
+	mediaJSON                 // application/json: judged as a whole
+	mediaSSE                  // text/event-stream: judged event by event
+	mediaRefused              // anything else: never read, never copied
 )
 
 // upBody is the body of a 2xx upstream answer, opened the way the clients
