@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -29,30 +30,35 @@ type legacySession struct {
 	closed bool
 }
 
-// toClient writes one message to the client's stream.
+// toClient writes what the session delivers to the client's stream: an
+// event framed already (FromServerFramed).
 func (l *legacySession) toClient(b []byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return errors.New("the client's event stream is closed")
+		return errClientGone
 	}
+	if _, err := l.w.Write(b); err != nil {
+		return fmt.Errorf("%w: %v", errClientGone, err)
+	}
+	if err := l.rc.Flush(); err != nil {
+		return fmt.Errorf("%w: %v", errClientGone, err)
+	}
+	return nil
+}
+
+// errClientGone is a write to a client's stream that failed.
+var errClientGone = errors.New("the client's event stream is closed")
+
+// reply writes one message of the proxy's own to the client's stream.
+func (l *legacySession) reply(b []byte) error {
 	if !frameable(b) {
 		return errors.New("a message an event cannot carry unchanged")
 	}
-	if _, err := l.w.Write(appendEvent(nil, nil, b)); err != nil {
-		return err
-	}
-	return l.rc.Flush()
+	return l.toClient(appendEvent(nil, nil, b))
 }
 
-func (l *legacySession) write(b []byte) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, err := l.w.Write(b); err != nil {
-		return err
-	}
-	return l.rc.Flush()
-}
+func (l *legacySession) write(b []byte) error { return l.toClient(b) }
 
 func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
@@ -119,8 +125,6 @@ func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 			}
 			return
 		}
-		var out []byte
-		var seen session.Seen
 		switch {
 		case ev.HasData && string(bytes.TrimSpace(ev.Name)) == "endpoint":
 			if named {
@@ -140,17 +144,35 @@ func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 			l.mu.Lock()
 			l.endpoint = endpoint
 			l.mu.Unlock()
-			out = appendNamed(nil, "endpoint", "/"+f.up.ID+"/messages?session="+l.id)
-		default:
-			out, seen = f.relay(nil, ctx, l.s, ev, true)
-		}
-		if len(out) > 0 {
-			if err := l.write(out); err != nil {
-				seen.Report()
-				return
+			err = l.write(appendNamed(nil, "endpoint", "/"+f.up.ID+"/messages?session="+l.id))
+		case !ev.HasData:
+			// Ids and retries mean nothing on this transport, and the Go
+			// SDK reads every event as a message: only keep-alives pass.
+			if ev.Comment {
+				err = l.write(appendKeepAlive(nil))
 			}
+		default:
+			// Every event with data is judged, whatever its name (the Go
+			// SDK reads every event after the endpoint as a message), and
+			// goes out as a message event, in the order the server sent
+			// it.
+			err = l.s.FromServerFramed(ctx, ev.Data, func(out []byte) []byte {
+				if out == nil {
+					return nil
+				}
+				if !frameable(out) {
+					f.dropEvent(l.s, "a message that an event cannot carry unchanged", ev)
+					return nil
+				}
+				return appendEvent(nil, ev, out)
+			})
 		}
-		seen.Report()
+		switch {
+		case errors.Is(err, errClientGone):
+			return
+		case err != nil:
+			f.log.Warn().Err(err).Msg("re-listing the server")
+		}
 	}
 }
 
@@ -205,7 +227,7 @@ func (f *front) legacyPost(w http.ResponseWriter, r *http.Request) {
 	}
 	o := l.s.ClientSplit(r.Context(), body, msgs, batch)
 	if o.Reply != nil {
-		if err := l.toClient(o.Reply); err != nil {
+		if err := l.reply(o.Reply); err != nil {
 			httpError(w, http.StatusGone, nil, "stream_closed", err.Error())
 			return
 		}

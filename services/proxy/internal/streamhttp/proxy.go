@@ -659,7 +659,7 @@ func (f *front) pipeSSE(w http.ResponseWriter, ctx context.Context, body io.Read
 			return
 		}
 		var seen session.Seen
-		buf, seen = f.relay(buf[:0], ctx, sess, ev, false)
+		buf, seen = f.relay(buf[:0], ctx, sess, ev)
 		if len(buf) == 0 {
 			seen.Report()
 			continue
@@ -678,30 +678,22 @@ func (f *front) pipeSSE(w http.ResponseWriter, ctx context.Context, body io.Read
 // relay appends what the client gets of one upstream event, re-emitted
 // from its parsed fields, never its original bytes: the message sess
 // returns for its data (the bytes sess judged), with the event's id; when
-// sess keeps or drops the message, only the event's id (so resumption
-// still counts it); a comment as an empty keep-alive. An event with data
-// under a name no client takes for a message is dropped (framing_invalid)
-// on Streamable HTTP; on HTTP+SSE (legacy) the Go SDK takes every event
-// for a message, so every one is judged, and events that carry no message
-// are not sent (that client would fail on them). What the message showed
-// is the caller's to report once the event is sent.
-func (f *front) relay(buf []byte, ctx context.Context, sess *session.Session, ev *event, legacy bool) ([]byte, session.Seen) {
-	idOnly := func(buf []byte) []byte {
-		if legacy {
-			return buf
-		}
-		return appendIDOnly(buf, ev)
-	}
+// sess keeps or drops the message, only the event's id and retry (so
+// resumption still counts it); a comment as an empty keep-alive. An event
+// with data under a name no client takes for a message is dropped
+// (framing_invalid). What the message showed is the caller's to report
+// once the event is sent. (HTTP+SSE has its own loop: legacyStream.)
+func (f *front) relay(buf []byte, ctx context.Context, sess *session.Session, ev *event) ([]byte, session.Seen) {
 	if !ev.HasData {
 		n := len(buf)
-		if buf = idOnly(buf); len(buf) == n && ev.Comment {
+		if buf = appendIDOnly(buf, ev); len(buf) == n && ev.Comment {
 			buf = appendKeepAlive(buf)
 		}
 		return buf, session.Seen{}
 	}
-	if !legacy && !isMessageName(ev.Name) {
+	if !isMessageName(ev.Name) {
 		f.dropEvent(sess, "an event with data under a name no client reads as a message", ev)
-		return idOnly(buf), session.Seen{}
+		return appendIDOnly(buf, ev), session.Seen{}
 	}
 	out, seen, err := sess.ServerLater(ctx, ev.Data)
 	if err != nil {
@@ -709,10 +701,10 @@ func (f *front) relay(buf []byte, ctx context.Context, sess *session.Session, ev
 	}
 	switch {
 	case out == nil:
-		return idOnly(buf), seen
+		return appendIDOnly(buf, ev), seen
 	case !frameable(out):
 		f.dropEvent(sess, "a message that an event cannot carry unchanged", ev)
-		return idOnly(buf), seen
+		return appendIDOnly(buf, ev), seen
 	}
 	return appendEvent(buf, ev, out), seen
 }
