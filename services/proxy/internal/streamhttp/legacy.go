@@ -145,7 +145,7 @@ func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 			l.endpoint = endpoint
 			l.mu.Unlock()
 			err = l.write(appendNamed(nil, "endpoint", "/"+f.up.ID+"/messages?session="+l.id))
-		case !ev.HasData:
+		case len(ev.Data) == 0:
 			// Ids and retries mean nothing on this transport, and the Go
 			// SDK reads every event as a message: only keep-alives pass.
 			if ev.Comment {

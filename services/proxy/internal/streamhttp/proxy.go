@@ -70,7 +70,7 @@ func (c Config) withDefaults() Config {
 		c.Client = &http.Client{Transport: h1.New(h1.Config{Fallback: &http.Transport{
 			Proxy: http.ProxyFromEnvironment, MaxIdleConns: 256, MaxIdleConnsPerHost: 64,
 			IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: 10 * time.Second, ForceAttemptHTTP2: true,
-		}})}
+		}}), CheckRedirect: noRedirects}
 	}
 	if c.MaxMessage <= 0 {
 		c.MaxMessage = 64 << 20
@@ -89,6 +89,11 @@ func (c Config) withDefaults() Config {
 	}
 	return c
 }
+
+// noRedirects keeps the proxy where it was configured to go: an upstream
+// cannot send the client's messages (and their session id) elsewhere with
+// a redirect; the redirect itself is answered as an upstream failure.
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // Proxy serves every upstream's routes.
 type Proxy struct {
@@ -684,7 +689,9 @@ func (f *front) pipeSSE(w http.ResponseWriter, ctx context.Context, body io.Read
 // (framing_invalid). What the message showed is the caller's to report
 // once the event is sent. (HTTP+SSE has its own loop: legacyStream.)
 func (f *front) relay(buf []byte, ctx context.Context, sess *session.Session, ev *event) ([]byte, session.Seen) {
-	if !ev.HasData {
+	if len(ev.Data) == 0 {
+		// No data, or empty data: a priming event for resumption (the Go
+		// SDK skips it; nothing in it to judge).
 		n := len(buf)
 		if buf = appendIDOnly(buf, ev); len(buf) == n && ev.Comment {
 			buf = appendKeepAlive(buf)
