@@ -3,6 +3,7 @@ package streamhttp
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"compress/zlib"
 	"encoding/json"
 	"fmt"
@@ -436,8 +437,12 @@ func TestHostileContentEncoding(t *testing.T) {
 			if c.read != strings.Contains(body, marker) {
 				t.Fatalf("HTTP %d %q: read %v", hr.StatusCode, body, c.read)
 			}
-			if !c.read && errorCode(msgs[0]) != session.DropFraming {
-				t.Fatalf("HTTP %d %q: want framing_invalid", hr.StatusCode, body)
+			want := session.DropFraming
+			if c.name == "gzip bomb" {
+				want = "upstream_message_too_large" // decoded past MaxMessage, and no further
+			}
+			if !c.read && errorCode(msgs[0]) != want {
+				t.Fatalf("HTTP %d %q: want %s", hr.StatusCode, body, want)
 			}
 		})
 	}
@@ -746,4 +751,128 @@ func TestHostileUnanswered(t *testing.T) {
 			}
 		})
 	}
+}
+
+// HTTP+SSE (2024-11-05) from a hostile server: only the first endpoint
+// event counts, and only one of the SSE URL's origin; every event with
+// data is judged whatever its name (the Go SDK reads them all as
+// messages) and goes out as a message event; the answer to a POST is not
+// copied.
+func TestHostileLegacy(t *testing.T) {
+	var mu sync.Mutex
+	var posted []string
+	events := make(chan string, 16)
+	var streams atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			b, _ := io.ReadAll(r.Body)
+			mu.Lock()
+			posted = append(posted, string(b))
+			mu.Unlock()
+			w.Header().Set("Content-Type", "text/plain")
+			w.WriteHeader(http.StatusAccepted)
+			_, _ = io.WriteString(w, marker)
+			return
+		}
+		streams.Add(1)
+		defer streams.Add(-1)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		rc := http.NewResponseController(w)
+		_ = rc.Flush()
+		for {
+			select {
+			case ev := <-events:
+				_, _ = io.WriteString(w, ev)
+				_ = rc.Flush()
+			case <-r.Context().Done():
+				return
+			}
+		}
+	}))
+	defer up.Close()
+	g := newTofu()
+	p, err := New(Config{Log: zerolog.New(zerolog.NewTestWriter(t))}, []Upstream{{ID: "l", SSEURL: up.URL + "/sse", Gate: g, Observer: g,
+		Session: session.Config{Timeout: 5 * time.Second}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	srv := httptest.NewServer(p)
+	defer srv.Close()
+
+	ctx, cancel := contextWithTimeout(10 * time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/l/sse", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := newSSEReader(resp.Body, 1<<20)
+	next := func() *event {
+		t.Helper()
+		ev, err := rd.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ev
+	}
+
+	events <- "event: endpoint\rdata: /messages?id=1\r\r"
+	ev := next()
+	if string(ev.Name) != "endpoint" || !strings.HasPrefix(string(ev.Data), "/l/messages?session=") {
+		t.Fatalf("endpoint event: %q %q", ev.Name, ev.Data)
+	}
+	endpoint := srv.URL + string(ev.Data)
+	// A second endpoint event is dropped: the proxy posts where the first
+	// said.
+	events <- "event: endpoint\ndata: http://attacker.example/steal\n\n"
+	// A server request under a name the TypeScript SDK ignores is judged
+	// and delivered as a message (the Go SDK reads it).
+	events <- "event: other\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"hi\"}}\n\n"
+	ev = next()
+	if string(ev.Name) != "message" || !strings.Contains(string(ev.Data), "notifications/message") {
+		t.Fatalf("a judged event under another name: %q %q", ev.Name, ev.Data)
+	}
+	// Unreadable data reaches nobody.
+	events <- "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"data\":\"" + marker + "\",\"data\":\"x\"}}\n\n"
+	events <- "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"after\"}}\n\n"
+	ev = next()
+	if strings.Contains(string(ev.Data), marker) || !strings.Contains(string(ev.Data), "after") {
+		t.Fatalf("after an unreadable event: %q", ev.Data)
+	}
+
+	hr, body := post(t, endpoint, nil, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	if hr.StatusCode != http.StatusAccepted || body != "" {
+		t.Fatalf("POST: HTTP %d %q, want 202 without the server's body", hr.StatusCode, body)
+	}
+	mu.Lock()
+	n := len(posted)
+	mu.Unlock()
+	if n != 1 {
+		t.Fatalf("the server got %d posts, want the one at its first endpoint", n)
+	}
+
+	// An endpoint of another origin ends the stream.
+	cancel()
+	resp.Body.Close()
+	waitFor(t, "the first stream to end upstream", func() bool { return streams.Load() == 0 })
+	ctx2, cancel2 := contextWithTimeout(10 * time.Second)
+	defer cancel2()
+	req, _ = http.NewRequestWithContext(ctx2, http.MethodGet, srv.URL+"/l/sse", nil)
+	resp2, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp2.Body.Close()
+	events <- "event: endpoint\ndata: http://attacker.example/messages\n\n"
+	b, _ := io.ReadAll(resp2.Body)
+	if strings.Contains(string(b), "attacker") || strings.Contains(string(b), "data:") {
+		t.Fatalf("an endpoint of another origin: %q", b)
+	}
+}
+
+func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
 }

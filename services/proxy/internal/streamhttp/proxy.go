@@ -424,6 +424,11 @@ func (f *front) answer(w http.ResponseWriter, ctx context.Context, resp *http.Re
 		return
 	case mediaJSON:
 		raw, err := readAll(b.r, f.p.cfg.MaxMessage)
+		if errors.Is(err, errTooLarge) {
+			sess.Dropped(session.DropFraming)
+			f.refuse(w, sess, batch, ids, http.StatusBadGateway, "upstream_message_too_large", "the MCP server's answer is too large: "+err.Error(), err.Error())
+			return
+		}
 		if err != nil {
 			f.refuse(w, sess, batch, ids, http.StatusOK, session.DropFraming, "the MCP server's answer could not be read: "+err.Error(), err.Error())
 			return
@@ -865,6 +870,9 @@ func mediaType(h http.Header) string {
 	return ""
 }
 
+// errTooLarge is a body or message over Config.MaxMessage.
+var errTooLarge = errors.New("a message too large")
+
 // readAll reads at most max bytes of r.
 func readAll(r io.Reader, max int) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(r, int64(max)+1))
@@ -872,7 +880,7 @@ func readAll(r io.Reader, max int) ([]byte, error) {
 		return nil, err
 	}
 	if len(b) > max {
-		return nil, fmt.Errorf("a message of more than %d bytes", max)
+		return nil, fmt.Errorf("%w: more than %d bytes", errTooLarge, max)
 	}
 	return b, nil
 }
