@@ -3,8 +3,8 @@ package streamhttp
 import (
 	"bytes"
 	"compress/gzip"
-	"context"
 	"compress/zlib"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
