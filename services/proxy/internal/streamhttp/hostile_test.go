@@ -555,6 +555,20 @@ func TestHostileSessions(t *testing.T) {
 	if r.up.hits.Load() != before {
 		t.Fatal("a request of an unknown session reached the server")
 	}
+	// Two session ids: the proxy would judge by one, the server serve the
+	// other.
+	req, _ := http.NewRequest(http.MethodPost, r.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Add("Mcp-Session-Id", r.sid)
+	req.Header.Add("Mcp-Session-Id", "other")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || r.up.hits.Load() != before {
+		t.Fatalf("two session ids: HTTP %d", resp.StatusCode)
+	}
 
 	// An initialize whose answer names a session already open is refused;
 	// the open session goes on.

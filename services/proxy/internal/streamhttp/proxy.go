@@ -299,6 +299,11 @@ func (f *front) firstSightWait() time.Duration {
 
 // streamable serves the Streamable HTTP endpoint.
 func (f *front) streamable(w http.ResponseWriter, r *http.Request) {
+	if len(r.Header.Values("Mcp-Session-Id")) > 1 {
+		// The proxy would judge by one, the server might serve another.
+		httpError(w, http.StatusBadRequest, nil, "invalid_message", "more than one Mcp-Session-Id header")
+		return
+	}
 	switch r.Method {
 	case http.MethodPost:
 		f.post(w, r)
