@@ -13,10 +13,17 @@
 //   - HTTP+SSE (2024-11-05): a GET event stream whose endpoint event the
 //     proxy rewrites to its own message URL.
 //
-// Bodies and events are forwarded as the original bytes; only a listing
-// with something withheld is rebuilt (session.Session decides), and SSE
-// events keep their ids and names. Upstream requests go out on h1, an
-// HTTP/1.1 client that works on the handler's own goroutine.
+// Nothing of an upstream's answers reaches a client unjudged: a body is
+// read by its Content-Type and Content-Encoding the way clients read them
+// (openBody), an event stream by the WHATWG rules (sseReader), and every
+// message goes out as the bytes the session returned for it (the original,
+// or a listing with something withheld), an SSE event re-emitted from its
+// parsed fields, never its original bytes. What cannot be read so is
+// dropped and counted, and the request it answered gets an error with a
+// stable code; an answer other than 2xx gets the proxy's own error. Only
+// sessions whose initialize the proxy forwarded are tracked. Upstream
+// requests go out on h1, an HTTP/1.1 client that works on the handler's
+// own goroutine.
 package streamhttp
 
 import (
