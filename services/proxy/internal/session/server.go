@@ -201,16 +201,58 @@ func (s *Session) unreadable(raw []byte, perr error) []byte {
 }
 
 // looseID reads the id of a message the strict parser refused, the way a
-// lenient reader would, as raw JSON (a string or a number); nil when it
-// has none that can be told.
+// lenient reader would, as raw JSON (a string or a number): the first "id"
+// member of the top-level object, read token by token so that what comes
+// after it (a NaN, a second value) does not hide it. nil when there is none.
 func looseID(raw []byte) []byte {
-	var env struct {
-		ID json.RawMessage `json:"id"`
-	}
-	if json.Unmarshal(raw, &env) != nil || len(env.ID) == 0 || env.ID[0] == 'n' || env.ID[0] == '{' || env.ID[0] == '[' {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	depth, expectKey := 0, false
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		if d, ok := tok.(json.Delim); ok {
+			switch d {
+			case '{', '[':
+				if depth == 0 && d == '[' {
+					return nil // a batch: its elements cannot be told apart
+				}
+				depth++
+				expectKey = depth == 1
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return nil
+				}
+				expectKey = depth == 1 // a member's value ended
+			}
+			continue
+		}
+		if depth != 1 {
+			continue
+		}
+		if !expectKey {
+			expectKey = true // a scalar value ended
+			continue
+		}
+		expectKey = false
+		if k, _ := tok.(string); k != "id" {
+			continue
+		}
+		v, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		switch id := v.(type) {
+		case string:
+			return strconv.AppendQuote(nil, id)
+		case json.Number:
+			return []byte(id)
+		}
 		return nil
 	}
-	return bytes.TrimSpace(env.ID)
 }
 
 // invalidPage records that a page of a listing could not be read at all:

@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -394,6 +395,14 @@ func (s *Session) awaits(variant string) bool {
 // awaiting) and returns the page to forward.
 func (s *Session) judgePage(ctx context.Context, k surface.Kind, m *jsonrpc.Message, variant string, awaiting bool,
 	items []surface.PageItem, last bool, err error) []byte {
+	if err != nil {
+		// Not a listing the proxy can read as a client would: none of it
+		// reaches the client, not even what the filter would leave.
+		if s.cfg.Meter != nil {
+			s.cfg.Meter.Withheld(k, len(items))
+		}
+		return jsonrpc.ErrorResponseData(m.ID, -32603, "mcpdrift proxy: the server's "+k.ListKey()+" listing could not be judged ("+codeOf(err)+"); it is withheld", "listing_invalid")
+	}
 	v, ok := s.view(ctx, variant, awaiting)
 	serve := ok && v.Serve
 	keep := map[string]bool{}
@@ -429,6 +438,15 @@ func (s *Session) judgePage(ctx context.Context, k surface.Kind, m *jsonrpc.Mess
 		return jsonrpc.ErrorResponse(m.ID, -32603, "mcpdrift proxy: the server's "+k.ListKey()+" listing could not be read; it is withheld")
 	}
 	return out
+}
+
+// codeOf is the stable code of a listing error (surface's, or canonjson's).
+func codeOf(err error) string {
+	var se *surface.Error
+	if errors.As(err, &se) {
+		return string(se.Code)
+	}
+	return "invalid"
 }
 
 // assembles reports that the client's listing of k in progress can still
@@ -755,6 +773,13 @@ func (s *Session) pinInstructions(ctx context.Context, variant string, m *jsonrp
 	items := b.LastPage()
 	if err == nil && len(items) == 0 {
 		return m.Raw // no instructions
+	}
+	var se *surface.Error
+	if errors.As(err, &se) && (se.Code == surface.CodeAmbiguousEnvelope || se.Code == surface.CodeAmbiguousMember) {
+		// A result that reads two ways: removing "instructions" would
+		// leave what a case-insensitive reader takes for them.
+		s.Dropped(DropAmbiguous)
+		return jsonrpc.ErrorResponseData(m.ID, -32603, "mcpdrift proxy: the server's initialize result reads two ways ("+string(se.Code)+"); it is withheld", DropAmbiguous)
 	}
 	if err == nil {
 		if v, ok := s.view(ctx, variant, false); ok && v.Serve && (v.Alert || v.Items[ItemKey{surface.KindInstructions, ""}] == items[0].Hash) {

@@ -81,7 +81,12 @@ func (r *rig) newSessionObserved(cfg Config, g Gate, o Observer) {
 			r.mu.Unlock()
 			return nil
 		},
-		func(b []byte) error { r.toServer = append(r.toServer, string(b)); return nil })
+		func(b []byte) error {
+			r.mu.Lock()
+			r.toServer = append(r.toServer, string(b))
+			r.mu.Unlock()
+			return nil
+		})
 	// As if initialized: most tests start past the handshake, and a
 	// session that has not named its variant knows nothing.
 	r.s.variant = "vtest"
@@ -106,7 +111,10 @@ func (r *rig) server(msg string) {
 func (r *rig) ownID(i int) string {
 	r.t.Helper()
 	var own []string
-	for _, m := range r.toServer {
+	r.mu.Lock()
+	sent := append([]string(nil), r.toServer...)
+	r.mu.Unlock()
+	for _, m := range sent {
 		var req struct {
 			ID json.RawMessage `json:"id"`
 		}
