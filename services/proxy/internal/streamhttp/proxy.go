@@ -659,7 +659,10 @@ func (f *front) pipeSSE(w http.ResponseWriter, ctx context.Context, body io.Read
 		ev, err := rd.next()
 		if err != nil {
 			if ctx.Err() != nil {
-				return // the client went away
+				if !resumable {
+					sess.Unanswered(ids) // the client went away: nobody waits for these
+				}
+				return
 			}
 			code := codeNoResponse
 			if !errors.Is(err, io.EOF) {
