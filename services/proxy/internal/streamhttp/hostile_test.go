@@ -81,6 +81,9 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	var m rpc
 	_ = json.Unmarshal(body, &m)
+	if bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")) {
+		m.Method = "batch"
+	}
 	switch {
 	case m.Method == "initialize":
 		if sid != "" {
@@ -90,7 +93,7 @@ func (h *hostile) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			initHdr(w.Header())
 		}
 		writeJSONRPC(w, m.ID, `{"protocolVersion":"2025-06-18","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"hostile","version":"1"}}`)
-	case m.ID == nil:
+	case m.ID == nil && m.Method != "batch":
 		w.WriteHeader(http.StatusAccepted)
 	case m.Method == "tools/list" && (h.clean || h.listed.Load() == 0):
 		h.listed.Add(1)
@@ -889,4 +892,37 @@ func TestHostileLegacy(t *testing.T) {
 
 func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d)
+}
+
+// A batch whose forwarded part gets an answer the proxy refuses still gets
+// the proxy's own refusals, and an error for each forwarded request.
+func TestHostileBatchRefused(t *testing.T) {
+	r := newHostileRig(t, Config{})
+	for _, status := range []int{http.StatusOK, http.StatusInternalServerError} {
+		r.setScript(func(w http.ResponseWriter, _ *http.Request, m rpc) {
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(status)
+			_, _ = io.WriteString(w, marker)
+		})
+		hr, body := post(t, r.url, r.h(), `[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"format_disk","arguments":{}}},{"jsonrpc":"2.0","id":2,"method":"ping"}]`)
+		if strings.Contains(body, marker) {
+			t.Fatalf("HTTP %d: %q", hr.StatusCode, body)
+		}
+		msgs := clientMessages(t, hr, body)
+		got := map[string]string{}
+		for _, m := range msgs {
+			if res, ok := m["result"].(map[string]any); ok && res["isError"] == true {
+				got[fmt.Sprint(m["id"])] = "refused"
+				continue
+			}
+			got[fmt.Sprint(m["id"])] = errorCode(m)
+		}
+		want := map[string]string{"1": "refused", "2": session.DropFraming}
+		if status != http.StatusOK {
+			want["2"] = codeUpstreamHTTP
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) || !strings.HasPrefix(body, "[") {
+			t.Fatalf("upstream HTTP %d: the client got %v (%q), want %v", status, got, body, want)
+		}
+	}
 }

@@ -389,11 +389,11 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case len(nsids) == 0: // a server that keeps no session
 		case len(nsids) > 1 || !validSessionID(nsids[0]):
-			f.refuse(w, sess, batch, ids, http.StatusBadGateway, session.DropFraming,
-				"the MCP server named its session in an unreadable Mcp-Session-Id header", "")
+			f.refuse(w, sess, batch, o.Reply, ids, http.StatusBadGateway, session.DropFraming,
+				"the MCP server named its session in an unreadable Mcp-Session-Id header", "unreadable Mcp-Session-Id")
 			return
 		case !f.register(t, nsids[0]):
-			f.refuse(w, sess, batch, ids, http.StatusBadGateway, codeSessionConflict,
+			f.refuse(w, sess, batch, o.Reply, ids, http.StatusBadGateway, codeSessionConflict,
 				"the MCP server named a session that is already open; its answer is not passed on", "session id already tracked")
 			return
 		default:
@@ -417,12 +417,12 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 // an initialize's answer opened ("" when none).
 func (f *front) answer(w http.ResponseWriter, ctx context.Context, resp *http.Response, sess *session.Session, batch bool, reply []byte, ids [][]byte, named string) {
 	if resp.StatusCode/100 != 2 {
-		f.refuseStatus(w, ctx, resp, sess, batch, ids)
+		f.refuseStatus(w, ctx, resp, sess, batch, reply, ids)
 		return
 	}
 	b := openBody(resp)
 	if b.kind == mediaRefused {
-		f.refuse(w, sess, batch, ids, http.StatusOK, session.DropFraming, "the MCP server's answer cannot be read as clients read it ("+b.refused+")", b.refused)
+		f.refuse(w, sess, batch, reply, ids, http.StatusOK, session.DropFraming, "the MCP server's answer cannot be read as clients read it ("+b.refused+")", b.refused)
 		return
 	}
 	copyHeaders(w.Header(), resp.Header)
@@ -438,11 +438,11 @@ func (f *front) answer(w http.ResponseWriter, ctx context.Context, resp *http.Re
 		raw, err := readAll(b.r, f.p.cfg.MaxMessage)
 		if errors.Is(err, errTooLarge) {
 			sess.Dropped(session.DropFraming)
-			f.refuse(w, sess, batch, ids, http.StatusBadGateway, "upstream_message_too_large", "the MCP server's answer is too large: "+err.Error(), err.Error())
+			f.refuse(w, sess, batch, reply, ids, http.StatusBadGateway, "upstream_message_too_large", "the MCP server's answer is too large: "+err.Error(), err.Error())
 			return
 		}
 		if err != nil {
-			f.refuse(w, sess, batch, ids, http.StatusOK, session.DropFraming, "the MCP server's answer could not be read: "+err.Error(), err.Error())
+			f.refuse(w, sess, batch, reply, ids, http.StatusOK, session.DropFraming, "the MCP server's answer could not be read: "+err.Error(), err.Error())
 			return
 		}
 		var seen session.Seen
@@ -468,17 +468,18 @@ func (f *front) answer(w http.ResponseWriter, ctx context.Context, resp *http.Re
 }
 
 // refuse answers a POST whose upstream answer the proxy does not pass on:
-// each forwarded request still unanswered gets an error with code, which
-// is also the drop counted when it is one of session.DropCodes. what
-// names it in the log when not "".
-func (f *front) refuse(w http.ResponseWriter, sess *session.Session, batch bool, ids [][]byte, status int, code, text, what string) {
+// the proxy's own replies (refusals in a batch), and for each forwarded
+// request still unanswered an error with code, which is also the drop
+// counted when it is one of session.DropCodes. what names it in the log
+// when not "".
+func (f *front) refuse(w http.ResponseWriter, sess *session.Session, batch bool, reply []byte, ids [][]byte, status int, code, text, what string) {
 	if slices.Contains(session.DropCodes, code) {
 		sess.Dropped(code)
 	}
 	if what != "" {
 		f.log.Warn().Str("code", code).Str("why", what).Msg("upstream answer not passed on")
 	}
-	out := joinAnswers(batch, unansweredErrors(sess, ids, code, "mcpdrift proxy: "+text))
+	out := joinAnswers(batch, reply, unansweredErrors(sess, ids, code, "mcpdrift proxy: "+text))
 	if out == nil {
 		w.WriteHeader(http.StatusAccepted)
 		return
@@ -501,7 +502,7 @@ var keptOnError = []string{"WWW-Authenticate", "Retry-After", "Allow"}
 // "unsupported protocol version" names the versions it speaks there). A
 // 404 stays 404, so that a client of a session the server ended opens a
 // new one.
-func (f *front) refuseStatus(w http.ResponseWriter, ctx context.Context, resp *http.Response, sess *session.Session, batch bool, ids [][]byte) {
+func (f *front) refuseStatus(w http.ResponseWriter, ctx context.Context, resp *http.Response, sess *session.Session, batch bool, reply []byte, ids [][]byte) {
 	status := resp.StatusCode
 	if status < 400 || status > 599 {
 		status = http.StatusBadGateway
@@ -516,10 +517,11 @@ func (f *front) refuseStatus(w http.ResponseWriter, ctx context.Context, resp *h
 		judged = f.judgedErrors(ctx, resp, sess)
 	}
 	text := fmt.Sprintf("mcpdrift proxy: the MCP server answered HTTP %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
-	out := joinAnswers(batch, judged, unansweredErrors(sess, ids, codeUpstreamHTTP, text))
-	if out == nil {
-		out = errorBody(batch, ids, codeInternal, text, codeUpstreamHTTP)
+	errs := unansweredErrors(sess, ids, codeUpstreamHTTP, text)
+	if len(judged) == 0 && len(errs) == 0 {
+		errs = [][]byte{errorBody(true, ids, codeInternal, text, codeUpstreamHTTP)}
 	}
+	out := joinAnswers(batch, reply, judged, errs)
 	writeJSON(w, status, out)
 }
 
@@ -583,7 +585,7 @@ func (f *front) get(w http.ResponseWriter, r *http.Request) {
 		f.forget(sid)
 	}
 	if resp.StatusCode/100 != 2 {
-		f.refuseStatus(w, r.Context(), resp, nil, false, nil)
+		f.refuseStatus(w, r.Context(), resp, nil, false, nil, nil)
 		return
 	}
 	b := openBody(resp)
@@ -622,7 +624,7 @@ func (f *front) delete(w http.ResponseWriter, r *http.Request) {
 		f.forget(sid)
 	}
 	if resp.StatusCode/100 != 2 {
-		f.refuseStatus(w, r.Context(), resp, nil, false, nil)
+		f.refuseStatus(w, r.Context(), resp, nil, false, nil, nil)
 		return
 	}
 	w.WriteHeader(resp.StatusCode) // a body of a DELETE's answer is nobody's to read
