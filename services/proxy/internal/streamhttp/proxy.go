@@ -422,6 +422,9 @@ func (f *front) answer(w http.ResponseWriter, ctx context.Context, resp *http.Re
 	}
 	b := openBody(resp)
 	if b.kind == mediaRefused {
+		if named != "" {
+			f.forget(named) // the client is not told of it
+		}
 		f.refuse(w, sess, batch, reply, ids, http.StatusOK, session.DropFraming, "the MCP server's answer cannot be read as clients read it ("+b.refused+")", b.refused)
 		return
 	}
