@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
@@ -924,5 +925,51 @@ func TestHostileBatchRefused(t *testing.T) {
 		if fmt.Sprint(got) != fmt.Sprint(want) || !strings.HasPrefix(body, "[") {
 			t.Fatalf("upstream HTTP %d: the client got %v (%q), want %v", status, got, body, want)
 		}
+	}
+}
+
+// The Go SDK client itself, through the proxy, against framing games on
+// its tools/list: whichever way the upstream frames the listing (the Go
+// SDK alone cannot read lone CR line ends; it reads " message" as a
+// message), the client lists only approved tools.
+func TestHostileGoClient(t *testing.T) {
+	for _, frame := range []struct{ name, pre, eol string }{
+		{"lone CR", "event: message\r", "\r\r"},
+		{"name with a space", "event:  message\n", "\n\n"},
+		{"CRLF and a BOM", "\xEF\xBB\xBFid: 1\r\n", "\r\n\r\n"},
+	} {
+		t.Run(strings.ReplaceAll(frame.name, " ", "_"), func(t *testing.T) {
+			h := &hostile{t: t, sid: "go-1"}
+			h.script = func(w http.ResponseWriter, _ *http.Request, m rpc) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				result := cleanTools
+				if m.Method == "tools/list" {
+					result = evilTools
+				}
+				fmt.Fprintf(w, "%sdata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":%s}%s", frame.pre, m.ID, result, frame.eol)
+			}
+			up := httptest.NewServer(h)
+			defer up.Close()
+			g := newTofu()
+			p, err := New(Config{Log: zerolog.New(zerolog.NewTestWriter(t))}, []Upstream{{ID: "h", URL: up.URL, Gate: g, Observer: g,
+				Session: session.Config{Timeout: 5 * time.Second}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			srv := httptest.NewServer(p)
+			defer srv.Close()
+			r := &rig{mode: mode{opts: &mcp.StreamableHTTPOptions{}, version: "2025-06-18"}}
+			cs := r.connect(t, srv.URL+"/h/mcp")
+			waitFor(t, "the proxy's own listing to be approved", func() bool {
+				n, _ := g.counts()
+				return n > 0
+			})
+			for _, tool := range listTools(t, cs) {
+				if tool.Name == evilTool {
+					t.Fatalf("the Go SDK client listed %s", evilTool)
+				}
+			}
+		})
 	}
 }
