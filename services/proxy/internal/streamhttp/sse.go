@@ -246,12 +246,18 @@ func appendFields(dst []byte, ev *event) []byte {
 // appendIDOnly writes an event that carries only ev's id and retry (none
 // when it has neither), so that a client resuming with Last-Event-ID still
 // learns how far it got when the proxy kept or dropped the event's
-// message.
+// message, or the event was a priming event. An id goes with an empty data
+// line: eventsource-parser dispatches no event without one, and the
+// TypeScript SDK learns ids only from dispatched events (both SDKs skip an
+// event whose data is empty).
 func appendIDOnly(dst []byte, ev *event) []byte {
 	n := len(dst)
 	dst = appendFields(dst, ev)
-	if len(dst) == n {
+	switch {
+	case len(dst) == n:
 		return dst
+	case ev.HasID && cleanID(ev.ID):
+		dst = append(dst, "data:\n"...)
 	}
 	return append(dst, '\n')
 }
