@@ -178,8 +178,13 @@ func sessionCases() []advCase {
 	rotated := func(name, client string) advCase {
 		return advCase{name: name, transport: advHTTP, client: client, class: "session games",
 			setup: func(u *upstream) {
+				// The first listing after the rug pull is the approved one
+				// under a new session id; every later one, in either
+				// session, is the hostile one.
+				rotated := false
 				u.hook = func(u *upstream, m upMsg) *reply {
-					if m.Method == "tools/list" && u.armed.Load() && m.Session != "rotated-1" {
+					if m.Method == "tools/list" && u.armed.Load() && !rotated {
+						rotated = true
 						return &reply{http: &httpReply{status: 200, body: tpl(benignResp, m),
 							header: map[string]string{"Content-Type": "application/json", "Mcp-Session-Id": "rotated-1"}}}
 					}
