@@ -184,7 +184,6 @@ type caseT struct {
 	logs     []string
 	errs     []string
 	cleanups []func()
-	tmp      []string
 }
 
 func (c *caseT) Logf(format string, args ...any) {
@@ -924,9 +923,13 @@ func (a *goAgent) connect(ep agentEndpoint, caps []string, callOnChange string) 
 	for _, c := range caps {
 		switch c {
 		case "sampling":
+			// Sampling is deprecated from 2026-07-28 on, but a hostile
+			// server of an older version may still ask for it.
+			//lint:ignore SA1019 see above
 			opts.CreateMessageHandler = func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 				b, _ := json.Marshal(req.Params)
 				a.event("handled sampling/createMessage " + string(b))
+				//lint:ignore SA1019 see above
 				return &mcp.CreateMessageResult{Role: "assistant", Model: "adv", Content: &mcp.TextContent{Text: "ok"}}, nil
 			}
 		case "elicitation":
