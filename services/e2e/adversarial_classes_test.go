@@ -6,9 +6,13 @@ import (
 	"compress/zlib"
 	"context"
 	"encoding/json"
+	"maps"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 )
 
 func envelopeCases() []advCase {
@@ -315,9 +319,30 @@ func (x *advRun) closeServer() {
 func (x *advRun) quarantine() {
 	out, err := x.driftctl("quarantine", "--reason", "adversarial suite", "default", x.serverID)
 	x.Logf("driftctl quarantine: %v %.400s", err, out)
-	x.waitStatus("quarantined")
+	if err != nil {
+		x.Errorf("driftctl quarantine TENANT SERVER of a server with a baseline failed: %v %.400s", err, out)
+	}
+	// However the drift service keeps it, the hold shows in the status
+	// records; what the agents get is what the case asserts.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st := x.statuses()
+		if slices.Contains(slices.Collect(maps.Values(st)), "quarantined") {
+			break
+		}
+		if time.Now().After(deadline) {
+			x.Logf("no status record of %s says quarantined: %v", x.serverID, st)
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for key, st := range x.statuses() {
+		if strings.HasSuffix(key, ".default") {
+			x.Errorf("quarantining the server made a record of an implicit variant named default (%s: %s) rather than holding the server's variants", key, st)
+		}
+	}
 	x.u.armed.Store(true)
-	time.Sleep(300 * time.Millisecond) // the verdict reaches the proxy's KV watch
+	time.Sleep(500 * time.Millisecond) // the verdict reaches the proxy's KV watch
 }
 
 func scopeCases() []advCase {
@@ -479,6 +504,25 @@ func statusCases() []advCase {
 			}}
 	}
 	return []advCase{
+		{name: "status_quarantine_unknown_server_refused", transport: advStdio, client: "ts", class: "status model", noBaseline: true,
+			run: func(x *advRun) {
+				// A server nobody fronts: an error, never a silent new record.
+				out, err := x.driftctl("quarantine", "--reason", "typo", "default", x.serverID+"-typo")
+				if err == nil {
+					x.Errorf("driftctl quarantine of a server that does not exist succeeded: %.300s", out)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				kv, kerr := x.env.js.KeyValue(ctx, bus.BucketStatus)
+				if kerr != nil {
+					x.Fatalf("status bucket: %v", kerr)
+				}
+				if lister, lerr := kv.ListKeysFiltered(ctx, bus.StatusKey("default", x.serverID+"-typo", "*")); lerr == nil {
+					for key := range lister.Keys() {
+						x.Errorf("driftctl quarantine made a status record for a server that does not exist: %s", key)
+					}
+				}
+			}},
 		quarantineAll("status_quarantine_holds_all_variants_stdio", advStdio, "ts", "go"),
 		quarantineAll("status_quarantine_holds_all_variants_http", advHTTP, "ts", "go"),
 		quarantineAll("status_quarantine_holds_all_variants_sse", advSSE, "go", "ts"),
