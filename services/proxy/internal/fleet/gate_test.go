@@ -347,3 +347,98 @@ func TestGateViewNotAwaiting(t *testing.T) {
 		t.Fatalf("an unknown variant: %+v %v, waited for its context: %v", v, ok, long.Err())
 	}
 }
+
+// TestGateServerHold: the server record's hold withholds every listing
+// variant, those with a record and those without; only the record saying
+// held false (or its deletion) serves them again, and a record that cannot
+// be read holds the server.
+func TestGateServerHold(t *testing.T) {
+	b := natstest.StartBus(t)
+	ctx := context.Background()
+	raw, sf := fixture(t, "memory/2025.9.25.json")
+	if _, err := b.Handles.Manifests.PutBytes(ctx, bus.ManifestName(sf.Hash.String()), raw); err != nil {
+		t.Fatal(err)
+	}
+	server := "held"
+	put := func(key string, value []byte) {
+		t.Helper()
+		if _, err := b.Handles.Status.Put(ctx, key, value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Held before the proxy starts: its first answer already withholds.
+	put(bus.ServerKey(tenant, server), []byte(`{"tenant":"acme","server":"held","held":true,"held_by":"alice","updated_at_ms":1}`))
+	put(bus.StatusKey(tenant, server, "v1"), statusJSON("verified", "block", sf.Hash.String()))
+	g := startGate(t, b, server)
+
+	type want struct {
+		ok     bool
+		status string
+		serve  bool
+	}
+	check := func(step string, variant string, w want) {
+		t.Helper()
+		eventually(t, 10*time.Second, step, func() bool {
+			v, ok := view(g, variant, 50*time.Millisecond)
+			return ok == w.ok && v.Status == w.status && v.Serve == w.serve
+		})
+	}
+	steps := []struct {
+		name   string
+		value  []byte // the server record; nil deletes it
+		v1, v9 want
+		serves bool
+	}{
+		{"held_at_start", nil, want{true, "quarantined", false}, want{true, "quarantined", false}, false},
+		{"released", []byte(`{"held":false,"released_by":"bob"}`), want{true, "verified", true}, want{false, "", false}, true},
+		{"held_again", []byte(`{"held":true}`), want{true, "quarantined", false}, want{true, "quarantined", false}, false},
+		{"deleted", nil, want{true, "verified", true}, want{false, "", false}, true},
+		{"unreadable_holds", []byte(`{"held":`), want{true, "quarantined", false}, want{true, "quarantined", false}, false},
+		{"no_held_field_holds", []byte(`{"first_variant":"v1"}`), want{true, "quarantined", false}, want{true, "quarantined", false}, false},
+		{"claim_only_serves", []byte(`{"held":false,"first_variant":"v1"}`), want{true, "verified", true}, want{false, "", false}, true},
+	}
+	for i, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			switch {
+			case i == 0:
+			case st.value == nil:
+				if err := b.Handles.Status.Delete(ctx, bus.ServerKey(tenant, server)); err != nil {
+					t.Fatal(err)
+				}
+			default:
+				put(bus.ServerKey(tenant, server), st.value)
+			}
+			check("variant with a record", "v1", st.v1)
+			check("variant without a record", "v9", st.v9)
+			if g.Serving() != st.serves {
+				t.Errorf("Serving() = %v, want %v", g.Serving(), st.serves)
+			}
+		})
+	}
+}
+
+// TestGateHoldRemovedWhileAway: a hold lifted while the proxy was not
+// watching is forgotten by the next watch's initial values.
+func TestGateHoldRemovedWhileAway(t *testing.T) {
+	b := natstest.StartBus(t)
+	ctx := context.Background()
+	raw, sf := fixture(t, "memory/2025.9.25.json")
+	if _, err := b.Handles.Manifests.PutBytes(ctx, bus.ManifestName(sf.Hash.String()), raw); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Handles.Status.Put(ctx, bus.StatusKey(tenant, "away", "v1"), statusJSON("verified", "block", sf.Hash.String())); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Handles.Status.Put(ctx, bus.ServerKey(tenant, "away"), []byte(`{"held":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	g := startGate(t, b, "away")
+	eventually(t, 10*time.Second, "held", func() bool { v, ok := view(g, "v1", 50*time.Millisecond); return ok && v.Status == "quarantined" })
+	g.mu.Lock()
+	g.held = true // as a watch left it
+	g.mu.Unlock()
+	g.retain(map[string]bool{"v1": true}, false)
+	if v, ok := view(g, "v1", 50*time.Millisecond); !ok || !v.Serve {
+		t.Fatalf("after a watch without the server record: %+v %v", v, ok)
+	}
+}
