@@ -77,8 +77,9 @@ func (b *Builder) take(n int) error {
 
 // AddPage adds one page of a tools/list, prompts/list, resources/list or
 // resources/templates/list result (kind says which), given as the result
-// object or as the whole JSON-RPC response. It returns the page's nextCursor,
-// "" on the last page.
+// object exactly as a client reads it: never unwrapped, and refused when it
+// carries a JSON-RPC envelope of its own (CodeAmbiguousEnvelope). It
+// returns the page's nextCursor, "" on the last page.
 func (b *Builder) AddPage(kind Kind, raw []byte) (nextCursor string, err error) {
 	if kind < KindTool || kind > KindResourceTemplate {
 		return "", fail(CodeUnknownFormat, "AddPage takes a list kind, not %s", kind)
@@ -94,7 +95,7 @@ func (b *Builder) AddPage(kind Kind, raw []byte) (nextCursor string, err error) 
 	}
 	b.reserve(len(raw))
 	b.lastFrom = len(b.pending)
-	cursor, err := b.addPage(kind, canonjson.Root)
+	cursor, err := b.addPage(kind, canonjson.Root, false)
 	if err != nil {
 		b.err = err
 	}
@@ -130,8 +131,8 @@ func (b *Builder) reserve(n int) {
 }
 
 // AddInitialize records the instructions of an initialize (or 2026-07-28
-// server/discover) result, given as the result object or the JSON-RPC
-// response. A result without instructions adds nothing.
+// server/discover) result, given as the result object as a client reads it
+// (never unwrapped, as AddPage). A result without instructions adds nothing.
 func (b *Builder) AddInitialize(raw []byte) error {
 	if err := b.take(len(raw)); err != nil {
 		return err
@@ -143,22 +144,26 @@ func (b *Builder) AddInitialize(raw []byte) error {
 		return e
 	}
 	b.lastFrom = len(b.pending)
-	if err := b.addInitialize(canonjson.Root); err != nil {
+	if err := b.addInitialize(canonjson.Root, false); err != nil {
 		b.err = err
 		return err
 	}
 	return nil
 }
 
-func (b *Builder) addInitialize(n canonjson.NodeID) error {
+func (b *Builder) addInitialize(n canonjson.NodeID, unwrap bool) error {
 	d := &b.doc
-	r, err := unwrapResponse(d, n)
+	r, err := resultOf(d, n, unwrap)
 	if err != nil {
 		err.Kind = KindInstructions
 		return err
 	}
 	if d.Kind(r) != canonjson.Object {
 		return &Error{Code: CodeUnknownFormat, Kind: KindInstructions, Msg: "the initialize result is not an object"}
+	}
+	if err := foldedMembers(d, r, "instructions"); err != nil {
+		err.Kind = KindInstructions
+		return err
 	}
 	ins, ok := d.Get(r, "instructions")
 	if !ok || d.Kind(ins) == canonjson.Null {
@@ -174,6 +179,65 @@ func (b *Builder) addInitialize(n canonjson.NodeID) error {
 	off := len(b.arena)
 	b.arena = d.Append(b.arena, ins)
 	b.pending = append(b.pending, pending{kind: KindInstructions, off: off, end: len(b.arena), hash: sha256.Sum256(b.arena[off:])})
+	return nil
+}
+
+// resultOf returns the result object n stands for: n itself, which must
+// not carry an envelope of its own, or, when unwrap is set (a whole file
+// given to Parse), the result of the response n when it is one.
+func resultOf(d *canonjson.Doc, n canonjson.NodeID, unwrap bool) (canonjson.NodeID, *Error) {
+	if unwrap {
+		return unwrapResponse(d, n)
+	}
+	if d.Kind(n) == canonjson.Object {
+		for i := range d.Len(n) {
+			if k, _ := d.Member(n, i); d.StringIs(k, "jsonrpc") || d.FoldsTo(k, "jsonrpc") {
+				return n, &Error{Code: CodeAmbiguousEnvelope, Msg: "the result carries a JSON-RPC envelope of its own (a \"jsonrpc\" member): a reader might take its inner result for the result"}
+			}
+		}
+	}
+	return n, nil
+}
+
+// foldedMembers refuses an object two of whose member names differ only in
+// case, or with a member a case-insensitive reader takes for one of names.
+func foldedMembers(d *canonjson.Doc, obj canonjson.NodeID, names ...string) *Error {
+	if a, b, ok := d.FoldTwin(obj); ok {
+		return &Error{Code: CodeAmbiguousMember, Msg: "members " + quote(a) + " and " + quote(b) + " differ only in case"}
+	}
+	for i := range d.Len(obj) {
+		k, _ := d.Member(obj, i)
+		for _, name := range names {
+			if d.FoldsTo(k, name) {
+				return &Error{Code: CodeAmbiguousMember, Msg: "member " + quote(d.Text(k)) + " reads as " + quote(name) + " to a case-insensitive reader"}
+			}
+		}
+	}
+	return nil
+}
+
+// foldedDeep refuses any object inside n (n included) two of whose member
+// names differ only in case.
+func foldedDeep(d *canonjson.Doc, n canonjson.NodeID) *Error {
+	switch d.Kind(n) {
+	case canonjson.Object:
+		if err := foldedMembers(d, n); err != nil {
+			return err
+		}
+		for i := range d.Len(n) {
+			if _, v := d.Member(n, i); d.Kind(v) == canonjson.Object || d.Kind(v) == canonjson.Array {
+				if err := foldedDeep(d, v); err != nil {
+					return err
+				}
+			}
+		}
+	case canonjson.Array:
+		for el, i := d.First(n), 0; i < d.Len(n); el, i = d.Next(el), i+1 {
+			if err := foldedDeep(d, el); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 
@@ -202,17 +266,21 @@ func unwrapResponse(d *canonjson.Doc, n canonjson.NodeID) (canonjson.NodeID, *Er
 	return r, nil
 }
 
-func (b *Builder) addPage(kind Kind, n canonjson.NodeID) (string, error) {
+func (b *Builder) addPage(kind Kind, n canonjson.NodeID, unwrap bool) (string, error) {
 	d := &b.doc
 	st := &b.kinds[kind]
 	page := st.pages + 1
-	r, perr := unwrapResponse(d, n)
+	r, perr := resultOf(d, n, unwrap)
 	if perr != nil {
 		perr.Kind, perr.Page = kind, page
 		return "", perr
 	}
 	if d.Kind(r) != canonjson.Object {
 		return "", &Error{Code: CodeUnknownFormat, Kind: kind, Page: page, Msg: "the list result is not an object"}
+	}
+	if err := foldedMembers(d, r, kind.ListKey(), "nextCursor"); err != nil {
+		err.Kind, err.Page = kind, page
+		return "", err
 	}
 	arr, ok := d.Get(r, kind.ListKey())
 	if !ok || d.Kind(arr) != canonjson.Array {
@@ -241,6 +309,15 @@ func (b *Builder) addPage(kind Kind, n canonjson.NodeID) (string, error) {
 	}
 	st.items += d.Len(arr)
 	return cursor, nil
+}
+
+// coveredNames are the member names coveredField can cover, by kind: an
+// item member that differs from one of them only in case is refused.
+var coveredNames = map[Kind][]string{
+	KindTool:             {"name", "description", "title", "inputSchema", "outputSchema", "annotations"},
+	KindPrompt:           {"name", "description", "title", "arguments"},
+	KindResource:         {"name", "description", "title", "mimeType", "uri", "uriTemplate"},
+	KindResourceTemplate: {"name", "description", "title", "mimeType", "uri", "uriTemplate"},
 }
 
 // coveredField reports whether key is hashed for items of kind, and the
@@ -293,6 +370,10 @@ func (b *Builder) addItem(kind Kind, n canonjson.NodeID) *Error {
 	if name == "" {
 		return &Error{Code: CodeMissingName, Msg: "an item has an empty " + nameKey}
 	}
+	if err := foldedMembers(d, n, coveredNames[kind]...); err != nil {
+		err.Item = name
+		return err
+	}
 	off := len(b.arena)
 	b.arena = append(b.arena, '{')
 	wrote := false
@@ -304,6 +385,10 @@ func (b *Builder) addItem(kind Kind, n canonjson.NodeID) *Error {
 		}
 		if got := d.Kind(v); got != want {
 			return &Error{Code: CodeInvalidField, Item: name, Msg: "field " + d.Text(k) + " is a " + got.String() + ", want a " + want.String()}
+		}
+		if err := foldedDeep(d, v); err != nil {
+			err.Item = name
+			return err
 		}
 		switch {
 		case want == canonjson.Object && kind == KindTool && !d.StringIs(k, "annotations"):

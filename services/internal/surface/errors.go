@@ -25,6 +25,15 @@ const (
 	CodeIncomplete     Code = "incomplete"      // the last page still had a nextCursor
 	CodeMissingTools   Code = "missing_tools"   // a surface with no tools/list at all
 	CodeInvalidCapture Code = "invalid_capture" // a capture not in the documented shape
+	// CodeAmbiguousEnvelope: a result object that carries a JSON-RPC
+	// envelope of its own ("jsonrpc"): which of the two a reader takes for
+	// the result is anyone's guess, so neither is hashed.
+	CodeAmbiguousEnvelope Code = "ambiguous_envelope"
+	// CodeAmbiguousMember: member names that differ only in case ("name"
+	// and "Name", "description" and "deſcription"), or a member a
+	// case-insensitive reader takes for a hashed field: Go's encoding/json
+	// matches struct fields that way, so such an item reads two ways.
+	CodeAmbiguousMember Code = "ambiguous_member"
 )
 
 // Error is a rejected surface: a stable Code, a sentence, and where it was

@@ -16,7 +16,9 @@ import (
 //     instructions alone;
 //   - a capture: {"initialize": R, "tools": {"pages": [R, ...]},
 //     "prompts": {...}, "resources": {...}, "resourceTemplates": {...}},
-//     every key but "tools" optional, each R a result or a response.
+//     every key but "tools" optional, each R a result object exactly as
+//     a client read it (never a response: a result carrying a "jsonrpc"
+//     member is refused, CodeAmbiguousEnvelope).
 func Parse(raw []byte, opt Options) (*Surface, error) {
 	return NewBuilder(opt).Parse(raw)
 }
@@ -47,7 +49,7 @@ func (b *Builder) Parse(raw []byte) (*Surface, error) {
 	if d.Kind(r) == canonjson.Object {
 		for k := KindTool; k <= KindResourceTemplate; k++ {
 			if v, ok := d.Get(r, k.ListKey()); ok && d.Kind(v) == canonjson.Array {
-				if _, err := b.addPage(k, root); err != nil {
+				if _, err := b.addPage(k, root, true); err != nil {
 					return nil, err
 				}
 				return b.Surface()
@@ -55,7 +57,7 @@ func (b *Builder) Parse(raw []byte) (*Surface, error) {
 		}
 		for _, key := range []string{"instructions", "protocolVersion", "serverInfo", "capabilities"} {
 			if _, ok := d.Get(r, key); ok {
-				if err := b.addInitialize(root); err != nil {
+				if err := b.addInitialize(root, true); err != nil {
 					return nil, err
 				}
 				return b.Surface()
@@ -89,7 +91,7 @@ func (b *Builder) addCapture(root canonjson.NodeID) error {
 		k, v := d.Member(root, i)
 		key := string(d.Decoded(k))
 		if key == "initialize" {
-			if err := b.addInitialize(v); err != nil {
+			if err := b.addInitialize(v, false); err != nil {
 				return err
 			}
 			continue
@@ -111,7 +113,7 @@ func (b *Builder) addCapture(root canonjson.NodeID) error {
 			return &Error{Code: CodeInvalidCapture, Kind: kind, Msg: "want {\"pages\": [<list result>, ...]} with at least one page"}
 		}
 		for p, j := d.First(pages), 0; j < d.Len(pages); p, j = d.Next(p), j+1 {
-			cursor, err := b.addPage(kind, p)
+			cursor, err := b.addPage(kind, p, false)
 			if err != nil {
 				return err
 			}

@@ -47,7 +47,7 @@ func TestHashInvariance(t *testing.T) {
 		  {"name":"write","description":"Write a file","inputSchema":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}}]}}`},
 		{"capture_two_pages", `{"tools":{"pages":[
 		  {"tools":[{"name":"write","description":"Write a file","inputSchema":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}}],"nextCursor":"p2"},
-		  {"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"read","description":"Read a file","inputSchema":{"type":"object","properties":{"path":{"type":"string"},"n":{"type":["integer","null"]}},"required":["path","n"]},"annotations":{"readOnlyHint":true}}]}}]}}`},
+		  {"tools":[{"name":"read","description":"Read a file","inputSchema":{"type":"object","properties":{"path":{"type":"string"},"n":{"type":["integer","null"]}},"required":["path","n"]},"annotations":{"readOnlyHint":true}}]}]}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -214,8 +214,8 @@ func TestRealisticLimits(t *testing.T) {
 
 func TestBuilderPagesMatchCapture(t *testing.T) {
 	pages := []string{
-		`{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"b"}],"nextCursor":"c1"}}`,
-		`{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"a","title":"A"}]}}`,
+		`{"tools":[{"name":"b"}],"nextCursor":"c1"}`,
+		`{"tools":[{"name":"a","title":"A"}]}`,
 	}
 	b := NewBuilder(Options{})
 	for i, p := range pages {
@@ -227,7 +227,7 @@ func TestBuilderPagesMatchCapture(t *testing.T) {
 			t.Fatalf("page %d: cursor %q", i, cur)
 		}
 	}
-	if err := b.AddInitialize([]byte(`{"jsonrpc":"2.0","id":0,"result":{"instructions":"hi"}}`)); err != nil {
+	if err := b.AddInitialize([]byte(`{"instructions":"hi"}`)); err != nil {
 		t.Fatal(err)
 	}
 	got, err := b.Surface()

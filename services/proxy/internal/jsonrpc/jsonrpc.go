@@ -45,6 +45,14 @@ func (k Kind) String() string {
 // JSON-RPC 2.0 message; canonjson's codes pass through for JSON problems.
 var ErrInvalid = errors.New("invalid_message")
 
+// ErrAmbiguous is wrapped by every error about a message that parses but
+// reads two ways: envelope members that differ only in case ("result" and
+// "Result"), which Go's encoding/json matches without regard to case.
+var ErrAmbiguous = errors.New("ambiguous_message")
+
+// envelope are the member names of a JSON-RPC message.
+var envelope = []string{"jsonrpc", "id", "method", "params", "result", "error"}
+
 // Message is one JSON-RPC message, as spans of its raw bytes.
 type Message struct {
 	Raw    []byte
@@ -76,6 +84,17 @@ func fromDoc(d *canonjson.Doc, n canonjson.NodeID, raw []byte) (*Message, error)
 		return nil, fmt.Errorf("%w: a JSON-RPC message is an object, not a %s", ErrInvalid, d.Kind(n))
 	}
 	m := &Message{Raw: d.Raw(n)}
+	if a, b, twin := d.FoldTwin(n); twin {
+		return nil, fmt.Errorf("%w: members %q and %q differ only in case", ErrAmbiguous, a, b)
+	}
+	for i := range d.Len(n) {
+		k, _ := d.Member(n, i)
+		for _, name := range envelope {
+			if d.FoldsTo(k, name) {
+				return nil, fmt.Errorf("%w: member %q reads as %q to a case-insensitive reader", ErrAmbiguous, d.Text(k), name)
+			}
+		}
+	}
 	v, ok := d.Get(n, "jsonrpc")
 	if !ok || d.Kind(v) != canonjson.String || !d.StringIs(v, "2.0") {
 		return nil, fmt.Errorf("%w: jsonrpc must be \"2.0\"", ErrInvalid)

@@ -184,3 +184,20 @@ func TestRemoveResultMember(t *testing.T) {
 		})
 	}
 }
+
+func TestAmbiguousEnvelopeRefused(t *testing.T) {
+	for _, raw := range []string{
+		`{"jsonrpc":"2.0","id":1,"result":{"tools":[]},"Result":{"tools":[{"name":"evil"}]}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/list","Method":"tools/call"}`,
+		`{"jsonrpc":"2.0","id":1,"result":{},"ID":2}`,
+		`{"jsonrpc":"2.0","id":1,"result":{},"Error":{"code":1,"message":"x"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"x","paramſ":{}}`,
+	} {
+		if _, err := Parse([]byte(raw), Limits{}); !errors.Is(err, ErrAmbiguous) {
+			t.Errorf("Parse(%s) = %v, want ErrAmbiguous", raw, err)
+		}
+		if _, _, err := Split([]byte("["+raw+"]"), Limits{}); !errors.Is(err, ErrAmbiguous) {
+			t.Errorf("Split([%s]) = %v, want ErrAmbiguous", raw, err)
+		}
+	}
+}

@@ -28,7 +28,7 @@ const (
 // a code the proxy does not know (a status a newer drift service writes) is
 // counted as "other".
 var RefusalCodes = []string{"server_changed", "server_pending", "server_quarantined", "server_unknown",
-	"tool_not_approved", "listing_invalid", "other"}
+	"tool_not_approved", "listing_invalid", "listing_pending", "request_ambiguous", "other"}
 
 // AlertCodes are the code label values of mcpdrift_proxy_alerted_calls_total:
 // the refusals the alert posture forwards despite; any other is "other".

@@ -179,6 +179,12 @@ type Session struct {
 	toolsListedOnce sync.Once
 	published       map[string]bool // variants whose whole surface this session published
 	assembling      bool            // ListAll ran and the whole surface is not published yet
+
+	ownPrefix string                       // the prefix of the ids of the proxy's own requests
+	relisting [5]chan struct{}             // per kind: closed when the re-listing list_changed asked for is done
+	lastItems [5]map[string]surface.Digest // per kind: the items of the last complete listing
+	order     orderQueue                   // what a serial transport delivers, in order
+	work      sync.WaitGroup               // decisions made off the reader
 }
 
 // ParamBinding is one tool parameter that a 2026-07-28 client mirrors into
@@ -199,6 +205,7 @@ type pendingReq struct {
 	args   []byte // with Config.FullArguments
 	alert  string // the refusal code a call was forwarded despite (alert posture)
 	gen    int    // the proxy's own listing a page request belongs to
+	own    bool   // a request of the proxy's own
 }
 
 // The _meta keys of a 2026-07-28 request that name its protocol version
@@ -234,7 +241,7 @@ func New(cfg Config, gate Gate, obs Observer, toClient, toServer func([]byte) er
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 2 * time.Second
 	}
-	return &Session{cfg: cfg, gate: gate, obs: obs, toClient: toClient, toServer: toServer, variant: "default",
+	return &Session{cfg: cfg, gate: gate, obs: obs, toClient: toClient, toServer: toServer,
 		pending: map[string]pendingReq{}, own: map[string]pendingReq{}, live: map[ItemKey]surface.Digest{},
 		toolsListed: make(chan struct{})}
 }
@@ -280,27 +287,6 @@ type Outcome struct {
 	Opened  bool   // the client opened the session: call ListAll once Forward is sent
 }
 
-// FromClient handles one message from the client (a batch is handled
-// element by element) on a stream transport: the proxy's answers go to the
-// client, the rest to the server.
-func (s *Session) FromClient(ctx context.Context, raw []byte) error {
-	o := s.Client(ctx, raw)
-	if o.Reply != nil {
-		if err := s.toClient(o.Reply); err != nil {
-			return err
-		}
-	}
-	if o.Forward != nil {
-		if err := s.toServer(o.Forward); err != nil {
-			return err
-		}
-	}
-	if o.Opened {
-		return s.ListAll()
-	}
-	return nil
-}
-
 // Client decides on one message from the client (a batch element by
 // element) and says what to send where; transports that answer per request
 // (HTTP) do the sending themselves.
@@ -311,23 +297,6 @@ func (s *Session) Client(ctx context.Context, raw []byte) Outcome {
 		return Outcome{Reply: jsonrpc.ErrorResponse(nil, -32700, "mcpdrift proxy: unreadable message: "+err.Error())}
 	}
 	return s.ClientSplit(ctx, raw, msgs, batch)
-}
-
-// ClientSplit is Client for a transport that has already split raw with
-// jsonrpc.Split (to check its headers against it).
-func (s *Session) ClientSplit(ctx context.Context, raw []byte, msgs []*jsonrpc.Message, batch bool) Outcome {
-	if batch {
-		return s.clientBatch(ctx, raw, msgs)
-	}
-	m := msgs[0]
-	if refusal := s.clientMessage(ctx, m); refusal != nil {
-		return Outcome{Reply: refusal}
-	}
-	o := Outcome{Forward: raw, Opened: m.Kind == jsonrpc.KindNotification && m.Method == "notifications/initialized"}
-	if o.Opened {
-		s.WillList()
-	}
-	return o
 }
 
 // SetOwnMeta replaces Config.OwnMeta (nil: the proxy's own requests carry
@@ -363,69 +332,8 @@ func (s *Session) ListAll() error {
 	return nil
 }
 
-func (s *Session) clientBatch(ctx context.Context, raw []byte, msgs []*jsonrpc.Message) Outcome {
-	var refusals [][]byte
-	var forward [][]byte
-	opened := false
-	for _, m := range msgs {
-		if r := s.clientMessage(ctx, m); r != nil {
-			refusals = append(refusals, r)
-		} else {
-			forward = append(forward, m.Raw)
-			opened = opened || (m.Kind == jsonrpc.KindNotification && m.Method == "notifications/initialized")
-		}
-	}
-	if len(refusals) == 0 {
-		if opened {
-			s.WillList()
-		}
-		return Outcome{Forward: raw, Opened: opened} // untouched
-	}
-	if opened {
-		s.WillList()
-	}
-	o := Outcome{Reply: joinBatch(refusals), Opened: opened}
-	if len(forward) > 0 {
-		o.Forward = joinBatch(forward)
-	}
-	return o
-}
-
 func joinBatch(msgs [][]byte) []byte {
 	return append(append([]byte{'['}, bytes.Join(msgs, []byte{','})...), ']')
-}
-
-// clientMessage records what the proxy must answer for and returns a
-// refusal to send instead of forwarding, or nil.
-func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) []byte {
-	if m.Kind != jsonrpc.KindRequest {
-		return nil // notifications and responses to server requests pass
-	}
-	switch {
-	case m.Method == "initialize" || m.Method == "server/discover":
-		s.mu.Lock()
-		s.variant = variantOf(m.Params)
-		s.pending[string(m.ID)] = pendingReq{method: m.Method}
-		s.mu.Unlock()
-	case listKinds[m.Method] != 0:
-		s.mu.Lock()
-		s.pending[string(m.ID)] = pendingReq{method: m.Method, kind: listKinds[m.Method]}
-		if cursorOf(m.Params) == "" {
-			s.startListing(listKinds[m.Method], client)
-		}
-		s.mu.Unlock()
-	case m.Method == "tools/call":
-		tool, digest, args := callOf(m.Params, s.cfg.FullArguments)
-		code, text, alert := s.decideCall(ctx, tool)
-		if code != "" {
-			s.obs.Call(Call{Tool: tool, Refused: true, RefusalCode: code, ArgsDigest: digest, Arguments: args})
-			return jsonrpc.ToolError(m.ID, code, text)
-		}
-		s.mu.Lock()
-		s.pending[string(m.ID)] = pendingReq{method: m.Method, tool: tool, start: time.Now(), digest: digest, args: args, alert: alert}
-		s.mu.Unlock()
-	}
-	return nil
 }
 
 // The two listings of a kind a session assembles.
@@ -442,44 +350,6 @@ func (s *Session) startListing(k surface.Kind, by int) {
 		s.cursors[k] = nil
 		s.ownGen[k]++
 	}
-}
-
-// decideCall returns a refusal code and text, or "" to forward; alert is
-// the code a call forwarded under the alert posture would have been
-// refused with under block ("" when the baseline approves it).
-func (s *Session) decideCall(ctx context.Context, tool string) (code, text, alert string) {
-	judge := s.judge()
-	judge.mu.Lock()
-	variant := judge.variant
-	live, seen := judge.live[ItemKey{surface.KindTool, tool}]
-	awaiting := judge.published[variant] || judge.assembling
-	listErr := judge.listErr
-	judge.mu.Unlock()
-	if listErr != "" {
-		// Whatever the verdict and the posture: the server's surface is not a surface.
-		return "listing_invalid", fmt.Sprintf("mcpdrift withheld this call: the tools listing of server %q could not be assembled (%s), so none of its tools can be trusted. The server must be fixed; the proxy lists it again when it announces a change.", s.cfg.Server, listErr), ""
-	}
-	v, ok := s.view(ctx, variant, awaiting)
-	drifted := judge.driftedFrom(v, ok)
-	switch {
-	case !ok:
-		return "server_unknown", fmt.Sprintf("mcpdrift withheld this call: there is no verdict on server %q yet, so it is not trusted. Retry shortly (the proxy publishes what the server advertises once the session is initialized and lists it); if it persists an admin must check the drift service.", s.cfg.Server), ""
-	case !v.Serve:
-		return "server_" + v.Status, fmt.Sprintf("mcpdrift withheld this call: server %q is %s. An admin must review it and approve its manifest (driftctl show, then driftctl approve --hash) before its tools can be used.", s.cfg.Server, v.Status), ""
-	case drifted:
-		if v.Alert {
-			return "", "", "server_changed"
-		}
-		return "server_changed", fmt.Sprintf("mcpdrift withheld this call: server %q now advertises a manifest that differs from the approved one. An admin must review and approve it before its tools can be used.", s.cfg.Server), ""
-	}
-	approved, inBaseline := v.Items[ItemKey{surface.KindTool, tool}]
-	if !inBaseline || (seen && live != approved) {
-		if v.Alert {
-			return "", "", "tool_not_approved"
-		}
-		return "tool_not_approved", fmt.Sprintf("mcpdrift withheld this call: tool %q of server %q is not in its approved manifest (new or changed). An admin must review and approve it first.", tool, s.cfg.Server), ""
-	}
-	return "", "", ""
 }
 
 // judge is the session whose listings this one's decisions are made by:
@@ -502,8 +372,12 @@ func (s *Session) currentVariant() string {
 }
 
 // view asks the gate, waiting at most Config.Timeout; awaiting says that a
-// verdict on this variant is due (see Gate).
+// verdict on this variant is due (see Gate). A session that has not named
+// its variant (no initialize yet) knows nothing: there is no default.
 func (s *Session) view(ctx context.Context, variant string, awaiting bool) (View, bool) {
+	if variant == "" {
+		return View{}, false
+	}
 	return s.gate.View(ctx, variant, awaiting, s.cfg.Timeout)
 }
 
@@ -517,168 +391,18 @@ func (s *Session) awaits(variant string) bool {
 	return judge.published[variant] || judge.assembling
 }
 
-// FromServer handles one message from the upstream server on a stream
-// transport: what the client must see goes to it, and then what the
-// message showed is reported.
-func (s *Session) FromServer(ctx context.Context, raw []byte) error {
-	out, seen, err := s.ServerLater(ctx, raw)
-	if out != nil {
-		if werr := s.toClient(out); werr != nil {
-			seen.Report()
-			return werr
-		}
-	}
-	seen.Report()
-	return err
-}
-
-// Server decides on one message from the upstream server and returns the
-// bytes to deliver to the client, or nil when the message was the proxy's
-// own business (an answer to its own listing).
-func (s *Session) Server(ctx context.Context, raw []byte) ([]byte, error) {
-	out, seen, err := s.ServerLater(ctx, raw)
-	seen.Report()
-	return out, err
-}
-
-// Seen is what handling a server message observed (the calls it answered),
-// to be reported once the message is delivered: the observer queues for
-// publishing, and may wake its publisher, which the answer need not wait
-// for.
-type Seen struct {
-	s     *Session
-	calls []Call
-}
-
-// Report hands what was seen to the observer; call it once.
-func (o Seen) Report() {
-	for _, c := range o.calls {
-		o.s.obs.Call(c)
-	}
-}
-
-// ServerLater is Server, leaving the report of what the message showed to
-// the caller, once it has delivered the message.
-func (s *Session) ServerLater(ctx context.Context, raw []byte) ([]byte, Seen, error) {
-	seen := Seen{s: s}
-	msgs, batch, err := jsonrpc.Split(raw, jsonrpc.Limits{})
-	if err != nil {
-		// What it cannot read the proxy passes on: the client judges its
-		// own inputs, and nothing in it is a listing the proxy asked for.
-		return raw, seen, nil
-	}
-	if !batch {
-		out, err := s.serverMessage(ctx, msgs[0], true, &seen)
-		return out, seen, err
-	}
-	// Answers to a client batch: each is judged like a single message, so a
-	// listing inside a batch is filtered like any other.
-	var out [][]byte
-	var errs []error
-	changed := false
-	for _, m := range msgs {
-		b, err := s.serverMessage(ctx, m, false, &seen)
-		errs = append(errs, err)
-		changed = changed || !bytes.Equal(b, m.Raw)
-		if b != nil {
-			out = append(out, b)
-		}
-	}
-	switch {
-	case !changed:
-		return raw, seen, errors.Join(errs...)
-	case len(out) == 0:
-		return nil, seen, errors.Join(errs...)
-	}
-	return joinBatch(out), seen, errors.Join(errs...)
-}
-
-// serverMessage decides on one message; alone says that it came by itself,
-// not in a batch. The calls it answers go to seen.
-func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message, alone bool, seen *Seen) ([]byte, error) {
-	raw := m.Raw
-	switch m.Kind {
-	case jsonrpc.KindNotification:
-		for _, k := range listChanged[m.Method] {
-			if err := s.relist(k, ""); err != nil {
-				return raw, err
-			}
-		}
-		return raw, nil
-	case jsonrpc.KindRequest:
-		return raw, nil
-	}
-	id := string(m.ID)
-	s.mu.Lock()
-	if p, ok := s.own[id]; ok {
-		delete(s.own, id)
-		s.mu.Unlock()
-		return nil, s.ownResponse(ctx, p, m)
-	}
-	p, ok := s.pending[id]
-	delete(s.pending, id)
-	s.mu.Unlock()
-	if !ok {
-		return raw, nil
-	}
-	switch {
-	case p.method == "initialize" || p.method == "server/discover":
-		if m.Result == nil {
-			return raw, nil
-		}
-		s.mu.Lock()
-		s.initRes = bytes.Clone(m.Result)
-		s.declared = declaredKinds(m.Result)
-		s.mu.Unlock()
-		return s.pinInstructions(ctx, s.currentVariant(), m), nil
-	case p.kind != 0:
-		return s.listPage(ctx, p.kind, m, alone)
-	case p.method == "tools/call":
-		seen.calls = append(seen.calls, Call{Tool: p.tool, Error: m.Error != nil || isToolError(m.Result), Latency: time.Since(p.start), ArgsDigest: p.digest, AlertCode: p.alert, Arguments: p.args})
-	}
-	return raw, nil
-}
-
-// listPage decides on the items of one page and returns the message to
-// forward: the original bytes, or the page with unapproved items removed.
-// On a serial transport a page whose verdict is due is judged off the
-// reader (alone: not part of a batch), so that the server's other messages,
-// the proxy's own listing among them, go on meanwhile: it reaches the
-// client through toClient once judged, and listPage returns nil.
-func (s *Session) listPage(ctx context.Context, k surface.Kind, m *jsonrpc.Message, alone bool) ([]byte, error) {
-	if m.Result == nil {
-		return m.Raw, nil // an error answer: nothing listed
-	}
-	items, last, err := s.addPage(k, client, m.Result)
-	if last {
-		s.finishListing(k, client) // published before waiting for a verdict on it
-	}
-	variant := s.currentVariant()
-	if !s.cfg.SerialServer {
-		return s.judgePage(ctx, k, m, variant, s.awaits(variant), items, last, err), nil
-	}
-	if !alone || !s.awaits(variant) {
-		// In a batch the page cannot go out alone; and with no verdict
-		// due, the gate answers at once.
-		return s.judgePage(ctx, k, m, variant, false, items, last, err), nil
-	}
-	// The page's bytes belong to the reader: judge a copy.
-	msgs, _, perr := jsonrpc.Split(bytes.Clone(m.Raw), jsonrpc.Limits{})
-	if perr != nil || len(msgs) != 1 {
-		return s.judgePage(ctx, k, m, variant, false, items, last, err), nil
-	}
-	page := msgs[0]
-	go func() {
-		out := s.judgePage(ctx, k, page, variant, true, items, last, err)
-		_ = s.toClient(out) // a failure is the reader's to see: the client is gone
-	}()
-	return nil, nil
-}
-
 // judgePage asks the gate about a page's items (waiting for a verdict when
 // awaiting) and returns the page to forward.
 func (s *Session) judgePage(ctx context.Context, k surface.Kind, m *jsonrpc.Message, variant string, awaiting bool,
 	items []surface.PageItem, last bool, err error) []byte {
+	if err != nil {
+		// Not a listing the proxy can read as a client would: none of it
+		// reaches the client, not even what the filter would leave.
+		if s.cfg.Meter != nil {
+			s.cfg.Meter.Withheld(k, len(items))
+		}
+		return jsonrpc.ErrorResponseData(m.ID, -32603, "mcpdrift proxy: the server's "+k.ListKey()+" listing could not be judged ("+codeOf(err)+"); it is withheld", "listing_invalid")
+	}
 	v, ok := s.view(ctx, variant, awaiting)
 	serve := ok && v.Serve
 	keep := map[string]bool{}
@@ -714,6 +438,15 @@ func (s *Session) judgePage(ctx context.Context, k surface.Kind, m *jsonrpc.Mess
 		return jsonrpc.ErrorResponse(m.ID, -32603, "mcpdrift proxy: the server's "+k.ListKey()+" listing could not be read; it is withheld")
 	}
 	return out
+}
+
+// codeOf is the stable code of a listing error (surface's, or canonjson's).
+func codeOf(err error) string {
+	var se *surface.Error
+	if errors.As(err, &se) {
+		return string(se.Code)
+	}
+	return "invalid"
 }
 
 // assembles reports that the client's listing of k in progress can still
@@ -876,6 +609,14 @@ func (s *Session) finishListing(k surface.Kind, by int) {
 	} else if failure == "" {
 		failure = "no listing in progress"
 	}
+	var items map[string]surface.Digest
+	if failure == "" {
+		items = map[string]surface.Digest{}
+		for _, it := range sf.Of(k) {
+			items[it.Name] = it.Hash
+		}
+	}
+	s.lastItems[k] = items
 	if k == surface.KindTool {
 		if failure == "" {
 			// Tools alone against the baseline's tools: the surface hash also
@@ -893,9 +634,14 @@ func (s *Session) finishListing(k surface.Kind, by int) {
 	if k == surface.KindTool {
 		s.toolsListedOnce.Do(func() { close(s.toolsListed) })
 	}
-	if s.cfg.Follow != nil {
+	if f := s.cfg.Follow; f != nil {
+		pages, variant := s.pages[by][k], s.variant
 		s.mu.Unlock()
-		return // not published: the session followed lists for itself
+		f.reportFollowed(k, items, pages, variant)
+		return
+	}
+	if by == own {
+		defer s.endRelist(k)
 	}
 	for _, d := range s.declared {
 		if s.complete[d] == nil {
@@ -912,6 +658,38 @@ func (s *Session) finishListing(k surface.Kind, by int) {
 	}
 	s.published[variant] = true
 	s.assembling = false
+	s.mu.Unlock()
+	s.obs.Listing(variant, capture)
+}
+
+// reportFollowed publishes what a following session (a stateless client's
+// request) was listed when it differs from this session's last listing of
+// k: the agent was shown it (filtered), so the fleet hears of it. The
+// capture is this session's surface with the follower's pages of k in
+// place of its own, in the variant the follower's request named (this
+// session's when it named none); a listing that failed (items nil) always
+// differs.
+func (s *Session) reportFollowed(k surface.Kind, items map[string]surface.Digest, pages [][]byte, variant string) {
+	s.mu.Lock()
+	if variant == "" {
+		variant = s.variant
+	}
+	mine := s.lastItems[k]
+	same := items != nil && mine != nil && len(items) == len(mine)
+	for name, h := range items {
+		if !same {
+			break
+		}
+		same = mine[name] == h
+	}
+	if same || s.published[s.variant] == false || len(pages) == 0 {
+		s.mu.Unlock()
+		return // nothing new, or nothing of this session's to set it in yet
+	}
+	saved := s.complete[k]
+	s.complete[k] = pages
+	capture := s.captureLocked()
+	s.complete[k] = saved
 	s.mu.Unlock()
 	s.obs.Listing(variant, capture)
 }
@@ -977,69 +755,6 @@ func (s *Session) captureLocked() []byte {
 	return b.Bytes()
 }
 
-// relist asks the server for a listing on the proxy's own account, so that
-// a change is checked before any agent acts on it.
-func (s *Session) relist(k surface.Kind, cursor string) error {
-	s.mu.Lock()
-	s.ownSeq++
-	id := `"mcpdrift-` + strconv.Itoa(s.ownSeq) + `"`
-	method := ""
-	for m, kk := range listKinds {
-		if kk == k {
-			method = m
-		}
-	}
-	if cursor == "" {
-		s.startListing(k, own)
-	}
-	s.own[id] = pendingReq{method: method, kind: k, gen: s.ownGen[k]}
-	meta := s.cfg.OwnMeta
-	s.mu.Unlock()
-	b := []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":{`)
-	if meta != nil {
-		b = append(append(b, `"_meta":`...), meta...)
-	}
-	if cursor != "" {
-		if meta != nil {
-			b = append(b, ',')
-		}
-		b = canonjson.AppendString(append(b, `"cursor":`...), cursor)
-	}
-	return s.toServer(append(b, "}}"...))
-}
-
-func (s *Session) ownResponse(ctx context.Context, p pendingReq, m *jsonrpc.Message) error {
-	if p.kind == 0 || m.Result == nil {
-		return nil
-	}
-	s.mu.Lock()
-	superseded := p.gen != s.ownGen[p.kind]
-	s.mu.Unlock()
-	if superseded {
-		return nil // a newer listing of this kind started (list_changed): this one's pages would mix with it
-	}
-	_, last, err := s.addPage(p.kind, own, m.Result)
-	if err == nil && !last {
-		next := nextCursor(m.Result)
-		s.mu.Lock()
-		repeated := s.cursors[p.kind][next]
-		if repeated {
-			s.failure[own][p.kind] = fmt.Sprintf("the server gave the cursor %q a second time: the listing would never end", next)
-		} else {
-			if s.cursors[p.kind] == nil {
-				s.cursors[p.kind] = map[string]bool{}
-			}
-			s.cursors[p.kind][next] = true
-		}
-		s.mu.Unlock()
-		if !repeated {
-			return s.relist(p.kind, next)
-		}
-	}
-	s.finishListing(p.kind, own)
-	return nil
-}
-
 // pinInstructions passes the initialize result on with its instructions only
 // when they are the approved ones: instructions are text in the model's
 // context, an injection target like any description. Unapproved, unreadable
@@ -1058,6 +773,13 @@ func (s *Session) pinInstructions(ctx context.Context, variant string, m *jsonrp
 	items := b.LastPage()
 	if err == nil && len(items) == 0 {
 		return m.Raw // no instructions
+	}
+	var se *surface.Error
+	if errors.As(err, &se) && (se.Code == surface.CodeAmbiguousEnvelope || se.Code == surface.CodeAmbiguousMember) {
+		// A result that reads two ways: removing "instructions" would
+		// leave what a case-insensitive reader takes for them.
+		s.Dropped(DropAmbiguous)
+		return jsonrpc.ErrorResponseData(m.ID, -32603, "mcpdrift proxy: the server's initialize result reads two ways ("+string(se.Code)+"); it is withheld", DropAmbiguous)
 	}
 	if err == nil {
 		if v, ok := s.view(ctx, variant, false); ok && v.Serve && (v.Alert || v.Items[ItemKey{surface.KindInstructions, ""}] == items[0].Hash) {
@@ -1116,25 +838,25 @@ func declaredKinds(result []byte) []surface.Kind {
 // capabilities the client declared, which are what servers list
 // differently for.
 func variantOf(params []byte) string {
-	d := object(params)
-	if d == nil {
-		return "default"
-	}
-	at, versionKey, capsKey := canonjson.Root, "protocolVersion", "capabilities"
-	if meta, ok := d.Get(canonjson.Root, "_meta"); ok && d.Kind(meta) == canonjson.Object {
-		if _, ok := d.Get(meta, metaVersion); ok {
-			at, versionKey, capsKey = meta, metaVersion, metaCapabilities
-		}
-	}
+	// Params that cannot be read declare nothing: the variant of a client
+	// that names no version and no capabilities (never a made-up default).
 	version := ""
-	if v, ok := d.Get(at, versionKey); ok && d.Kind(v) == canonjson.String {
-		version = d.Text(v)
-	}
 	var caps []string
-	if c, ok := d.Get(at, capsKey); ok && d.Kind(c) == canonjson.Object {
-		for i := range d.Len(c) {
-			k, _ := d.Member(c, i)
-			caps = append(caps, d.Text(k))
+	if d := object(params); d != nil {
+		at, versionKey, capsKey := canonjson.Root, "protocolVersion", "capabilities"
+		if meta, ok := d.Get(canonjson.Root, "_meta"); ok && d.Kind(meta) == canonjson.Object {
+			if _, ok := d.Get(meta, metaVersion); ok {
+				at, versionKey, capsKey = meta, metaVersion, metaCapabilities
+			}
+		}
+		if v, ok := d.Get(at, versionKey); ok && d.Kind(v) == canonjson.String {
+			version = d.Text(v)
+		}
+		if c, ok := d.Get(at, capsKey); ok && d.Kind(c) == canonjson.Object {
+			for i := range d.Len(c) {
+				k, _ := d.Member(c, i)
+				caps = append(caps, d.Text(k))
+			}
 		}
 	}
 	slices.Sort(caps)

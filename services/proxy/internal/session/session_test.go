@@ -81,7 +81,15 @@ func (r *rig) newSessionObserved(cfg Config, g Gate, o Observer) {
 			r.mu.Unlock()
 			return nil
 		},
-		func(b []byte) error { r.toServer = append(r.toServer, string(b)); return nil })
+		func(b []byte) error {
+			r.mu.Lock()
+			r.toServer = append(r.toServer, string(b))
+			r.mu.Unlock()
+			return nil
+		})
+	// As if initialized: most tests start past the handshake, and a
+	// session that has not named its variant knows nothing.
+	r.s.variant = "vtest"
 }
 
 func (r *rig) client(msg string) {
@@ -96,6 +104,31 @@ func (r *rig) server(msg string) {
 	if err := r.s.FromServer(context.Background(), []byte(msg)); err != nil {
 		r.t.Fatal(err)
 	}
+}
+
+// ownID is the id of the proxy's own request sent i-th to the server (a
+// negative i counts from the last), as raw JSON.
+func (r *rig) ownID(i int) string {
+	r.t.Helper()
+	var own []string
+	r.mu.Lock()
+	sent := append([]string(nil), r.toServer...)
+	r.mu.Unlock()
+	for _, m := range sent {
+		var req struct {
+			ID json.RawMessage `json:"id"`
+		}
+		if json.Unmarshal([]byte(m), &req) == nil && strings.HasPrefix(string(req.ID), `"mcpdrift-`) {
+			own = append(own, string(req.ID))
+		}
+	}
+	if i < 0 {
+		i += len(own)
+	}
+	if i < 0 || i >= len(own) {
+		r.t.Fatalf("no own request %d among %q", i, r.toServer)
+	}
+	return own[i]
 }
 
 func (r *rig) lastClient() string {
@@ -347,7 +380,7 @@ func TestFollowerJudgedByLeader(t *testing.T) {
 	if err := lead.s.ListAll(); err != nil {
 		t.Fatal(err)
 	}
-	lead.server(`{"jsonrpc":"2.0","id":"mcpdrift-1","result":{"tools":[` + evilRead + `]}}`)
+	lead.server(`{"jsonrpc":"2.0","id":` + lead.ownID(0) + `,"result":{"tools":[` + evilRead + `]}}`)
 	if len(lead.obs.listings) != 1 {
 		t.Fatalf("leader published %d listings", len(lead.obs.listings))
 	}
@@ -568,8 +601,9 @@ func (g *blockingGate) View(ctx context.Context, variant string, awaiting bool, 
 }
 
 // TestSerialPageDoesNotHoldTheReader: on a serial transport, a page of the
-// client's listing waiting for its verdict does not hold up the server's
-// next messages; it reaches the client, judged, once the verdict is there.
+// client's listing waiting for its verdict does not hold up the reading of
+// the server's next messages; it reaches the client, judged, once the
+// verdict is there, and what the server sent after it follows it, in order.
 func TestSerialPageDoesNotHoldTheReader(t *testing.T) {
 	g := &blockingGate{waiting: make(chan struct{}, 1), release: make(chan struct{})}
 	r := newRig(t)
@@ -580,19 +614,27 @@ func TestSerialPageDoesNotHoldTheReader(t *testing.T) {
 	r.client(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
 	r.server(`{"jsonrpc":"2.0","id":1,"result":{"tools":[` + readTool + `,` + writeTool + `]}}`) // returns: judged off the reader
 	<-g.waiting                                                                                  // the page awaits its verdict
-	// Meanwhile the server's next message passes.
+	// Meanwhile the server's next message is read (the reader is not held)
+	// but does not overtake the page.
 	r.server(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"still here"}}`)
-	if got := r.lastClient(); !strings.Contains(got, "still here") {
-		t.Fatalf("the message after the waiting page: %s", got)
+	if got := r.lastClient(); strings.Contains(got, "still here") {
+		t.Fatalf("the message after the waiting page overtook it: %s", got)
 	}
 	// The verdict: read is approved, write is not.
 	g.mu.Lock()
 	g.v, g.ok = baseline(readTool), true
 	g.mu.Unlock()
 	close(g.release)
-	got := r.delivered(`"id":1`)
-	if !strings.Contains(got, `"name":"read"`) || strings.Contains(got, `"name":"write"`) {
-		t.Errorf("the page once judged: %s", got)
+	r.delivered("still here")
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := len(r.toClient)
+	page, next := r.toClient[n-2], r.toClient[n-1]
+	if !strings.Contains(page, `"id":1`) || !strings.Contains(page, `"name":"read"`) || strings.Contains(page, `"name":"write"`) {
+		t.Errorf("the page once judged: %s", page)
+	}
+	if !strings.Contains(next, "still here") {
+		t.Errorf("after the page: %s", next)
 	}
 }
 

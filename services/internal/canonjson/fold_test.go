@@ -1,0 +1,76 @@
+package canonjson
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestFoldTwin(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     bool
+	}{
+		{"distinct", `{"name":1,"arguments":2}`, false},
+		{"one", `{"name":1}`, false},
+		{"ascii_case", `{"name":1,"Name":2}`, true},
+		{"long_s", `{"arguments":1,"argumentſ":2}`, true},
+		{"kelvin", `{"kind":1,"\u212Aind":2}`, true},
+		{"escaped", `{"name":1,"N\u0061me":2}`, true},
+		{"many_distinct", `{` + members(20, "k") + `}`, false},
+		{"many_with_twin", `{` + members(20, "k") + `,"KC":0}`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var d Doc
+			if err := d.Parse([]byte(tc.in), Limits{}); err != nil {
+				t.Fatal(err)
+			}
+			a, b, got := d.FoldTwin(Root)
+			if got != tc.want {
+				t.Fatalf("FoldTwin = %q %q %v, want %v", a, b, got, tc.want)
+			}
+			if got && !strings.EqualFold(a, b) {
+				t.Fatalf("%q and %q do not fold", a, b)
+			}
+		})
+	}
+}
+
+func TestFoldsTo(t *testing.T) {
+	var d Doc
+	if err := d.Parse([]byte(`{"Description":1,"description":2,"de\u017Fcription":3,"other":4}`), Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for i := range d.Len(Root) {
+		k, _ := d.Member(Root, i)
+		got[d.Text(k)] = d.FoldsTo(k, "description")
+	}
+	want := map[string]bool{"Description": true, "description": false, "deſcription": true, "other": false}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("FoldsTo(%q) = %v, want %v", k, got[k], v)
+		}
+	}
+}
+
+func TestFoldKeyMatchesEqualFold(t *testing.T) {
+	words := []string{"s", "S", "ſ", "k", "K", "K", "ß", "ẞ", "Σ", "σ", "ς", "name", "NAME", "İ", "i", "ı"}
+	for _, a := range words {
+		for _, b := range words {
+			if (FoldKey(a) == FoldKey(b)) != strings.EqualFold(a, b) {
+				t.Errorf("FoldKey(%q)==FoldKey(%q) is %v, EqualFold %v", a, b, FoldKey(a) == FoldKey(b), strings.EqualFold(a, b))
+			}
+		}
+	}
+}
+
+func members(n int, prefix string) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`"` + prefix + string(rune('a'+i)) + `":0`)
+	}
+	return b.String()
+}

@@ -1,0 +1,312 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
+	"github.com/mcpdrift/mcpdrift/services/internal/surface"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
+)
+
+// Refusal codes of requests the proxy answers itself, besides the
+// server_<status>, server_unknown, server_changed, tool_not_approved and
+// listing_invalid of tools/call.
+const (
+	// RefuseAmbiguous: the request's params have member names that differ
+	// only in case ("name" and "Name"): the proxy and a case-insensitive
+	// server (Go's encoding/json) would read two different requests.
+	RefuseAmbiguous = "request_ambiguous"
+	// RefusePromptNotApproved: prompts/get of a prompt the baseline does not
+	// approve (new, or changed since).
+	RefusePromptNotApproved = "prompt_not_approved"
+	// RefuseResourceNotApproved: resources/read (or subscribe) of a
+	// resource the server lists but the baseline does not approve.
+	RefuseResourceNotApproved = "resource_not_approved"
+	// RefuseListingPending: the server announced a change of its listing
+	// and the proxy's own re-listing did not complete within the bound.
+	RefuseListingPending = "listing_pending"
+)
+
+// openMethods are requests that carry nothing of the server's advertised
+// surface to the client, or whose answers the proxy judges item by item
+// (the listings): they pass whatever the server's status. Every other
+// request (prompts/get, resources/read, completion/complete, tasks, methods
+// of later revisions) reaches only a server the proxy serves.
+var openMethods = map[string]bool{
+	"initialize": true, "server/discover": true, "ping": true, "logging/setLevel": true,
+	"tools/list": true, "prompts/list": true, "resources/list": true, "resources/templates/list": true,
+	"resources/unsubscribe": true, "subscriptions/listen": true,
+}
+
+// FromClient handles one message from the client (a batch is handled
+// element by element) on a stream transport: the proxy's answers go to the
+// client, the rest to the server.
+func (s *Session) FromClient(ctx context.Context, raw []byte) error {
+	o := s.Client(ctx, raw)
+	if o.Reply != nil {
+		if err := s.toClient(o.Reply); err != nil {
+			return err
+		}
+	}
+	if o.Forward != nil {
+		if err := s.toServer(o.Forward); err != nil {
+			return err
+		}
+	}
+	if o.Opened {
+		return s.ListAll()
+	}
+	return nil
+}
+
+// ClientSplit is Client for a transport that has already split raw with
+// jsonrpc.Split (to check its headers against it).
+func (s *Session) ClientSplit(ctx context.Context, raw []byte, msgs []*jsonrpc.Message, batch bool) Outcome {
+	if batch {
+		return s.clientBatch(ctx, raw, msgs)
+	}
+	m := msgs[0]
+	refusal, drop := s.clientMessage(ctx, m)
+	switch {
+	case refusal != nil:
+		return Outcome{Reply: refusal}
+	case drop:
+		return Outcome{}
+	}
+	o := Outcome{Forward: raw, Opened: m.Kind == jsonrpc.KindNotification && m.Method == "notifications/initialized"}
+	if o.Opened {
+		s.WillList()
+	}
+	return o
+}
+
+func (s *Session) clientBatch(ctx context.Context, raw []byte, msgs []*jsonrpc.Message) Outcome {
+	var refusals [][]byte
+	var forward [][]byte
+	opened, dropped := false, false
+	for _, m := range msgs {
+		refusal, drop := s.clientMessage(ctx, m)
+		switch {
+		case refusal != nil:
+			refusals = append(refusals, refusal)
+		case drop:
+			dropped = true
+		default:
+			forward = append(forward, m.Raw)
+			opened = opened || (m.Kind == jsonrpc.KindNotification && m.Method == "notifications/initialized")
+		}
+	}
+	if opened {
+		s.WillList()
+	}
+	if len(refusals) == 0 && !dropped {
+		return Outcome{Forward: raw, Opened: opened} // untouched
+	}
+	o := Outcome{Opened: opened}
+	if len(refusals) > 0 {
+		o.Reply = joinBatch(refusals)
+	}
+	if len(forward) > 0 {
+		o.Forward = joinBatch(forward)
+	}
+	return o
+}
+
+// clientMessage records what the proxy must answer for and returns a
+// refusal to send instead of forwarding, or drop when the message is
+// neither forwarded nor answered (a request sent as a notification, which
+// has no id to answer).
+func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) (refusal []byte, drop bool) {
+	switch m.Kind {
+	case jsonrpc.KindNotification:
+		// A request method without an id would reach the server unjudged
+		// (a tools/call the proxy never decided on): only notifications
+		// are notifications.
+		return nil, !strings.HasPrefix(m.Method, "notifications/")
+	case jsonrpc.KindResponse:
+		return nil, false // the client's answers to the server's requests
+	}
+	if twin := foldTwin(m.Params); twin != "" {
+		text := "mcpdrift withheld this request: its params have member names that differ only in case (" + twin + "), which servers read in different ways."
+		if m.Method == "tools/call" {
+			tool, digest, args := callOf(m.Params, s.cfg.FullArguments)
+			s.obs.Call(Call{Tool: tool, Refused: true, RefusalCode: RefuseAmbiguous, ArgsDigest: digest, Arguments: args})
+			return jsonrpc.ToolError(m.ID, RefuseAmbiguous, text), false
+		}
+		return jsonrpc.ErrorResponseData(m.ID, -32600, text, RefuseAmbiguous), false
+	}
+	if s.cfg.Follow != nil && m.Method != "initialize" && m.Method != "server/discover" && metaNamesVersion(m.Params) {
+		// A stateless request names its variant itself: what it is listed
+		// is reported in that variant (reportFollowed).
+		s.mu.Lock()
+		s.variant = variantOf(m.Params)
+		s.mu.Unlock()
+	}
+	switch {
+	case m.Method == "initialize" || m.Method == "server/discover":
+		s.mu.Lock()
+		s.variant = variantOf(m.Params)
+		s.pending[string(m.ID)] = pendingReq{method: m.Method}
+		s.mu.Unlock()
+	case listKinds[m.Method] != 0:
+		s.mu.Lock()
+		s.pending[string(m.ID)] = pendingReq{method: m.Method, kind: listKinds[m.Method]}
+		if cursorOf(m.Params) == "" {
+			s.startListing(listKinds[m.Method], client)
+		}
+		s.mu.Unlock()
+	case m.Method == "tools/call":
+		tool, digest, args := callOf(m.Params, s.cfg.FullArguments)
+		code, text, alert := s.decide(ctx, surface.KindTool, tool)
+		if code != "" {
+			s.obs.Call(Call{Tool: tool, Refused: true, RefusalCode: code, ArgsDigest: digest, Arguments: args})
+			return jsonrpc.ToolError(m.ID, code, text), false
+		}
+		s.mu.Lock()
+		s.pending[string(m.ID)] = pendingReq{method: m.Method, tool: tool, start: time.Now(), digest: digest, args: args, alert: alert}
+		s.mu.Unlock()
+	default:
+		if code, text := s.decideOther(ctx, m); code != "" {
+			return jsonrpc.ErrorResponseData(m.ID, -32600, text, code), false
+		}
+		s.mu.Lock()
+		s.pending[string(m.ID)] = pendingReq{method: m.Method}
+		s.mu.Unlock()
+	}
+	return nil, false
+}
+
+// decideOther decides on a request that is neither a listing nor a call:
+// prompts/get and resources/read (and subscribe) name an item, judged like
+// a tool; any other request that is not open reaches only a server that is
+// served.
+func (s *Session) decideOther(ctx context.Context, m *jsonrpc.Message) (code, text string) {
+	if openMethods[m.Method] {
+		return "", ""
+	}
+	switch m.Method {
+	case "prompts/get":
+		code, text, _ = s.decide(ctx, surface.KindPrompt, stringParam(m.Params, "name"))
+	case "resources/read", "resources/subscribe":
+		code, text, _ = s.decide(ctx, surface.KindResource, stringParam(m.Params, "uri"))
+	default:
+		code, text, _ = s.decide(ctx, 0, "")
+	}
+	return code, text
+}
+
+// decide returns a refusal code and text for a request naming item name of
+// kind (a tools/call, prompts/get or resources/read; kind 0 for a request
+// that names no item), or "" to forward; alert is the code a request
+// forwarded under the alert posture would have been refused with under
+// block ("" when the baseline approves it).
+func (s *Session) decide(ctx context.Context, kind surface.Kind, name string) (code, text, alert string) {
+	judge := s.judge()
+	if !judge.waitRelisted(ctx, kind) {
+		return RefuseListingPending, fmt.Sprintf("mcpdrift withheld this request: server %q announced a change of what it offers and the proxy's check of it has not completed. Retry shortly.", s.cfg.Server), ""
+	}
+	judge.mu.Lock()
+	variant := judge.variant
+	live, seen := judge.live[ItemKey{kind, name}]
+	awaiting := judge.published[variant] || judge.assembling
+	listErr := judge.listErr
+	judge.mu.Unlock()
+	if listErr != "" && kind == surface.KindTool {
+		// Whatever the verdict and the posture: the server's surface is not a surface.
+		return "listing_invalid", fmt.Sprintf("mcpdrift withheld this call: the tools listing of server %q could not be assembled (%s), so none of its tools can be trusted. The server must be fixed; the proxy lists it again when it announces a change.", s.cfg.Server, listErr), ""
+	}
+	v, ok := s.view(ctx, variant, awaiting)
+	drifted := judge.driftedFrom(v, ok)
+	switch {
+	case !ok:
+		return "server_unknown", fmt.Sprintf("mcpdrift withheld this request: there is no verdict on server %q yet, so it is not trusted. Retry shortly (the proxy publishes what the server advertises once the session is initialized and lists it); if it persists an admin must check the drift service.", s.cfg.Server), ""
+	case !v.Serve:
+		return "server_" + v.Status, fmt.Sprintf("mcpdrift withheld this request: server %q is %s. An admin must review it and approve its manifest (driftctl show, then driftctl approve --hash) before it can be used.", s.cfg.Server, v.Status), ""
+	case drifted:
+		if v.Alert {
+			return "", "", "server_changed"
+		}
+		return "server_changed", fmt.Sprintf("mcpdrift withheld this request: server %q now advertises a manifest that differs from the approved one. An admin must review and approve it before its tools can be used.", s.cfg.Server), ""
+	}
+	if kind == 0 {
+		return "", "", ""
+	}
+	approved, inBaseline := v.Items[ItemKey{kind, name}]
+	refused := ""
+	switch kind {
+	case surface.KindTool:
+		if !inBaseline || (seen && live != approved) {
+			refused = "tool_not_approved"
+		}
+	case surface.KindPrompt:
+		if !inBaseline || (seen && live != approved) {
+			refused = RefusePromptNotApproved
+		}
+	case surface.KindResource:
+		// A resource the server lists is served only as approved; one it
+		// does not list (read through a template) is the server's data.
+		if seen && (!inBaseline || live != approved) {
+			refused = RefuseResourceNotApproved
+		}
+	}
+	switch {
+	case refused == "":
+		return "", "", ""
+	case v.Alert:
+		return "", "", refused
+	}
+	return refused, fmt.Sprintf("mcpdrift withheld this request: %s %q of server %q is not in its approved manifest (new or changed). An admin must review and approve it first.", kindWord[kind], name, s.cfg.Server), ""
+}
+
+var kindWord = map[surface.Kind]string{surface.KindTool: "tool", surface.KindPrompt: "prompt", surface.KindResource: "resource"}
+
+// foldTwin names two members of the params object that differ only in
+// case, or returns "".
+func foldTwin(params []byte) string {
+	if len(params) == 0 {
+		return ""
+	}
+	d := canonjson.Borrow()
+	defer canonjson.Return(d)
+	if d.Parse(params, canonjson.Limits{LaxNumbers: true}) != nil || d.Kind(canonjson.Root) != canonjson.Object {
+		return ""
+	}
+	if a, b, ok := d.FoldTwin(canonjson.Root); ok {
+		return fmt.Sprintf("%q and %q", a, b)
+	}
+	return ""
+}
+
+// metaNamesVersion reports params whose _meta names a protocol version (a
+// 2026-07-28 request).
+func metaNamesVersion(params []byte) bool {
+	if !bytes.Contains(params, []byte(metaVersion)) {
+		return false
+	}
+	d := object(params)
+	if d == nil {
+		return false
+	}
+	meta, ok := d.Get(canonjson.Root, "_meta")
+	if !ok || d.Kind(meta) != canonjson.Object {
+		return false
+	}
+	_, ok = d.Get(meta, metaVersion)
+	return ok
+}
+
+// stringParam returns the string member key of a params object, or "".
+func stringParam(params []byte, key string) string {
+	d := object(params)
+	if d == nil {
+		return ""
+	}
+	if v, ok := d.Get(canonjson.Root, key); ok && d.Kind(v) == canonjson.String {
+		return d.Text(v)
+	}
+	return ""
+}

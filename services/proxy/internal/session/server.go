@@ -1,0 +1,650 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
+	"github.com/mcpdrift/mcpdrift/services/internal/surface"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
+)
+
+// The server-to-client direction. Every message from upstream is parsed by
+// the proxy's strict parser and judged before any byte of it reaches the
+// client; there is no branch that passes on what could not be judged
+// (docs/adr/0006). A message is delivered as the bytes the session returns:
+// the original, a listing with unapproved items taken out, or the proxy's
+// own error for the client's pending request. What cannot be read, is
+// ambiguous, answers nothing pending, or comes from a server that is not
+// served is dropped and counted (DropCodes).
+
+// FromServer handles one message from the upstream server on a stream
+// transport: what the client must see goes to it, and then what the
+// message showed is reported.
+func (s *Session) FromServer(ctx context.Context, raw []byte) error {
+	return s.FromServerFramed(ctx, raw, nil)
+}
+
+// FromServerFramed is FromServer for a transport that wraps each message it
+// delivers (an SSE event with the upstream event's id): frame gets the
+// bytes to deliver, nil when the message is dropped or kept by the proxy,
+// and returns what to write to the client (nil: nothing). frame nil writes
+// the message as it is.
+//
+// On a serial transport (Config.SerialServer) a message whose decision must
+// wait (a listing page whose verdict is due, a server request on first
+// sight, a list_changed held until the proxy has re-listed) is judged off
+// the reader, so that the server's next messages (the proxy's own listing
+// among them) are read meanwhile; what reaches the client still goes out
+// in the order the server sent it.
+func (s *Session) FromServerFramed(ctx context.Context, raw []byte, frame func([]byte) []byte) error {
+	if frame == nil {
+		frame = func(b []byte) []byte { return b }
+	}
+	if !s.cfg.SerialServer {
+		out, seen, err := s.ServerLater(ctx, raw)
+		if b := frame(out); len(b) > 0 {
+			if werr := s.toClient(b); werr != nil {
+				seen.Report()
+				return werr
+			}
+		}
+		seen.Report()
+		return err
+	}
+	sl := s.order.push()
+	out, later, seen, err := s.judgeServer(ctx, raw, true)
+	if later == nil {
+		s.settle(sl, frame(out), seen)
+	} else {
+		s.work.Add(1)
+		go func() {
+			defer s.work.Done()
+			s.settle(sl, frame(later()), seen)
+		}()
+	}
+	if werr := s.order.failed(); werr != nil {
+		return werr
+	}
+	return err
+}
+
+// Server decides on one message from the upstream server and returns the
+// bytes to deliver to the client, or nil when the message was the proxy's
+// own business (an answer to its own listing) or was dropped.
+func (s *Session) Server(ctx context.Context, raw []byte) ([]byte, error) {
+	out, seen, err := s.ServerLater(ctx, raw)
+	seen.Report()
+	return out, err
+}
+
+// Seen is what handling a server message observed (the calls it answered),
+// to be reported once the message is delivered: the observer queues for
+// publishing, and may wake its publisher, which the answer need not wait
+// for.
+type Seen struct {
+	s     *Session
+	calls []Call
+}
+
+// Report hands what was seen to the observer; call it once.
+func (o Seen) Report() {
+	for _, c := range o.calls {
+		o.s.obs.Call(c)
+	}
+}
+
+// ServerLater is Server, leaving the report of what the message showed to
+// the caller, once it has delivered the message. A decision that must wait
+// is waited for here; on a serial transport, where waiting would hold the
+// reader, use FromServerFramed.
+func (s *Session) ServerLater(ctx context.Context, raw []byte) ([]byte, Seen, error) {
+	out, later, seen, err := s.judgeServer(ctx, raw, true)
+	if later != nil {
+		if s.cfg.SerialServer {
+			// Off the reader, as FromServerFramed, but without its order.
+			s.work.Add(1)
+			go func() {
+				defer s.work.Done()
+				if b := later(); b != nil {
+					_ = s.toClient(b) // a failure is the reader's to see: the client is gone
+				}
+			}()
+			return nil, seen, err
+		}
+		out = later()
+	}
+	return out, seen, err
+}
+
+// Wait waits for the decisions the session is making off the reader.
+func (s *Session) Wait() { s.work.Wait() }
+
+// judgeServer decides on one message from the server. It returns the bytes
+// to deliver now, or later, a decision to run before delivering (only for
+// a message that came alone and mayWait).
+func (s *Session) judgeServer(ctx context.Context, raw []byte, mayWait bool) (out []byte, later func() []byte, seen Seen, err error) {
+	seen = Seen{s: s}
+	msgs, batch, perr := jsonrpc.Split(raw, jsonrpc.Limits{})
+	if perr != nil {
+		return s.unreadable(raw, perr), nil, seen, nil
+	}
+	if !batch {
+		out, later, err := s.serverMessage(ctx, msgs[0], mayWait, &seen)
+		return out, later, seen, err
+	}
+	// A batch: each element is judged like a single message, without
+	// waiting (the batch goes out whole), so a listing inside it is
+	// filtered like any other.
+	var kept [][]byte
+	var errs []error
+	changed := false
+	for _, m := range msgs {
+		b, _, err := s.serverMessage(ctx, m, false, &seen)
+		errs = append(errs, err)
+		changed = changed || !bytes.Equal(b, m.Raw)
+		if b != nil {
+			kept = append(kept, b)
+		}
+	}
+	switch {
+	case !changed:
+		return raw, nil, seen, errors.Join(errs...)
+	case len(kept) == 0:
+		return nil, nil, seen, errors.Join(errs...)
+	}
+	return joinBatch(kept), nil, seen, errors.Join(errs...)
+}
+
+// unreadable handles a message the proxy's parser refuses. Nothing of it
+// reaches the client: when it can be told which pending request it
+// answers, that request gets an error saying why, and a listing it
+// answered is reported as invalid; otherwise it is dropped.
+func (s *Session) unreadable(raw []byte, perr error) []byte {
+	code := DropUnreadable
+	if errors.Is(perr, jsonrpc.ErrAmbiguous) {
+		code = DropAmbiguous
+	}
+	s.Dropped(code)
+	id := looseID(raw)
+	if id == nil {
+		return nil
+	}
+	s.mu.Lock()
+	own, isOwn := s.own[string(id)]
+	p, isPending := s.pending[string(id)]
+	delete(s.own, string(id))
+	delete(s.pending, string(id))
+	s.mu.Unlock()
+	switch {
+	case isOwn:
+		if own.kind != 0 {
+			s.invalidPage(own.kind, by(own), "the server's answer could not be read ("+code+")")
+		}
+		return nil
+	case !isPending:
+		return nil
+	case p.kind != 0:
+		s.invalidPage(p.kind, by(p), "the server's answer could not be read ("+code+")")
+	}
+	return jsonrpc.ErrorResponseData(id, -32603, "mcpdrift proxy: the server's answer could not be read exactly as a client would read it, so it was dropped", code)
+}
+
+// looseID reads the id of a message the strict parser refused, the way a
+// lenient reader would, as raw JSON (a string or a number): the first "id"
+// member of the top-level object, read token by token so that what comes
+// after it (a NaN, a second value) does not hide it. nil when there is none.
+func looseID(raw []byte) []byte {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	depth, expectKey := 0, false
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		if d, ok := tok.(json.Delim); ok {
+			switch d {
+			case '{', '[':
+				if depth == 0 && d == '[' {
+					return nil // a batch: its elements cannot be told apart
+				}
+				depth++
+				expectKey = depth == 1
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return nil
+				}
+				expectKey = depth == 1 // a member's value ended
+			}
+			continue
+		}
+		if depth != 1 {
+			continue
+		}
+		if !expectKey {
+			expectKey = true // a scalar value ended
+			continue
+		}
+		expectKey = false
+		if k, _ := tok.(string); k != "id" {
+			continue
+		}
+		v, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		switch id := v.(type) {
+		case string:
+			return strconv.AppendQuote(nil, id)
+		case json.Number:
+			return []byte(id)
+		}
+		return nil
+	}
+}
+
+// invalidPage records that a page of a listing could not be read at all:
+// the listing fails, and is published as failing, so that the pipeline
+// holds the server fleet-wide (a placeholder page without its list array
+// stands for the unreadable bytes, which never enter a capture).
+func (s *Session) invalidPage(k surface.Kind, by listing, why string) {
+	s.mu.Lock()
+	if by.own && by.gen != s.ownGen[k] {
+		s.mu.Unlock()
+		return // a newer listing of this kind started
+	}
+	w := client
+	if by.own {
+		w = own
+	}
+	if s.builders[w][k] == nil {
+		s.startListing(k, w)
+	}
+	s.pages[w][k] = append(s.pages[w][k], []byte(`{"mcpdrift/unreadable":`+strconv.Quote(why)+`}`))
+	s.complete[k] = s.pages[w][k]
+	s.failure[w][k] = why
+	s.builders[w][k] = nil
+	s.mu.Unlock()
+	s.finishListing(k, w)
+}
+
+// listing says which listing a page request belongs to: the client's, or
+// the proxy's own of generation gen.
+type listing struct {
+	own bool
+	gen int
+}
+
+func by(p pendingReq) listing { return listing{own: p.own, gen: p.gen} }
+
+// serverMessage decides on one message. mayWait says that the message
+// came alone and its decision may wait for what is due (a verdict, the
+// proxy's own re-listing): it then returns later, to run before
+// delivering, and no out. The calls it answers go to seen.
+func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message, mayWait bool, seen *Seen) (out []byte, later func() []byte, err error) {
+	raw := m.Raw
+	switch m.Kind {
+	case jsonrpc.KindNotification:
+		kinds := listChanged[m.Method]
+		for _, k := range kinds {
+			s.beginRelist(k)
+			if err := s.relist(k, ""); err != nil {
+				s.endRelist(k)
+				return raw, nil, err
+			}
+		}
+		if len(kinds) == 0 || !mayWait {
+			return raw, nil, nil
+		}
+		// Judged before it is forwarded: the client hears of the change
+		// once the proxy has re-listed, so that what it lists or calls next
+		// is decided on the new listing.
+		return nil, func() []byte {
+			for _, k := range kinds {
+				s.waitRelisted(ctx, k)
+			}
+			return raw
+		}, nil
+	case jsonrpc.KindRequest:
+		return s.serverRequest(ctx, m, mayWait)
+	}
+	id := string(m.ID)
+	s.mu.Lock()
+	if p, ok := s.own[id]; ok {
+		delete(s.own, id)
+		s.mu.Unlock()
+		return nil, nil, s.ownResponse(p, m)
+	}
+	p, ok := s.pending[id]
+	delete(s.pending, id)
+	s.mu.Unlock()
+	if !ok {
+		return s.unmatched(m), nil, nil
+	}
+	switch {
+	case p.method == "initialize" || p.method == "server/discover":
+		if m.Result == nil {
+			return raw, nil, nil
+		}
+		s.mu.Lock()
+		s.initRes = bytes.Clone(m.Result)
+		s.declared = declaredKinds(m.Result)
+		s.mu.Unlock()
+		return s.pinInstructions(ctx, s.currentVariant(), m), nil, nil
+	case p.kind != 0:
+		return s.listPage(ctx, p.kind, m, mayWait)
+	case p.method == "tools/call":
+		seen.calls = append(seen.calls, Call{Tool: p.tool, Error: m.Error != nil || isToolError(m.Result), Latency: time.Since(p.start), ArgsDigest: p.digest, AlertCode: p.alert, Arguments: p.args})
+	}
+	return raw, nil, nil
+}
+
+// unmatched handles a response to no request the client has pending: a
+// second answer, an answer to nothing, or an id written another way than
+// the request's ("2" for 2, 2.0, 2e0), which clients that coerce ids would
+// take for the answer. It never reaches the client; a pending request whose
+// id it coerces to is answered with an error instead, so that the client
+// does not wait for an answer that will not come.
+func (s *Session) unmatched(m *jsonrpc.Message) []byte {
+	key, ok := idKey(m.ID)
+	if !ok {
+		s.Dropped(DropUnmatched)
+		return nil
+	}
+	s.mu.Lock()
+	var hit []byte
+	for pid := range s.pending {
+		if k, ok := idKey([]byte(pid)); ok && k == key {
+			hit = []byte(pid)
+			delete(s.pending, pid)
+			break
+		}
+	}
+	s.mu.Unlock()
+	if hit == nil {
+		s.Dropped(DropUnmatched)
+		return nil
+	}
+	s.Dropped(DropAmbiguous)
+	return jsonrpc.ErrorResponseData(hit, -32603, "mcpdrift proxy: the server answered with the id "+string(m.ID)+", not as this request's id was written; the answer was dropped", DropAmbiguous)
+}
+
+// idKey is the value a lenient client takes an id for: a number's value,
+// and a string's text, itself read as a number when it is one (JavaScript
+// clients look responses up by Number(id)).
+func idKey(raw []byte) (string, bool) {
+	if len(raw) == 0 {
+		return "", false
+	}
+	text := string(raw)
+	if raw[0] == '"' {
+		var str string
+		if json.Unmarshal(raw, &str) != nil {
+			return "", false
+		}
+		text = strings.TrimSpace(str)
+	}
+	if f, err := strconv.ParseFloat(text, 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
+		return "n:" + strconv.FormatFloat(f, 'g', -1, 64), true
+	}
+	return "s:" + text, true
+}
+
+// serverRequest decides on a request of the server's (sampling,
+// elicitation, roots, ping): it reaches the client only while the server
+// is served. Otherwise the server gets an error in the client's stead.
+func (s *Session) serverRequest(ctx context.Context, m *jsonrpc.Message, mayWait bool) ([]byte, func() []byte, error) {
+	if m.Method == "ping" {
+		return m.Raw, nil, nil
+	}
+	variant := s.currentVariant()
+	decide := func(awaiting bool) []byte {
+		v, ok := s.view(ctx, variant, awaiting)
+		if ok && v.Serve && (v.Alert || !s.judge().driftedFrom(v, ok)) {
+			return m.Raw
+		}
+		status := "unknown"
+		if ok {
+			status = v.Status
+		}
+		s.Dropped(DropServerClosed)
+		_ = s.toServer(jsonrpc.ErrorResponseData(m.ID, -32603, "mcpdrift proxy: server "+strconv.Quote(s.cfg.Server)+" is "+status+"; its requests do not reach the client", DropServerClosed))
+		return nil
+	}
+	if !mayWait || !s.awaits(variant) {
+		return decide(false), nil, nil
+	}
+	if _, ok := s.view(ctx, variant, false); ok {
+		return decide(false), nil, nil
+	}
+	return nil, func() []byte { return decide(true) }, nil
+}
+
+// listPage decides on the items of one page and returns the message to
+// forward: the original bytes, or the page with unapproved items removed.
+// A page whose verdict is due is judged in later when mayWait, so that a
+// serial transport reads on meanwhile.
+func (s *Session) listPage(ctx context.Context, k surface.Kind, m *jsonrpc.Message, mayWait bool) ([]byte, func() []byte, error) {
+	if m.Result == nil {
+		return m.Raw, nil, nil // an error answer: nothing listed
+	}
+	items, last, err := s.addPage(k, client, m.Result)
+	if last {
+		s.finishListing(k, client) // published before waiting for a verdict on it
+	}
+	variant := s.currentVariant()
+	if !mayWait || !s.awaits(variant) {
+		// With no verdict due, the gate answers at once; in a batch the
+		// page cannot wait alone.
+		return s.judgePage(ctx, k, m, variant, false, items, last, err), nil, nil
+	}
+	// The page's bytes may belong to the transport's reader: judge a copy.
+	msgs, _, perr := jsonrpc.Split(bytes.Clone(m.Raw), jsonrpc.Limits{})
+	if perr != nil || len(msgs) != 1 {
+		return s.judgePage(ctx, k, m, variant, false, items, last, err), nil, nil
+	}
+	page := msgs[0]
+	return nil, func() []byte { return s.judgePage(ctx, k, page, variant, true, items, last, err) }, nil
+}
+
+// relist asks the server for a listing on the proxy's own account, so that
+// a change is checked before any agent acts on it. Its ids carry a prefix
+// no client can guess, so that no client request is taken for it.
+func (s *Session) relist(k surface.Kind, cursor string) error {
+	s.mu.Lock()
+	if s.ownPrefix == "" {
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		s.ownPrefix = "mcpdrift-" + hex.EncodeToString(b[:]) + "-"
+	}
+	s.ownSeq++
+	id := `"` + s.ownPrefix + strconv.Itoa(s.ownSeq) + `"`
+	method := ""
+	for m, kk := range listKinds {
+		if kk == k {
+			method = m
+		}
+	}
+	if cursor == "" {
+		s.startListing(k, own)
+	}
+	s.own[id] = pendingReq{method: method, kind: k, gen: s.ownGen[k], own: true}
+	meta := s.cfg.OwnMeta
+	s.mu.Unlock()
+	b := []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":{`)
+	if meta != nil {
+		b = append(append(b, `"_meta":`...), meta...)
+	}
+	if cursor != "" {
+		if meta != nil {
+			b = append(b, ',')
+		}
+		b = canonjson.AppendString(append(b, `"cursor":`...), cursor)
+	}
+	return s.toServer(append(b, "}}"...))
+}
+
+func (s *Session) ownResponse(p pendingReq, m *jsonrpc.Message) error {
+	if p.kind == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	superseded := p.gen != s.ownGen[p.kind]
+	s.mu.Unlock()
+	if superseded {
+		return nil // a newer listing of this kind started (list_changed): this one's pages would mix with it
+	}
+	if m.Result == nil {
+		// The server refused its own listing: nothing of it can be trusted
+		// until it lists again. Not published: an error is no surface.
+		s.mu.Lock()
+		s.failure[own][p.kind] = "the server answered the listing with an error"
+		s.builders[own][p.kind] = nil
+		if p.kind == surface.KindTool {
+			s.lastTools, s.drifted, s.listErr = nil, true, s.failure[own][p.kind]
+		}
+		s.mu.Unlock()
+		s.endRelist(p.kind)
+		return nil
+	}
+	_, last, err := s.addPage(p.kind, own, m.Result)
+	if err == nil && !last {
+		next := nextCursor(m.Result)
+		s.mu.Lock()
+		repeated := s.cursors[p.kind][next]
+		if repeated {
+			s.failure[own][p.kind] = fmt.Sprintf("the server gave the cursor %q a second time: the listing would never end", next)
+		} else {
+			if s.cursors[p.kind] == nil {
+				s.cursors[p.kind] = map[string]bool{}
+			}
+			s.cursors[p.kind][next] = true
+		}
+		s.mu.Unlock()
+		if !repeated {
+			return s.relist(p.kind, next)
+		}
+	}
+	s.finishListing(p.kind, own)
+	return nil
+}
+
+// beginRelist marks a re-listing of k under way on the server's word that
+// it changed: decisions on k wait for it (waitRelisted).
+func (s *Session) beginRelist(k surface.Kind) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.relisting[k] == nil {
+		s.relisting[k] = make(chan struct{})
+	}
+}
+
+// endRelist ends the wait for a re-listing of k.
+func (s *Session) endRelist(k surface.Kind) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ch := s.relisting[k]; ch != nil {
+		close(ch)
+		s.relisting[k] = nil
+	}
+}
+
+// waitRelisted waits, at most Config.Timeout, for a re-listing of kind
+// under way (kind 0: of any kind), and reports whether none is left.
+func (s *Session) waitRelisted(ctx context.Context, kind surface.Kind) bool {
+	var chans []chan struct{}
+	s.mu.Lock()
+	for k, ch := range s.relisting {
+		if ch != nil && (kind == 0 || surface.Kind(k) == kind) {
+			chans = append(chans, ch)
+		}
+	}
+	s.mu.Unlock()
+	if len(chans) == 0 {
+		return true
+	}
+	t := time.NewTimer(s.cfg.Timeout)
+	defer t.Stop()
+	for _, ch := range chans {
+		select {
+		case <-ch:
+		case <-t.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+// orderQueue keeps what a serial transport delivers in the order the
+// server sent it, while some of it is decided off the reader.
+type orderQueue struct {
+	mu    sync.Mutex
+	slots []*slot
+	err   error // the first write to the client that failed
+	write sync.Mutex
+}
+
+type slot struct {
+	done bool
+	out  []byte
+	seen Seen
+}
+
+func (q *orderQueue) push() *slot {
+	sl := &slot{}
+	q.mu.Lock()
+	q.slots = append(q.slots, sl)
+	q.mu.Unlock()
+	return sl
+}
+
+func (q *orderQueue) failed() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.err
+}
+
+// settle records what sl delivers and writes every settled message at the
+// head of the queue, in order.
+func (s *Session) settle(sl *slot, out []byte, seen Seen) {
+	q := &s.order
+	q.mu.Lock()
+	sl.done, sl.out, sl.seen = true, out, seen
+	q.mu.Unlock()
+	q.write.Lock()
+	defer q.write.Unlock()
+	for {
+		q.mu.Lock()
+		if len(q.slots) == 0 || !q.slots[0].done {
+			q.mu.Unlock()
+			return
+		}
+		head := q.slots[0]
+		q.slots[0] = nil
+		q.slots = q.slots[1:]
+		failed := q.err != nil
+		q.mu.Unlock()
+		if len(head.out) > 0 && !failed {
+			if err := s.toClient(head.out); err != nil {
+				q.mu.Lock()
+				q.err = err
+				q.mu.Unlock()
+			}
+		}
+		head.seen.Report()
+	}
+}
