@@ -173,9 +173,6 @@ func NewGate(ctx context.Context, js jetstream.JetStream, tenant, server string,
 // It waits at most wait (0: until ctx ends); the deadline is made only when
 // it has to wait, so that the common answer, from memory, sets no timer.
 func (g *Gate) View(ctx context.Context, variant string, awaiting bool, wait time.Duration) (session.View, bool) {
-	if variant == "" {
-		variant = bus.DefaultVariant
-	}
 	b := &bounded{parent: ctx, wait: wait}
 	defer b.release()
 	rec, ok := g.record(b, variant, awaiting)
@@ -224,7 +221,9 @@ func (b *bounded) release() {
 }
 
 // record returns the variant's record, waiting for one as View describes;
-// a held server answers a record that holds every variant.
+// a held server answers a record that holds every variant. There is no
+// implicit variant: "" (a session that named none) has no record, and
+// nothing waits for one.
 func (g *Gate) record(b *bounded, variant string, awaiting bool) (record, bool) {
 	for {
 		g.mu.Lock()
@@ -237,7 +236,7 @@ func (g *Gate) record(b *bounded, variant string, awaiting bool) (record, bool) 
 		if ok {
 			return rec, true
 		}
-		if !g.connected() || (loaded && !awaiting) {
+		if variant == "" || !g.connected() || (loaded && !awaiting) {
 			return record{}, false
 		}
 		select {

@@ -86,7 +86,7 @@ func TestGateView(t *testing.T) {
 			if _, err := b.Handles.Status.Put(ctx, bus.StatusKey(tenant, server, "default"), tt.value); err != nil {
 				t.Fatal(err)
 			}
-			v, ok := view(g, "", 10*time.Second)
+			v, ok := view(g, "default", 10*time.Second)
 			if !ok {
 				t.Fatal("View: ok false, want the record")
 			}
@@ -397,6 +397,9 @@ func TestGateServerHold(t *testing.T) {
 		{"no_held_field_holds", []byte(`{"first_variant":"v1"}`), want{true, "quarantined", false}, want{true, "quarantined", false}, false},
 		{"claim_only_serves", []byte(`{"held":false,"first_variant":"v1"}`), want{true, "verified", true}, want{false, "", false}, true},
 	}
+	// There is no implicit variant: a session that named none is answered
+	// nothing at once (quarantined while the server is held).
+	put(bus.StatusKey(tenant, server, "default"), statusJSON("verified", "block", sf.Hash.String()))
 	for i, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
 			switch {
@@ -410,6 +413,10 @@ func TestGateServerHold(t *testing.T) {
 			}
 			check("variant with a record", "v1", st.v1)
 			check("variant without a record", "v9", st.v9)
+			start := time.Now()
+			if v, ok := view(g, "", 5*time.Second); ok != st.v9.ok || v.Status != st.v9.status || v.Serve || time.Since(start) > 2*time.Second {
+				t.Errorf("View of no variant = %+v %v after %v, want %+v at once", v, ok, time.Since(start), st.v9)
+			}
 			if g.Serving() != st.serves {
 				t.Errorf("Serving() = %v, want %v", g.Serving(), st.serves)
 			}
