@@ -331,11 +331,21 @@ func (s *Service) firstSight(ctx context.Context, fp *mcpdriftv1.Fingerprint, o 
 			if err := s.putServer(ctx, fp.Tenant, fp.Server, srv == nil, rev, &claimed); err != nil {
 				return err // a conflict: transact reads again and retries
 			}
-		case !ok && s.now().Sub(time.UnixMilli(claimed.FirstAtMs)) < claimPatience:
-			return fmt.Errorf("%w (variant %s of %s/%s)", errClaimPending, claimed.FirstVariant, fp.Tenant, fp.Server)
 		case !ok:
+			// Another variant was the server's first sight. Until its record
+			// is there (a moment, on another drift instance), wait for it so
+			// as to be compared with its baseline; once it is there and
+			// nothing is approved (it is quarantined, or pending), or it
+			// never came, this variant has nothing to match: withheld.
+			first, _, err := s.get(ctx, bus.StatusKey(fp.Tenant, fp.Server, claimed.FirstVariant))
+			if err != nil {
+				return err
+			}
+			if first == nil && s.now().Sub(time.UnixMilli(claimed.FirstAtMs)) < claimPatience {
+				return fmt.Errorf("%w (variant %s of %s/%s)", errClaimPending, claimed.FirstVariant, fp.Tenant, fp.Server)
+			}
 			cmp = state.Comparison{Approved: true, Severity: surface.SeverityCritical.String(),
-				Unmatched: []string{"every item (variant " + claimed.FirstVariant + " was trusted on first use and has no baseline)"}}
+				Unmatched: []string{"every item (no other variant of the server is approved now)"}}
 		}
 	}
 	o.Compare = func(string) state.Comparison { return cmp }
