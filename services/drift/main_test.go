@@ -104,6 +104,11 @@ func (s *stack) do(method, path, secret string, body any) (int, []byte) {
 
 func (s *stack) observe(server, eventID, fixture string, at time.Time) string {
 	s.t.Helper()
+	return s.observeVariant(server, "v0", eventID, fixture, at)
+}
+
+func (s *stack) observeVariant(server, variant, eventID, fixture string, at time.Time) string {
+	s.t.Helper()
 	_, js := s.srv.Connect(s.t)
 	h, err := bus.Setup(context.Background(), js, bus.Config{})
 	if err != nil {
@@ -121,7 +126,7 @@ func (s *stack) observe(server, eventID, fixture string, at time.Time) string {
 	if _, err := h.Manifests.PutBytes(context.Background(), bus.ManifestName(hash), raw); err != nil {
 		s.t.Fatal(err)
 	}
-	data, _ := proto.Marshal(&mcpdriftv1.Fingerprint{EventId: eventID, Tenant: "acme", Server: server, Variant: "v0",
+	data, _ := proto.Marshal(&mcpdriftv1.Fingerprint{EventId: eventID, Tenant: "acme", Server: server, Variant: variant,
 		ObservedAtUnixMs: at.UnixMilli(), SurfaceHash: hash})
 	if _, err := bus.Publish(context.Background(), js, bus.FingerprintSubject("acme", server), data, eventID); err != nil {
 		s.t.Fatal(err)
@@ -250,6 +255,55 @@ func TestAdminAPI(t *testing.T) {
 		if !seen[want] {
 			t.Errorf("no admin action %q among %v", want, seen)
 		}
+	}
+}
+
+// TestAdminAPIVariants: the API names a server; where an action could mean
+// several variants it answers variant_ambiguous with the candidates in the
+// error body, and ?variant= or "variant" picks one.
+func TestAdminAPIVariants(t *testing.T) {
+	s := startStack(t)
+	fx := "../internal/surface/testdata/real/memory/"
+	t0 := time.Now()
+	s.observeVariant("mem", "v0", "o1", fx+"2025.8.4.json", t0)
+	s.waitStatus("mem", "verified")
+	b := s.observeVariant("mem", "v1", "o2", fx+"2025.9.25.json", t0.Add(time.Second))
+	s.observeVariant("mem", "v0", "o3", fx+"2026.8.31.json", t0.Add(2*time.Second))
+	s.waitStatus("mem", "changed")
+	var sv admin.ServerShow
+	deadline := time.Now().Add(10 * time.Second)
+	for len(sv.Variants) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the second variant never showed: %+v", sv)
+		}
+		_, body := s.do("GET", "/v1/servers/acme/mem", readSecret, nil)
+		sv = admin.ServerShow{}
+		_ = json.Unmarshal(body, &sv)
+		time.Sleep(20 * time.Millisecond)
+	}
+	if v1 := sv.Variants[1]; v1.Record.Status != "changed" || v1.Record.Reason != "variant_unmatched" || v1.Serve || v1.Diff == nil || sv.Serve {
+		t.Fatalf("a new variant with items no variant approved: %+v", v1)
+	}
+
+	status, body := s.do("GET", "/v1/servers/acme/mem/diff", readSecret, nil)
+	var e admin.Error
+	_ = json.Unmarshal(body, &e)
+	if status != 409 || e.Error.Code != "variant_ambiguous" || strings.Join(e.Error.Candidates, ",") != "v0,v1" {
+		t.Fatalf("diff of two drifted variants: %d %s", status, body)
+	}
+	status, body = s.do("GET", "/v1/servers/acme/mem/diff?variant=v1", readSecret, nil)
+	var d admin.DiffShow
+	if status != 200 || json.Unmarshal(body, &d) != nil || d.Variant != "v1" || d.Report == nil || !d.Drift {
+		t.Fatalf("diff of a named variant: %d %s", status, body)
+	}
+	status, body = s.do("POST", "/v1/servers/acme/mem/approve", writeSecret, admin.ApproveRequest{Hash: b})
+	if status != 200 || json.Unmarshal(body, &sv) != nil || strings.Join(sv.Approved, ",") != "v1" {
+		t.Fatalf("approve by hash: %d %s", status, body)
+	}
+	status, body = s.do("GET", "/v1/servers", readSecret, nil)
+	var list []admin.ServerShow
+	if status != 200 || json.Unmarshal(body, &list) != nil || len(list) != 1 || len(list[0].Variants) != 2 || !list[0].Serve {
+		t.Fatalf("list: %d %s", status, body)
 	}
 }
 
