@@ -259,6 +259,24 @@ func TestNATSRolePermissions(t *testing.T) {
 		t.Fatal("proxy's watch: no status within 10s")
 	}
 	_ = w.Stop()
+	// ... and its server's own record (the hold, docs/adr/0006), a watch
+	// of its own: one consumer per filter is what the permissions allow.
+	if _, err := dkv.Put(natsOpCtx(t, 10*time.Second), "default.files", []byte(`{"held":true}`)); err != nil {
+		t.Fatalf("drift writes a server record: %v", err)
+	}
+	ws, err := pkv.Watch(natsOpCtx(t, 10*time.Second), "default.files")
+	if err != nil {
+		t.Fatalf("proxy watches its server record: %v", err)
+	}
+	select {
+	case e := <-ws.Updates():
+		if e == nil || e.Key() != "default.files" {
+			t.Fatalf("proxy's watch of its server record: first entry %v", e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("proxy's watch of its server record: nothing within 10s")
+	}
+	_ = ws.Stop()
 	pos, err := proxy.js.ObjectStore(natsOpCtx(t, 10*time.Second), bus.BucketManifests)
 	if err != nil {
 		t.Fatalf("proxy binds the manifest store: %v", err)

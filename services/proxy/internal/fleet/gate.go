@@ -444,20 +444,49 @@ func (g *Gate) watch(ctx context.Context, reconnected <-chan nats.Status, failin
 	g.mu.Lock()
 	g.objects = objects
 	g.mu.Unlock()
-	// The watch lives as long as ctx: the client library stops a watch
-	// when its context ends, so it must not share the bind's deadline.
-	w, err := kv.WatchFiltered(ctx, []string{g.serverKey, g.prefix + "*"})
+	// The watches live as long as ctx: the client library stops a watch
+	// when its context ends, so they must not share the bind's deadline.
+	// Two watches of one key filter each (a proxy's NATS permissions allow
+	// a consumer per filter under its tenant, not one of several filters),
+	// the server record's first: its initial value is in before any
+	// variant's record is, so that a held server is never served while
+	// the watch starts.
+	ws, err := kv.Watch(ctx, g.serverKey)
 	if err != nil {
-		return fmt.Errorf("watching %s and %s*: %w", g.serverKey, g.prefix, err)
+		return fmt.Errorf("watching %s: %w", g.serverKey, err)
 	}
+	defer func() { _ = ws.Stop() }()
 	g.watches.Add(1)
+	sawServer := false // the initial values held the server record
+initialServer:
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-reconnected:
+			return errReconnected
+		case e, ok := <-ws.Updates():
+			switch {
+			case !ok:
+				return errWatchClosed
+			case e == nil:
+				break initialServer
+			default:
+				g.applyServer(e)
+				sawServer = true
+			}
+		}
+	}
+	w, err := kv.Watch(ctx, g.prefix+"*")
+	if err != nil {
+		return fmt.Errorf("watching %s*: %w", g.prefix, err)
+	}
 	defer func() { _ = w.Stop() }()
 	if *failing {
 		*failing = false
 		g.log.Info().Msg("status watch resumed")
 	}
 	seen := map[string]bool{} // variants of the initial values
-	sawServer := false        // the initial values held the server record
 	initial := true
 	for {
 		select {
@@ -465,6 +494,13 @@ func (g *Gate) watch(ctx context.Context, reconnected <-chan nats.Status, failin
 			return nil
 		case <-reconnected:
 			return errReconnected
+		case e, ok := <-ws.Updates():
+			if !ok {
+				return errWatchClosed
+			}
+			if e != nil {
+				g.applyServer(e)
+			}
 		case e, ok := <-w.Updates():
 			switch {
 			case !ok:
@@ -475,9 +511,6 @@ func (g *Gate) watch(ctx context.Context, reconnected <-chan nats.Status, failin
 					g.retain(seen, sawServer)
 					g.setWatch(true)
 				}
-			case e.Key() == g.serverKey:
-				g.applyServer(e)
-				sawServer = sawServer || initial
 			default:
 				v := g.apply(e)
 				if initial && v != "" {
