@@ -446,37 +446,38 @@ func (s *Service) assess(ctx context.Context, tenant, server, base, live string)
 	return a
 }
 
-// approvedItems returns every item of every baseline version ever kept
-// for the server, all variants.
+// approvedItems returns every item of every baseline version of the
+// server, all variants: versions 1 to each variant record's baseline
+// version, read by key (the drift role may read baselines by key, not list
+// them; deploy/nats/auth.conf).
 func (s *Service) approvedItems(ctx context.Context, tenant, server string) ([]state.Item, error) {
-	lister, err := s.h.Baselines.ListKeysFiltered(ctx, bus.StatusKey(tenant, server, "*")+".*")
+	recs, err := s.variants(ctx, tenant, server)
 	if err != nil {
-		return nil, fmt.Errorf("listing baselines of %s/%s: %w", tenant, server, err)
-	}
-	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
+		return nil, err
 	}
 	var out []state.Item
 	seen := map[string]bool{}
-	for _, k := range keys {
-		e, err := s.h.Baselines.Get(ctx, k)
-		if err != nil {
-			return nil, fmt.Errorf("reading baseline %s: %w", k, err)
+	for _, r := range recs {
+		for v := int64(1); v <= r.BaselineVersion; v++ {
+			key := bus.BaselineKey(tenant, server, r.Variant, v)
+			e, err := s.h.Baselines.Get(ctx, key)
+			if err != nil {
+				return nil, fmt.Errorf("reading baseline %s: %w", key, err)
+			}
+			var b state.Baseline
+			if err := json.Unmarshal(e.Value(), &b); err != nil {
+				return nil, fmt.Errorf("decoding baseline %s: %w", key, err)
+			}
+			if seen[b.Hash] {
+				continue
+			}
+			seen[b.Hash] = true
+			sf, err := s.surfaceOf(ctx, b.Hash)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, itemsOf(sf)...)
 		}
-		var b state.Baseline
-		if err := json.Unmarshal(e.Value(), &b); err != nil {
-			return nil, fmt.Errorf("decoding baseline %s: %w", k, err)
-		}
-		if seen[b.Hash] {
-			continue
-		}
-		seen[b.Hash] = true
-		sf, err := s.surfaceOf(ctx, b.Hash)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, itemsOf(sf)...)
 	}
 	return out, nil
 }
