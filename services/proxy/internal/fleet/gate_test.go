@@ -449,3 +449,35 @@ func TestGateHoldRemovedWhileAway(t *testing.T) {
 		t.Fatalf("after a watch without the server record: %+v %v", v, ok)
 	}
 }
+
+// TestGateHeldFromTheStart: a proxy that starts while its server is held
+// never serves it, not even between the variant records' arrival and the
+// server record's: the first answer is already quarantined.
+func TestGateHeldFromTheStart(t *testing.T) {
+	b := natstest.StartBus(t)
+	ctx := context.Background()
+	raw, sf := fixture(t, "memory/2025.9.25.json")
+	if _, err := b.Handles.Manifests.PutBytes(ctx, bus.ManifestName(sf.Hash.String()), raw); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 10 {
+		t.Run(fmt.Sprint("round", round), func(t *testing.T) {
+			server := fmt.Sprint("start", round)
+			if _, err := b.Handles.Status.Put(ctx, bus.StatusKey(tenant, server, "v1"), statusJSON("verified", "block", sf.Hash.String())); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.Handles.Status.Put(ctx, bus.ServerKey(tenant, server), []byte(`{"held":true}`)); err != nil {
+				t.Fatal(err)
+			}
+			g := startGate(t, b, server)
+			for !g.Watching() {
+				if v, ok := g.View(ctx, "v1", false, 5*time.Second); ok && (v.Serve || v.Status != "quarantined") {
+					t.Fatalf("a held server answered %+v while the watch started", v)
+				}
+			}
+			if v, ok := view(g, "v1", time.Second); !ok || v.Serve || v.Status != "quarantined" {
+				t.Fatalf("a held server: %+v %v", v, ok)
+			}
+		})
+	}
+}
