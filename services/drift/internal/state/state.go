@@ -371,8 +371,12 @@ func Observe(rec *Record, tenant, server, variant string, obs Observation, pol P
 			return out // nothing new: the record already says all of it
 		}
 		r.Severity, r.Benign = "", false
-		if obs.ErrorCode == "" && obs.Hash != r.BaselineHash && r.BaselineHash != "" && obs.Assess != nil {
-			a := obs.Assess(r.BaselineHash, obs.Hash)
+		base := r.BaselineHash
+		if base == "" {
+			base = r.ReferenceHash // a new variant is assessed against the variant it was compared with
+		}
+		if obs.ErrorCode == "" && obs.Hash != base && base != "" && obs.Assess != nil {
+			a := obs.Assess(base, obs.Hash)
 			r.Severity, r.Benign = a.Severity, a.Benign
 		}
 		switch r.Status {

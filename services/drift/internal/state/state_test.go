@@ -216,7 +216,7 @@ func TestNewVariant(t *testing.T) {
 	out := Observe(nil, "acme", "fs", "v2", func() Observation { o := obs("1", "sha256:new", 1); o.Compare = unmatched; return o }(), discover, t0)
 	r := out.Record
 	r2, _ := apply(t, &r, obs("2", "sha256:newer", 2), discover)
-	if r2.Status != Changed || r2.Reason != ReasonVariantUnmatched || r2.Serve() {
+	if r2.Status != Changed || r2.Reason != ReasonVariantUnmatched || r2.Serve() || r2.Severity != "high" {
 		t.Fatalf("an unmatched variant after its manifest moved: %+v", r2)
 	}
 	ap, err := Approve(r2, "sha256:newer", "alice", t0)
