@@ -106,22 +106,12 @@ func (o Seen) Report() {
 
 // ServerLater is Server, leaving the report of what the message showed to
 // the caller, once it has delivered the message. A decision that must wait
-// is waited for here; on a serial transport, where waiting would hold the
-// reader, use FromServerFramed.
+// is waited for here, bounded by Config.Timeout: a serial transport, where
+// waiting would hold the reader its own answers come on, uses
+// FromServerFramed instead.
 func (s *Session) ServerLater(ctx context.Context, raw []byte) ([]byte, Seen, error) {
 	out, later, seen, err := s.judgeServer(ctx, raw, true)
 	if later != nil {
-		if s.cfg.SerialServer {
-			// Off the reader, as FromServerFramed, but without its order.
-			s.work.Add(1)
-			go func() {
-				defer s.work.Done()
-				if b := later(); b != nil {
-					_ = s.toClient(b) // a failure is the reader's to see: the client is gone
-				}
-			}()
-			return nil, seen, err
-		}
 		out = later()
 	}
 	return out, seen, err

@@ -124,9 +124,10 @@ func TestParamHeaders(t *testing.T) {
 		{"a batch with Mcp-Method", std(nil), "[" + body("execute_sql", full) + "]", false},
 	}
 	// A Base64 Mcp-Name passes the proxy (this server then refuses it: it
-	// does not decode the name).
+	// does not decode the name; its refusal reaches the client judged, or
+	// as the proxy's upstream_http_error, never as header_mismatch).
 	resp, out := post(t, via, std(map[string]string{"Mcp-Name": "=?base64?ZXhlY3V0ZV9zcWw=?="}), body("execute_sql", full))
-	if strings.Contains(out, "mcpdrift") {
+	if strings.Contains(out, "header_mismatch") || resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("a Base64 Mcp-Name that matches: HTTP %d %s", resp.StatusCode, out)
 	}
 	for _, c := range cases {

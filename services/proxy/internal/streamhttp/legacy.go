@@ -1,13 +1,16 @@
 package streamhttp
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"sync"
 
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
 
@@ -27,27 +30,35 @@ type legacySession struct {
 	closed bool
 }
 
-// toClient writes one message to the client's stream.
+// toClient writes what the session delivers to the client's stream: an
+// event framed already (FromServerFramed).
 func (l *legacySession) toClient(b []byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return errors.New("the client's event stream is closed")
+		return errClientGone
 	}
-	if _, err := l.w.Write(appendEvent(nil, nil, b)); err != nil {
-		return err
+	if _, err := l.w.Write(b); err != nil {
+		return fmt.Errorf("%w: %v", errClientGone, err)
 	}
-	return l.rc.Flush()
+	if err := l.rc.Flush(); err != nil {
+		return fmt.Errorf("%w: %v", errClientGone, err)
+	}
+	return nil
 }
 
-func (l *legacySession) write(b []byte) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, err := l.w.Write(b); err != nil {
-		return err
+// errClientGone is a write to a client's stream that failed.
+var errClientGone = errors.New("the client's event stream is closed")
+
+// reply writes one message of the proxy's own to the client's stream.
+func (l *legacySession) reply(b []byte) error {
+	if !frameable(b) {
+		return errors.New("a message an event cannot carry unchanged")
 	}
-	return l.rc.Flush()
+	return l.toClient(appendEvent(nil, nil, b))
 }
+
+func (l *legacySession) write(b []byte) error { return l.toClient(b) }
 
 func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
@@ -61,10 +72,18 @@ func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || mediaType(resp.Header) != "text/event-stream" {
-		copyHeaders(w.Header(), resp.Header)
-		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, io.LimitReader(resp.Body, int64(f.p.cfg.MaxMessage)))
+	if resp.StatusCode/100 != 2 {
+		f.refuseStatus(w, r.Context(), resp, nil, false, nil, nil)
+		return
+	}
+	body := openBody(resp)
+	if body.kind != mediaSSE {
+		why := body.refused
+		if why == "" {
+			why = "not an event stream"
+		}
+		f.log.Warn().Str("code", session.DropFraming).Str("why", why).Msg("upstream answer not passed on")
+		httpError(w, http.StatusBadGateway, nil, session.DropFraming, "the MCP server's event stream cannot be read as clients read it ("+why+")")
 		return
 	}
 	l := &legacySession{id: newID(), w: w, rc: http.NewResponseController(w), headers: http.Header{}}
@@ -90,44 +109,97 @@ func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 	}()
 
 	copyHeaders(w.Header(), resp.Header)
+	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)
 	_ = l.rc.Flush()
 	base, _ := url.Parse(f.up.SSEURL)
-	rd := newSSEReader(resp.Body, f.p.cfg.MaxMessage)
+	rd := newSSEReader(body.r, f.p.cfg.MaxMessage)
 	ctx := r.Context()
+	named := false
 	for {
 		ev, err := rd.next()
 		if err != nil {
 			if !errors.Is(err, io.EOF) && ctx.Err() == nil {
+				l.s.Dropped(session.DropFraming)
 				f.log.Warn().Err(err).Msg("upstream event stream ended")
 			}
 			return
 		}
-		var out []byte
-		var seen session.Seen
 		switch {
-		case string(ev.Name) == "endpoint":
-			ref, err := url.Parse(string(ev.Data))
-			if err != nil {
-				f.log.Warn().Err(err).Msg("unreadable endpoint event")
+		case ev.HasData && string(bytes.TrimSpace(ev.Name)) == "endpoint":
+			if named {
+				// Only the first names the endpoint; a later one is read by
+				// the Go SDK as a message, and must not move the proxy's
+				// posts elsewhere.
+				f.dropEvent(l.s, "a second endpoint event", ev)
+				continue
+			}
+			endpoint, why := resolveEndpoint(base, ev.Data)
+			if why != "" {
+				l.s.Dropped(session.DropFraming)
+				f.log.Warn().Str("code", session.DropFraming).Str("why", why).Msg("unusable endpoint event")
 				return
 			}
+			named = true
 			l.mu.Lock()
-			l.endpoint = base.ResolveReference(ref).String()
+			l.endpoint = endpoint
 			l.mu.Unlock()
-			own := "/" + f.up.ID + "/messages?session=" + l.id
-			out = appendEvent(nil, ev, []byte(own))
-		default:
-			out, seen = f.relay(nil, ctx, l.s, ev)
-		}
-		if len(out) > 0 {
-			if err := l.write(out); err != nil {
-				seen.Report()
-				return
+			err = l.write(appendNamed(nil, "endpoint", "/"+f.up.ID+"/messages?session="+l.id))
+		case len(ev.Data) == 0:
+			// Ids and retries mean nothing on this transport, and the Go
+			// SDK reads every event as a message: only keep-alives pass.
+			if ev.Comment {
+				err = l.write(appendKeepAlive(nil))
 			}
+		default:
+			// Every event with data is judged, whatever its name (the Go
+			// SDK reads every event after the endpoint as a message), and
+			// goes out as a message event, in the order the server sent
+			// it.
+			err = l.s.FromServerFramed(ctx, ev.Data, func(out []byte) []byte {
+				if out == nil {
+					return nil
+				}
+				if !frameable(out) {
+					f.dropEvent(l.s, "a message that an event cannot carry unchanged", ev)
+					return nil
+				}
+				return appendEvent(nil, ev, out)
+			})
 		}
-		seen.Report()
+		switch {
+		case errors.Is(err, errClientGone):
+			return
+		case err != nil:
+			f.log.Warn().Err(err).Msg("re-listing the server")
+		}
 	}
+}
+
+// resolveEndpoint reads the message URL an endpoint event names, resolved
+// against the SSE URL; it must be of the SSE URL's origin (as the
+// TypeScript SDK requires), or the proxy would post the client's messages,
+// and its credentials, wherever the upstream said.
+func resolveEndpoint(base *url.URL, data []byte) (string, string) {
+	ref, err := url.Parse(string(data))
+	if err != nil {
+		return "", "an unreadable endpoint URL"
+	}
+	u := base.ResolveReference(ref)
+	if u.Scheme != base.Scheme || u.Host != base.Host {
+		return "", "an endpoint of another origin than the event stream's"
+	}
+	return u.String(), ""
+}
+
+// appendNamed writes an event of the proxy's own with a name and one line
+// of data.
+func appendNamed(dst []byte, name, data string) []byte {
+	dst = append(dst, "event: "...)
+	dst = append(dst, name...)
+	dst = append(dst, "\ndata: "...)
+	dst = append(dst, data...)
+	return append(dst, "\n\n"...)
 }
 
 func (f *front) legacyPost(w http.ResponseWriter, r *http.Request) {
@@ -148,9 +220,14 @@ func (f *front) legacyPost(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusRequestEntityTooLarge, nil, "message_too_large", err.Error())
 		return
 	}
-	o := l.s.Client(r.Context(), body)
+	msgs, batch, err := jsonrpc.Split(body, jsonrpc.Limits{})
+	if err != nil {
+		httpError(w, http.StatusBadRequest, nil, "invalid_message", "unreadable JSON-RPC message: "+err.Error())
+		return
+	}
+	o := l.s.ClientSplit(r.Context(), body, msgs, batch)
 	if o.Reply != nil {
-		if err := l.toClient(o.Reply); err != nil {
+		if err := l.reply(o.Reply); err != nil {
 			httpError(w, http.StatusGone, nil, "stream_closed", err.Error())
 			return
 		}
@@ -162,20 +239,29 @@ func (f *front) legacyPost(w http.ResponseWriter, r *http.Request) {
 	l.mu.Lock()
 	endpoint := l.endpoint
 	l.mu.Unlock()
+	ids := requestIDs(o.Forward, body, msgs)
 	if endpoint == "" {
+		l.s.Unanswered(ids)
 		httpError(w, http.StatusConflict, nil, "no_endpoint", "the server has not named its message endpoint yet")
 		return
 	}
-	resp, err := f.send(r.Context(), http.MethodPost, endpoint, forwardHeaders(r.Header, len(o.Forward) != len(body)), o.Forward)
+	resp, err := f.send(r.Context(), http.MethodPost, endpoint, forwardHeaders(r.Header, !bytes.Equal(o.Forward, body)), o.Forward)
 	if err != nil {
+		l.s.Unanswered(ids)
 		httpError(w, http.StatusBadGateway, nil, "upstream_unreachable", "the MCP server behind this proxy could not be reached")
 		return
 	}
 	defer resp.Body.Close()
-	copyHeaders(w.Header(), resp.Header)
+	if resp.StatusCode/100 != 2 {
+		// The client learns of the failure from this answer; an answer to
+		// these requests that came later on the stream must not follow it.
+		f.refuseStatus(w, r.Context(), resp, l.s, batch, nil, ids)
+		return
+	}
+	// The answers come on the event stream; the body of this one is
+	// nobody's to read.
 	w.WriteHeader(resp.StatusCode)
-	_, _ = io.Copy(w, io.LimitReader(resp.Body, int64(f.p.cfg.MaxMessage)))
-	if o.Opened && resp.StatusCode < 300 {
+	if o.Opened {
 		if err := l.s.ListAll(); err != nil {
 			f.log.Warn().Err(err).Msg("listing the server")
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -506,9 +507,12 @@ func (f *front) ownExchange(ctx context.Context, mon *monitor, msg string) error
 // and to inspect when it is not nil; with untilResponse an event stream is
 // left once a response arrived.
 func (f *front) feed(ctx context.Context, sess *session.Session, resp *http.Response, untilResponse bool, inspect func([]byte)) error {
-	switch mediaType(resp.Header) {
-	case "application/json":
-		raw, err := readAll(resp.Body, f.p.cfg.MaxMessage)
+	b := openBody(resp)
+	switch b.kind {
+	case mediaRefused:
+		return fmt.Errorf("an answer the proxy cannot read as clients read it: %s", b.refused)
+	case mediaJSON:
+		raw, err := readAll(b.r, f.p.cfg.MaxMessage)
 		if err != nil {
 			return err
 		}
@@ -517,15 +521,15 @@ func (f *front) feed(ctx context.Context, sess *session.Session, resp *http.Resp
 		}
 		_, err = sess.Server(ctx, raw)
 		return err
-	case "text/event-stream":
-		rd := newSSEReader(resp.Body, f.p.cfg.MaxMessage)
+	case mediaSSE:
+		rd := newSSEReader(b.r, f.p.cfg.MaxMessage)
 		for {
 			ev, err := rd.next()
 			if err != nil {
 				return nil // the stream ended
 			}
-			if !ev.HasData {
-				continue
+			if !ev.HasData || !isMessageName(ev.Name) {
+				continue // no client reads it as a message
 			}
 			if inspect != nil {
 				inspect(ev.Data)

@@ -13,10 +13,17 @@
 //   - HTTP+SSE (2024-11-05): a GET event stream whose endpoint event the
 //     proxy rewrites to its own message URL.
 //
-// Bodies and events are forwarded as the original bytes; only a listing
-// with something withheld is rebuilt (session.Session decides), and SSE
-// events keep their ids and names. Upstream requests go out on h1, an
-// HTTP/1.1 client that works on the handler's own goroutine.
+// Nothing of an upstream's answers reaches a client unjudged: a body is
+// read by its Content-Type and Content-Encoding the way clients read them
+// (openBody), an event stream by the WHATWG rules (sseReader), and every
+// message goes out as the bytes the session returned for it (the original,
+// or a listing with something withheld), an SSE event re-emitted from its
+// parsed fields, never its original bytes. What cannot be read so is
+// dropped and counted, and the request it answered gets an error with a
+// stable code; an answer other than 2xx gets the proxy's own error. Only
+// sessions whose initialize the proxy forwarded are tracked. Upstream
+// requests go out on h1, an HTTP/1.1 client that works on the handler's
+// own goroutine.
 package streamhttp
 
 import (
@@ -27,9 +34,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,7 +77,7 @@ func (c Config) withDefaults() Config {
 		c.Client = &http.Client{Transport: h1.New(h1.Config{Fallback: &http.Transport{
 			Proxy: http.ProxyFromEnvironment, MaxIdleConns: 256, MaxIdleConnsPerHost: 64,
 			IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: 10 * time.Second, ForceAttemptHTTP2: true,
-		}})}
+		}}), CheckRedirect: noRedirects}
 	}
 	if c.MaxMessage <= 0 {
 		c.MaxMessage = 64 << 20
@@ -89,6 +96,11 @@ func (c Config) withDefaults() Config {
 	}
 	return c
 }
+
+// noRedirects keeps the proxy where it was configured to go: an upstream
+// cannot send the client's messages (and their session id) elsewhere with
+// a redirect; the redirect itself is answered as an upstream failure.
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // Proxy serves every upstream's routes.
 type Proxy struct {
@@ -225,28 +237,33 @@ func (t *tracked) ownHeaders() http.Header {
 
 func discard([]byte) error { return nil }
 
-// session returns the tracked session with the given id, creating it when
-// the proxy does not know it (a restart, or another proxy replica began it):
-// what it decides then rests on the gate alone until it sees a listing.
+// session returns the tracked session with the given id, or nil when the
+// proxy does not know it. A session exists only once the proxy forwarded
+// its initialize and the upstream's 2xx answer named it (register): a
+// session id the proxy did not see handed out (made up, from before a
+// restart, from another replica, or one the upstream ended) is never
+// taken up, since nothing the proxy judged stands behind it. The client
+// gets 404 and opens a new session, as the transport says.
 func (f *front) session(id string) *tracked {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if t := f.sessions[id]; t != nil {
-		return t
-	}
-	t := f.newTracked()
-	t.id = id
-	f.addLocked(t)
-	return t
+	return f.sessions[id]
 }
 
-func (f *front) register(t *tracked, id string) {
+// register keeps t under the session id the upstream named in its answer
+// to t's initialize; false when that id is already tracked (the existing
+// session is left as it is).
+func (f *front) register(t *tracked, id string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.sessions[id] != nil {
+		return false
+	}
 	t.mu.Lock()
 	t.id = id
 	t.mu.Unlock()
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.addLocked(t)
+	return true
 }
 
 // addLocked keeps t, forgetting idle sessions and, past the limit, the
@@ -289,6 +306,11 @@ func (f *front) firstSightWait() time.Duration {
 
 // streamable serves the Streamable HTTP endpoint.
 func (f *front) streamable(w http.ResponseWriter, r *http.Request) {
+	if len(r.Header.Values("Mcp-Session-Id")) > 1 {
+		// The proxy would judge by one, the server might serve another.
+		httpError(w, http.StatusBadRequest, nil, "invalid_message", "more than one Mcp-Session-Id header")
+		return
+	}
 	switch r.Method {
 	case http.MethodPost:
 		f.post(w, r)
@@ -322,7 +344,10 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 	sid := r.Header.Get("Mcp-Session-Id")
 	switch {
 	case sid != "":
-		t = f.session(sid)
+		if t = f.session(sid); t == nil {
+			unknownSession(w, firstID(msgs, batch))
+			return
+		}
 	case opens(msgs):
 		t = f.newTracked() // kept once the upstream names the session
 	default:
@@ -346,131 +371,291 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, o.Reply)
 		return
 	}
+	ids := requestIDs(o.Forward, body, msgs)
 	resp, err := f.send(r.Context(), r.Method, f.up.URL, forwardHeaders(r.Header, !bytes.Equal(o.Forward, body)), o.Forward)
 	if err != nil {
 		f.log.Warn().Err(err).Msg("upstream unreachable")
-		httpError(w, http.StatusBadGateway, firstID(msgs, batch), "upstream_unreachable", "the MCP server behind this proxy could not be reached")
+		sess.Unanswered(ids)
+		writeJSON(w, http.StatusBadGateway, errorBody(batch, ids, codeInvalidRequest, "mcpdrift proxy: the MCP server behind this proxy could not be reached", "upstream_unreachable"))
 		return
 	}
 	defer resp.Body.Close()
-	if t != nil && sid == "" {
-		if nsid := resp.Header.Get("Mcp-Session-Id"); nsid != "" && resp.StatusCode < 300 {
-			f.register(t, nsid)
+	if sid != "" && resp.StatusCode == http.StatusNotFound {
+		f.forget(sid) // the upstream ended it: from now on the proxy answers 404 itself
+	}
+	named := ""
+	if t != nil && sid == "" && resp.StatusCode/100 == 2 {
+		nsids := resp.Header.Values("Mcp-Session-Id")
+		switch {
+		case len(nsids) == 0: // a server that keeps no session
+		case len(nsids) > 1 || !validSessionID(nsids[0]):
+			f.refuse(w, sess, batch, o.Reply, ids, http.StatusBadGateway, session.DropFraming,
+				"the MCP server named its session in an unreadable Mcp-Session-Id header", "unreadable Mcp-Session-Id")
+			return
+		case !f.register(t, nsids[0]):
+			f.refuse(w, sess, batch, o.Reply, ids, http.StatusBadGateway, codeSessionConflict,
+				"the MCP server named a session that is already open; its answer is not passed on", "session id already tracked")
+			return
+		default:
+			named = nsids[0]
 		}
 	}
-	if sid != "" && resp.StatusCode == http.StatusNotFound {
-		f.forget(sid) // the upstream ended it
-	}
-	f.answer(w, r.Context(), resp, sess, o.Reply)
-	if o.Opened && resp.StatusCode < 300 {
+	f.answer(w, r.Context(), resp, sess, batch, o.Reply, ids, named)
+	if o.Opened && resp.StatusCode/100 == 2 {
 		if err := sess.ListAll(); err != nil {
 			f.log.Warn().Err(err).Msg("listing the server")
 		}
 	}
 }
 
-// answer passes the upstream's answer to a POST on to the client, every
-// message judged by sess, with the proxy's own replies (refusals in a
-// batch) added.
-func (f *front) answer(w http.ResponseWriter, ctx context.Context, resp *http.Response, sess *session.Session, reply []byte) {
-	switch mediaType(resp.Header) {
-	case "text/event-stream":
-		f.pipeSSE(w, ctx, resp, sess, reply)
+// answer passes the upstream's answer to a POST on to the client: every
+// message judged by sess, the proxy's own replies (refusals in a batch)
+// added, and an error for each forwarded request (ids) that the answer
+// left unanswered. Nothing of the upstream's body reaches the client
+// unjudged: a status other than 2xx gets the proxy's own error, a body the
+// proxy cannot read the clients' way is refused. named is the session id
+// an initialize's answer opened ("" when none).
+func (f *front) answer(w http.ResponseWriter, ctx context.Context, resp *http.Response, sess *session.Session, batch bool, reply []byte, ids [][]byte, named string) {
+	if resp.StatusCode/100 != 2 {
+		f.refuseStatus(w, ctx, resp, sess, batch, reply, ids)
 		return
-	case "application/json":
-		if resp.StatusCode >= 300 {
-			break
+	}
+	b := openBody(resp)
+	if b.kind == mediaRefused {
+		if named != "" {
+			f.forget(named) // the client is not told of it
 		}
-		raw, err := readAll(resp.Body, f.p.cfg.MaxMessage)
-		if err != nil {
-			httpError(w, http.StatusBadGateway, nil, "upstream_message_too_large", err.Error())
+		f.refuse(w, sess, batch, reply, ids, http.StatusOK, session.DropFraming, "the MCP server's answer cannot be read as clients read it ("+b.refused+")", b.refused)
+		return
+	}
+	copyHeaders(w.Header(), resp.Header)
+	if named != "" {
+		w.Header().Set("Mcp-Session-Id", named)
+	}
+	var out []byte
+	switch b.kind {
+	case mediaSSE:
+		f.pipeSSE(w, ctx, b.r, sess, reply, ids)
+		return
+	case mediaJSON:
+		raw, err := readAll(b.r, f.p.cfg.MaxMessage)
+		if errors.Is(err, errTooLarge) {
+			sess.Dropped(session.DropFraming)
+			f.refuse(w, sess, batch, reply, ids, http.StatusBadGateway, "upstream_message_too_large", "the MCP server's answer is too large: "+err.Error(), err.Error())
 			return
 		}
-		out, seen, err := sess.ServerLater(ctx, raw)
+		if err != nil {
+			f.refuse(w, sess, batch, reply, ids, http.StatusOK, session.DropFraming, "the MCP server's answer could not be read: "+err.Error(), err.Error())
+			return
+		}
+		var seen session.Seen
+		out, seen, err = sess.ServerLater(ctx, raw)
 		defer seen.Report() // once the answer is written
 		if err != nil {
 			f.log.Warn().Err(err).Msg("re-listing the server")
 		}
-		copyHeaders(w.Header(), resp.Header)
-		if reply != nil {
-			out = mergeBatches(reply, out)
-		}
-		if out == nil {
-			w.WriteHeader(http.StatusAccepted)
-			return
-		}
-		// The length given, the answer goes out whole at the flush, before
-		// the report.
-		w.Header().Set("Content-Length", strconv.Itoa(len(out)))
-		w.WriteHeader(resp.StatusCode)
-		_, _ = w.Write(out)
-		_ = http.NewResponseController(w).Flush()
+	}
+	errs := unansweredErrors(sess, ids, codeNoResponse, "mcpdrift proxy: the MCP server's answer held no response to this request")
+	out = joinAnswers(batch, reply, out, errs)
+	if out == nil {
+		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	if reply != nil && resp.StatusCode == http.StatusAccepted {
-		// Everything forwarded was a notification or response; what the
-		// proxy refused still needs its answers.
-		copyHeaders(w.Header(), resp.Header)
-		writeJSON(w, http.StatusOK, reply)
-		return
-	}
-	copyHeaders(w.Header(), resp.Header)
-	w.WriteHeader(resp.StatusCode)
-	_, _ = io.Copy(w, io.LimitReader(resp.Body, int64(f.p.cfg.MaxMessage)))
+	// The length given, the answer goes out whole at the flush, before
+	// the report.
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(out)
+	_ = http.NewResponseController(w).Flush()
 }
 
-// get passes the session's stream of server messages (and its resumption
-// with Last-Event-ID) through the session.
+// refuse answers a POST whose upstream answer the proxy does not pass on:
+// the proxy's own replies (refusals in a batch), and for each forwarded
+// request still unanswered an error with code, which is also the drop
+// counted when it is one of session.DropCodes. what names it in the log
+// when not "".
+func (f *front) refuse(w http.ResponseWriter, sess *session.Session, batch bool, reply []byte, ids [][]byte, status int, code, text, what string) {
+	if slices.Contains(session.DropCodes, code) {
+		sess.Dropped(code)
+	}
+	if what != "" {
+		f.log.Warn().Str("code", code).Str("why", what).Msg("upstream answer not passed on")
+	}
+	out := joinAnswers(batch, reply, unansweredErrors(sess, ids, code, "mcpdrift proxy: "+text))
+	if out == nil {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	writeJSON(w, status, out)
+}
+
+// keptOnError are the headers of an upstream answer other than 2xx that a
+// client acts on: how to authenticate, when to retry, which methods the
+// endpoint allows.
+var keptOnError = []string{"WWW-Authenticate", "Retry-After", "Allow"}
+
+// refuseStatus answers for an upstream answer other than 2xx: its status
+// (a redirect, which would take the client past the proxy, becomes 502)
+// and the headers a client acts on, with the proxy's own JSON-RPC error
+// (code upstream_http_error) for each forwarded request (ids) in place of
+// the body, which clients would surface to the model. Only a JSON body
+// that sess judges to be error responses to those requests passes, judged
+// (the Go SDK reads a JSON-RPC error from such a body: a server's
+// "unsupported protocol version" names the versions it speaks there). A
+// 404 stays 404, so that a client of a session the server ended opens a
+// new one.
+func (f *front) refuseStatus(w http.ResponseWriter, ctx context.Context, resp *http.Response, sess *session.Session, batch bool, reply []byte, ids [][]byte) {
+	status := resp.StatusCode
+	if status < 400 || status > 599 {
+		status = http.StatusBadGateway
+	}
+	for _, k := range keptOnError {
+		if vs := resp.Header.Values(k); len(vs) > 0 {
+			w.Header()[k] = slices.Clone(vs)
+		}
+	}
+	var judged [][]byte
+	if len(ids) > 0 {
+		judged = f.judgedErrors(ctx, resp, sess)
+	}
+	text := fmt.Sprintf("mcpdrift proxy: the MCP server answered HTTP %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
+	errs := unansweredErrors(sess, ids, codeUpstreamHTTP, text)
+	if len(judged) == 0 && len(errs) == 0 {
+		errs = [][]byte{errorBody(true, ids, codeInternal, text, codeUpstreamHTTP)}
+	}
+	out := joinAnswers(batch, reply, judged, errs)
+	writeJSON(w, status, out)
+}
+
+// judgedErrors returns the error responses of a JSON body as sess judged
+// them; anything else in it is dropped (its request then gets the
+// proxy's error).
+func (f *front) judgedErrors(ctx context.Context, resp *http.Response, sess *session.Session) [][]byte {
+	b := openBody(resp)
+	if b.kind != mediaJSON {
+		return nil
+	}
+	raw, err := readAll(b.r, f.p.cfg.MaxMessage)
+	if err != nil {
+		return nil
+	}
+	out, seen, _ := sess.ServerLater(ctx, raw)
+	seen.Report()
+	if out == nil {
+		return nil
+	}
+	msgs, _, err := jsonrpc.Split(out, jsonrpc.Limits{})
+	if err != nil {
+		return nil
+	}
+	var errs [][]byte
+	for _, m := range msgs {
+		if m.Kind == jsonrpc.KindResponse && m.Error != nil {
+			errs = append(errs, m.Raw)
+		} else {
+			sess.Dropped(session.DropFraming)
+		}
+	}
+	return errs
+}
+
+// get passes a stream of server messages (the session's GET stream, and
+// its resumption with Last-Event-ID) on, every event judged. A GET
+// without a session is judged by the stateless clients' listing; one with
+// a session the proxy does not know is answered 404 by the proxy.
 func (f *front) get(w http.ResponseWriter, r *http.Request) {
+	var sess *session.Session
 	sid := r.Header.Get("Mcp-Session-Id")
+	if sid != "" {
+		t := f.session(sid)
+		if t == nil {
+			unknownSession(w, nil)
+			return
+		}
+		t.note(r)
+		sess = t.s
+	} else {
+		sess = f.follower(r, nil)
+	}
 	resp, err := f.send(r.Context(), http.MethodGet, f.up.URL, forwardHeaders(r.Header, false), nil)
 	if err != nil {
 		httpError(w, http.StatusBadGateway, nil, "upstream_unreachable", "the MCP server behind this proxy could not be reached")
 		return
 	}
 	defer resp.Body.Close()
-	if sid == "" || mediaType(resp.Header) != "text/event-stream" || resp.StatusCode != http.StatusOK {
-		copyHeaders(w.Header(), resp.Header)
-		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, io.LimitReader(resp.Body, int64(f.p.cfg.MaxMessage)))
+	if sid != "" && resp.StatusCode == http.StatusNotFound {
+		f.forget(sid)
+	}
+	if resp.StatusCode/100 != 2 {
+		f.refuseStatus(w, r.Context(), resp, nil, false, nil, nil)
 		return
 	}
-	t := f.session(sid)
-	t.note(r)
-	f.pipeSSE(w, r.Context(), resp, t.s, nil)
+	b := openBody(resp)
+	switch b.kind {
+	case mediaSSE:
+		copyHeaders(w.Header(), resp.Header)
+		f.pipeSSE(w, r.Context(), b.r, sess, nil, nil)
+	case mediaEmpty:
+		w.WriteHeader(resp.StatusCode)
+	default:
+		// A GET stream is an event stream or nothing: the TypeScript SDK
+		// reads any 2xx body of it as one, whatever its Content-Type.
+		why := b.refused
+		if why == "" {
+			why = "a JSON body on a GET stream"
+		}
+		sess.Dropped(session.DropFraming)
+		f.log.Warn().Str("code", session.DropFraming).Str("why", why).Msg("upstream answer not passed on")
+		httpError(w, http.StatusBadGateway, nil, session.DropFraming, "the MCP server's stream cannot be read as clients read it ("+why+")")
+	}
 }
 
 func (f *front) delete(w http.ResponseWriter, r *http.Request) {
+	sid := r.Header.Get("Mcp-Session-Id")
+	if sid != "" && f.session(sid) == nil {
+		unknownSession(w, nil)
+		return
+	}
 	resp, err := f.send(r.Context(), http.MethodDelete, f.up.URL, forwardHeaders(r.Header, false), nil)
 	if err != nil {
 		httpError(w, http.StatusBadGateway, nil, "upstream_unreachable", "the MCP server behind this proxy could not be reached")
 		return
 	}
 	defer resp.Body.Close()
-	if sid := r.Header.Get("Mcp-Session-Id"); sid != "" && resp.StatusCode < 300 {
+	if sid != "" && (resp.StatusCode/100 == 2 || resp.StatusCode == http.StatusNotFound) {
 		f.forget(sid)
 	}
-	copyHeaders(w.Header(), resp.Header)
-	w.WriteHeader(resp.StatusCode)
-	_, _ = io.Copy(w, io.LimitReader(resp.Body, int64(f.p.cfg.MaxMessage)))
+	if resp.StatusCode/100 != 2 {
+		f.refuseStatus(w, r.Context(), resp, nil, false, nil, nil)
+		return
+	}
+	w.WriteHeader(resp.StatusCode) // a body of a DELETE's answer is nobody's to read
 }
 
 // pipeSSE passes an event stream on event by event, each message judged by
-// sess; pre, when set, is sent first as an event of its own. The headers go
-// out with the first event when it has already arrived, and at once
-// otherwise: a client may wait for them before it goes on (the Go SDK does
-// for its GET stream), and a stream can stay quiet for long.
-func (f *front) pipeSSE(w http.ResponseWriter, ctx context.Context, resp *http.Response, sess *session.Session, pre []byte) {
-	copyHeaders(w.Header(), resp.Header)
-	w.WriteHeader(resp.StatusCode)
+// sess and re-emitted from its parsed fields; pre, when set, is sent first
+// as an event of its own. The headers go out with the first event when it
+// has already arrived, and at once otherwise: a client may wait for them
+// before it goes on (the Go SDK does for its GET stream), and a stream can
+// stay quiet for long. When the stream ends, the requests of ids (those a
+// POST forwarded) it left unanswered get errors, unless the stream can be
+// resumed (an event carried an id) and ended without a fault: the client
+// then resumes it and their answers may come on the resumed stream.
+func (f *front) pipeSSE(w http.ResponseWriter, ctx context.Context, body io.Reader, sess *session.Session, pre []byte, ids [][]byte) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Del("Content-Length")
+	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	var buf []byte
 	if pre != nil {
 		buf = appendEvent(buf, nil, pre)
 		_, _ = w.Write(buf)
 	}
-	rd := newSSEReader(resp.Body, f.p.cfg.MaxMessage)
+	rd := newSSEReader(body, f.p.cfg.MaxMessage)
 	flushed := false
+	resumable := false
 	for {
 		if !flushed && !rd.ready() {
 			_ = rc.Flush()
@@ -478,8 +663,28 @@ func (f *front) pipeSSE(w http.ResponseWriter, ctx context.Context, resp *http.R
 		}
 		ev, err := rd.next()
 		if err != nil {
-			if !errors.Is(err, io.EOF) && ctx.Err() == nil {
+			if ctx.Err() != nil {
+				if !resumable {
+					sess.Unanswered(ids) // the client went away: nobody waits for these
+				}
+				return
+			}
+			code := codeNoResponse
+			if !errors.Is(err, io.EOF) {
 				f.log.Warn().Err(err).Msg("upstream event stream ended")
+				sess.Dropped(session.DropFraming)
+				code, resumable = session.DropFraming, false
+			}
+			if resumable {
+				return
+			}
+			buf = buf[:0]
+			for _, e := range unansweredErrors(sess, ids, code, "mcpdrift proxy: the MCP server's event stream ended without a readable response to this request") {
+				buf = appendEvent(buf, nil, e)
+			}
+			if len(buf) > 0 {
+				_, _ = w.Write(buf)
+				_ = rc.Flush()
 			}
 			return
 		}
@@ -489,6 +694,7 @@ func (f *front) pipeSSE(w http.ResponseWriter, ctx context.Context, resp *http.R
 			seen.Report()
 			continue
 		}
+		resumable = resumable || (ev.HasID && len(ev.ID) > 0 && cleanID(ev.ID))
 		if _, err := w.Write(buf); err != nil {
 			seen.Report()
 			return // the client went away
@@ -499,28 +705,46 @@ func (f *front) pipeSSE(w http.ResponseWriter, ctx context.Context, resp *http.R
 	}
 }
 
-// relay appends what the client gets of one upstream event: the event as
-// it came when sess passes its message unchanged, the event rebuilt around
-// the message sess passes instead, or, when sess keeps the message to
-// itself, only the event's id (so resumption still counts it). What the
-// message showed is the caller's to report once the event is sent.
+// relay appends what the client gets of one upstream event, re-emitted
+// from its parsed fields, never its original bytes: the message sess
+// returns for its data (the bytes sess judged), with the event's id; when
+// sess keeps or drops the message, only the event's id and retry (so
+// resumption still counts it); a comment as an empty keep-alive. An event
+// with data under a name no client takes for a message is dropped
+// (framing_invalid). What the message showed is the caller's to report
+// once the event is sent. (HTTP+SSE has its own loop: legacyStream.)
 func (f *front) relay(buf []byte, ctx context.Context, sess *session.Session, ev *event) ([]byte, session.Seen) {
-	if !ev.HasData {
-		return append(buf, ev.Raw...), session.Seen{}
+	if len(ev.Data) == 0 {
+		// No data, or empty data: a priming event for resumption (the Go
+		// SDK skips it; nothing in it to judge).
+		n := len(buf)
+		if buf = appendIDOnly(buf, ev); len(buf) == n && ev.Comment {
+			buf = appendKeepAlive(buf)
+		}
+		return buf, session.Seen{}
+	}
+	if !isMessageName(ev.Name) {
+		f.dropEvent(sess, "an event with data under a name no client reads as a message", ev)
+		return appendIDOnly(buf, ev), session.Seen{}
 	}
 	out, seen, err := sess.ServerLater(ctx, ev.Data)
 	if err != nil {
 		f.log.Warn().Err(err).Msg("re-listing the server")
 	}
 	switch {
-	case out == nil && ev.HasID:
-		return appendIDOnly(buf, ev), seen
 	case out == nil:
-		return buf, seen
-	case bytes.Equal(out, ev.Data):
-		return append(buf, ev.Raw...), seen
+		return appendIDOnly(buf, ev), seen
+	case !frameable(out):
+		f.dropEvent(sess, "a message that an event cannot carry unchanged", ev)
+		return appendIDOnly(buf, ev), seen
 	}
 	return appendEvent(buf, ev, out), seen
+}
+
+// dropEvent counts and logs an event the proxy does not deliver.
+func (f *front) dropEvent(sess *session.Session, why string, ev *event) {
+	sess.Dropped(session.DropFraming)
+	f.log.Warn().Str("code", session.DropFraming).Str("why", why).Int("bytes", len(ev.Data)).Msg("upstream event dropped")
 }
 
 // own sends a request the proxy makes itself (a listing) and feeds its
@@ -632,6 +856,15 @@ func forwardHeaders(in http.Header, rewritten bool) http.Header {
 	return h
 }
 
+// bodyHeaders describe an upstream body the client never gets as it came
+// (the proxy writes its own), or would take the client elsewhere
+// (Location: past the proxy); Mcp-Session-Id is the proxy's to give (only
+// in the answer to an initialize that opened a session).
+var bodyHeaders = []string{"Content-Type", "Content-Encoding", "Content-Range", "Content-MD5", "Content-Digest",
+	"Repr-Digest", "Digest", "Etag", "Last-Modified", "Content-Location", "Location", "Mcp-Session-Id"}
+
+// copyHeaders copies the headers of a 2xx upstream answer whose body the
+// proxy judged and writes itself.
 func copyHeaders(dst, src http.Header) {
 	for k, vs := range src {
 		dst[k] = append([]string(nil), vs...)
@@ -639,16 +872,26 @@ func copyHeaders(dst, src http.Header) {
 	for _, k := range hopHeaders {
 		dst.Del(k)
 	}
-	dst.Del("Content-Encoding") // the client gets what the proxy read
+	for _, k := range bodyHeaders {
+		dst.Del(k)
+	}
 }
 
+// mediaType is the media type of an answer to one of the proxy's own
+// requests, read as the answers to clients are (openBody); "" when it is
+// neither JSON nor an event stream.
 func mediaType(h http.Header) string {
-	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
-	if err != nil {
-		return ""
+	switch m, _ := mediaOf(h); m {
+	case mediaJSON:
+		return "application/json"
+	case mediaSSE:
+		return "text/event-stream"
 	}
-	return mt
+	return ""
 }
+
+// errTooLarge is a body or message over Config.MaxMessage.
+var errTooLarge = errors.New("a message too large")
 
 // readAll reads at most max bytes of r.
 func readAll(r io.Reader, max int) ([]byte, error) {
@@ -657,24 +900,129 @@ func readAll(r io.Reader, max int) ([]byte, error) {
 		return nil, err
 	}
 	if len(b) > max {
-		return nil, fmt.Errorf("a message of more than %d bytes", max)
+		return nil, fmt.Errorf("%w: more than %d bytes", errTooLarge, max)
 	}
 	return b, nil
 }
 
-// mergeBatches joins two answers (a message or a batch each) into one batch.
-func mergeBatches(a, b []byte) []byte {
-	if b == nil {
-		return a
-	}
-	elems := func(x []byte) []byte {
-		x = bytes.TrimSpace(x)
-		if len(x) > 0 && x[0] == '[' {
-			return bytes.TrimSpace(x[1 : len(x)-1])
+// The stable codes of what the proxy answers itself on HTTP, beside
+// session.DropCodes.
+const (
+	codeUpstreamHTTP    = "upstream_http_error" // the upstream answered other than 2xx
+	codeSessionUnknown  = "session_unknown"     // a session id the proxy did not register
+	codeSessionConflict = "session_conflict"    // an initialize answer named a session already open
+	codeNoResponse      = "response_missing"    // the upstream's answer held no response to a request
+)
+
+// JSON-RPC error codes of the proxy's own errors.
+const (
+	codeInvalidRequest = -32600
+	codeInternal       = -32603
+)
+
+// requestIDs returns the ids of the requests in what was forwarded (the
+// client's body, or the batch left once refusals were taken out).
+func requestIDs(forward, body []byte, msgs []*jsonrpc.Message) [][]byte {
+	if !bytes.Equal(forward, body) {
+		var err error
+		if msgs, _, err = jsonrpc.Split(forward, jsonrpc.Limits{}); err != nil {
+			return nil
 		}
-		return x
 	}
-	return append(append(append(append([]byte{'['}, elems(a)...), ','), elems(b)...), ']')
+	var ids [][]byte
+	for _, m := range msgs {
+		if m.Kind == jsonrpc.KindRequest {
+			ids = append(ids, m.ID)
+		}
+	}
+	return ids
+}
+
+// unansweredErrors returns an error response for each of ids that sess
+// still has pending (and forgets them), with code as mcpdrift/code.
+func unansweredErrors(sess *session.Session, ids [][]byte, code, text string) [][]byte {
+	if len(ids) == 0 {
+		return nil
+	}
+	var out [][]byte
+	for _, id := range sess.Unanswered(ids) {
+		out = append(out, jsonrpc.ErrorResponseData(id, codeInternal, text, code))
+	}
+	return out
+}
+
+// errorBody is one error for each of ids (one with a null id when there
+// are none), as a batch when the client sent one or there are several.
+func errorBody(batch bool, ids [][]byte, code int, text, stable string) []byte {
+	if len(ids) == 0 {
+		return jsonrpc.ErrorResponseData(nil, code, text, stable)
+	}
+	var errs [][]byte
+	for _, id := range ids {
+		errs = append(errs, jsonrpc.ErrorResponseData(id, code, text, stable))
+	}
+	return joinAnswers(batch, errs)
+}
+
+// joinAnswers joins answers to the client (each a message, a batch, or
+// nil) and single messages (more) into one body: a batch when the client
+// sent one or there are several messages, else the one message; nil when
+// there is none.
+func joinAnswers(batch bool, parts ...any) []byte {
+	var elems [][]byte
+	add := func(b []byte) {
+		if b = bytes.TrimSpace(b); len(b) == 0 {
+			return
+		}
+		if b[0] != '[' {
+			elems = append(elems, b)
+			return
+		}
+		msgs, _, err := jsonrpc.Split(b, jsonrpc.Limits{})
+		if err != nil {
+			return // never: the session returns what it judged
+		}
+		for _, m := range msgs {
+			elems = append(elems, m.Raw)
+		}
+	}
+	for _, p := range parts {
+		switch p := p.(type) {
+		case []byte:
+			add(p)
+		case [][]byte:
+			for _, b := range p {
+				add(b)
+			}
+		}
+	}
+	switch {
+	case len(elems) == 0:
+		return nil
+	case len(elems) == 1 && !batch:
+		return elems[0]
+	}
+	return append(append([]byte{'['}, bytes.Join(elems, []byte{','})...), ']')
+}
+
+// unknownSession answers a request naming a session the proxy did not
+// register: 404, so that the client opens a new one.
+func unknownSession(w http.ResponseWriter, id []byte) {
+	httpError(w, http.StatusNotFound, id, codeSessionUnknown, "no session with this Mcp-Session-Id is open through this proxy; initialize a new one")
+}
+
+// validSessionID reports a session id as the transport allows them:
+// visible ASCII.
+func validSessionID(id string) bool {
+	if id == "" {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 func writeJSON(w http.ResponseWriter, status int, body []byte) {

@@ -8,32 +8,46 @@ import (
 	"io"
 )
 
-// An event of a Server-Sent Events stream, as read: Raw is the event's
-// original bytes including the blank line that ended it, so an event the
-// proxy does not change is passed on byte for byte.
+// An event of a Server-Sent Events stream, as the WHATWG event-stream
+// rules read it (the rules of eventsource-parser, which the TypeScript SDK
+// uses). There are no original bytes: what the client gets is re-emitted
+// from these fields (appendEvent and the like), so that what the proxy
+// judged is what every client parser reads, whatever line ends, BOM or
+// field spellings the upstream used.
 type event struct {
-	Raw     []byte
-	ID      []byte
-	HasID   bool
-	Name    []byte
-	Data    []byte
-	HasData bool
+	ID       []byte // the id field's value (one without NUL)
+	HasID    bool
+	Name     []byte // the event field's value ("" when absent)
+	Data     []byte // the data lines joined with \n
+	HasData  bool
+	Retry    []byte // the retry field's value, ASCII digits only
+	HasRetry bool
+	Comment  bool // the event held a comment (a keep-alive)
 }
 
 // errEventTooLarge ends a stream whose event exceeds the limit.
 var errEventTooLarge = errors.New("event_too_large")
 
-// sseReader reads a text/event-stream event by event. Lines end with LF or
-// CRLF (a lone CR is not taken as a line end).
+// sseReader reads a text/event-stream event by event per the WHATWG rules:
+// a line ends with CRLF, LF or a lone CR; one UTF-8 BOM at the start of
+// the stream is ignored; a line that starts with a colon is a comment; a
+// line without a colon is a field with an empty value; one space after the
+// colon is removed; data lines are joined with \n; an id holding NUL is
+// ignored; a retry that is not all ASCII digits is ignored; unknown fields
+// are ignored; an event is dispatched at a blank line, and an unterminated
+// last event is discarded.
 type sseReader struct {
-	src io.Reader
-	br  *bufio.Reader
-	max int
-	buf bytes.Buffer
+	src     io.Reader
+	br      *bufio.Reader
+	max     int
+	started bool // the BOM check is done
+	skipLF  bool // the last line ended with CR: an LF right after it is part of that line end
+	size    int  // bytes of the event being read
+	line    []byte
 }
 
 func newSSEReader(r io.Reader, max int) *sseReader {
-	return &sseReader{src: r, br: bufio.NewReaderSize(r, 4<<10), max: max} // longer lines are read in pieces
+	return &sseReader{src: r, br: bufio.NewReaderSize(r, 4<<10), max: max}
 }
 
 // ready reports whether more of the stream has arrived and waits to be
@@ -46,34 +60,39 @@ func (s *sseReader) ready() bool {
 	return ok && b.Buffered() > 0
 }
 
-// next returns the next event; comment-only and empty events come back too
-// (HasData false) so that keep-alives pass on. At the end of the stream it
-// returns io.EOF, with any unterminated last event discarded as the SSE
-// specification says.
+// next returns the next event that holds anything (data, an id, a retry,
+// or only comments, which come back so that keep-alives pass on); blank
+// lines between events are skipped. At the end of the stream it returns
+// io.EOF, the unterminated last event discarded.
 func (s *sseReader) next() (*event, error) {
-	s.buf.Reset()
+	if !s.started {
+		if err := s.skipBOM(); err != nil {
+			return nil, err
+		}
+	}
 	ev := &event{}
 	var data bytes.Buffer
+	s.size = 0
 	for {
-		line, err := s.line()
+		line, err := s.readLine()
 		if err != nil {
 			return nil, err
 		}
-		field := bytes.TrimRight(line, "\r\n")
-		if len(field) == 0 {
-			if s.buf.Len() == len(line) {
+		if len(line) == 0 {
+			if !ev.HasData && !ev.HasID && !ev.HasRetry && !ev.Comment && len(ev.Name) == 0 {
+				s.size = 0
 				continue // blank lines between events
 			}
-			ev.Raw = bytes.Clone(s.buf.Bytes())
 			if ev.HasData {
 				ev.Data = bytes.TrimSuffix(data.Bytes(), []byte{'\n'})
 			}
 			return ev, nil
 		}
-		if field[0] == ':' {
-			continue // a comment
+		if line[0] == ':' {
+			ev.Comment = true
+			continue
 		}
-		name, value, found := bytes.Cut(field, []byte{':'})
+		name, value, found := bytes.Cut(line, []byte{':'})
 		if found && len(value) > 0 && value[0] == ' ' {
 			value = value[1:]
 		}
@@ -88,67 +107,162 @@ func (s *sseReader) next() (*event, error) {
 			}
 		case "event":
 			ev.Name = bytes.Clone(value)
+		case "retry":
+			if digits(value) {
+				ev.Retry, ev.HasRetry = bytes.Clone(value), true
+			}
 		}
 	}
 }
 
-// line reads one line into the event buffer and returns it.
-func (s *sseReader) line() ([]byte, error) {
-	start := s.buf.Len()
-	for {
-		chunk, err := s.br.ReadSlice('\n')
-		s.buf.Write(chunk)
-		if s.buf.Len() > s.max {
-			return nil, fmt.Errorf("%w: an event of more than %d bytes", errEventTooLarge, s.max)
+// skipBOM drops one UTF-8 BOM at the start of the stream.
+func (s *sseReader) skipBOM() error {
+	b, err := s.br.Peek(1)
+	if err != nil {
+		return err
+	}
+	if b[0] == 0xEF {
+		if b, _ := s.br.Peek(3); bytes.Equal(b, []byte{0xEF, 0xBB, 0xBF}) {
+			_, _ = s.br.Discard(3)
 		}
-		switch {
-		case err == nil:
-			return s.buf.Bytes()[start:], nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		case errors.Is(err, io.EOF):
-			return nil, io.EOF
-		default:
+	}
+	s.started = true
+	return nil
+}
+
+// readLine returns the next line without its line end (CRLF, LF or CR).
+// The line is valid until the next call.
+func (s *sseReader) readLine() ([]byte, error) {
+	s.line = s.line[:0]
+	for {
+		c, err := s.br.ReadByte()
+		if err != nil {
 			return nil, err
 		}
+		if s.skipLF {
+			s.skipLF = false
+			if c == '\n' {
+				continue
+			}
+		}
+		if s.size++; s.size > s.max {
+			return nil, fmt.Errorf("%w: an event of more than %d bytes", errEventTooLarge, s.max)
+		}
+		switch c {
+		case '\n':
+			return s.line, nil
+		case '\r':
+			s.skipLF = true
+			return s.line, nil
+		}
+		s.line = append(s.line, c)
+		// The rest of a long line up to its end comes in bulk.
+		if rest := s.br.Buffered(); rest > 0 {
+			b, _ := s.br.Peek(rest)
+			n := bytes.IndexAny(b, "\r\n")
+			if n < 0 {
+				n = len(b)
+			}
+			if s.size+n > s.max {
+				return nil, fmt.Errorf("%w: an event of more than %d bytes", errEventTooLarge, s.max)
+			}
+			s.line = append(s.line, b[:n]...)
+			s.size += n
+			_, _ = s.br.Discard(n)
+		}
 	}
 }
 
-// appendEvent writes an event carrying data (one JSON-RPC message: it
-// holds no newline unless the sender pretty-printed it, and then each line
-// becomes a data line) with the id and name of ev when ev is not nil.
-func appendEvent(dst []byte, ev *event, data []byte) []byte {
-	if ev != nil && ev.HasID {
-		dst = append(dst, "id: "...)
-		dst = append(dst, ev.ID...)
-		dst = append(dst, '\n')
+func digits(b []byte) bool {
+	if len(b) == 0 {
+		return false
 	}
-	name := []byte("message")
-	if ev != nil && len(ev.Name) > 0 {
-		name = ev.Name
-	}
-	dst = append(dst, "event: "...)
-	dst = append(dst, name...)
-	dst = append(dst, '\n')
-	for len(data) > 0 {
-		line := data
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i], data[i+1:]
-		} else {
-			data = nil
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
 		}
+	}
+	return true
+}
+
+// isMessageName reports an event name that a client takes for a message:
+// none or "message" for the TypeScript SDK (eventsource-parser), and the
+// same once trimmed of white space for the Go SDK, which trims the name.
+func isMessageName(name []byte) bool {
+	n := bytes.TrimSpace(name)
+	return len(n) == 0 || string(n) == "message"
+}
+
+// cleanID reports an event id every client reads the same: the Go SDK
+// trims white space from an id, the WHATWG rules keep it.
+func cleanID(id []byte) bool {
+	return len(bytes.TrimSpace(id)) == len(id)
+}
+
+// appendEvent writes a message event: the id of ev when it has a clean
+// one, its retry, the name "message", and data, one data line per line of
+// data (the bytes the session judged: a client joins the lines with \n
+// and reads exactly them). data must not hold a CR (frameable).
+func appendEvent(dst []byte, ev *event, data []byte) []byte {
+	dst = appendFields(dst, ev)
+	dst = append(dst, "event: message\n"...)
+	for {
+		line, rest, more := bytes.Cut(data, []byte{'\n'})
 		dst = append(dst, "data: "...)
-		dst = append(dst, bytes.TrimSuffix(line, []byte{'\r'})...)
+		dst = append(dst, line...)
 		dst = append(dst, '\n')
+		if !more {
+			break
+		}
+		data = rest
 	}
 	return append(dst, '\n')
 }
 
-// appendIDOnly writes an event that carries only ev's id, so that a client
-// resuming with Last-Event-ID still learns how far it got when the proxy
-// kept the event's message to itself.
+// frameable reports data that appendEvent can carry so that clients read
+// exactly it back: no CR, which a client would take for a line end.
+func frameable(data []byte) bool {
+	return bytes.IndexByte(data, '\r') < 0
+}
+
+// appendFields writes the id (when clean) and retry fields of ev.
+func appendFields(dst []byte, ev *event) []byte {
+	if ev == nil {
+		return dst
+	}
+	if ev.HasID && cleanID(ev.ID) {
+		dst = append(dst, "id: "...)
+		dst = append(dst, ev.ID...)
+		dst = append(dst, '\n')
+	}
+	if ev.HasRetry {
+		dst = append(dst, "retry: "...)
+		dst = append(dst, ev.Retry...)
+		dst = append(dst, '\n')
+	}
+	return dst
+}
+
+// appendIDOnly writes an event that carries only ev's id and retry (none
+// when it has neither), so that a client resuming with Last-Event-ID still
+// learns how far it got when the proxy kept or dropped the event's
+// message, or the event was a priming event. An id goes with an empty data
+// line: eventsource-parser dispatches no event without one, and the
+// TypeScript SDK learns ids only from dispatched events (both SDKs skip an
+// event whose data is empty).
 func appendIDOnly(dst []byte, ev *event) []byte {
-	dst = append(dst, "id: "...)
-	dst = append(dst, ev.ID...)
-	return append(dst, "\n\n"...)
+	n := len(dst)
+	dst = appendFields(dst, ev)
+	switch {
+	case len(dst) == n:
+		return dst
+	case ev.HasID && cleanID(ev.ID):
+		dst = append(dst, "data:\n"...)
+	}
+	return append(dst, '\n')
+}
+
+// appendKeepAlive writes a comment-only event.
+func appendKeepAlive(dst []byte) []byte {
+	return append(dst, ":\n\n"...)
 }

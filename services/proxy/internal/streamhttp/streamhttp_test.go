@@ -485,6 +485,14 @@ func TestSeveralUpstreams(t *testing.T) {
 func TestStreamHeadersAtOnce(t *testing.T) {
 	quiet := make(chan struct{})
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if b, _ := io.ReadAll(r.Body); bytes.Contains(b, []byte(`"initialize"`)) {
+			// The session the streams belong to: the proxy knows only
+			// sessions whose initialize it forwarded.
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Mcp-Session-Id", "s1")
+			_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{},"serverInfo":{"name":"q","version":"1"}}}`)
+			return
+		}
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(http.StatusOK)
 		http.NewResponseController(w).Flush()
@@ -503,6 +511,10 @@ func TestStreamHeadersAtOnce(t *testing.T) {
 	defer p.Close()
 	srv := httptest.NewServer(p)
 	defer srv.Close()
+	resp, body := post(t, srv.URL+"/q/mcp", nil, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Mcp-Session-Id") != "s1" {
+		t.Fatalf("initialize: HTTP %d %s (session %q)", resp.StatusCode, body, resp.Header.Get("Mcp-Session-Id"))
+	}
 	for _, method := range []string{http.MethodGet, http.MethodPost} {
 		// The bound only turns a hang into a failure.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
