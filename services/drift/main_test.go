@@ -104,6 +104,11 @@ func (s *stack) do(method, path, secret string, body any) (int, []byte) {
 
 func (s *stack) observe(server, eventID, fixture string, at time.Time) string {
 	s.t.Helper()
+	return s.observeVariant(server, "v0", eventID, fixture, at)
+}
+
+func (s *stack) observeVariant(server, variant, eventID, fixture string, at time.Time) string {
+	s.t.Helper()
 	_, js := s.srv.Connect(s.t)
 	h, err := bus.Setup(context.Background(), js, bus.Config{})
 	if err != nil {
@@ -121,7 +126,7 @@ func (s *stack) observe(server, eventID, fixture string, at time.Time) string {
 	if _, err := h.Manifests.PutBytes(context.Background(), bus.ManifestName(hash), raw); err != nil {
 		s.t.Fatal(err)
 	}
-	data, _ := proto.Marshal(&mcpdriftv1.Fingerprint{EventId: eventID, Tenant: "acme", Server: server, Variant: "v0",
+	data, _ := proto.Marshal(&mcpdriftv1.Fingerprint{EventId: eventID, Tenant: "acme", Server: server, Variant: variant,
 		ObservedAtUnixMs: at.UnixMilli(), SurfaceHash: hash})
 	if _, err := bus.Publish(context.Background(), js, bus.FingerprintSubject("acme", server), data, eventID); err != nil {
 		s.t.Fatal(err)
@@ -133,10 +138,10 @@ func (s *stack) waitStatus(server, status string) admin.Show {
 	s.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		code, body := s.do("GET", "/v1/servers/acme/"+server+"/v0", readSecret, nil)
-		var show admin.Show
-		if code == 200 && json.Unmarshal(body, &show) == nil && string(show.Record.Status) == status {
-			return show
+		code, body := s.do("GET", "/v1/servers/acme/"+server+"?variant=v0", readSecret, nil)
+		var sv admin.ServerShow
+		if code == 200 && json.Unmarshal(body, &sv) == nil && len(sv.Variants) == 1 && string(sv.Variants[0].Record.Status) == status {
+			return sv.Variants[0]
 		}
 		if time.Now().After(deadline) {
 			s.t.Fatalf("status of %s never became %s: %d %s", server, status, code, body)
@@ -190,18 +195,24 @@ func TestAdminAPI(t *testing.T) {
 	}{
 		{"no_token", "GET", "/v1/servers", "", nil, 401, "unauthenticated"},
 		{"bad_token", "GET", "/v1/servers", "nope-nope-nope-nope", nil, 401, "unauthenticated"},
-		{"read_cannot_approve", "POST", "/v1/servers/acme/mem/v0/approve", readSecret, admin.ApproveRequest{Hash: b}, 403, "forbidden"},
-		{"read_cannot_quarantine", "POST", "/v1/servers/acme/mem/v0/quarantine", readSecret, nil, 403, "forbidden"},
-		{"stale_hash", "POST", "/v1/servers/acme/mem/v0/approve", writeSecret, admin.ApproveRequest{Hash: a}, 409, "stale_hash"},
-		{"not_a_hash", "POST", "/v1/servers/acme/mem/v0/approve", writeSecret, admin.ApproveRequest{Hash: "latest"}, 400, "bad_request"},
-		{"unknown_server", "GET", "/v1/servers/acme/nope/v0", readSecret, nil, 404, "not_found"},
-		{"bad_id", "GET", "/v1/servers/acme/a.b/v0", readSecret, nil, 400, "invalid_id"},
+		{"read_cannot_approve", "POST", "/v1/servers/acme/mem/approve", readSecret, admin.ApproveRequest{Hash: b}, 403, "forbidden"},
+		{"read_cannot_quarantine", "POST", "/v1/servers/acme/mem/quarantine", readSecret, nil, 403, "forbidden"},
+		{"stale_hash", "POST", "/v1/servers/acme/mem/approve", writeSecret, admin.ApproveRequest{Hash: a}, 409, "stale_hash"},
+		{"not_a_hash", "POST", "/v1/servers/acme/mem/approve", writeSecret, admin.ApproveRequest{Hash: "latest"}, 400, "bad_request"},
+		{"unknown_server", "GET", "/v1/servers/acme/nope", readSecret, nil, 404, "not_found"},
+		{"unknown_variant", "GET", "/v1/servers/acme/mem?variant=default", readSecret, nil, 404, "not_found"},
+		{"approve_unknown_variant", "POST", "/v1/servers/acme/mem/approve", writeSecret, admin.ApproveRequest{Hash: b, Variant: "default"}, 404, "not_found"},
+		{"quarantine_unknown_server", "POST", "/v1/servers/acme/notes/quarantine", writeSecret, nil, 404, "not_found"},
+		{"bad_id", "GET", "/v1/servers/acme/a.b", readSecret, nil, 400, "invalid_id"},
+		{"bad_variant", "GET", "/v1/servers/acme/mem/diff?variant=a.b", readSecret, nil, 400, "invalid_id"},
+		{"variant_in_path", "GET", "/v1/servers/acme/mem/v0", readSecret, nil, 404, "not_found"},
 		{"no_endpoint", "GET", "/v2/whatever", readSecret, nil, 404, "not_found"},
 		{"list", "GET", "/v1/servers", readSecret, nil, 200, ""},
-		{"diff", "GET", "/v1/servers/acme/mem/v0/diff", readSecret, nil, 200, ""},
-		{"approve", "POST", "/v1/servers/acme/mem/v0/approve", writeSecret, admin.ApproveRequest{Hash: b}, 200, ""},
-		{"history", "GET", "/v1/servers/acme/mem/v0/history", readSecret, nil, 200, ""},
-		{"quarantine", "POST", "/v1/servers/acme/mem/v0/quarantine", writeSecret, admin.QuarantineRequest{Reason: "incident 7"}, 200, ""},
+		{"diff", "GET", "/v1/servers/acme/mem/diff", readSecret, nil, 200, ""},
+		{"approve", "POST", "/v1/servers/acme/mem/approve", writeSecret, admin.ApproveRequest{Hash: b}, 200, ""},
+		{"history", "GET", "/v1/servers/acme/mem/history", readSecret, nil, 200, ""},
+		{"quarantine", "POST", "/v1/servers/acme/mem/quarantine", writeSecret, admin.QuarantineRequest{Reason: "incident 7"}, 200, ""},
+		{"quarantine_preemptive", "POST", "/v1/servers/acme/notes/quarantine", writeSecret, admin.QuarantineRequest{Preemptive: true}, 200, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -211,9 +222,15 @@ func TestAdminAPI(t *testing.T) {
 			}
 		})
 	}
-	_, body := s.do("GET", "/v1/servers/acme/mem/v0/history", readSecret, nil)
-	var hist []map[string]any
-	if err := json.Unmarshal(body, &hist); err != nil || len(hist) != 2 || hist[1]["approved_by"] != "alice" {
+	_, body := s.do("GET", "/v1/servers/acme/mem/history", readSecret, nil)
+	var hists []struct {
+		Variant   string           `json:"variant"`
+		Baselines []map[string]any `json:"baselines"`
+	}
+	if err := json.Unmarshal(body, &hists); err != nil || len(hists) != 1 || hists[0].Variant != "v0" {
+		t.Fatalf("history: %s", body)
+	}
+	if hist := hists[0].Baselines; len(hist) != 2 || hist[1]["approved_by"] != "alice" {
 		t.Fatalf("history: %s", body)
 	}
 	if show := s.waitStatus("mem", "quarantined"); show.Record.Actor != "alice" {
@@ -233,10 +250,60 @@ func TestAdminAPI(t *testing.T) {
 		}
 		seen[fmt.Sprint(act["action"], " ", act["actor"], " ", act["ok"], " ", act["error_code"])] = true
 	}
-	for _, want := range []string{"approve reader false forbidden", "approve alice false stale_hash", "approve alice true ", "quarantine alice true ", "status anonymous false unauthenticated"} {
+	for _, want := range []string{"approve reader false forbidden", "approve alice false stale_hash", "approve alice true ", "quarantine alice true ",
+		"status anonymous false unauthenticated", "quarantine alice false not_found", "approve alice false not_found"} {
 		if !seen[want] {
 			t.Errorf("no admin action %q among %v", want, seen)
 		}
+	}
+}
+
+// TestAdminAPIVariants: the API names a server; where an action could mean
+// several variants it answers variant_ambiguous with the candidates in the
+// error body, and ?variant= or "variant" picks one.
+func TestAdminAPIVariants(t *testing.T) {
+	s := startStack(t)
+	fx := "../internal/surface/testdata/real/memory/"
+	t0 := time.Now()
+	s.observeVariant("mem", "v0", "o1", fx+"2025.8.4.json", t0)
+	s.waitStatus("mem", "verified")
+	b := s.observeVariant("mem", "v1", "o2", fx+"2025.9.25.json", t0.Add(time.Second))
+	s.observeVariant("mem", "v0", "o3", fx+"2026.8.31.json", t0.Add(2*time.Second))
+	s.waitStatus("mem", "changed")
+	var sv admin.ServerShow
+	deadline := time.Now().Add(10 * time.Second)
+	for len(sv.Variants) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the second variant never showed: %+v", sv)
+		}
+		_, body := s.do("GET", "/v1/servers/acme/mem", readSecret, nil)
+		sv = admin.ServerShow{}
+		_ = json.Unmarshal(body, &sv)
+		time.Sleep(20 * time.Millisecond)
+	}
+	if v1 := sv.Variants[1]; v1.Record.Status != "changed" || v1.Record.Reason != "variant_unmatched" || v1.Serve || v1.Diff == nil || sv.Serve {
+		t.Fatalf("a new variant with items no variant approved: %+v", v1)
+	}
+
+	status, body := s.do("GET", "/v1/servers/acme/mem/diff", readSecret, nil)
+	var e admin.Error
+	_ = json.Unmarshal(body, &e)
+	if status != 409 || e.Error.Code != "variant_ambiguous" || strings.Join(e.Error.Candidates, ",") != "v0,v1" {
+		t.Fatalf("diff of two drifted variants: %d %s", status, body)
+	}
+	status, body = s.do("GET", "/v1/servers/acme/mem/diff?variant=v1", readSecret, nil)
+	var d admin.DiffShow
+	if status != 200 || json.Unmarshal(body, &d) != nil || d.Variant != "v1" || d.Report == nil || !d.Drift {
+		t.Fatalf("diff of a named variant: %d %s", status, body)
+	}
+	status, body = s.do("POST", "/v1/servers/acme/mem/approve", writeSecret, admin.ApproveRequest{Hash: b})
+	if status != 200 || json.Unmarshal(body, &sv) != nil || strings.Join(sv.Approved, ",") != "v1" {
+		t.Fatalf("approve by hash: %d %s", status, body)
+	}
+	status, body = s.do("GET", "/v1/servers", readSecret, nil)
+	var list []admin.ServerShow
+	if status != 200 || json.Unmarshal(body, &list) != nil || len(list) != 1 || len(list[0].Variants) != 2 || !list[0].Serve {
+		t.Fatalf("list: %d %s", status, body)
 	}
 }
 
@@ -294,13 +361,13 @@ func TestOpsEndpoints(t *testing.T) {
 		body                 any
 		status               int
 	}{
-		{"GET", "/v1/servers", "", nil, 401}, // status denied
-		{"POST", "/v1/servers/acme/mem/v0/approve", readSecret, admin.ApproveRequest{Hash: b}, 403},  // approve denied
-		{"POST", "/v1/servers/acme/mem/v0/approve", writeSecret, admin.ApproveRequest{Hash: a}, 409}, // approve failed: stale hash
-		{"GET", "/v1/servers/acme/nope/v0/history", readSecret, nil, 404},                            // history failed
-		{"POST", "/v1/servers/acme/mem/v0/approve", writeSecret, admin.ApproveRequest{Hash: b}, 200}, // approve ok
-		{"GET", "/v1/servers", readSecret, nil, 200},                                                 // status ok
-		{"POST", "/v1/servers/acme/mem/v0/quarantine", writeSecret, admin.QuarantineRequest{}, 200},  // quarantine ok
+		{"GET", "/v1/servers", "", nil, 401},                                                      // status denied
+		{"POST", "/v1/servers/acme/mem/approve", readSecret, admin.ApproveRequest{Hash: b}, 403},  // approve denied
+		{"POST", "/v1/servers/acme/mem/approve", writeSecret, admin.ApproveRequest{Hash: a}, 409}, // approve failed: stale hash
+		{"GET", "/v1/servers/acme/nope/history", readSecret, nil, 404},                            // history failed
+		{"POST", "/v1/servers/acme/mem/approve", writeSecret, admin.ApproveRequest{Hash: b}, 200}, // approve ok
+		{"GET", "/v1/servers", readSecret, nil, 200},                                              // status ok
+		{"POST", "/v1/servers/acme/mem/quarantine", writeSecret, admin.QuarantineRequest{}, 200},  // quarantine ok
 	} {
 		if status, body := s.do(r.method, r.path, r.secret, r.body); status != r.status {
 			t.Fatalf("%s %s = %d %s, want %d", r.method, r.path, status, body, r.status)
@@ -323,7 +390,9 @@ func TestOpsEndpoints(t *testing.T) {
 	fams.Require(t, 1, "mcpdrift_drift_verdicts_total", "status", "changed")
 	fams.Require(t, 1, "mcpdrift_drift_verdicts_total", "status", "quarantined")
 	fams.Require(t, 0, "mcpdrift_drift_verdicts_total", "status", "pending")
-	fams.Require(t, 4, "mcpdrift_drift_status_writes_total")
+	// the four records, the server record's claim of the first sight and
+	// its hold
+	fams.Require(t, 6, "mcpdrift_drift_status_writes_total")
 	fams.Require(t, 0, "mcpdrift_drift_cas_conflicts_total")
 	fams.Require(t, 1, "mcpdrift_drift_admin_actions_total", "action", "status", "result", "denied")
 	fams.Require(t, 1, "mcpdrift_drift_admin_actions_total", "action", "status", "result", "ok")

@@ -94,16 +94,46 @@ func (c *apiClient) do(ctx context.Context, method, path string, body, out any) 
 	return nil
 }
 
-// serverPath builds /v1/servers/T/S/V from positional arguments; the
-// variant defaults to "default".
-func serverPath(args []string) (string, error) {
-	if len(args) < 2 || len(args) > 3 {
-		return "", errors.New("usage: give TENANT SERVER [VARIANT]")
+// serverPath builds /v1/servers/T/S from the positional arguments, which
+// must be exactly a tenant and a server: a listing variant is named with
+// --variant, never positionally (there is no implicit variant).
+func serverPath(cmd string, args []string) (string, error) {
+	if len(args) != 2 {
+		extra := ""
+		if len(args) == 3 {
+			extra = fmt.Sprintf("; to name the listing variant %q give --variant %s", args[2], args[2])
+		}
+		return "", fmt.Errorf("usage: %s takes TENANT SERVER, got %d arguments%s", cmd, len(args), extra)
 	}
-	if len(args) == 2 {
-		args = append(args, "default")
+	return "/v1/servers/" + url.PathEscape(args[0]) + "/" + url.PathEscape(args[1]), nil
+}
+
+// withVariant adds ?variant= to a GET path when a variant is named.
+func withVariant(p, variant string) string {
+	if variant == "" {
+		return p
 	}
-	return "/v1/servers/" + url.PathEscape(args[0]) + "/" + url.PathEscape(args[1]) + "/" + url.PathEscape(args[2]), nil
+	return p + "?variant=" + url.QueryEscape(variant)
+}
+
+// parseInterleaved parses flags given before, between and after the
+// positional arguments, and returns the positional ones.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := parseFlags(fs, args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if rest[0] == "--" {
+			return append(pos, rest[1:]...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
 }
 
 type record struct {
@@ -125,22 +155,73 @@ type show struct {
 	Serve  bool   `json:"serve"`
 }
 
+// serverShow is a server as the API shows it.
+type serverShow struct {
+	Tenant string `json:"tenant"`
+	Server string `json:"server"`
+	Held   bool   `json:"held"`
+	Hold   *struct {
+		HeldBy     string `json:"held_by"`
+		HeldReason string `json:"held_reason"`
+	} `json:"hold"`
+	Serve    bool   `json:"serve"`
+	Variants []show `json:"variants"`
+}
+
+// printServers prints a table of servers and their variants: a row per
+// variant, and a row for a held server no variant of which was seen yet.
+func printServers(w io.Writer, servers []serverShow) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TENANT\tSERVER\tVARIANT\tSTATUS\tSERVED\tBASELINE\tLIVE\tREASON")
+	for _, sv := range servers {
+		if len(sv.Variants) == 0 {
+			status, reason := "-", "-"
+			if sv.Held {
+				status, reason = "held", "quarantined"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t-\t%s\tfalse\t-\t-\t%s\n", sv.Tenant, sv.Server, status, reason)
+			continue
+		}
+		for _, s := range sv.Variants {
+			r := s.Record
+			live := short(r.LiveHash)
+			if r.LiveError != "" {
+				live = "error:" + r.LiveError
+			}
+			status := r.Status
+			if sv.Held {
+				status += " (server held)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\tv%d %s\t%s\t%s\n", r.Tenant, r.Server, r.Variant, status, s.Serve,
+				r.BaselineVersion, short(r.BaselineHash), live, r.Reason)
+		}
+	}
+	return tw.Flush()
+}
+
 func runAPI(ctx context.Context, cmd string, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	synopsis := map[string]string{
-		"status":      "status [--json]",
-		"show":        "show TENANT SERVER [VARIANT]",
-		"server-diff": "diff --live TENANT SERVER [VARIANT]",
-		"history":     "history TENANT SERVER [VARIANT]",
-		"approve":     "approve --hash sha256:<hex> TENANT SERVER [VARIANT]",
-		"quarantine":  "quarantine [--reason TEXT] TENANT SERVER [VARIANT]",
+		"status":      "status [--json] [TENANT SERVER]",
+		"show":        "show [--variant V] TENANT SERVER",
+		"server-diff": "diff --live [--variant V] TENANT SERVER",
+		"history":     "history [--variant V] TENANT SERVER",
+		"approve":     "approve --hash sha256:<hex> [--variant V] TENANT SERVER",
+		"quarantine":  "quarantine [--reason TEXT] [--preemptive] TENANT SERVER",
 		"tail":        "tail",
 	}[cmd]
+	name := map[string]string{"server-diff": "diff --live"}[cmd]
+	if name == "" {
+		name = cmd
+	}
 	fs := newFlags(cmd, synopsis, stderr)
 	api, token := apiFlags(fs, getenv)
 	asJSON := fs.Bool("json", false, "print the API's JSON instead of a table (status)")
-	hash := fs.String("hash", "", "the live manifest hash you reviewed and approve (approve)")
+	hash := fs.String("hash", "", "the live manifest hash you reviewed and approve; the variant live at it is approved (approve)")
 	reason := fs.String("reason", "", "why (quarantine)")
-	if err := parseFlags(fs, args); err != nil {
+	preemptive := fs.Bool("preemptive", false, "quarantine a server never observed yet, so that its first listing comes up held (quarantine)")
+	variant := fs.String("variant", "", "the listing `variant`, only where the server has several the command could mean (show, diff --live, history, approve)")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
 		return err
 	}
 	if *token == "" {
@@ -149,56 +230,70 @@ func runAPI(ctx context.Context, cmd string, args []string, getenv func(string) 
 	c := &apiClient{base: strings.TrimRight(*api, "/"), token: *token, http: &http.Client{Timeout: 30 * time.Second}}
 	switch cmd {
 	case "status":
-		var list []show
-		if err := c.do(ctx, "GET", "/v1/servers", nil, &list); err != nil {
-			return err
+		var list []serverShow
+		switch len(pos) {
+		case 0:
+			if err := c.do(ctx, "GET", "/v1/servers", nil, &list); err != nil {
+				return err
+			}
+		default:
+			p, err := serverPath(name, pos)
+			if err != nil {
+				fs.Usage()
+				return err
+			}
+			var one serverShow
+			if err := c.do(ctx, "GET", p, nil, &one); err != nil {
+				return err
+			}
+			list = []serverShow{one}
 		}
 		if *asJSON {
 			return writeJSON(stdout, list)
 		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "TENANT\tSERVER\tVARIANT\tSTATUS\tSERVED\tBASELINE\tLIVE\tREASON")
-		for _, s := range list {
-			r := s.Record
-			live := short(r.LiveHash)
-			if r.LiveError != "" {
-				live = "error:" + r.LiveError
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\tv%d %s\t%s\t%s\n", r.Tenant, r.Server, r.Variant, r.Status, s.Serve,
-				r.BaselineVersion, short(r.BaselineHash), live, r.Reason)
-		}
-		return tw.Flush()
+		return printServers(stdout, list)
 	case "show", "server-diff", "history":
-		p, err := serverPath(fs.Args())
+		p, err := serverPath(name, pos)
 		if err != nil {
 			fs.Usage()
 			return err
 		}
 		p += map[string]string{"show": "", "server-diff": "/diff", "history": "/history"}[cmd]
 		var out json.RawMessage
-		if err := c.do(ctx, "GET", p, nil, &out); err != nil {
-			return err
+		if err := c.do(ctx, "GET", withVariant(p, *variant), nil, &out); err != nil {
+			return ambiguityHint(err)
 		}
 		return writeJSON(stdout, out)
 	case "approve":
-		p, err := serverPath(fs.Args())
+		p, err := serverPath(name, pos)
 		if err != nil || *hash == "" {
 			fs.Usage()
 			return errors.Join(err, errors.New("usage: approve needs --hash, the live hash you reviewed (see driftctl show)"))
 		}
+		body := map[string]string{"hash": *hash}
+		if *variant != "" {
+			body["variant"] = *variant
+		}
 		var out json.RawMessage
-		if err := c.do(ctx, "POST", p+"/approve", map[string]string{"hash": *hash}, &out); err != nil {
-			return err
+		if err := c.do(ctx, "POST", p+"/approve", body, &out); err != nil {
+			return ambiguityHint(err)
 		}
 		return writeJSON(stdout, out)
 	case "quarantine":
-		p, err := serverPath(fs.Args())
+		p, err := serverPath(name, pos)
+		if err == nil && *variant != "" {
+			err = errors.New("usage: quarantine holds the whole server, every listing variant present and future; it takes no --variant")
+		}
 		if err != nil {
 			fs.Usage()
 			return err
 		}
 		var out json.RawMessage
-		if err := c.do(ctx, "POST", p+"/quarantine", map[string]string{"reason": *reason}, &out); err != nil {
+		body := map[string]any{"reason": *reason}
+		if *preemptive {
+			body["preemptive"] = true
+		}
+		if err := c.do(ctx, "POST", p+"/quarantine", body, &out); err != nil {
 			return err
 		}
 		return writeJSON(stdout, out)
@@ -206,6 +301,16 @@ func runAPI(ctx context.Context, cmd string, args []string, getenv func(string) 
 		return tail(ctx, c, stdout, stderr)
 	}
 	return fmt.Errorf("usage: unknown command %q", cmd)
+}
+
+// ambiguityHint says how to name a variant when the API found the choice
+// ambiguous.
+func ambiguityHint(err error) error {
+	var ae *apiError
+	if errors.As(err, &ae) && ae.Code == "variant_ambiguous" {
+		ae.Message += " (give --variant)"
+	}
+	return err
 }
 
 // tail follows verdicts until interrupted, one JSON object a line.

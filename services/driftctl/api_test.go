@@ -79,7 +79,18 @@ func startDrift(t *testing.T, natsURL string) string {
 	return ""
 }
 
+// variantA and variantB are listing variants as proxies name them.
+const (
+	variantA = "v1a2b3c4d5e6f"
+	variantB = "v9f8e7d6c5b4a"
+)
+
 func publishFingerprint(t *testing.T, srv *natstest.Server, server, eventID, fixture string, at time.Time) string {
+	t.Helper()
+	return publishVariant(t, srv, server, variantA, eventID, fixture, at)
+}
+
+func publishVariant(t *testing.T, srv *natstest.Server, server, variant, eventID, fixture string, at time.Time) string {
 	t.Helper()
 	_, js := srv.Connect(t)
 	h, err := bus.Setup(context.Background(), js, bus.Config{})
@@ -98,7 +109,7 @@ func publishFingerprint(t *testing.T, srv *natstest.Server, server, eventID, fix
 	if _, err := h.Manifests.PutBytes(context.Background(), bus.ManifestName(hash), raw); err != nil {
 		t.Fatal(err)
 	}
-	data, _ := proto.Marshal(&mcpdriftv1.Fingerprint{EventId: eventID, Tenant: "acme", Server: server,
+	data, _ := proto.Marshal(&mcpdriftv1.Fingerprint{EventId: eventID, Tenant: "acme", Server: server, Variant: variant,
 		ObservedAtUnixMs: at.UnixMilli(), SurfaceHash: hash})
 	if _, err := bus.Publish(context.Background(), js, bus.FingerprintSubject("acme", server), data, eventID); err != nil {
 		t.Fatal(err)

@@ -30,12 +30,12 @@ Usage:
   driftctl fingerprint [--json] [--no-annotations] FILE|-
   driftctl diff [--no-annotations] OLD NEW
   driftctl capture [flags] -- COMMAND [ARGS...]
-  driftctl status [--json]
-  driftctl show TENANT SERVER [VARIANT]
-  driftctl diff --live TENANT SERVER [VARIANT]
-  driftctl history TENANT SERVER [VARIANT]
-  driftctl approve --hash sha256:<hex> TENANT SERVER [VARIANT]
-  driftctl quarantine [--reason TEXT] TENANT SERVER [VARIANT]
+  driftctl status [--json] [TENANT SERVER]
+  driftctl show [--variant V] TENANT SERVER
+  driftctl diff --live [--variant V] TENANT SERVER
+  driftctl history [--variant V] TENANT SERVER
+  driftctl approve --hash sha256:<hex> [--variant V] TENANT SERVER
+  driftctl quarantine [--reason TEXT] [--preemptive] TENANT SERVER
   driftctl tail
   driftctl audit drifts|approval-time|refused|approvals|closed [--since DURATION] [--json]
   driftctl bus-setup [--nats-url URL] [--nats-creds FILE] [--replicas N] [--check]
@@ -46,13 +46,18 @@ Commands on files:
   capture      run an MCP server over stdio and capture what it advertises
 
 Commands against the drift service's admin API (--api or MCPDRIFT_API,
-token in MCPDRIFT_TOKEN; VARIANT defaults to "default"):
-  status       every server with its status
-  show         one server's status record
+token in MCPDRIFT_TOKEN). They name a server; a server has a status record
+per listing variant (what clients declared, which servers list differently
+for), and --variant is needed only where a command could mean several (the
+error, variant_ambiguous, names them):
+  status       every server (or one) with the status of each variant
+  show         one server: its hold and every variant's record and diff
   diff --live  the live manifest against the approved baseline
-  history      every baseline version
+  history      every baseline version of each variant
   approve      re-baseline to the live manifest, naming the hash you reviewed
-  quarantine   withhold a server until an explicit approve
+               (the variant live at that hash); lifts a quarantine
+  quarantine   withhold a server, every variant present and future, until an
+               explicit approve; --preemptive for a server never observed
   tail         follow verdicts as they happen (JSON lines)
 
 Commands against the audit tables in ClickHouse (--clickhouse or

@@ -130,7 +130,8 @@ func TestClusterRugPull(t *testing.T) {
 	if got := a2.call("tools/list", "{}"); strings.Contains(got, `"name":"read"`) {
 		t.Fatalf("proxy 2 still lists tools of a changed server: %s", got)
 	}
-	// Every status record written through the cluster says so.
+	// Every status record written through the cluster says so; beside them
+	// is the server record (docs/adr/0006), which does not hold the server.
 	keys, err := kv.ListKeys(natsOpCtx(t, 10*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -138,6 +139,12 @@ func TestClusterRugPull(t *testing.T) {
 	n := 0
 	for k := range keys.Keys() {
 		e, err := kv.Get(natsOpCtx(t, 10*time.Second), k)
+		if k == bus.ServerKey("default", "files") {
+			if err != nil || !strings.Contains(string(e.Value()), `"held":false`) {
+				t.Fatalf("server record %s after the rug pull: %v %s", k, err, kvValue(e))
+			}
+			continue
+		}
 		if err != nil || !strings.HasPrefix(k, "default.files.") || !strings.Contains(string(e.Value()), `"status":"changed"`) {
 			t.Fatalf("status record %s after the rug pull: %v %s", k, err, kvValue(e))
 		}
@@ -259,6 +266,24 @@ func TestNATSRolePermissions(t *testing.T) {
 		t.Fatal("proxy's watch: no status within 10s")
 	}
 	_ = w.Stop()
+	// ... and its server's own record (the hold, docs/adr/0006), a watch
+	// of its own: one consumer per filter is what the permissions allow.
+	if _, err := dkv.Put(natsOpCtx(t, 10*time.Second), "default.files", []byte(`{"held":true}`)); err != nil {
+		t.Fatalf("drift writes a server record: %v", err)
+	}
+	ws, err := pkv.Watch(natsOpCtx(t, 10*time.Second), "default.files")
+	if err != nil {
+		t.Fatalf("proxy watches its server record: %v", err)
+	}
+	select {
+	case e := <-ws.Updates():
+		if e == nil || e.Key() != "default.files" {
+			t.Fatalf("proxy's watch of its server record: first entry %v", e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("proxy's watch of its server record: nothing within 10s")
+	}
+	_ = ws.Stop()
 	pos, err := proxy.js.ObjectStore(natsOpCtx(t, 10*time.Second), bus.BucketManifests)
 	if err != nil {
 		t.Fatalf("proxy binds the manifest store: %v", err)

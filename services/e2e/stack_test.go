@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,7 +21,7 @@ import (
 )
 
 // stackCommands are the commands make build puts in bin/ for make run.
-var stackCommands = []string{"stack", "demoserver", "fingerprint", "drift", "audit", "proxy"}
+var stackCommands = []string{"stack", "demoserver", "fingerprint", "drift", "audit", "proxy", "driftctl"}
 
 // TestStackRunAndDemo runs make run's script (scripts/run.sh) and make
 // demo's (scripts/demo.sh) as a user would, with ClickHouse: the demo must
@@ -66,6 +67,7 @@ func TestStackRunAndDemo(t *testing.T) {
 			t.Errorf("the demo's output lacks %q:\n%s", want, out)
 		}
 	}
+	runPrintedCommands(t, bin, first.info, out)
 	first.interrupt(t)
 	if _, err := os.Stat(filepath.Join(data, "stack.json")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("stack.json left behind after Ctrl-C: %v", err)
@@ -232,26 +234,54 @@ func adminRecord(t *testing.T, in stackInfo, server string) (rec struct {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var recs []json.RawMessage
-	if err := json.NewDecoder(resp.Body).Decode(&recs); err != nil {
+	var servers []struct {
+		Server   string `json:"server"`
+		Variants []struct {
+			Record json.RawMessage `json:"record"`
+		} `json:"variants"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&servers); err != nil {
 		t.Fatalf("admin API: %s: %v", resp.Status, err)
 	}
-	for _, raw := range recs {
-		var shown struct {
-			Record json.RawMessage `json:"record"`
+	for _, sv := range servers {
+		if sv.Server != server || len(sv.Variants) == 0 {
+			continue
 		}
-		if err := json.Unmarshal(raw, &shown); err != nil {
+		if err := json.Unmarshal(sv.Variants[0].Record, &rec); err != nil {
 			t.Fatal(err)
 		}
-		if err := json.Unmarshal(shown.Record, &rec); err != nil {
-			t.Fatal(err)
-		}
-		if rec.Server == server {
-			return rec
+		return rec
+	}
+	t.Fatalf("no status record of %s in %d servers", server, len(servers))
+	return rec
+}
+
+// runPrintedCommands runs the driftctl command lines the demo printed for
+// its admin, "(driftctl diff --live ...)" and "(driftctl approve --hash
+// ...)", as printed, against the stack: each must succeed (the
+// demo's commands work as an admin would type them).
+func runPrintedCommands(t *testing.T, bin string, in stackInfo, demoOut string) {
+	t.Helper()
+	token := ""
+	if b, err := os.ReadFile(in.TokensFile); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if parts := strings.SplitN(line, ":", 3); len(parts) == 3 && parts[1] == "write" {
+				token = parts[2]
+			}
 		}
 	}
-	t.Fatalf("no status record of %s in %d records", server, len(recs))
-	return rec
+	ran := 0
+	for _, m := range regexp.MustCompile(`\(driftctl ((?:diff --live|approve --hash) [^)]+)\)`).FindAllStringSubmatch(demoOut, -1) {
+		cmd := exec.Command(filepath.Join(bin, "driftctl"), strings.Fields(m[1])...)
+		cmd.Env = append(os.Environ(), "MCPDRIFT_API="+in.AdminURL, "MCPDRIFT_TOKEN="+token)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("the demo printed %q; run as printed: %v\n%.400s", "driftctl "+m[1], err, out)
+		}
+		ran++
+	}
+	if ran < 2 {
+		t.Errorf("the demo printed %d driftctl commands, want its diff --live and approve", ran)
+	}
 }
 
 // buildCommands builds service commands into a directory of the test's.

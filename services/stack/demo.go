@@ -44,20 +44,30 @@ type record struct {
 	Diff            *surface.Report `json:"-"`
 }
 
-// shown is what the admin API answers for a status record.
+// shown is what the admin API answers for a variant's status record.
 type shown struct {
 	Record record          `json:"record"`
+	Serve  bool            `json:"serve"`
 	Diff   *surface.Report `json:"diff"`
+}
+
+// serverShown is what the admin API answers for a server: its variants.
+type serverShown struct {
+	Tenant   string  `json:"tenant"`
+	Server   string  `json:"server"`
+	Held     bool    `json:"held"`
+	Variants []shown `json:"variants"`
 }
 
 // player plays the demo: it prints each step and fails on the first
 // surprise, with what it expected and what it saw.
 type player struct {
-	in    Info
-	token string
-	out   io.Writer
-	http  *http.Client
-	step  int
+	in      Info
+	token   string
+	out     io.Writer
+	http    *http.Client
+	step    int
+	drifted int // variants of the server whose live manifest differs, at the last wait
 }
 
 func demo(ctx context.Context, cfg DemoConfig, out io.Writer) error {
@@ -171,13 +181,13 @@ func (p *player) play(ctx context.Context) error {
 	}
 	p.detail("tools/call read_note refused: %s", firstLine(text))
 
-	p.say("An admin reviews the diff (driftctl diff --live %s %s):", p.in.Tenant, p.in.Server)
+	p.say("An admin reviews the diff (driftctl diff --live %s%s %s):", p.variantFlag(rec), p.in.Tenant, p.in.Server)
 	if rec.Diff == nil {
 		return errors.New("demo_unexpected: the status record of a changed server has no diff")
 	}
 	p.printDiff(rec.Diff)
 
-	p.say("The admin approves the manifest they reviewed (driftctl approve --hash %s %s %s).", short(rec.LiveHash), p.in.Tenant, p.in.Server)
+	p.say("The admin approves the manifest they reviewed (driftctl approve --hash %s %s %s).", rec.LiveHash, p.in.Tenant, p.in.Server)
 	approved, err := p.approve(ctx, rec)
 	if err != nil {
 		return err
@@ -224,13 +234,29 @@ func (p *player) reviewed(ctx context.Context, cs *mcp.ClientSession) (record, e
 	return p.approve(ctx, rec)
 }
 
-// approve approves the live manifest of a status record, as the admin.
+// approve approves the live manifest of a status record, as the admin
+// does with driftctl approve --hash: the server's variants live at that
+// hash are approved.
 func (p *player) approve(ctx context.Context, rec record) (record, error) {
-	var out shown
-	if err := p.post(ctx, p.recordPath(rec)+"/approve", map[string]string{"hash": rec.LiveHash}, &out); err != nil {
+	var out serverShown
+	if err := p.post(ctx, p.serverPath()+"/approve", map[string]string{"hash": rec.LiveHash}, &out); err != nil {
 		return record{}, err
 	}
-	return out.Record, nil
+	for _, v := range out.Variants {
+		if v.Record.Variant == rec.Variant {
+			return v.Record, nil
+		}
+	}
+	return record{}, fmt.Errorf("demo_unexpected: the approval's answer lacks variant %s", rec.Variant)
+}
+
+// variantFlag is the --variant a driftctl diff --live of rec needs: none
+// unless another variant of the server has drifted too.
+func (p *player) variantFlag(rec record) string {
+	if p.drifted > 1 {
+		return "--variant " + rec.Variant + " "
+	}
+	return ""
 }
 
 func (p *player) listTools(ctx context.Context, cs *mcp.ClientSession) ([]string, error) {
@@ -286,39 +312,39 @@ func (p *player) ship(ctx context.Context, release string) error {
 	return nil
 }
 
-func (p *player) recordPath(r record) string {
-	return "/v1/servers/" + url.PathEscape(r.Tenant) + "/" + url.PathEscape(r.Server) + "/" + url.PathEscape(r.Variant)
+func (p *player) serverPath() string {
+	return "/v1/servers/" + url.PathEscape(p.in.Tenant) + "/" + url.PathEscape(p.in.Server)
 }
 
 // waitRecord polls the admin API for the sample server's most recently
-// observed status record until it satisfies ok, and returns it with its diff.
+// observed variant record until it satisfies ok, and returns it with its
+// diff.
 func (p *player) waitRecord(ctx context.Context, what string, ok func(record) bool) (record, error) {
 	deadline := time.Now().Add(demoWait)
 	var last record
 	for {
-		b, err := p.get(ctx, "/v1/servers")
-		if err != nil {
+		b, err := p.get(ctx, p.serverPath())
+		if err != nil && !strings.Contains(err.Error(), "404") {
 			return record{}, err
 		}
-		var recs []shown
-		if err := json.Unmarshal(b, &recs); err != nil {
-			return record{}, fmt.Errorf("reading the status records: %w", err)
+		var sv serverShown
+		if err == nil {
+			if err := json.Unmarshal(b, &sv); err != nil {
+				return record{}, fmt.Errorf("reading the server's status: %w", err)
+			}
 		}
-		found := false
-		for _, sh := range recs {
-			if r := sh.Record; r.Tenant == p.in.Tenant && r.Server == p.in.Server && (!found || r.LiveObservedMs > last.LiveObservedMs) {
-				last, found = r, true
+		found, drifted := false, 0
+		var full shown
+		for _, sh := range sv.Variants {
+			if sh.Diff != nil {
+				drifted++
+			}
+			if r := sh.Record; !found || r.LiveObservedMs > last.LiveObservedMs {
+				last, full, found = r, sh, true
 			}
 		}
 		if found && ok(last) {
-			b, err := p.get(ctx, p.recordPath(last))
-			if err != nil {
-				return record{}, err
-			}
-			var full shown
-			if err := json.Unmarshal(b, &full); err != nil {
-				return record{}, fmt.Errorf("reading the status record: %w", err)
-			}
+			p.drifted = drifted
 			full.Record.Diff = full.Diff
 			return full.Record, nil
 		}

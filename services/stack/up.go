@@ -343,6 +343,7 @@ mcpdrift is running (NATS %s, state in %s).
   Admin API: %s  (tokens in %s)
     export MCPDRIFT_API=%s MCPDRIFT_TOKEN=%s
     bin/driftctl status
+    bin/driftctl show %s %s                # the sample server: every listing variant, with its diff
     bin/driftctl tail                      # follow verdicts
 
   Sample server release control (make the server rug-pull):
@@ -355,5 +356,5 @@ mcpdrift is running (NATS %s, state in %s).
 
   Logs: %s.  A scripted rug pull: make demo.  Stop: Ctrl-C.
 `, in.NATSURL, filepath.Dir(in.TokensFile), in.Server, in.MCPURL, in.MCPURL, in.AdminURL, in.TokensFile,
-		in.AdminURL, token, in.DemoControlURL, ch, strings.Join(ops, "\n"), in.Logs)
+		in.AdminURL, token, in.Tenant, in.Server, in.DemoControlURL, ch, strings.Join(ops, "\n"), in.Logs)
 }

@@ -110,6 +110,11 @@ func DeadLetterSubject(service string) string { return Prefix + ".dead." + servi
 // StatusKey is the key of a server's status record for one listing variant.
 func StatusKey(tenant, server, variant string) string { return tenant + "." + server + "." + variant }
 
+// ServerKey is the key of a server's own record in the status bucket,
+// beside its variants' records: the hold that quarantines every variant of
+// the server (docs/bus.md).
+func ServerKey(tenant, server string) string { return tenant + "." + server }
+
 // BaselineKey is the key of one baseline version of a server and variant.
 func BaselineKey(tenant, server, variant string, version int64) string {
 	return fmt.Sprintf("%s.%s.%s.v%d", tenant, server, variant, version)

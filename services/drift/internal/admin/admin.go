@@ -1,6 +1,8 @@
 // Package admin is the drift service's admin HTTP API: list, show, diff and
 // history of server status for the read role; approve and quarantine for the
-// write role; a live stream of verdicts. Every request is authenticated with
+// write role; a live stream of verdicts. It speaks of servers: a path names
+// a tenant and a server, and a listing variant is named (?variant= or in
+// the body) only where an action could mean several. Every request is authenticated with
 // a bearer token, and every action, allowed or not, is published as an
 // AdminAction event.
 package admin
@@ -87,12 +89,15 @@ func clip(s string) string {
 
 // Backend is what the API serves; *driftsvc.Service is one.
 type Backend interface {
-	List(ctx context.Context) ([]state.Record, error)
-	Get(ctx context.Context, tenant, server, variant string) (*state.Record, error)
-	Diff(ctx context.Context, tenant, server, variant string) (*surface.Report, error)
-	History(ctx context.Context, tenant, server, variant string) ([]state.Baseline, error)
-	Approve(ctx context.Context, tenant, server, variant, hash, actor string) (*state.Record, error)
-	Quarantine(ctx context.Context, tenant, server, variant, actor, reason string) (*state.Record, error)
+	List(ctx context.Context) ([]state.View, error)
+	Server(ctx context.Context, tenant, server string) (*state.View, error)
+	// DiffRecord is a variant's live manifest against its baseline (or
+	// reference), nil when they do not differ.
+	DiffRecord(ctx context.Context, rec *state.Record) (*surface.Report, error)
+	Diff(ctx context.Context, tenant, server, variant string) (string, *surface.Report, error)
+	History(ctx context.Context, tenant, server, variant string) ([]state.History, error)
+	Approve(ctx context.Context, tenant, server, variant, hash, actor string) (*state.View, []string, error)
+	Quarantine(ctx context.Context, tenant, server, actor, reason string, preemptive bool) (*state.View, error)
 }
 
 // Deps are what the handler needs besides the backend.
@@ -127,11 +132,15 @@ func NewHandler(b Backend, tokens []Token, d Deps) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /v1/servers", h.auth(RoleRead, "status", h.list))
-	mux.HandleFunc("GET /v1/servers/{tenant}/{server}/{variant}", h.auth(RoleRead, "show", h.show))
-	mux.HandleFunc("GET /v1/servers/{tenant}/{server}/{variant}/diff", h.auth(RoleRead, "diff", h.diff))
-	mux.HandleFunc("GET /v1/servers/{tenant}/{server}/{variant}/history", h.auth(RoleRead, "history", h.history))
-	mux.HandleFunc("POST /v1/servers/{tenant}/{server}/{variant}/approve", h.auth(RoleWrite, "approve", h.approve))
-	mux.HandleFunc("POST /v1/servers/{tenant}/{server}/{variant}/quarantine", h.auth(RoleWrite, "quarantine", h.quarantine))
+	mux.HandleFunc("GET /v1/servers/{tenant}/{server}", h.auth(RoleRead, "show", h.show))
+	mux.HandleFunc("GET /v1/servers/{tenant}/{server}/diff", h.auth(RoleRead, "diff", h.diff))
+	mux.HandleFunc("GET /v1/servers/{tenant}/{server}/history", h.auth(RoleRead, "history", h.history))
+	mux.HandleFunc("POST /v1/servers/{tenant}/{server}/approve", h.auth(RoleWrite, "approve", h.approve))
+	mux.HandleFunc("POST /v1/servers/{tenant}/{server}/quarantine", h.auth(RoleWrite, "quarantine", h.quarantine))
+	mux.HandleFunc("/v1/servers/{tenant}/{server}/{rest...}", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path+
+			" (a path names a tenant and a server; name a listing variant with ?variant= or \"variant\" in the body)")
+	})
 	mux.HandleFunc("GET /v1/verdicts", h.auth(RoleRead, "tail", nil)) // a stream, served by tail
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
@@ -170,7 +179,7 @@ func (h *handler) auth(need Role, action string, f apiFunc) http.HandlerFunc {
 		pathErr := h.validPath(r)
 		if pathErr == nil {
 			// Only valid ids name the audit subject's tokens.
-			a.Tenant, a.Server, a.Variant = r.PathValue("tenant"), r.PathValue("server"), r.PathValue("variant")
+			a.Tenant, a.Server, a.Variant = r.PathValue("tenant"), r.PathValue("server"), r.URL.Query().Get("variant")
 		}
 		tok, ok := h.token(r)
 		var status int
@@ -216,6 +225,11 @@ func (h *handler) auth(need Role, action string, f apiFunc) http.HandlerFunc {
 				status = httpStatus(code)
 			}
 			h.d.Metrics.done(action, status)
+			var cands candidates
+			if errors.As(err, &cands) {
+				writeError(w, status, code, msg, cands.CandidateVariants()...)
+				return
+			}
 			writeError(w, status, code, msg)
 			return
 		}
@@ -236,11 +250,16 @@ func (h *handler) audit(ctx context.Context, a *mcpdriftv1.AdminAction, err erro
 }
 
 func (h *handler) validPath(r *http.Request) error {
-	for _, p := range []string{"tenant", "server", "variant"} {
+	for _, p := range []string{"tenant", "server"} {
 		if v := r.PathValue(p); v != "" {
 			if err := bus.ValidID(p, v); err != nil {
 				return codedError{"invalid_id", err.Error()}
 			}
+		}
+	}
+	if v := r.URL.Query().Get("variant"); v != "" || r.URL.Query().Has("variant") {
+		if err := bus.ValidID("variant", v); err != nil {
+			return codedError{"invalid_id", err.Error()}
 		}
 	}
 	return nil
@@ -249,6 +268,10 @@ func (h *handler) validPath(r *http.Request) error {
 type codedError struct{ code, msg string }
 
 func (e codedError) Error() string { return e.code + ": " + e.msg }
+
+// candidates is an error that names the listing variants an action could
+// mean (driftsvc.AmbiguousError).
+type candidates interface{ CandidateVariants() []string }
 
 func (h *handler) describe(err error) (code, msg string) {
 	var ce codedError
@@ -270,7 +293,7 @@ func httpStatus(code string) int {
 	switch code {
 	case "not_found":
 		return http.StatusNotFound
-	case "stale_hash", "unfingerprintable", "no_baseline", "nothing_to_approve":
+	case "stale_hash", "unfingerprintable", "no_baseline", "nothing_to_approve", "variant_ambiguous", "held_again":
 		return http.StatusConflict
 	case "invalid_id", "bad_request":
 		return http.StatusBadRequest
@@ -278,40 +301,86 @@ func httpStatus(code string) int {
 	return http.StatusInternalServerError
 }
 
-func path(r *http.Request) (string, string, string) {
-	return r.PathValue("tenant"), r.PathValue("server"), r.PathValue("variant")
+func path(r *http.Request) (tenant, server string) {
+	return r.PathValue("tenant"), r.PathValue("server")
 }
 
-// Show is the body of GET /v1/servers/{tenant}/{server}/{variant}.
+// Show is one listing variant's record as the API shows it.
 type Show struct {
 	Record state.Record `json:"record"`
-	Serve  bool         `json:"serve"`
-	// Diff classifies the live manifest against the baseline, when they
-	// differ (show only).
+	// Serve: proxies serve this variant (its record serves and the server
+	// is not held).
+	Serve bool `json:"serve"`
+	// Diff classifies the live manifest against the baseline (a new
+	// variant without one: against the variant it was compared with), when
+	// they differ (show only).
 	Diff *surface.Report `json:"diff,omitempty"`
 }
 
+// ServerShow is a server as the API shows it: its hold and its variants.
+type ServerShow struct {
+	Tenant string `json:"tenant"`
+	Server string `json:"server"`
+	// Held: the server is quarantined as a whole; no variant is served,
+	// present or future, until an explicit approve.
+	Held bool          `json:"held"`
+	Hold *state.Server `json:"hold,omitempty"`
+	// Serve: some variant is served.
+	Serve    bool   `json:"serve"`
+	Variants []Show `json:"variants"`
+	// Approved names the variants an approve re-baselined (approve only).
+	Approved []string `json:"approved,omitempty"`
+}
+
+func serverShow(v *state.View) ServerShow {
+	out := ServerShow{Tenant: v.Tenant, Server: v.Server, Held: v.Held(), Hold: v.Hold, Variants: make([]Show, 0, len(v.Variants))}
+	for i := range v.Variants {
+		sh := Show{Record: v.Variants[i], Serve: v.Serve(&v.Variants[i])}
+		out.Serve = out.Serve || sh.Serve
+		out.Variants = append(out.Variants, sh)
+	}
+	return out
+}
+
+// DiffShow is the body of GET .../diff: the report and the variant it is of.
+type DiffShow struct {
+	Variant string `json:"variant"`
+	*surface.Report
+}
+
 func (h *handler) list(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
-	recs, err := h.b.List(ctx)
+	views, err := h.b.List(ctx)
 	if err != nil {
 		return 0, nil, err
 	}
-	out := make([]Show, 0, len(recs))
-	for _, rec := range recs {
-		out = append(out, Show{Record: rec, Serve: rec.Serve()})
+	out := make([]ServerShow, 0, len(views))
+	for i := range views {
+		out = append(out, serverShow(&views[i]))
 	}
 	return http.StatusOK, out, nil
 }
 
 func (h *handler) show(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
-	t, s, v := path(r)
-	rec, err := h.b.Get(ctx, t, s, v)
+	t, s := path(r)
+	v, err := h.b.Server(ctx, t, s)
 	if err != nil {
 		return 0, nil, err
 	}
-	out := Show{Record: *rec, Serve: rec.Serve()}
-	if rec.BaselineHash != "" && rec.LiveError == "" && rec.LiveHash != "" && rec.LiveHash != rec.BaselineHash {
-		if out.Diff, err = h.b.Diff(ctx, t, s, v); err != nil {
+	if variant := r.URL.Query().Get("variant"); variant != "" {
+		var one []state.Record
+		for _, rec := range v.Variants {
+			if rec.Variant == variant {
+				one = append(one, rec)
+			}
+		}
+		if len(one) == 0 {
+			return 0, nil, codedError{"not_found", fmt.Sprintf("%s/%s has no listing variant %s", t, s, variant)}
+		}
+		v.Variants = one
+	}
+	out := serverShow(v)
+	for i := range out.Variants {
+		if out.Variants[i].Diff, err = h.b.DiffRecord(ctx, &out.Variants[i].Record); err != nil {
 			return 0, nil, err
 		}
 	}
@@ -319,17 +388,17 @@ func (h *handler) show(ctx context.Context, w http.ResponseWriter, r *http.Reque
 }
 
 func (h *handler) diff(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
-	t, s, v := path(r)
-	rep, err := h.b.Diff(ctx, t, s, v)
+	t, s := path(r)
+	variant, rep, err := h.b.Diff(ctx, t, s, r.URL.Query().Get("variant"))
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, rep, nil
+	return http.StatusOK, DiffShow{Variant: variant, Report: rep}, nil
 }
 
 func (h *handler) history(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
-	t, s, v := path(r)
-	hist, err := h.b.History(ctx, t, s, v)
+	t, s := path(r)
+	hist, err := h.b.History(ctx, t, s, r.URL.Query().Get("variant"))
 	if err != nil {
 		return 0, nil, err
 	}
@@ -339,11 +408,18 @@ func (h *handler) history(ctx context.Context, w http.ResponseWriter, r *http.Re
 // ApproveRequest is the body of POST .../approve.
 type ApproveRequest struct {
 	Hash string `json:"hash"` // the live manifest's hash, as reviewed
+	// Variant names the listing variant to approve; empty: the variants
+	// whose live manifest is Hash (or the server's only variant).
+	Variant string `json:"variant,omitempty"`
 }
 
 // QuarantineRequest is the body of POST .../quarantine.
 type QuarantineRequest struct {
 	Reason string `json:"reason"`
+	// Preemptive holds a server that has never been observed, so that its
+	// first listing comes up quarantined; without it such a server is
+	// not_found.
+	Preemptive bool `json:"preemptive,omitempty"`
 }
 
 func decodeBody(r *http.Request, v any) error {
@@ -361,15 +437,26 @@ func (h *handler) approve(ctx context.Context, w http.ResponseWriter, r *http.Re
 		return 0, nil, err
 	}
 	c.action.Hash = req.Hash
+	if req.Variant != "" {
+		if err := bus.ValidID("variant", req.Variant); err != nil {
+			return 0, nil, codedError{"invalid_id", err.Error()}
+		}
+		c.action.Variant = req.Variant
+	}
 	if _, err := surface.ParseDigest(req.Hash); err != nil {
 		return 0, nil, codedError{"bad_request", "hash must be the sha256:<hex> you reviewed: " + err.Error()}
 	}
-	t, s, v := path(r)
-	rec, err := h.b.Approve(ctx, t, s, v, req.Hash, c.action.Actor)
+	t, s := path(r)
+	v, approved, err := h.b.Approve(ctx, t, s, req.Variant, req.Hash, c.action.Actor)
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, Show{Record: *rec, Serve: rec.Serve()}, nil
+	if len(approved) == 1 {
+		c.action.Variant = approved[0]
+	}
+	out := serverShow(v)
+	out.Approved = approved
+	return http.StatusOK, out, nil
 }
 
 func (h *handler) quarantine(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
@@ -379,12 +466,12 @@ func (h *handler) quarantine(ctx context.Context, w http.ResponseWriter, r *http
 			return 0, nil, err
 		}
 	}
-	t, s, v := path(r)
-	rec, err := h.b.Quarantine(ctx, t, s, v, c.action.Actor, req.Reason)
+	t, s := path(r)
+	v, err := h.b.Quarantine(ctx, t, s, c.action.Actor, req.Reason, req.Preemptive)
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, Show{Record: *rec, Serve: rec.Serve()}, nil
+	return http.StatusOK, serverShow(v), nil
 }
 
 // tail streams verdicts as newline-delimited JSON until the client leaves.
@@ -433,12 +520,15 @@ type Error struct {
 	Error struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
+		// Candidates names the listing variants an ambiguous action could
+		// mean (variant_ambiguous).
+		Candidates []string `json:"candidates,omitempty"`
 	} `json:"error"`
 }
 
-func writeError(w http.ResponseWriter, status int, code, msg string) {
+func writeError(w http.ResponseWriter, status int, code, msg string, cands ...string) {
 	var e Error
-	e.Error.Code, e.Error.Message = code, msg
+	e.Error.Code, e.Error.Message, e.Error.Candidates = code, msg, cands
 	writeJSON(w, status, e)
 }
 

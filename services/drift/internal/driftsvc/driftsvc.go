@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -259,22 +260,226 @@ func (s *Service) deadLetter(ctx context.Context, msg jetstream.Msg, code, text 
 // Observe applies one fingerprint result.
 func (s *Service) Observe(ctx context.Context, fp *mcpdriftv1.Fingerprint) error {
 	key := bus.StatusKey(fp.Tenant, fp.Server, fp.Variant)
-	o := state.Observation{
-		EventID: fp.EventId, Hash: fp.SurfaceHash, ErrorCode: fp.ErrorCode,
-		ObservedAt: time.UnixMilli(fp.ObservedAtUnixMs),
-		Assess: func(base, live string) (string, bool) {
-			rep, err := s.diffHashes(ctx, base, live)
-			if err != nil {
-				s.log.Warn().Err(err).Str("baseline", base).Str("live", live).Msg("assessing drift without manifests; treating it as critical")
-				return surface.SeverityCritical.String(), false
+	created := false
+	rec, err := s.transact(ctx, key, fp.EventId, func(rec *state.Record) (state.Outcome, error) {
+		o := state.Observation{
+			EventID: fp.EventId, Hash: fp.SurfaceHash, ErrorCode: fp.ErrorCode,
+			ObservedAt: time.UnixMilli(fp.ObservedAtUnixMs),
+			Assess: func(base, live string) state.Assessment {
+				return s.assess(ctx, fp.Tenant, fp.Server, base, live)
+			},
+		}
+		created = rec == nil
+		if rec == nil {
+			if err := s.firstSight(ctx, fp, &o); err != nil {
+				return state.Outcome{}, err
 			}
-			return rep.Severity.String(), rep.Benign
-		},
-	}
-	_, err := s.transact(ctx, key, fp.EventId, func(rec *state.Record) (state.Outcome, error) {
+		}
 		return state.Observe(rec, fp.Tenant, fp.Server, fp.Variant, o, s.cfg.Policy, s.now()), nil
 	})
+	if err != nil || !created || rec == nil || rec.Status == state.Quarantined {
+		return err
+	}
+	// The server may have been quarantined after firstSight read it and
+	// before the record was created, by an admin whose sweep of the
+	// variants did not see this one yet: hold it now. One of the two
+	// always sees the other (the hold is written before the sweep lists
+	// the variants; the record is created before this read).
+	srv, _, err := s.getServer(ctx, fp.Tenant, fp.Server)
+	if err != nil || srv == nil || !srv.Held {
+		return err
+	}
+	_, err = s.quarantineVariant(ctx, fp.Tenant, fp.Server, fp.Variant, srv.HeldBy, srv.HeldReason)
 	return err
+}
+
+// errClaimPending: another variant claimed the server's trust on first use
+// a moment ago and its record is not there yet; the fingerprint is retried
+// so that it is compared with that variant's baseline.
+var errClaimPending = errors.New("another variant's first sight is being applied")
+
+// claimPatience is how long a variant waits for the variant that claimed
+// the server's first sight to have a baseline; after it, it is withheld.
+const claimPatience = 30 * time.Second
+
+// firstSight fills in what the state machine needs to decide on a
+// variant's first manifest: whether the server is held, and how the
+// manifest compares with what the server's other variants approved. Under
+// the discovery posture, a server with no approved variant is trusted on
+// first use once: the variant that claims it in the server record (create
+// or compare-and-set); any other is compared with it.
+func (s *Service) firstSight(ctx context.Context, fp *mcpdriftv1.Fingerprint, o *state.Observation) error {
+	srv, rev, err := s.getServer(ctx, fp.Tenant, fp.Server)
+	if err != nil {
+		return err
+	}
+	if srv != nil && srv.Held {
+		o.Held = true
+		return nil
+	}
+	if fp.ErrorCode != "" {
+		return nil
+	}
+	cmp, err := s.compare(ctx, fp.Tenant, fp.Server, fp.Variant, fp.SurfaceHash)
+	if err != nil {
+		return err
+	}
+	if !cmp.Approved && s.cfg.Policy.Posture == state.Discovery {
+		claimed, write, ok := state.ClaimFirst(srv, fp.Tenant, fp.Server, fp.Variant, s.now())
+		switch {
+		case write:
+			if err := s.putServer(ctx, fp.Tenant, fp.Server, srv == nil, rev, &claimed); err != nil {
+				return err // a conflict: transact reads again and retries
+			}
+		case !ok:
+			// Another variant was the server's first sight. Until its record
+			// is there (a moment, on another drift instance), wait for it so
+			// as to be compared with its baseline; once it is there and
+			// nothing is approved (it is quarantined, or pending), or it
+			// never came, this variant has nothing to match: withheld.
+			first, _, err := s.get(ctx, bus.StatusKey(fp.Tenant, fp.Server, claimed.FirstVariant))
+			if err != nil {
+				return err
+			}
+			if first == nil && s.now().Sub(time.UnixMilli(claimed.FirstAtMs)) < claimPatience {
+				return fmt.Errorf("%w (variant %s of %s/%s)", errClaimPending, claimed.FirstVariant, fp.Tenant, fp.Server)
+			}
+			cmp = state.Comparison{Approved: true, Severity: surface.SeverityCritical.String(),
+				Unmatched: []string{"every item (no other variant of the server is approved now)"}}
+		}
+	}
+	o.Compare = func(string) state.Comparison { return cmp }
+	return nil
+}
+
+// compare compares a manifest with the current baselines of the server's
+// other variants (those not quarantined). A manifest that cannot be read
+// is compared as matching nothing.
+func (s *Service) compare(ctx context.Context, tenant, server, variant, hash string) (state.Comparison, error) {
+	recs, err := s.variants(ctx, tenant, server)
+	if err != nil {
+		return state.Comparison{}, err
+	}
+	var approved []state.ApprovedVariant
+	var unreadable error
+	for _, r := range recs {
+		if r.Variant == variant || r.BaselineHash == "" || r.Status == state.Quarantined {
+			continue
+		}
+		sf, err := s.surfaceOf(ctx, r.BaselineHash)
+		if err != nil {
+			unreadable = err
+			approved = append(approved, state.ApprovedVariant{Variant: r.Variant, Hash: r.BaselineHash})
+			continue
+		}
+		approved = append(approved, state.ApprovedVariant{Variant: r.Variant, Hash: r.BaselineHash, Items: itemsOf(sf)})
+	}
+	if len(approved) == 0 {
+		return state.Comparison{}, nil
+	}
+	live, err := s.surfaceOf(ctx, hash)
+	if err != nil {
+		unreadable = err
+	}
+	if unreadable != nil {
+		s.log.Warn().Err(unreadable).Str("tenant", tenant).Str("server", server).Str("variant", variant).
+			Msg("comparing a new variant without its manifests; withholding it")
+		return state.Comparison{Approved: true, Severity: surface.SeverityCritical.String(),
+			Unmatched: []string{"every item (a manifest could not be read)"}}, nil
+	}
+	cmp := state.CompareVariant(itemsOf(live), approved)
+	if ref, err := s.surfaceOf(ctx, cmp.ReferenceHash); err == nil {
+		cmp.Severity = surface.Diff(ref, live).Severity.String()
+	}
+	return cmp, nil
+}
+
+func itemsOf(sf *surface.Surface) []state.Item {
+	out := make([]state.Item, len(sf.Items))
+	for i, it := range sf.Items {
+		out[i] = state.Item{Kind: it.Kind.String(), Name: it.Name, Hash: it.Hash.String()}
+	}
+	return out
+}
+
+func diffItems(items []surface.ItemDiff, hashOf func(surface.ItemDiff) *surface.Digest) []state.Item {
+	out := make([]state.Item, 0, len(items))
+	for _, it := range items {
+		h := ""
+		if d := hashOf(it); d != nil {
+			h = d.String()
+		}
+		out = append(out, state.Item{Kind: it.Kind, Name: it.Name, Hash: h})
+	}
+	return out
+}
+
+// assess classifies the drift from a baseline. A change the diff calls
+// benign is looked up in the server's baseline history (every version of
+// every variant): an item that comes back after it was removed, or that
+// ever had another approved definition, is not benign.
+func (s *Service) assess(ctx context.Context, tenant, server, base, live string) state.Assessment {
+	b, err := s.surfaceOf(ctx, base)
+	var l *surface.Surface
+	if err == nil {
+		l, err = s.surfaceOf(ctx, live)
+	}
+	if err != nil {
+		s.log.Warn().Err(err).Str("baseline", base).Str("live", live).Msg("assessing drift without manifests; treating it as critical")
+		return state.Assessment{Severity: surface.SeverityCritical.String()}
+	}
+	rep := surface.Diff(b, l)
+	a := state.Assessment{Severity: rep.Severity.String(), Benign: rep.Benign}
+	if !a.Benign {
+		return a
+	}
+	history, err := s.approvedItems(ctx, tenant, server)
+	if err != nil {
+		s.log.Warn().Err(err).Str("tenant", tenant).Str("server", server).Msg("reading baseline history; the change is not taken as benign")
+		a.Benign, a.Note = false, "the baseline history could not be read"
+		return a
+	}
+	newHash := func(d surface.ItemDiff) *surface.Digest { return d.NewHash }
+	if note := state.HistoryNote(diffItems(rep.Added, newHash), diffItems(rep.Changed, newHash), itemsOf(b), history); note != "" {
+		a.Benign, a.Note = false, note
+	}
+	return a
+}
+
+// approvedItems returns every item of every baseline version of the
+// server, all variants: versions 1 to each variant record's baseline
+// version, read by key (the drift role may read baselines by key, not list
+// them; deploy/nats/auth.conf).
+func (s *Service) approvedItems(ctx context.Context, tenant, server string) ([]state.Item, error) {
+	recs, err := s.variants(ctx, tenant, server)
+	if err != nil {
+		return nil, err
+	}
+	var out []state.Item
+	seen := map[string]bool{}
+	for _, r := range recs {
+		for v := int64(1); v <= r.BaselineVersion; v++ {
+			key := bus.BaselineKey(tenant, server, r.Variant, v)
+			e, err := s.h.Baselines.Get(ctx, key)
+			if err != nil {
+				return nil, fmt.Errorf("reading baseline %s: %w", key, err)
+			}
+			var b state.Baseline
+			if err := json.Unmarshal(e.Value(), &b); err != nil {
+				return nil, fmt.Errorf("decoding baseline %s: %w", key, err)
+			}
+			if seen[b.Hash] {
+				continue
+			}
+			seen[b.Hash] = true
+			sf, err := s.surfaceOf(ctx, b.Hash)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, itemsOf(sf)...)
+		}
+	}
+	return out, nil
 }
 
 // errConflict: another writer changed the record between read and write.
@@ -290,6 +495,12 @@ func (s *Service) transact(ctx context.Context, key, eventID string, f func(*sta
 			return nil, err
 		}
 		out, err := f(rec)
+		if errors.Is(err, errConflict) && attempt < 20 {
+			// f lost a compare-and-set of its own (the server record).
+			s.conflicts.Add(1)
+			s.m.conflict()
+			continue
+		}
 		if err != nil {
 			return rec, err
 		}
@@ -346,7 +557,7 @@ func (s *Service) get(ctx context.Context, key string) (*state.Record, uint64, e
 	return &rec, e.Revision(), nil
 }
 
-func (s *Service) put(ctx context.Context, key string, create bool, rev uint64, rec *state.Record) (uint64, error) {
+func (s *Service) put(ctx context.Context, key string, create bool, rev uint64, rec any) (uint64, error) {
 	data, err := json.Marshal(rec)
 	if err != nil {
 		return 0, err
@@ -471,23 +682,103 @@ func (s *Service) diffHashes(ctx context.Context, base, live string) (*surface.R
 	return surface.Diff(b, l), nil
 }
 
-// ErrNoBaseline: a diff was asked of a server without a baseline.
-var ErrNoBaseline = errors.New("no_baseline")
+// Errors of admin actions beside those of package state; each has a
+// stable code (its text).
+var (
+	// ErrNoBaseline: a diff was asked of a variant without a baseline.
+	ErrNoBaseline = errors.New("no_baseline")
+	// ErrVariantAmbiguous: the action needs one listing variant and the
+	// server has several it could mean (see AmbiguousError).
+	ErrVariantAmbiguous = errors.New("variant_ambiguous")
+	// ErrHeldAgain: the server was quarantined again while an approve
+	// lifted its hold.
+	ErrHeldAgain = errors.New("held_again")
+)
 
-// Get returns a server's record.
-func (s *Service) Get(ctx context.Context, tenant, server, variant string) (*state.Record, error) {
-	rec, _, err := s.get(ctx, bus.StatusKey(tenant, server, variant))
-	if err == nil && rec == nil {
-		err = fmt.Errorf("%w: no status for %s/%s variant %s", state.ErrNotFound, tenant, server, variant)
-	}
-	return rec, err
+// AmbiguousError names the variants an action could mean.
+type AmbiguousError struct {
+	Tenant, Server, Action string
+	Candidates             []string // "variant (status, live sha256:…)"
+	Variants               []string // the candidates' names
 }
 
-// List returns every record, ordered by tenant, server and variant.
-func (s *Service) List(ctx context.Context) ([]state.Record, error) {
-	lister, err := s.h.Status.ListKeys(ctx)
+func (e *AmbiguousError) Error() string {
+	return fmt.Sprintf("%s: %s/%s has %d listing variants that %s could mean; name one as the variant: %s",
+		ErrVariantAmbiguous, e.Tenant, e.Server, len(e.Candidates), e.Action, strings.Join(e.Candidates, "; "))
+}
+
+func (e *AmbiguousError) Is(target error) bool { return target == ErrVariantAmbiguous }
+
+func ambiguous(tenant, server, action string, recs []state.Record) error {
+	e := &AmbiguousError{Tenant: tenant, Server: server, Action: action}
+	for _, r := range recs {
+		live := r.LiveHash
+		if r.LiveError != "" {
+			live = "error " + r.LiveError
+		}
+		e.Variants = append(e.Variants, r.Variant)
+		e.Candidates = append(e.Candidates, fmt.Sprintf("%s (%s, live %s)", r.Variant, r.Status, live))
+	}
+	return e
+}
+
+func (s *Service) getServer(ctx context.Context, tenant, server string) (*state.Server, uint64, error) {
+	key := bus.ServerKey(tenant, server)
+	e, err := s.h.Status.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, nil
+	}
 	if err != nil {
-		return nil, fmt.Errorf("listing status keys: %w", err)
+		return nil, 0, fmt.Errorf("reading server record %s: %w", key, err)
+	}
+	var srv state.Server
+	if err := json.Unmarshal(e.Value(), &srv); err != nil {
+		return nil, 0, fmt.Errorf("decoding server record %s: %w", key, err)
+	}
+	return &srv, e.Revision(), nil
+}
+
+// putServer writes the server record with compare-and-set (create when
+// create is set); errConflict when another writer was first.
+func (s *Service) putServer(ctx context.Context, tenant, server string, create bool, rev uint64, srv *state.Server) error {
+	if _, err := s.put(ctx, bus.ServerKey(tenant, server), create, rev, srv); err != nil {
+		return err
+	}
+	s.m.write()
+	return nil
+}
+
+// updateServer applies f to the server record with compare-and-set until
+// it holds; f returns false when there is nothing to write.
+func (s *Service) updateServer(ctx context.Context, tenant, server string, f func(*state.Server) (state.Server, bool, error)) (*state.Server, error) {
+	for attempt := 0; ; attempt++ {
+		srv, rev, err := s.getServer(ctx, tenant, server)
+		if err != nil {
+			return nil, err
+		}
+		next, write, err := f(srv)
+		if err != nil || !write {
+			return srv, err
+		}
+		err = s.putServer(ctx, tenant, server, srv == nil, rev, &next)
+		if errors.Is(err, errConflict) && attempt < 20 {
+			s.conflicts.Add(1)
+			s.m.conflict()
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &next, nil
+	}
+}
+
+// variants returns the records of every listing variant of a server,
+// ordered by variant.
+func (s *Service) variants(ctx context.Context, tenant, server string) ([]state.Record, error) {
+	lister, err := s.h.Status.ListKeysFiltered(ctx, bus.StatusKey(tenant, server, "*"))
+	if err != nil {
+		return nil, fmt.Errorf("listing the variants of %s/%s: %w", tenant, server, err)
 	}
 	var keys []string
 	for k := range lister.Keys() {
@@ -507,60 +798,324 @@ func (s *Service) List(ctx context.Context) ([]state.Record, error) {
 	return out, nil
 }
 
-// History returns every baseline version of a server, oldest first.
-func (s *Service) History(ctx context.Context, tenant, server, variant string) ([]state.Baseline, error) {
-	rec, err := s.Get(ctx, tenant, server, variant)
+// Get returns the record of one listing variant.
+func (s *Service) Get(ctx context.Context, tenant, server, variant string) (*state.Record, error) {
+	rec, _, err := s.get(ctx, bus.StatusKey(tenant, server, variant))
+	if err == nil && rec == nil {
+		err = fmt.Errorf("%w: no status for %s/%s variant %s", state.ErrNotFound, tenant, server, variant)
+	}
+	return rec, err
+}
+
+// Server returns a server with its hold and every variant's record; a
+// server with neither is not_found.
+func (s *Service) Server(ctx context.Context, tenant, server string) (*state.View, error) {
+	srv, _, err := s.getServer(ctx, tenant, server)
 	if err != nil {
 		return nil, err
 	}
-	var out []state.Baseline
-	for v := int64(1); v <= rec.BaselineVersion; v++ {
-		e, err := s.h.Baselines.Get(ctx, bus.BaselineKey(tenant, server, variant, v))
+	recs, err := s.variants(ctx, tenant, server)
+	if err != nil {
+		return nil, err
+	}
+	if srv == nil && len(recs) == 0 {
+		return nil, fmt.Errorf("%w: server %s/%s has never been observed or quarantined (driftctl status lists the servers there are)", state.ErrNotFound, tenant, server)
+	}
+	return &state.View{Tenant: tenant, Server: server, Hold: srv, Variants: recs}, nil
+}
+
+// List returns every server with its variants, ordered by tenant and
+// server.
+func (s *Service) List(ctx context.Context) ([]state.View, error) {
+	lister, err := s.h.Status.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing status keys: %w", err)
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var out []state.View
+	at := map[string]int{}
+	view := func(tenant, server string) *state.View {
+		id := tenant + "." + server
+		i, ok := at[id]
+		if !ok {
+			i = len(out)
+			at[id] = i
+			out = append(out, state.View{Tenant: tenant, Server: server})
+		}
+		return &out[i]
+	}
+	for _, k := range keys {
+		parts := strings.Split(k, ".")
+		switch len(parts) {
+		case 2:
+			srv, _, err := s.getServer(ctx, parts[0], parts[1])
+			if err != nil {
+				return nil, err
+			}
+			if srv != nil {
+				view(parts[0], parts[1]).Hold = srv
+			}
+		case 3:
+			rec, _, err := s.get(ctx, k)
+			if err != nil {
+				return nil, err
+			}
+			if rec != nil {
+				v := view(parts[0], parts[1])
+				v.Variants = append(v.Variants, *rec)
+			}
+		}
+	}
+	if out == nil {
+		out = []state.View{}
+	}
+	slices.SortFunc(out, func(a, b state.View) int {
+		return strings.Compare(a.Tenant+"\x00"+a.Server, b.Tenant+"\x00"+b.Server)
+	})
+	return out, nil
+}
+
+// pick resolves the variant an action on a server means. A named variant
+// must exist. Otherwise the server's only variant, or the only one among
+// candidates (when candidates is not nil), is meant; anything else is
+// ambiguous, naming the candidates.
+func (s *Service) pick(v *state.View, variant, action string, candidate func(*state.Record) bool) (*state.Record, error) {
+	if variant != "" {
+		for i := range v.Variants {
+			if v.Variants[i].Variant == variant {
+				return &v.Variants[i], nil
+			}
+		}
+		return nil, fmt.Errorf("%w: %s/%s has no listing variant %s (it has: %s)", state.ErrNotFound, v.Tenant, v.Server, variant, names(v.Variants))
+	}
+	switch len(v.Variants) {
+	case 0:
+		return nil, fmt.Errorf("%w: no listing of %s/%s has been observed yet", state.ErrNotFound, v.Tenant, v.Server)
+	case 1:
+		return &v.Variants[0], nil
+	}
+	var cands []state.Record
+	for i := range v.Variants {
+		if candidate != nil && candidate(&v.Variants[i]) {
+			cands = append(cands, v.Variants[i])
+		}
+	}
+	if len(cands) == 1 {
+		for i := range v.Variants {
+			if v.Variants[i].Variant == cands[0].Variant {
+				return &v.Variants[i], nil
+			}
+		}
+	}
+	if len(cands) == 0 {
+		cands = v.Variants
+	}
+	return nil, ambiguous(v.Tenant, v.Server, action, cands)
+}
+
+func names(recs []state.Record) string {
+	if len(recs) == 0 {
+		return "none"
+	}
+	var n []string
+	for _, r := range recs {
+		n = append(n, r.Variant)
+	}
+	return strings.Join(n, ", ")
+}
+
+// diffable: a variant whose live manifest differs from what it is
+// compared with (its baseline, or for a new variant its reference).
+func diffable(r *state.Record) bool {
+	base := r.BaselineHash
+	if base == "" {
+		base = r.ReferenceHash
+	}
+	return base != "" && r.LiveError == "" && r.LiveHash != "" && r.LiveHash != base
+}
+
+// History returns every baseline version of the server's variants (of one
+// variant when it is named), oldest first.
+func (s *Service) History(ctx context.Context, tenant, server, variant string) ([]state.History, error) {
+	v, err := s.Server(ctx, tenant, server)
+	if err != nil {
+		return nil, err
+	}
+	recs := v.Variants
+	if variant != "" {
+		rec, err := s.pick(v, variant, "history", nil)
 		if err != nil {
-			return nil, fmt.Errorf("reading baseline v%d: %w", v, err)
+			return nil, err
 		}
-		var b state.Baseline
-		if err := json.Unmarshal(e.Value(), &b); err != nil {
-			return nil, fmt.Errorf("decoding baseline v%d: %w", v, err)
+		recs = []state.Record{*rec}
+	}
+	out := make([]state.History, 0, len(recs))
+	for _, rec := range recs {
+		h := state.History{Variant: rec.Variant, Baselines: []state.Baseline{}}
+		for ver := int64(1); ver <= rec.BaselineVersion; ver++ {
+			e, err := s.h.Baselines.Get(ctx, bus.BaselineKey(tenant, server, rec.Variant, ver))
+			if err != nil {
+				return nil, fmt.Errorf("reading baseline v%d of variant %s: %w", ver, rec.Variant, err)
+			}
+			var b state.Baseline
+			if err := json.Unmarshal(e.Value(), &b); err != nil {
+				return nil, fmt.Errorf("decoding baseline v%d of variant %s: %w", ver, rec.Variant, err)
+			}
+			h.Baselines = append(h.Baselines, b)
 		}
-		out = append(out, b)
+		out = append(out, h)
 	}
 	return out, nil
 }
 
-// Diff classifies the live manifest against the baseline.
-func (s *Service) Diff(ctx context.Context, tenant, server, variant string) (*surface.Report, error) {
-	rec, err := s.Get(ctx, tenant, server, variant)
+// Diff classifies the live manifest of a variant against its baseline (a
+// new variant without one: against the approved variant it was compared
+// with). With no variant named it is the variant whose live manifest
+// differs, when only one does; it returns the variant it diffed.
+func (s *Service) Diff(ctx context.Context, tenant, server, variant string) (string, *surface.Report, error) {
+	v, err := s.Server(ctx, tenant, server)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	if rec.BaselineHash == "" {
-		return nil, fmt.Errorf("%w: %s/%s has never been approved", ErrNoBaseline, tenant, server)
+	rec, err := s.pick(v, variant, "diff", diffable)
+	if err != nil {
+		return "", nil, err
+	}
+	rep, err := s.diffRecord(ctx, rec)
+	return rec.Variant, rep, err
+}
+
+func (s *Service) diffRecord(ctx context.Context, rec *state.Record) (*surface.Report, error) {
+	base := rec.BaselineHash
+	if base == "" {
+		base = rec.ReferenceHash
+	}
+	if base == "" {
+		return nil, fmt.Errorf("%w: variant %s of %s/%s has never been approved", ErrNoBaseline, rec.Variant, rec.Tenant, rec.Server)
 	}
 	if rec.LiveError != "" {
 		return nil, fmt.Errorf("%w: the live manifest could not be fingerprinted (%s)", state.ErrUnfingerprinted, rec.LiveError)
 	}
-	return s.diffHashes(ctx, rec.BaselineHash, rec.LiveHash)
+	return s.diffHashes(ctx, base, rec.LiveHash)
 }
 
-// Approve re-baselines a server to its live manifest, which must be hash.
-func (s *Service) Approve(ctx context.Context, tenant, server, variant, hash, actor string) (*state.Record, error) {
-	return s.transact(ctx, bus.StatusKey(tenant, server, variant), "", func(rec *state.Record) (state.Outcome, error) {
-		return state.Approve(rec, hash, actor, s.now())
-	})
+// DiffRecord is the diff shown with a variant's record: its live manifest
+// against its baseline or reference, when they differ (nil otherwise).
+func (s *Service) DiffRecord(ctx context.Context, rec *state.Record) (*surface.Report, error) {
+	if !diffable(rec) {
+		return nil, nil
+	}
+	return s.diffRecord(ctx, rec)
 }
 
-// Quarantine holds a server until an explicit approve.
-func (s *Service) Quarantine(ctx context.Context, tenant, server, variant, actor, reason string) (*state.Record, error) {
+// Approve re-baselines variants of a server to their live manifest, which
+// must be hash: the named variant, or else every variant whose live
+// manifest is hash (the same manifest, reviewed once). It lifts the
+// server's hold. It returns the server after, and the variants approved.
+func (s *Service) Approve(ctx context.Context, tenant, server, variant, hash, actor string) (*state.View, []string, error) {
+	started := s.now()
+	v, err := s.Server(ctx, tenant, server)
+	if err != nil {
+		return nil, nil, err
+	}
+	var targets []string
+	if variant != "" || len(v.Variants) == 1 {
+		rec, err := s.pick(v, variant, "approve", nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		targets = []string{rec.Variant}
+	} else {
+		var live []string
+		for _, r := range v.Variants {
+			if r.LiveHash == hash && r.LiveError == "" {
+				targets = append(targets, r.Variant)
+			}
+			l := r.LiveHash
+			if r.LiveError != "" {
+				l = "error " + r.LiveError
+			}
+			live = append(live, r.Variant+" "+l)
+		}
+		if len(targets) == 0 {
+			if len(v.Variants) == 0 {
+				return nil, nil, fmt.Errorf("%w: no listing of %s/%s has been observed yet; there is nothing to approve", state.ErrNothingToApprove, tenant, server)
+			}
+			return nil, nil, fmt.Errorf("%w: no variant of %s/%s is live at %s; review what is live now and approve that hash (%s)",
+				state.ErrStaleHash, tenant, server, hash, strings.Join(live, "; "))
+		}
+	}
+	for _, t := range targets {
+		if _, err := s.transact(ctx, bus.StatusKey(tenant, server, t), "", func(rec *state.Record) (state.Outcome, error) {
+			return state.Approve(rec, hash, actor, s.now())
+		}); err != nil {
+			return nil, nil, err
+		}
+	}
+	// The approved variants are verified; now the server's hold (if any)
+	// is lifted, unless it was placed after this approve began.
+	if _, err := s.updateServer(ctx, tenant, server, func(srv *state.Server) (state.Server, bool, error) {
+		if srv != nil && srv.Held && srv.HeldAtMs > started.UnixMilli() {
+			return state.Server{}, false, fmt.Errorf("%w: %s quarantined %s/%s again while you approved; approve again to lift that hold", ErrHeldAgain, srv.HeldBy, tenant, server)
+		}
+		next, write := state.Release(srv, actor, s.now())
+		return next, write, nil
+	}); err != nil {
+		return nil, nil, err
+	}
+	v, err = s.Server(ctx, tenant, server)
+	return v, targets, err
+}
+
+// Quarantine holds a server, every listing variant present and future,
+// until an explicit approve. A server never observed is not_found unless
+// preemptive is set: then it is held before its first listing.
+func (s *Service) Quarantine(ctx context.Context, tenant, server, actor, reason string, preemptive bool) (*state.View, error) {
+	if !preemptive {
+		if _, err := s.Server(ctx, tenant, server); err != nil {
+			if errors.Is(err, state.ErrNotFound) {
+				err = fmt.Errorf("%w: server %s/%s has never been observed; to hold it before its first listing, quarantine it pre-emptively (driftctl quarantine --preemptive, API \"preemptive\": true)", state.ErrNotFound, tenant, server)
+			}
+			return nil, err
+		}
+	}
+	// The hold first: from now on a variant seen for the first time comes
+	// up quarantined. Then every variant already known, with
+	// compare-and-set, so that each record says so too (and proxies
+	// released before the hold existed withhold it).
+	if _, err := s.updateServer(ctx, tenant, server, func(srv *state.Server) (state.Server, bool, error) {
+		next, write := state.Hold(srv, tenant, server, actor, reason, s.now())
+		return next, write, nil
+	}); err != nil {
+		return nil, err
+	}
+	recs, err := s.variants(ctx, tenant, server)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range recs {
+		if _, err := s.quarantineVariant(ctx, tenant, server, r.Variant, actor, reason); err != nil {
+			return nil, err
+		}
+	}
+	return s.Server(ctx, tenant, server)
+}
+
+func (s *Service) quarantineVariant(ctx context.Context, tenant, server, variant, actor, reason string) (*state.Record, error) {
 	return s.transact(ctx, bus.StatusKey(tenant, server, variant), "", func(rec *state.Record) (state.Outcome, error) {
-		return state.Quarantine(rec, tenant, server, variant, s.cfg.Policy, actor, reason, s.now()), nil
+		return state.Quarantine(rec, actor, reason, s.now()), nil
 	})
 }
 
 // Code returns the stable code of an error from this package or package
 // state, or "internal".
 func Code(err error) string {
-	for _, known := range []error{state.ErrNotFound, state.ErrStaleHash, state.ErrUnfingerprinted, state.ErrNothingToApprove, ErrNoBaseline, bus.ErrInvalidID} {
+	for _, known := range []error{state.ErrNotFound, state.ErrStaleHash, state.ErrUnfingerprinted, state.ErrNothingToApprove,
+		ErrNoBaseline, ErrVariantAmbiguous, ErrHeldAgain, bus.ErrInvalidID} {
 		if errors.Is(err, known) {
 			return known.Error()
 		}
@@ -573,3 +1128,6 @@ func Code(err error) string {
 	}
 	return "internal"
 }
+
+// CandidateVariants names the variants (for the API's error body).
+func (e *AmbiguousError) CandidateVariants() []string { return e.Variants }

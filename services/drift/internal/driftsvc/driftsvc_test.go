@@ -188,23 +188,29 @@ func TestDriftLifecycle(t *testing.T) {
 	waitFor(t, "live b", func() bool { return e.record(svc, "mem").LiveHash == b })
 
 	ctx := context.Background()
-	rep, err := svc.Diff(ctx, "acme", "mem", "v0")
+	_, rep, err := svc.Diff(ctx, "acme", "mem", "")
 	if err != nil || !rep.Drift || len(rep.Changed) == 0 {
 		t.Fatalf("Diff: %v %+v", err, rep)
 	}
-	if _, err := svc.Approve(ctx, "acme", "mem", "v0", a, "alice"); Code(err) != "stale_hash" {
+	if _, _, err := svc.Approve(ctx, "acme", "mem", "v0", a, "alice"); Code(err) != "stale_hash" {
 		t.Fatalf("approving a hash that is not live: %v", err)
 	}
-	rec, err := svc.Approve(ctx, "acme", "mem", "v0", b, "alice")
-	if err != nil || rec.Status != state.Verified || rec.BaselineVersion != 2 || rec.ApprovedBy != "alice" {
-		t.Fatalf("Approve: %v %+v", err, rec)
+	v, approved, err := svc.Approve(ctx, "acme", "mem", "", b, "alice")
+	if err != nil || len(approved) != 1 || approved[0] != "v0" {
+		t.Fatalf("Approve: %v %v", err, approved)
 	}
-	hist, err := svc.History(ctx, "acme", "mem", "v0")
-	if err != nil || len(hist) != 2 || hist[0].Hash != a || hist[1].Hash != b || hist[0].ApprovedBy != state.ActorTOFU {
-		t.Fatalf("History: %v %+v", err, hist)
+	if rec := v.Variants[0]; rec.Status != state.Verified || rec.BaselineVersion != 2 || rec.ApprovedBy != "alice" {
+		t.Fatalf("Approve: %+v", rec)
+	}
+	hists, err := svc.History(ctx, "acme", "mem", "")
+	if err != nil || len(hists) != 1 {
+		t.Fatalf("History: %v %+v", err, hists)
+	}
+	if hist := hists[0].Baselines; len(hist) != 2 || hist[0].Hash != a || hist[1].Hash != b || hist[0].ApprovedBy != state.ActorTOFU {
+		t.Fatalf("History: %+v", hist)
 	}
 
-	if _, err := svc.Quarantine(ctx, "acme", "mem", "v0", "bob", "incident"); err != nil {
+	if _, err := svc.Quarantine(ctx, "acme", "mem", "bob", "incident", false); err != nil {
 		t.Fatal(err)
 	}
 	e.publish("mem", "o5", b, "", t0.Add(4*time.Second), "")
@@ -238,11 +244,11 @@ func TestStrictAndUnfingerprintable(t *testing.T) {
 	if r.Status != state.Pending || r.Reason != state.ReasonUnfingerprintable {
 		t.Fatalf("unfingerprintable first sight: %+v", r)
 	}
-	if _, err := svc.Approve(context.Background(), "acme", "s2", "v0", "", "alice"); Code(err) != "unfingerprintable" {
+	if _, _, err := svc.Approve(context.Background(), "acme", "s2", "v0", "", "alice"); Code(err) != "unfingerprintable" {
 		t.Fatalf("approving an unfingerprintable manifest: %v", err)
 	}
-	if rec, err := svc.Approve(context.Background(), "acme", "s1", "v0", a, "alice"); err != nil || rec.Status != state.Verified || rec.BaselineVersion != 1 {
-		t.Fatalf("approving a pending server: %v %+v", err, rec)
+	if v, _, err := svc.Approve(context.Background(), "acme", "s1", "", a, "alice"); err != nil || v.Variants[0].Status != state.Verified || v.Variants[0].BaselineVersion != 1 {
+		t.Fatalf("approving a pending server: %v %+v", err, v)
 	}
 }
 

@@ -10,10 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
-// Status is the schema status of a server (for one listing variant).
+// Status is the schema status of one listing variant of a server.
 type Status string
 
 // The statuses of the design: only verified is served (and changed, under
@@ -43,12 +44,19 @@ const (
 	ReasonAutoApproved      = "auto_approved"
 	ReasonApproved          = "approved"
 	ReasonQuarantined       = "quarantined"
+	// A new listing variant whose every item equals a definition approved
+	// for another variant of the server: verified without an admin.
+	ReasonVariantMatched = "variant_matched"
+	// A new listing variant with an item no other variant of the server
+	// has approved: changed (discovery) or pending (strict), withheld.
+	ReasonVariantUnmatched = "variant_unmatched"
 )
 
 // Actors that are not people.
 const (
-	ActorTOFU  = "system:trust-on-first-use"
-	ActorGuard = "system:guard"
+	ActorTOFU    = "system:trust-on-first-use"
+	ActorGuard   = "system:guard"
+	ActorVariant = "system:variant"
 )
 
 // Policy says how a server is treated; it is recorded with the server when
@@ -93,6 +101,13 @@ type Record struct {
 	Severity       string `json:"severity,omitempty"`         // of the live diff against the baseline
 	Benign         bool   `json:"benign,omitempty"`
 
+	// A variant first seen after another variant of the server was
+	// approved is compared with that variant's baseline: the one closest to
+	// it is named here (diff --live shows the live manifest against it
+	// until the variant has a baseline of its own).
+	ReferenceVariant string `json:"reference_variant,omitempty"`
+	ReferenceHash    string `json:"reference_hash,omitempty"`
+
 	Reason      string   `json:"reason"`
 	ReasonText  string   `json:"reason_text,omitempty"`
 	Actor       string   `json:"actor,omitempty"`
@@ -100,9 +115,85 @@ type Record struct {
 	Applied     []string `json:"applied,omitempty"` // recent event ids, for exactly-once effect
 }
 
-// Serve reports whether proxies serve the server's tools.
+// Serve reports whether proxies serve the variant's tools, on its own
+// record (a held server serves none: see Server.Held). Nothing without an
+// approved baseline is served, whatever the drift policy.
 func (r *Record) Serve() bool {
-	return r.Status == Verified || (r.Status == Changed && r.Policy.OnDrift == Alert)
+	return r.Status == Verified || (r.Status == Changed && r.Policy.OnDrift == Alert && r.BaselineHash != "")
+}
+
+// Server is the server-level record, beside its variants' records in the
+// status bucket (key <tenant>.<server>): the hold that quarantines every
+// listing variant of the server, present and future, and the variant whose
+// first manifest was trusted on first use. Proxies read Held: a held server
+// serves no variant, also one they have no record of.
+type Server struct {
+	Tenant string `json:"tenant"`
+	Server string `json:"server"`
+
+	Held       bool   `json:"held"`
+	HeldBy     string `json:"held_by,omitempty"`
+	HeldAtMs   int64  `json:"held_at_ms,omitempty"`
+	HeldReason string `json:"held_reason,omitempty"`
+	// Who lifted the last hold, by approving a variant, and when.
+	ReleasedBy   string `json:"released_by,omitempty"`
+	ReleasedAtMs int64  `json:"released_at_ms,omitempty"`
+
+	// FirstVariant is the one variant of the server that may be trusted on
+	// first use (discovery): the first to claim it. Every other variant is
+	// compared with what was approved.
+	FirstVariant string `json:"first_variant,omitempty"`
+	FirstAtMs    int64  `json:"first_at_ms,omitempty"`
+
+	UpdatedAtMs int64 `json:"updated_at_ms"`
+}
+
+// Hold quarantines the server: every variant, present and future. srv may
+// be nil (no server record yet). It reports false when the server is
+// already held (nothing to write).
+func Hold(srv *Server, tenant, server, actor, reason string, now time.Time) (Server, bool) {
+	var s Server
+	if srv != nil {
+		s = *srv
+	}
+	s.Tenant, s.Server = tenant, server
+	if s.Held {
+		return s, false
+	}
+	s.Held, s.HeldBy, s.HeldAtMs, s.HeldReason, s.UpdatedAtMs = true, actor, now.UnixMilli(), reason, now.UnixMilli()
+	return s, true
+}
+
+// Release lifts the hold: an admin approved a variant. It reports false
+// when the server is not held.
+func Release(srv *Server, actor string, now time.Time) (Server, bool) {
+	if srv == nil || !srv.Held {
+		if srv == nil {
+			return Server{}, false
+		}
+		return *srv, false
+	}
+	s := *srv
+	s.Held, s.ReleasedBy, s.ReleasedAtMs, s.UpdatedAtMs = false, actor, now.UnixMilli(), now.UnixMilli()
+	return s, true
+}
+
+// ClaimFirst claims the server's one trust-on-first-use for variant. It
+// returns the record to write and write true when the claim must be
+// stored, and ok false when another variant holds it.
+func ClaimFirst(srv *Server, tenant, server, variant string, now time.Time) (s Server, write, ok bool) {
+	if srv != nil {
+		s = *srv
+	}
+	s.Tenant, s.Server = tenant, server
+	switch s.FirstVariant {
+	case variant:
+		return s, false, true
+	case "":
+		s.FirstVariant, s.FirstAtMs, s.UpdatedAtMs = variant, now.UnixMilli(), now.UnixMilli()
+		return s, true, true
+	}
+	return s, false, false
 }
 
 // Baseline is one approved version of a server's surface, kept forever.
@@ -122,9 +213,43 @@ type Observation struct {
 	ErrorCode  string
 	ObservedAt time.Time
 	// Assess classifies the live surface against the baseline; called only
-	// when the two differ. It returns the diff's severity and whether the
-	// change is benign.
-	Assess func(baselineHash, liveHash string) (severity string, benign bool)
+	// when the two differ.
+	Assess func(baselineHash, liveHash string) Assessment
+	// Held says the server is quarantined: a variant seen for the first
+	// time comes up quarantined.
+	Held bool
+	// Compare compares a variant's first manifest with what the server's
+	// other variants approved; called only for a variant never seen, with
+	// a hash. Nil: the server has no other approved variant.
+	Compare func(liveHash string) Comparison
+}
+
+// Assessment is the classified drift from a baseline.
+type Assessment struct {
+	Severity string
+	// Benign: only added optional parameters or added items, descriptions
+	// byte-identical, no risk raised, no markers, and no item that was
+	// removed and came back or ever had another approved definition.
+	Benign bool
+	// Note says why a change the diff alone calls benign is not (its
+	// history), for the reason text; "" otherwise.
+	Note string
+}
+
+// Comparison is how a variant's first manifest compares with the items
+// approved for the server's other variants (their current baselines).
+type Comparison struct {
+	// Approved: some other variant of the server has an approved baseline.
+	// When false the variant is treated as the server's first sight.
+	Approved bool
+	// Unmatched lists the manifest's items that equal no approved
+	// definition of the same kind and name ("tool read_file"); empty: every
+	// item matched.
+	Unmatched []string
+	// The approved baseline closest to the manifest, and the severity of
+	// the diff from it to the manifest.
+	ReferenceVariant, ReferenceHash string
+	Severity                        string
 }
 
 // Outcome is what an event does.
@@ -159,10 +284,33 @@ func Observe(rec *Record, tenant, server, variant string, obs Observation, pol P
 			LiveError: obs.ErrorCode, LiveObservedMs: obsMs, UpdatedAtMs: nowMs, Actor: "system"}
 		r.remember(obs.EventID)
 		out := Outcome{Write: true, Announce: true, Previous: Unknown}
+		var cmp Comparison
+		if obs.ErrorCode == "" && !obs.Held && obs.Compare != nil {
+			cmp = obs.Compare(obs.Hash)
+		}
 		switch {
 		case obs.ErrorCode != "":
 			r.Status, r.Reason = Pending, ReasonUnfingerprintable
 			r.ReasonText = "the first manifest could not be fingerprinted (" + obs.ErrorCode + "); nothing can be trusted"
+		case obs.Held:
+			r.Status, r.Reason = Quarantined, ReasonQuarantined
+			r.ReasonText = "a new listing variant of a quarantined server is held with it; only an explicit approve restores it"
+		case cmp.Approved && len(cmp.Unmatched) == 0:
+			b := Baseline{Version: 1, Hash: obs.Hash, CapturedAtMs: obsMs, ApprovedAtMs: nowMs, ApprovedBy: ActorVariant, Reason: ReasonVariantMatched}
+			r.Status, r.Reason, r.Actor = Verified, ReasonVariantMatched, ActorVariant
+			r.ReasonText = "a new listing variant whose every item equals a definition approved for another variant of the server becomes baseline v1"
+			r.setBaseline(b)
+			r.ReferenceVariant, r.ReferenceHash = cmp.ReferenceVariant, cmp.ReferenceHash
+			out.NewBaseline = &b
+		case cmp.Approved:
+			r.Status, r.Reason, r.Severity = Changed, ReasonVariantUnmatched, cmp.Severity
+			r.DriftAtMs = nowMs
+			if pol.Posture == Strict {
+				r.Status, r.DriftAtMs = Pending, 0
+			}
+			r.ReferenceVariant, r.ReferenceHash = cmp.ReferenceVariant, cmp.ReferenceHash
+			r.ReasonText = fmt.Sprintf("a new listing variant with %s that no other variant of the server approved (%s); an admin must approve %s",
+				plural(len(cmp.Unmatched), "item"), clipList(cmp.Unmatched, 5), obs.Hash)
 		case pol.Posture == Strict:
 			r.Status, r.Reason = Pending, ReasonPendingApproval
 			r.ReasonText = "never seen before; the strict posture waits for an admin to approve " + obs.Hash
@@ -194,21 +342,26 @@ func Observe(rec *Record, tenant, server, variant string, obs Observation, pol P
 		if matches {
 			return out // the hot path: nothing changed, nothing to write
 		}
-		sev, benign := "critical", false
+		a := Assessment{Severity: "critical"}
 		if obs.ErrorCode == "" && obs.Assess != nil {
-			sev, benign = obs.Assess(r.BaselineHash, obs.Hash)
+			a = obs.Assess(r.BaselineHash, obs.Hash)
 		}
-		r.Severity, r.Benign = sev, benign
-		if r.Policy.Guard && benign && obs.ErrorCode == "" {
+		r.Severity, r.Benign = a.Severity, a.Benign
+		if r.Policy.Guard && a.Benign && obs.ErrorCode == "" {
 			b := Baseline{Version: r.BaselineVersion + 1, Hash: obs.Hash, CapturedAtMs: obsMs, ApprovedAtMs: nowMs,
 				ApprovedBy: ActorGuard, Reason: ReasonAutoApproved}
 			r.setBaseline(b)
+			// The verdict says what was accepted: benign, and how severe.
+			r.Severity, r.Benign = a.Severity, true
 			r.Reason, r.Actor = ReasonAutoApproved, ActorGuard
-			r.ReasonText = fmt.Sprintf("a provably benign change (%s) was accepted as baseline v%d", sev, b.Version)
+			r.ReasonText = fmt.Sprintf("a provably benign change (%s) was accepted as baseline v%d", a.Severity, b.Version)
 			out.NewBaseline = &b
 		} else {
 			r.Status, r.DriftAtMs, r.Actor = Changed, nowMs, "system"
-			r.Reason, r.ReasonText = driftReason(obs, sev)
+			r.Reason, r.ReasonText = driftReason(obs, a.Severity)
+			if a.Note != "" {
+				r.ReasonText += "; not benign: " + a.Note
+			}
 		}
 	case Changed, Pending, Quarantined:
 		// Drift never passes by itself: a manifest that reverts to the
@@ -218,11 +371,20 @@ func Observe(rec *Record, tenant, server, variant string, obs Observation, pol P
 			return out // nothing new: the record already says all of it
 		}
 		r.Severity, r.Benign = "", false
-		if obs.ErrorCode == "" && obs.Hash != r.BaselineHash && r.BaselineHash != "" && obs.Assess != nil {
-			r.Severity, r.Benign = obs.Assess(r.BaselineHash, obs.Hash)
+		base := r.BaselineHash
+		if base == "" {
+			base = r.ReferenceHash // a new variant is assessed against the variant it was compared with
+		}
+		if obs.ErrorCode == "" && obs.Hash != base && base != "" && obs.Assess != nil {
+			a := obs.Assess(base, obs.Hash)
+			r.Severity, r.Benign = a.Severity, a.Benign
 		}
 		switch r.Status {
 		case Changed:
+			if r.Reason == ReasonVariantUnmatched && r.BaselineHash == "" && obs.ErrorCode == "" {
+				r.ReasonText = "a new listing variant that no other variant of the server approved; an admin must approve " + obs.Hash
+				break
+			}
 			r.Reason, r.ReasonText = driftReason(obs, r.Severity)
 		case Pending:
 			if obs.ErrorCode != "" {
@@ -239,6 +401,20 @@ func Observe(rec *Record, tenant, server, variant string, obs Observation, pol P
 	return out
 }
 
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+func clipList(items []string, n int) string {
+	if len(items) <= n {
+		return strings.Join(items, ", ")
+	}
+	return strings.Join(items[:n], ", ") + fmt.Sprintf(" and %d more", len(items)-n)
+}
+
 func driftReason(obs Observation, severity string) (string, string) {
 	if obs.ErrorCode != "" {
 		return ReasonUnfingerprintable, "the live manifest could not be fingerprinted (" + obs.ErrorCode + ")"
@@ -248,6 +424,7 @@ func driftReason(obs Observation, severity string) (string, string) {
 
 func (r *Record) setBaseline(b Baseline) {
 	r.BaselineVersion, r.BaselineHash = b.Version, b.Hash
+	r.ReferenceVariant, r.ReferenceHash = "", ""
 	r.CapturedAtMs, r.ApprovedAtMs, r.ApprovedBy = b.CapturedAtMs, b.ApprovedAtMs, b.ApprovedBy
 	r.DriftAtMs, r.Severity, r.Benign = 0, "", false
 }
@@ -295,19 +472,18 @@ func Approve(rec *Record, hash, actor string, now time.Time) (Outcome, error) {
 	return out, nil
 }
 
-// Quarantine holds the server until an explicit approve. rec may be nil: a
-// server can be quarantined before it is ever seen.
-func Quarantine(rec *Record, tenant, server, variant string, pol Policy, actor, reason string, now time.Time) Outcome {
-	var r Record
-	prev := Unknown
-	if rec != nil {
-		r, prev = cloneRecord(rec), rec.Status
-	} else {
-		r = Record{Tenant: tenant, Server: server, Variant: variant, Policy: pol}
+// Quarantine holds one variant's record until an explicit approve: what a
+// server's hold does to each of its variants (see Hold). A variant never
+// seen has no record to hold; the server's hold covers it.
+func Quarantine(rec *Record, actor, reason string, now time.Time) Outcome {
+	if rec == nil || rec.Status == Quarantined {
+		out := Outcome{Previous: Unknown}
+		if rec != nil {
+			out.Previous = rec.Status
+		}
+		return out
 	}
-	if r.Status == Quarantined {
-		return Outcome{Previous: prev}
-	}
+	r, prev := cloneRecord(rec), rec.Status
 	r.Status, r.Reason, r.Actor, r.UpdatedAtMs = Quarantined, ReasonQuarantined, actor, now.UnixMilli()
 	r.ReasonText = "quarantined by " + actor
 	if reason != "" {

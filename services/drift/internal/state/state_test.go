@@ -2,6 +2,7 @@ package state
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -14,11 +15,11 @@ var (
 
 func obs(id, hash string, at int) Observation {
 	return Observation{EventID: id, Hash: hash, ObservedAt: t0.Add(time.Duration(at) * time.Second),
-		Assess: func(base, live string) (string, bool) {
+		Assess: func(base, live string) Assessment {
 			if live == "sha256:benign" {
-				return "low", true
+				return Assessment{Severity: "low", Benign: true}
 			}
-			return "high", false
+			return Assessment{Severity: "high"}
 		}}
 }
 
@@ -107,7 +108,7 @@ func TestApprove(t *testing.T) {
 
 func TestQuarantineOnlyApproveLifts(t *testing.T) {
 	rec, _ := apply(t, nil, obs("1", "sha256:a", 1), discover)
-	out := Quarantine(rec, "acme", "fs", "v0", discover, "alice", "incident 42", t0)
+	out := Quarantine(rec, "alice", "incident 42", t0)
 	q := out.Record
 	if q.Status != Quarantined || q.Serve() || !out.Announce {
 		t.Fatalf("quarantine: %+v", q)
@@ -121,10 +122,10 @@ func TestQuarantineOnlyApproveLifts(t *testing.T) {
 	if err != nil || ap.Record.Status != Verified || ap.Record.BaselineVersion != 2 {
 		t.Fatalf("approve after quarantine: %v %+v", err, ap.Record)
 	}
-	// A server never seen can be quarantined ahead of time.
-	pre := Quarantine(nil, "acme", "new", "v0", strict, "alice", "", t0)
-	if pre.Record.Status != Quarantined || pre.Previous != Unknown {
-		t.Fatalf("pre-emptive quarantine: %+v", pre)
+	// A variant never seen has no record to quarantine: the server's hold
+	// covers it (TestHold), so nothing is written for a made-up variant.
+	if pre := Quarantine(nil, "alice", "", t0); pre.Write {
+		t.Fatalf("quarantine of a variant never seen wrote %+v", pre.Record)
 	}
 }
 
@@ -135,5 +136,187 @@ func TestAppliedIsBounded(t *testing.T) {
 	}
 	if len(rec.Applied) > appliedKept {
 		t.Fatalf("applied holds %d ids", len(rec.Applied))
+	}
+}
+
+// TestGuardVerdictSaysBenign: the auto_approved record, and so its
+// verdict, carries benign true and the diff's severity.
+func TestGuardVerdictSaysBenign(t *testing.T) {
+	guard := Policy{Posture: Discovery, OnDrift: Block, Guard: true}
+	rec, _ := apply(t, nil, obs("1", "sha256:a", 1), guard)
+	rec, out := apply(t, rec, obs("2", "sha256:benign", 2), guard)
+	if rec.Reason != ReasonAutoApproved || !rec.Benign || rec.Severity != "low" || out.NewBaseline == nil || rec.Actor != ActorGuard {
+		t.Fatalf("auto-approved record: %+v", rec)
+	}
+	// A change whose history makes it not benign is drift, and says why.
+	o := obs("3", "sha256:c", 3)
+	o.Assess = func(string, string) Assessment { return Assessment{Severity: "low", Note: "tool x comes back"} }
+	rec, _ = apply(t, rec, o, guard)
+	if rec.Status != Changed || rec.Benign || !strings.Contains(rec.ReasonText, "tool x comes back") {
+		t.Fatalf("a returning tool under guard: %+v", rec)
+	}
+}
+
+// TestNewVariant: a variant seen for the first time, on a server that has
+// other variants, is compared with what they approved.
+func TestNewVariant(t *testing.T) {
+	matched := func(string) Comparison {
+		return Comparison{Approved: true, ReferenceVariant: "v1", ReferenceHash: "sha256:ref"}
+	}
+	unmatched := func(string) Comparison {
+		return Comparison{Approved: true, Unmatched: []string{"tool evil"}, ReferenceVariant: "v1", ReferenceHash: "sha256:ref", Severity: "high"}
+	}
+	none := func(string) Comparison { return Comparison{} }
+	alert := Policy{Posture: Discovery, OnDrift: Alert}
+	tests := []struct {
+		name     string
+		pol      Policy
+		held     bool
+		compare  func(string) Comparison
+		errCode  string
+		want     Status
+		reason   string
+		actor    string
+		version  int64
+		serve    bool
+		severity string
+	}{
+		{"matched_discovery", discover, false, matched, "", Verified, ReasonVariantMatched, ActorVariant, 1, true, ""},
+		{"matched_strict", strict, false, matched, "", Verified, ReasonVariantMatched, ActorVariant, 1, true, ""},
+		{"unmatched_discovery", discover, false, unmatched, "", Changed, ReasonVariantUnmatched, "system", 0, false, "high"},
+		{"unmatched_alert_not_served", alert, false, unmatched, "", Changed, ReasonVariantUnmatched, "system", 0, false, "high"},
+		{"unmatched_strict", strict, false, unmatched, "", Pending, ReasonVariantUnmatched, "system", 0, false, "high"},
+		{"held_matched", discover, true, matched, "", Quarantined, ReasonQuarantined, "system", 0, false, ""},
+		{"held_first_sight", discover, true, nil, "", Quarantined, ReasonQuarantined, "system", 0, false, ""},
+		{"no_other_approved_is_first_sight", discover, false, none, "", Verified, ReasonFirstBaseline, ActorTOFU, 1, true, ""},
+		{"unfingerprintable", discover, false, matched, "invalid_utf8", Pending, ReasonUnfingerprintable, "system", 0, false, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := obs("1", "sha256:new", 1)
+			if tt.errCode != "" {
+				o.Hash, o.ErrorCode = "", tt.errCode
+			}
+			o.Held, o.Compare = tt.held, tt.compare
+			out := Observe(nil, "acme", "fs", "v2", o, tt.pol, t0)
+			r := out.Record
+			if r.Status != tt.want || r.Reason != tt.reason || r.Actor != tt.actor || r.BaselineVersion != tt.version || r.Serve() != tt.serve || r.Severity != tt.severity {
+				t.Fatalf("record %+v; want %s %s %s v%d serve %v severity %q", r, tt.want, tt.reason, tt.actor, tt.version, tt.serve, tt.severity)
+			}
+			if (out.NewBaseline != nil) != (tt.version == 1) {
+				t.Fatalf("new baseline %+v", out.NewBaseline)
+			}
+			if tt.reason == ReasonVariantUnmatched && (r.ReferenceHash != "sha256:ref" || !strings.Contains(r.ReasonText, "tool evil")) {
+				t.Fatalf("an unmatched variant does not name its reference and items: %+v", r)
+			}
+		})
+	}
+	// An unmatched variant stays withheld when its manifest moves, and an
+	// approve gives it a baseline of its own.
+	out := Observe(nil, "acme", "fs", "v2", func() Observation { o := obs("1", "sha256:new", 1); o.Compare = unmatched; return o }(), discover, t0)
+	r := out.Record
+	r2, _ := apply(t, &r, obs("2", "sha256:newer", 2), discover)
+	if r2.Status != Changed || r2.Reason != ReasonVariantUnmatched || r2.Serve() || r2.Severity != "high" {
+		t.Fatalf("an unmatched variant after its manifest moved: %+v", r2)
+	}
+	ap, err := Approve(r2, "sha256:newer", "alice", t0)
+	if err != nil || ap.Record.Status != Verified || ap.Record.BaselineVersion != 1 || ap.Record.ReferenceHash != "" {
+		t.Fatalf("approve of an unmatched variant: %v %+v", err, ap.Record)
+	}
+}
+
+func TestHold(t *testing.T) {
+	s, write := Hold(nil, "acme", "fs", "alice", "incident", t0)
+	if !write || !s.Held || s.HeldBy != "alice" || s.Tenant != "acme" || s.Server != "fs" {
+		t.Fatalf("hold: %+v %v", s, write)
+	}
+	if _, again := Hold(&s, "acme", "fs", "bob", "", t0); again {
+		t.Fatal("holding a held server wrote again")
+	}
+	r, write := Release(&s, "bob", t0)
+	if !write || r.Held || r.ReleasedBy != "bob" || r.HeldBy != "alice" {
+		t.Fatalf("release: %+v %v", r, write)
+	}
+	if _, again := Release(&r, "bob", t0); again {
+		t.Fatal("releasing a server not held wrote")
+	}
+	if _, write := Release(nil, "bob", t0); write {
+		t.Fatal("releasing no record wrote")
+	}
+}
+
+func TestClaimFirst(t *testing.T) {
+	s, write, ok := ClaimFirst(nil, "acme", "fs", "v1", t0)
+	if !write || !ok || s.FirstVariant != "v1" {
+		t.Fatalf("first claim: %+v %v %v", s, write, ok)
+	}
+	if _, write, ok := ClaimFirst(&s, "acme", "fs", "v1", t0); write || !ok {
+		t.Fatalf("the same variant's claim again: write %v ok %v", write, ok)
+	}
+	if _, write, ok := ClaimFirst(&s, "acme", "fs", "v2", t0); write || ok {
+		t.Fatalf("another variant's claim: write %v ok %v", write, ok)
+	}
+	held, _ := Hold(nil, "acme", "fs", "alice", "", t0)
+	if c, write, ok := ClaimFirst(&held, "acme", "fs", "v1", t0); !write || !ok || !c.Held {
+		t.Fatalf("a claim on a held server must keep the hold: %+v", c)
+	}
+}
+
+func TestCompareVariant(t *testing.T) {
+	a := Item{"tool", "a", "h1"}
+	b := Item{"tool", "b", "h2"}
+	c := Item{"tool", "c", "h3"}
+	ins := Item{"instructions", "", "h4"}
+	v1 := ApprovedVariant{Variant: "v1", Hash: "sha256:1", Items: []Item{a, b, ins}}
+	v2 := ApprovedVariant{Variant: "v2", Hash: "sha256:2", Items: []Item{a, b, c}}
+	tests := []struct {
+		name      string
+		live      []Item
+		approved  []ApprovedVariant
+		unmatched string
+		reference string
+		isApprove bool
+	}{
+		{"none_approved", []Item{a}, nil, "", "", false},
+		{"subset", []Item{a}, []ApprovedVariant{v1, v2}, "", "v1", true},
+		{"union_of_two", []Item{a, c, ins}, []ApprovedVariant{v1, v2}, "", "v1", true},
+		{"closest_is_reference", []Item{a, b, c}, []ApprovedVariant{v1, v2}, "", "v2", true},
+		{"new_tool", []Item{a, {"tool", "evil", "h9"}}, []ApprovedVariant{v1}, "tool evil", "v1", true},
+		{"same_name_other_definition", []Item{{"tool", "a", "h9"}}, []ApprovedVariant{v1, v2}, "tool a", "v1", true},
+		{"same_hash_other_kind", []Item{{"prompt", "a", "h1"}}, []ApprovedVariant{v1}, "prompt a", "v1", true},
+		{"other_instructions", []Item{{"instructions", "", "h5"}}, []ApprovedVariant{v1}, "instructions", "v1", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := CompareVariant(tt.live, tt.approved)
+			if got.Approved != tt.isApprove || strings.Join(got.Unmatched, ",") != tt.unmatched || got.ReferenceVariant != tt.reference {
+				t.Fatalf("got %+v; want approved %v unmatched %q reference %q", got, tt.isApprove, tt.unmatched, tt.reference)
+			}
+		})
+	}
+}
+
+func TestHistoryNote(t *testing.T) {
+	cur := []Item{{"tool", "a", "a2"}, {"tool", "b", "b1"}}
+	history := []Item{{"tool", "a", "a1"}, {"tool", "a", "a2"}, {"tool", "b", "b1"}, {"tool", "gone", "g1"}, {"tool", "other", "o1"}}
+	tests := []struct {
+		name           string
+		added, changed []Item
+		want           string
+	}{
+		{"new_tool", []Item{{"tool", "fresh", "f1"}}, nil, ""},
+		{"removed_and_back", []Item{{"tool", "gone", "g1"}}, nil, "tool gone was approved before, removed, and comes back"},
+		{"removed_and_back_changed", []Item{{"tool", "gone", "g2"}}, nil, "tool gone was approved before, removed, and comes back"},
+		{"approved_in_another_variant", []Item{{"tool", "other", "o2"}}, nil, "tool other was approved before, removed, and comes back"},
+		{"first_change", nil, []Item{{"tool", "b", "b2"}}, ""},
+		{"had_another_definition", nil, []Item{{"tool", "a", "a3"}}, "tool a had another approved definition before"},
+		{"back_to_an_old_definition", nil, []Item{{"tool", "a", "a1"}}, "tool a had another approved definition before"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := HistoryNote(tt.added, tt.changed, cur, history); got != tt.want {
+				t.Fatalf("note %q, want %q", got, tt.want)
+			}
+		})
 	}
 }

@@ -22,9 +22,10 @@ import (
 // Statuses of a status record that the gate tells apart (values of the
 // drift service's state.Status, as written to the status bucket).
 const (
-	StatusUnknown  = "unknown"
-	StatusVerified = "verified"
-	StatusChanged  = "changed"
+	StatusUnknown     = "unknown"
+	StatusVerified    = "verified"
+	StatusChanged     = "changed"
+	StatusQuarantined = "quarantined"
 )
 
 // onDriftAlert is the drift policy under which a changed server is still served.
@@ -53,13 +54,16 @@ var (
 )
 
 // Gate answers for one server's approved surface (session.Gate) from a
-// watch of the server's keys in the status bucket, all listing variants.
+// watch of the server's keys in the status bucket: the server record
+// (<tenant>.<server>), whose hold quarantines every listing variant,
+// present and future, and the record of each listing variant.
 // Create it with NewGate and run it with Run; View may be called before Run
 // starts and after it returns (it then answers from what it last knew).
 type Gate struct {
 	js             jetstream.JetStream
 	tenant, server string
 	prefix         string // "<tenant>.<server>."
+	serverKey      string // "<tenant>.<server>"
 	log            zerolog.Logger
 	now            func() time.Time
 	manifestRetry  time.Duration
@@ -67,9 +71,12 @@ type Gate struct {
 	watches        atomic.Int64 // status watches started, for tests
 	prefetch       chan string  // baseline hashes to read in the background
 
-	mu        sync.Mutex
-	records   map[string]record // by variant
-	wake      chan struct{}     // closed and replaced whenever records change
+	mu      sync.Mutex
+	records map[string]record // by variant
+	// held: the server record holds the server (quarantined as a whole,
+	// or unreadable): no variant is served, whatever its own record says.
+	held      bool
+	wake      chan struct{} // closed and replaced whenever records change
 	manifests map[string]*manifest
 	warned    map[string]bool       // baseline hashes whose failure was logged
 	objects   jetstream.ObjectStore // bound by Run; nil until then
@@ -89,6 +96,12 @@ type record struct {
 	alert        bool // the record's policy is on_drift alert
 	baselineHash string
 	revision     uint64
+}
+
+// serverRecord is the part of the drift service's server record (JSON,
+// docs/bus.md) the proxy needs.
+type serverRecord struct {
+	Held *bool `json:"held"`
 }
 
 // statusRecord is the part of the drift service's status record (JSON,
@@ -129,6 +142,7 @@ func NewGate(ctx context.Context, js jetstream.JetStream, tenant, server string,
 	return &Gate{
 		js: js, tenant: tenant, server: server,
 		prefix:        tenant + "." + server + ".",
+		serverKey:     bus.ServerKey(tenant, server),
 		log:           log.With().Str("tenant", tenant).Str("server", server).Logger(),
 		now:           time.Now,
 		manifestRetry: defaultManifestRetry,
@@ -141,7 +155,9 @@ func NewGate(ctx context.Context, js jetstream.JetStream, tenant, server string,
 	}, nil
 }
 
-// View implements session.Gate. When nothing is known of the variant yet it
+// View implements session.Gate. A held server (quarantined as a whole)
+// answers status quarantined, Serve false, for every variant, also one
+// with no record. When nothing is known of the variant yet it
 // waits until a record arrives or ctx ends (the caller bounds it), but only
 // while one can arrive soon: while the gate is still loading the records
 // that exist (its first watch has not delivered them yet), and, when
@@ -157,9 +173,6 @@ func NewGate(ctx context.Context, js jetstream.JetStream, tenant, server string,
 // It waits at most wait (0: until ctx ends); the deadline is made only when
 // it has to wait, so that the common answer, from memory, sets no timer.
 func (g *Gate) View(ctx context.Context, variant string, awaiting bool, wait time.Duration) (session.View, bool) {
-	if variant == "" {
-		variant = bus.DefaultVariant
-	}
 	b := &bounded{parent: ctx, wait: wait}
 	defer b.release()
 	rec, ok := g.record(b, variant, awaiting)
@@ -207,17 +220,23 @@ func (b *bounded) release() {
 	}
 }
 
-// record returns the variant's record, waiting for one as View describes.
+// record returns the variant's record, waiting for one as View describes;
+// a held server answers a record that holds every variant. There is no
+// implicit variant: "" (a session that named none) has no record, and
+// nothing waits for one.
 func (g *Gate) record(b *bounded, variant string, awaiting bool) (record, bool) {
 	for {
 		g.mu.Lock()
 		rec, ok := g.records[variant]
-		wake, loaded := g.wake, g.loaded
+		wake, loaded, held := g.wake, g.loaded, g.held
 		g.mu.Unlock()
+		if held {
+			return record{status: StatusQuarantined}, true
+		}
 		if ok {
 			return rec, true
 		}
-		if !g.connected() || (loaded && !awaiting) {
+		if variant == "" || !g.connected() || (loaded && !awaiting) {
 			return record{}, false
 		}
 		select {
@@ -242,7 +261,7 @@ func (g *Gate) Watching() bool {
 func (g *Gate) Serving() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if len(g.records) == 0 {
+	if g.held || len(g.records) == 0 {
 		return false
 	}
 	for _, r := range g.records {
@@ -425,13 +444,43 @@ func (g *Gate) watch(ctx context.Context, reconnected <-chan nats.Status, failin
 	g.mu.Lock()
 	g.objects = objects
 	g.mu.Unlock()
-	// The watch lives as long as ctx: the client library stops a watch
-	// when its context ends, so it must not share the bind's deadline.
+	// The watches live as long as ctx: the client library stops a watch
+	// when its context ends, so they must not share the bind's deadline.
+	// Two watches of one key filter each (a proxy's NATS permissions allow
+	// a consumer per filter under its tenant, not one of several filters),
+	// the server record's first: its initial value is in before any
+	// variant's record is, so that a held server is never served while
+	// the watch starts.
+	ws, err := kv.Watch(ctx, g.serverKey)
+	if err != nil {
+		return fmt.Errorf("watching %s: %w", g.serverKey, err)
+	}
+	defer func() { _ = ws.Stop() }()
+	g.watches.Add(1)
+	sawServer := false // the initial values held the server record
+initialServer:
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-reconnected:
+			return errReconnected
+		case e, ok := <-ws.Updates():
+			switch {
+			case !ok:
+				return errWatchClosed
+			case e == nil:
+				break initialServer
+			default:
+				g.applyServer(e)
+				sawServer = true
+			}
+		}
+	}
 	w, err := kv.Watch(ctx, g.prefix+"*")
 	if err != nil {
 		return fmt.Errorf("watching %s*: %w", g.prefix, err)
 	}
-	g.watches.Add(1)
 	defer func() { _ = w.Stop() }()
 	if *failing {
 		*failing = false
@@ -445,6 +494,13 @@ func (g *Gate) watch(ctx context.Context, reconnected <-chan nats.Status, failin
 			return nil
 		case <-reconnected:
 			return errReconnected
+		case e, ok := <-ws.Updates():
+			if !ok {
+				return errWatchClosed
+			}
+			if e != nil {
+				g.applyServer(e)
+			}
 		case e, ok := <-w.Updates():
 			switch {
 			case !ok:
@@ -452,7 +508,7 @@ func (g *Gate) watch(ctx context.Context, reconnected <-chan nats.Status, failin
 			case e == nil: // the initial values are all in
 				if initial {
 					initial = false
-					g.retain(seen)
+					g.retain(seen, sawServer)
 					g.setWatch(true)
 				}
 			default:
@@ -463,6 +519,29 @@ func (g *Gate) watch(ctx context.Context, reconnected <-chan nats.Status, failin
 			}
 		}
 	}
+}
+
+// applyServer stores the watched server record: whether the server is
+// held. A record that cannot be read holds it (fail closed); a deleted one
+// does not.
+func (g *Gate) applyServer(e jetstream.KeyValueEntry) {
+	held := false
+	if e.Operation() == jetstream.KeyValuePut {
+		var sr serverRecord
+		if err := json.Unmarshal(e.Value(), &sr); err != nil || sr.Held == nil {
+			held = true
+			g.log.Error().Err(err).Uint64("revision", e.Revision()).Msg("server record unreadable, failing closed")
+		} else {
+			held = *sr.Held
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if held != g.held {
+		g.log.Info().Bool("held", held).Uint64("revision", e.Revision()).Msg("server record")
+	}
+	g.held = held
+	g.changedLocked()
 }
 
 // apply stores one watched entry and returns its variant.
@@ -510,11 +589,16 @@ func (g *Gate) apply(e jetstream.KeyValueEntry) string {
 	return variant
 }
 
-// retain forgets the variants a fresh watch did not deliver: their keys are
-// gone (removed while the gate was not watching).
-func (g *Gate) retain(seen map[string]bool) {
+// retain forgets the variants a fresh watch did not deliver, and the hold
+// when it did not deliver the server record: their keys are gone (removed
+// while the gate was not watching).
+func (g *Gate) retain(seen map[string]bool, sawServer bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if !sawServer && g.held {
+		g.held = false
+		g.changedLocked()
+	}
 	n := len(g.records)
 	for v := range g.records {
 		if !seen[v] {

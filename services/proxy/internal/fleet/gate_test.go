@@ -86,7 +86,7 @@ func TestGateView(t *testing.T) {
 			if _, err := b.Handles.Status.Put(ctx, bus.StatusKey(tenant, server, "default"), tt.value); err != nil {
 				t.Fatal(err)
 			}
-			v, ok := view(g, "", 10*time.Second)
+			v, ok := view(g, "default", 10*time.Second)
 			if !ok {
 				t.Fatal("View: ok false, want the record")
 			}
@@ -345,5 +345,139 @@ func TestGateViewNotAwaiting(t *testing.T) {
 	}
 	if v, ok := g.View(long, "never-seen", false, 0); ok || long.Err() != nil {
 		t.Fatalf("an unknown variant: %+v %v, waited for its context: %v", v, ok, long.Err())
+	}
+}
+
+// TestGateServerHold: the server record's hold withholds every listing
+// variant, those with a record and those without; only the record saying
+// held false (or its deletion) serves them again, and a record that cannot
+// be read holds the server.
+func TestGateServerHold(t *testing.T) {
+	b := natstest.StartBus(t)
+	ctx := context.Background()
+	raw, sf := fixture(t, "memory/2025.9.25.json")
+	if _, err := b.Handles.Manifests.PutBytes(ctx, bus.ManifestName(sf.Hash.String()), raw); err != nil {
+		t.Fatal(err)
+	}
+	server := "held"
+	put := func(key string, value []byte) {
+		t.Helper()
+		if _, err := b.Handles.Status.Put(ctx, key, value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Held before the proxy starts: its first answer already withholds.
+	put(bus.ServerKey(tenant, server), []byte(`{"tenant":"acme","server":"held","held":true,"held_by":"alice","updated_at_ms":1}`))
+	put(bus.StatusKey(tenant, server, "v1"), statusJSON("verified", "block", sf.Hash.String()))
+	g := startGate(t, b, server)
+
+	type want struct {
+		ok     bool
+		status string
+		serve  bool
+	}
+	check := func(step string, variant string, w want) {
+		t.Helper()
+		eventually(t, 10*time.Second, step, func() bool {
+			v, ok := view(g, variant, 50*time.Millisecond)
+			return ok == w.ok && v.Status == w.status && v.Serve == w.serve
+		})
+	}
+	steps := []struct {
+		name   string
+		value  []byte // the server record; nil deletes it
+		v1, v9 want
+		serves bool
+	}{
+		{"held_at_start", nil, want{true, "quarantined", false}, want{true, "quarantined", false}, false},
+		{"released", []byte(`{"held":false,"released_by":"bob"}`), want{true, "verified", true}, want{false, "", false}, true},
+		{"held_again", []byte(`{"held":true}`), want{true, "quarantined", false}, want{true, "quarantined", false}, false},
+		{"deleted", nil, want{true, "verified", true}, want{false, "", false}, true},
+		{"unreadable_holds", []byte(`{"held":`), want{true, "quarantined", false}, want{true, "quarantined", false}, false},
+		{"no_held_field_holds", []byte(`{"first_variant":"v1"}`), want{true, "quarantined", false}, want{true, "quarantined", false}, false},
+		{"claim_only_serves", []byte(`{"held":false,"first_variant":"v1"}`), want{true, "verified", true}, want{false, "", false}, true},
+	}
+	// There is no implicit variant: a session that named none is answered
+	// nothing at once (quarantined while the server is held).
+	put(bus.StatusKey(tenant, server, "default"), statusJSON("verified", "block", sf.Hash.String()))
+	for i, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			switch {
+			case i == 0:
+			case st.value == nil:
+				if err := b.Handles.Status.Delete(ctx, bus.ServerKey(tenant, server)); err != nil {
+					t.Fatal(err)
+				}
+			default:
+				put(bus.ServerKey(tenant, server), st.value)
+			}
+			check("variant with a record", "v1", st.v1)
+			check("variant without a record", "v9", st.v9)
+			start := time.Now()
+			if v, ok := view(g, "", 5*time.Second); ok != st.v9.ok || v.Status != st.v9.status || v.Serve || time.Since(start) > 2*time.Second {
+				t.Errorf("View of no variant = %+v %v after %v, want %+v at once", v, ok, time.Since(start), st.v9)
+			}
+			if g.Serving() != st.serves {
+				t.Errorf("Serving() = %v, want %v", g.Serving(), st.serves)
+			}
+		})
+	}
+}
+
+// TestGateHoldRemovedWhileAway: a hold lifted while the proxy was not
+// watching is forgotten by the next watch's initial values.
+func TestGateHoldRemovedWhileAway(t *testing.T) {
+	b := natstest.StartBus(t)
+	ctx := context.Background()
+	raw, sf := fixture(t, "memory/2025.9.25.json")
+	if _, err := b.Handles.Manifests.PutBytes(ctx, bus.ManifestName(sf.Hash.String()), raw); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Handles.Status.Put(ctx, bus.StatusKey(tenant, "away", "v1"), statusJSON("verified", "block", sf.Hash.String())); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Handles.Status.Put(ctx, bus.ServerKey(tenant, "away"), []byte(`{"held":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	g := startGate(t, b, "away")
+	eventually(t, 10*time.Second, "held", func() bool { v, ok := view(g, "v1", 50*time.Millisecond); return ok && v.Status == "quarantined" })
+	g.mu.Lock()
+	g.held = true // as a watch left it
+	g.mu.Unlock()
+	g.retain(map[string]bool{"v1": true}, false)
+	if v, ok := view(g, "v1", 50*time.Millisecond); !ok || !v.Serve {
+		t.Fatalf("after a watch without the server record: %+v %v", v, ok)
+	}
+}
+
+// TestGateHeldFromTheStart: a proxy that starts while its server is held
+// never serves it, not even between the variant records' arrival and the
+// server record's: the first answer is already quarantined.
+func TestGateHeldFromTheStart(t *testing.T) {
+	b := natstest.StartBus(t)
+	ctx := context.Background()
+	raw, sf := fixture(t, "memory/2025.9.25.json")
+	if _, err := b.Handles.Manifests.PutBytes(ctx, bus.ManifestName(sf.Hash.String()), raw); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 10 {
+		t.Run(fmt.Sprint("round", round), func(t *testing.T) {
+			server := fmt.Sprint("start", round)
+			if _, err := b.Handles.Status.Put(ctx, bus.StatusKey(tenant, server, "v1"), statusJSON("verified", "block", sf.Hash.String())); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.Handles.Status.Put(ctx, bus.ServerKey(tenant, server), []byte(`{"held":true}`)); err != nil {
+				t.Fatal(err)
+			}
+			g := startGate(t, b, server)
+			for !g.Watching() {
+				if v, ok := g.View(ctx, "v1", false, 5*time.Second); ok && (v.Serve || v.Status != "quarantined") {
+					t.Fatalf("a held server answered %+v while the watch started", v)
+				}
+			}
+			if v, ok := view(g, "v1", time.Second); !ok || v.Serve || v.Status != "quarantined" {
+				t.Fatalf("a held server: %+v %v", v, ok)
+			}
+		})
 	}
 }
