@@ -432,7 +432,28 @@ func listChangedCases() []advCase {
 				x.Logf("the agent never called on the change: %v", x.a.events())
 			}}
 	}
+	// slow: the proxy's own listing after the change (its ids are
+	// strings; the agents' are numbers) is answered only after delay, or
+	// never; the agent's call meanwhile must wait and then fail closed.
+	slow := func(name, transport, client string, delay time.Duration) advCase {
+		c := race(name, transport, client)
+		c.setup = func(u *upstream) {
+			u.hook = func(u *upstream, m upMsg) *reply {
+				if m.Method == "tools/list" && u.phase.Load() == 1 && bytes.HasPrefix(m.ID, []byte(`"`)) {
+					r := u.defaultReply(m)
+					r.delay = delay
+					return r
+				}
+				return nil
+			}
+		}
+		return c
+	}
 	return []advCase{
+		slow("list_changed_slow_relist_stdio", advStdio, "ts", 6*time.Second),
+		slow("list_changed_slow_relist_http", advHTTP, "ts", 6*time.Second),
+		slow("list_changed_slow_relist_sse", advSSE, "ts", 6*time.Second),
+		slow("list_changed_relist_never_answered_stdio", advStdio, "go", time.Hour),
 		race("list_changed_call_at_once_stdio_1", advStdio, "ts"),
 		race("list_changed_call_at_once_stdio_2", advStdio, "ts"),
 		race("list_changed_call_at_once_stdio_go", advStdio, "go"),

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"slices"
 	"strings"
 	"testing"
@@ -251,6 +252,13 @@ func matchingCases() []advCase {
 				time.Sleep(500 * time.Millisecond)
 				x.attackExfil()
 			}},
+		// A split view: the proxy's own listings (string ids) get the
+		// approved surface, the agent's (numbers) the changed one; what
+		// the agent was shown changed, so its calls are refused.
+		splitView("match_split_view_stdio", advStdio, "ts"),
+		splitView("match_split_view_http", advHTTP, "go"),
+		splitView("match_split_view_sse", advSSE, "ts"),
+		splitView("match_split_view_stateless", advStateless, "ts"),
 		// First sight: the client's page waits for its verdict while the
 		// server's next messages go on; a second answer must not overtake it.
 		{name: "match_overtakes_first_sight_stdio", transport: advStdio, client: "ts", class: "response matching", noBaseline: true,
@@ -306,6 +314,19 @@ func matchingCases() []advCase {
 				x.attackExfil()
 			}},
 	}
+}
+
+func splitView(name, transport, client string) advCase {
+	return advCase{name: name, transport: transport, client: client, class: "response matching",
+		setup: func(u *upstream) {
+			u.hook = func(u *upstream, m upMsg) *reply {
+				if m.Method == "tools/list" && u.phase.Load() == 1 && bytes.HasPrefix(m.ID, []byte(`"`)) {
+					return &reply{msgs: [][]byte{tpl(benignResp, m)}}
+				}
+				return nil
+			}
+		},
+		run: func(x *advRun) { x.u.rug(); x.attack() }}
 }
 
 // baselineOrNot lists until the first listing is judged (first sight).

@@ -25,6 +25,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Environment of the stdio relay.
@@ -95,11 +96,33 @@ type upConn interface {
 
 // reply is the upstream's answer to one message.
 type reply struct {
-	msgs  [][]byte   // messages, framed the transport's way, in order
-	frame []byte     // stdio and HTTP+SSE: these exact bytes instead
-	http  *httpReply // Streamable HTTP: this exact response
-	sse   bool       // Streamable HTTP: msgs as an event stream (else JSON)
-	after func()     // run once the reply is written
+	msgs  [][]byte      // messages, framed the transport's way, in order
+	frame []byte        // stdio and HTTP+SSE: these exact bytes instead
+	http  *httpReply    // Streamable HTTP: this exact response
+	sse   bool          // Streamable HTTP: msgs as an event stream (else JSON)
+	after func()        // run once the reply is written
+	delay time.Duration // written this much later (the server's other messages go on meanwhile)
+}
+
+// writeOn writes the reply on a stream (stdio, HTTP+SSE), later when it is
+// delayed.
+func (rp *reply) writeOn(c upConn) {
+	write := func() {
+		if rp.frame != nil {
+			c.frame(rp.frame)
+		}
+		for _, b := range rp.msgs {
+			c.msg(b)
+		}
+		if rp.after != nil {
+			rp.after()
+		}
+	}
+	if rp.delay > 0 {
+		time.AfterFunc(rp.delay, write)
+		return
+	}
+	write()
 }
 
 type httpReply struct {
@@ -342,15 +365,7 @@ func (u *upstream) serveStdio(nc net.Conn, r *bufio.Reader) {
 					u.rug()
 					rug = false
 				}
-				if rp.frame != nil {
-					c.frame(rp.frame)
-				}
-				for _, b := range rp.msgs {
-					c.msg(b)
-				}
-				if rp.after != nil {
-					rp.after()
-				}
+				rp.writeOn(c)
 			}
 		}
 		if err != nil {
@@ -496,6 +511,13 @@ func (u *upstream) serveStreamable(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rp := replies[0]
+	if rp.delay > 0 {
+		select {
+		case <-time.After(rp.delay):
+		case <-r.Context().Done():
+			return
+		}
+	}
 	defer func() {
 		for _, rp := range replies {
 			if rp.after != nil {
@@ -571,13 +593,5 @@ func (u *upstream) serveLegacyPost(w http.ResponseWriter, r *http.Request) {
 	if f, ok := w.(http.Flusher); ok {
 		f.Flush()
 	}
-	if rp.frame != nil {
-		c.frame(rp.frame)
-	}
-	for _, b := range rp.msgs {
-		c.msg(b)
-	}
-	if rp.after != nil {
-		rp.after()
-	}
+	rp.writeOn(c)
 }
