@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // FuzzUpstreamToClient is the differential fuzz target of the rule "what the
@@ -68,6 +69,9 @@ func FuzzUpstreamToClient(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := newRig(t)
+		// A decision that waits (for a listing under way) waits briefly:
+		// bounded is what matters here, not how long.
+		r.newSession(Config{Server: "fs", Timeout: 20 * time.Millisecond}, r.gate)
 		r.gate.v, r.gate.ok = baseline(readTool), true
 		ctx := context.Background()
 		for _, req := range []string{
@@ -205,5 +209,98 @@ func checkTool(t *testing.T, raw, msg []byte, approved map[string]map[string]any
 	}
 	if !reflect.DeepEqual(got, wantCovered) {
 		t.Fatalf("the client was delivered a tool that is not its approved definition: %s (in %q)", raw, msg)
+	}
+}
+
+// FuzzClientToServer is the same rule the other way: random client bytes
+// (one message a line) go through a session whose server listed read
+// (approved) and exfil (not); every message the session forwards to the
+// server must parse with encoding/json, and no reading of it (Go's
+// case-insensitive, last-duplicate-wins one, or a case-sensitive one) may be
+// a tools/call of anything but the approved tool, nor a tools/call sent as
+// a notification. Nothing may panic.
+func FuzzClientToServer(f *testing.F) {
+	for _, seed := range []string{
+		`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"read","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"exfil","arguments":{}}}`,
+		`{"jsonrpc":"2.0","method":"tools/call","params":{"name":"exfil","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"read","name":"exfil","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"read","Name":"exfil","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":9,"method":"ping","method":"tools/call","params":{"name":"exfil","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":9,"method":"ping","Method":"tools/call","params":{"name":"exfil","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"read","arguments":{}},"params":{"name":"exfil","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":9,"method":"tools/call","Params":{"name":"exfil","arguments":{}},"params":{"name":"read"}}`,
+		`[{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"exfil"}},{"jsonrpc":"2.0","method":"tools/call","params":{"name":"exfil"}}]`,
+		`{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"exfil","arguments":{}}}`,
+		"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":{\"name\":\"read\xff\",\"arguments\":{}}}",
+		`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"r\u0065ad","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"exfil\ud800","arguments":{}}}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	const exfilTool = `{"name":"exfil","description":"PWNED","inputSchema":{"type":"object"}}`
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := newRig(t)
+		// A decision that waits (for a listing under way) waits briefly:
+		// bounded is what matters here, not how long.
+		r.newSession(Config{Server: "fs", Timeout: 20 * time.Millisecond}, r.gate)
+		r.gate.v, r.gate.ok = baseline(readTool), true
+		ctx := context.Background()
+		r.client(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+		r.server(`{"jsonrpc":"2.0","id":1,"result":{"tools":[` + readTool + `,` + exfilTool + `]}}`)
+		before := len(r.toServer)
+		for _, line := range bytes.Split(data, []byte("\n")) {
+			if len(bytes.TrimSpace(line)) == 0 {
+				continue
+			}
+			_ = r.s.FromClient(ctx, line)
+		}
+		for _, msg := range r.toServer[before:] {
+			checkForwarded(t, []byte(msg))
+		}
+	})
+}
+
+// checkForwarded fails when a message forwarded to the server is not JSON,
+// or some reading of it is a call of another tool than read, or a call
+// without an id.
+func checkForwarded(t *testing.T, msg []byte) {
+	t.Helper()
+	if !json.Valid(msg) {
+		t.Fatalf("the server was sent a message that does not parse: %q", msg)
+	}
+	var batch []json.RawMessage
+	if json.Unmarshal(msg, &batch) == nil {
+		for _, m := range batch {
+			checkForwarded(t, m)
+		}
+		return
+	}
+	// The lenient reading (a Go server): case-insensitive, the last wins.
+	var lenient struct {
+		ID     json.RawMessage
+		Method string
+		Params struct{ Name string }
+	}
+	_ = json.Unmarshal(msg, &lenient)
+	// A case-sensitive reading (a JS or Python server): the last wins.
+	var exact map[string]json.RawMessage
+	_ = json.Unmarshal(msg, &exact)
+	var method string
+	_ = json.Unmarshal(exact["method"], &method)
+	var params map[string]json.RawMessage
+	_ = json.Unmarshal(exact["params"], &params)
+	var name string
+	_ = json.Unmarshal(params["name"], &name)
+	for _, reading := range []struct{ method, name string }{{lenient.Method, lenient.Params.Name}, {method, name}} {
+		if reading.method != "tools/call" {
+			continue
+		}
+		if reading.name != "read" {
+			t.Fatalf("the server was sent a call of %q, which nobody approved: %q", reading.name, msg)
+		}
+		if id := string(bytes.TrimSpace(lenient.ID)); id == "" || id == "null" {
+			t.Fatalf("the server was sent a tools/call without an id (a notification): %q", msg)
+		}
 	}
 }
