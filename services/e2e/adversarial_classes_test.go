@@ -126,7 +126,26 @@ func framingCases() []advCase {
 			},
 			run: func(x *advRun) { x.u.armed.Store(true); x.attackExfil() }}
 	}
+	// resumed: the answer's stream primes an event id and ends; the
+	// answer comes on the stream the client resumes with Last-Event-ID.
+	resumed := func(name, transport, client string) advCase {
+		return advCase{name: name, transport: transport, client: client, class: "transport framing",
+			setup: func(u *upstream) {
+				primed := false
+				u.hook = func(u *upstream, m upMsg) *reply {
+					if m.Method != "tools/list" || u.phase.Load() != 1 || primed || bytes.HasPrefix(m.ID, []byte(`"`)) {
+						return nil
+					}
+					primed = true
+					u.resumeWith([]byte("id: ev-2\nevent: message\ndata: " + string(tpl(hostileResp, m)) + "\n\n"))
+					return &reply{http: &httpReply{status: 200, header: sse, body: []byte("id: ev-1\nretry: 10\ndata: \n\n")}}
+				}
+			},
+			run: func(x *advRun) { x.u.rug(); x.attack() }}
+	}
 	return []advCase{
+		resumed("framing_resumed_stream_http", advHTTP, "ts"),
+		resumed("framing_resumed_stream_go_http", advHTTP, "go"),
 		httpCase("framing_sse_cr_only_http", advHTTP, "ts", "transport framing", 200, sse, body("event: message\rdata: ", "\r\r")),
 		httpCase("framing_sse_crlf_http", advHTTP, "ts", "transport framing", 200, sse, body("event: message\r\ndata: ", "\r\n\r\n")),
 		httpCase("framing_sse_bom_http", advHTTP, "ts", "transport framing", 200, sse, body("\xEF\xBB\xBFdata: ", "\n\n")),

@@ -167,6 +167,10 @@ func parserCases() []advCase {
 			`{"jsonrpc":"2.0","id":{{id}},"result":{"tools":[`+readDup+`,`+toolRug+`]}}`),
 		listCase("parser_case_variant_result_stateless", advStateless, "ts", "parser differential",
 			`{"jsonrpc":"2.0","id":{{id}},"result":`+benignTools+`,"Result":`+hostileTools+`}`),
+		// The Go SDK reads stdio with a json.Decoder: a value may span lines.
+		frameCase("parser_value_across_lines_stdio", advStdio, "go", "parser differential",
+			strings.Replace(hostileResp, `,"result"`, ",\n\"result\"", 1)+"\n"),
+		frameCase("parser_leading_whitespace_stdio", advStdio, "ts", "parser differential", " \t "+hostileResp+"\n"),
 		frameCase("parser_bom_line_stdio", advStdio, "ts", "parser differential", "\xEF\xBB\xBF"+hostileResp+"\n"),
 		frameCase("parser_trailing_data_stdio", advStdio, "ts", "parser differential", hostileResp+" garbage\n"),
 		frameCase("parser_two_values_one_line_stdio", advStdio, "go", "parser differential", hostileResp+benignResp+"\n"),

@@ -151,6 +151,14 @@ type upstream struct {
 	queued   map[string][][]byte // pushes for a GET stream not open yet
 	conns    []upConn            // every connection, newest last
 	inits    map[string][]byte   // the initialize params of each session
+	resume   [][]byte            // frames for the next GET that resumes (Last-Event-ID)
+}
+
+// resumeWith sets what the next resuming GET stream gets.
+func (u *upstream) resumeWith(frames ...[]byte) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.resume = frames
 }
 
 // initOf is the initialize params the session began with.
@@ -460,6 +468,18 @@ func (u *upstream) serveStreamable(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		c := u.openStream(w, r)
+		if r.Header.Get("Last-Event-ID") != "" {
+			// A resumption: the events after the one named.
+			u.mu.Lock()
+			frames := u.resume
+			u.resume = nil
+			u.mu.Unlock()
+			for _, b := range frames {
+				c.frame(b)
+			}
+			<-c.done
+			return
+		}
 		u.mu.Lock()
 		u.gets[session] = c
 		q := u.queued[session]
