@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -166,8 +167,12 @@ func (s *Session) unreadable(raw []byte, perr error) []byte {
 		code = DropAmbiguous
 	}
 	s.Dropped(code)
+	why := "the server sent a message the proxy could not read (" + code + ")"
 	id := looseID(raw)
 	if id == nil {
+		// It may have been a listing: nothing the server lists is trusted
+		// until the proxy has judged a listing again.
+		s.poison(why)
 		return nil
 	}
 	s.mu.Lock()
@@ -179,13 +184,14 @@ func (s *Session) unreadable(raw []byte, perr error) []byte {
 	switch {
 	case isOwn:
 		if own.kind != 0 {
-			s.invalidPage(own.kind, by(own), "the server's answer could not be read ("+code+")")
+			s.failListing(own.kind, by(own), why, true)
 		}
 		return nil
 	case !isPending:
+		s.poison(why)
 		return nil
 	case p.kind != 0:
-		s.invalidPage(p.kind, by(p), "the server's answer could not be read ("+code+")")
+		s.failListing(p.kind, by(p), why, true)
 	}
 	return jsonrpc.ErrorResponseData(id, -32603, "mcpdrift proxy: the server's answer could not be read exactly as a client would read it, so it was dropped", code)
 }
@@ -245,11 +251,15 @@ func looseID(raw []byte) []byte {
 	}
 }
 
-// invalidPage records that a page of a listing could not be read at all:
-// the listing fails, and is published as failing, so that the pipeline
-// holds the server fleet-wide (a placeholder page without its list array
-// stands for the unreadable bytes, which never enter a capture).
-func (s *Session) invalidPage(k surface.Kind, by listing, why string) {
+// failListing records that a listing could not be judged: it fails, and
+// the tools of a failed tools listing are not trusted until one is judged
+// (listing_invalid). With publish (the server sent what the proxy could not
+// read) the listing is published as failing, so that the pipeline holds
+// the server fleet-wide; a placeholder page without its list array stands
+// for the unreadable bytes, which never enter a capture. Without it (the
+// transport refused an answer, or the server answered with an HTTP error)
+// the failure is this session's alone.
+func (s *Session) failListing(k surface.Kind, by listing, why string, publish bool) {
 	s.mu.Lock()
 	if by.own && by.gen != s.ownGen[k] {
 		s.mu.Unlock()
@@ -258,6 +268,22 @@ func (s *Session) invalidPage(k surface.Kind, by listing, why string) {
 	w := client
 	if by.own {
 		w = own
+	}
+	if !publish {
+		s.failure[w][k] = why
+		s.builders[w][k] = nil
+		follow := s.cfg.Follow
+		if k == surface.KindTool && follow == nil {
+			s.lastTools, s.drifted, s.listErr = nil, true, why
+		}
+		s.mu.Unlock()
+		if by.own {
+			s.endRelist(k)
+		}
+		if follow != nil && k == surface.KindTool {
+			follow.adoptTools(nil, why)
+		}
+		return
 	}
 	if s.builders[w][k] == nil {
 		s.startListing(k, w)
@@ -268,6 +294,40 @@ func (s *Session) invalidPage(k surface.Kind, by listing, why string) {
 	s.builders[w][k] = nil
 	s.mu.Unlock()
 	s.finishListing(k, w)
+}
+
+// poison makes the session that judges this one distrust the server's
+// tools until it has judged a complete tools listing again, and asks for
+// one: the server sent something the proxy could not tie to a request,
+// which may have been a listing.
+func (s *Session) poison(why string) {
+	j := s.judge()
+	j.mu.Lock()
+	j.lastTools, j.drifted, j.listErr = nil, true, why
+	relist := j.initRes != nil && slices.Contains(j.declared, surface.KindTool)
+	j.mu.Unlock()
+	if relist {
+		j.beginRelist(surface.KindTool)
+		if err := j.relist(surface.KindTool, ""); err != nil {
+			j.endRelist(surface.KindTool)
+		}
+	}
+}
+
+// adoptTools makes a tools listing that a following session judged this
+// session's last (items nil: it failed, why says how): the server showed it
+// to an agent in this session's variant, so calls are decided on it.
+func (s *Session) adoptTools(items map[string]surface.Digest, why string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if items == nil {
+		s.lastTools, s.drifted, s.listErr = nil, true, why
+		return
+	}
+	s.lastTools, s.drifted, s.driftBase, s.listErr = items, false, "", ""
+	for name, h := range items {
+		s.live[ItemKey{surface.KindTool, name}] = h
+	}
 }
 
 // listing says which listing a page request belongs to: the client's, or
@@ -288,10 +348,11 @@ func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message, mayWait
 	switch m.Kind {
 	case jsonrpc.KindNotification:
 		kinds := listChanged[m.Method]
+		j := s.judge() // a stateless client's change stream: the session that judges it re-lists
 		for _, k := range kinds {
-			s.beginRelist(k)
-			if err := s.relist(k, ""); err != nil {
-				s.endRelist(k)
+			j.beginRelist(k)
+			if err := j.relist(k, ""); err != nil {
+				j.endRelist(k)
 				return raw, nil, err
 			}
 		}
@@ -303,7 +364,7 @@ func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message, mayWait
 		// is decided on the new listing.
 		return nil, func() []byte {
 			for _, k := range kinds {
-				s.waitRelisted(ctx, k)
+				j.waitRelisted(ctx, k)
 			}
 			return raw
 		}, nil

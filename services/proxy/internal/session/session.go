@@ -258,24 +258,31 @@ func (s *Session) Dropped(code string) {
 // it itself (with an error, its answer being unreadable), and an answer
 // that comes later must not reach the client.
 func (s *Session) Abandon(id []byte) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.pending, string(id))
+	s.Unanswered([][]byte{id})
 }
 
 // Unanswered returns those of ids (requests the transport forwarded) that
 // the client still waits for, and forgets them: the upstream's answer
 // ended without one, so the transport answers each with an error and a
-// late answer must not follow it.
+// late answer must not follow it. A listing left unanswered so fails: what
+// the server listed could not be judged, so its tools are not trusted
+// until a listing is (listing_invalid).
 func (s *Session) Unanswered(ids [][]byte) [][]byte {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out [][]byte
+	var lists []surface.Kind
 	for _, id := range ids {
-		if _, ok := s.pending[string(id)]; ok {
+		if p, ok := s.pending[string(id)]; ok {
 			delete(s.pending, string(id))
 			out = append(out, id)
+			if p.kind != 0 {
+				lists = append(lists, p.kind)
+			}
 		}
+	}
+	s.mu.Unlock()
+	for _, k := range lists {
+		s.failListing(k, listing{}, "the server's answer to the listing could not be judged", false)
 	}
 	return out
 }
@@ -637,6 +644,11 @@ func (s *Session) finishListing(k surface.Kind, by int) {
 	if f := s.cfg.Follow; f != nil {
 		pages, variant := s.pages[by][k], s.variant
 		s.mu.Unlock()
+		if k == surface.KindTool && (variant == "" || variant == f.currentVariant()) {
+			// What this agent was listed is the server's live listing in
+			// the leader's variant too.
+			f.adoptTools(items, failure)
+		}
 		f.reportFollowed(k, items, pages, variant)
 		return
 	}
