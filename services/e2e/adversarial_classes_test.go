@@ -428,6 +428,8 @@ func scopeCases() []advCase {
 		promptOnly("scope_prompt_only_changed_stateless", advStateless, "ts"),
 		resourceOnly("scope_resource_only_added_stdio", advStdio, "go"),
 		resourceOnly("scope_resource_only_added_sse", advSSE, "ts"),
+		resourceOnly("scope_resource_only_added_stateless", advStateless, "go"),
+		promptOnly("scope_prompt_only_changed_stateless_go", advStateless, "go"),
 		{name: "scope_prompts_list_changed_stdio", transport: advStdio, client: "ts", class: "scope",
 			run: func(x *advRun) {
 				x.closeServer()
@@ -444,6 +446,11 @@ func scopeCases() []advCase {
 		s2c("scope_sampling_from_changed_stdio", advStdio, "ts", "sampling", sampling, false),
 		s2c("scope_elicitation_from_changed_http", advHTTP, "ts", "elicitation", elicit, false),
 		s2c("scope_roots_from_changed_sse", advSSE, "ts", "roots", roots, false),
+		func() advCase {
+			c := s2c("scope_sampling_from_changed_stateless", advStateless, "ts", "sampling", sampling, false)
+			c.setup = func(u *upstream) { u.getStream = true }
+			return c
+		}(),
 		s2c("scope_sampling_from_quarantined_stdio", advStdio, "go", "sampling", sampling, true),
 		s2c("scope_elicitation_from_quarantined_sse", advSSE, "ts", "elicitation", elicit, true),
 		{name: "scope_prompts_get_quarantined_http", transport: advHTTP, client: "ts", class: "scope",
@@ -510,6 +517,8 @@ func listChangedCases() []advCase {
 		race("list_changed_call_at_once_http_go", advHTTP, "go"),
 		race("list_changed_call_at_once_sse", advSSE, "ts"),
 		race("list_changed_call_at_once_stateless", advStateless, "ts"),
+		race("list_changed_call_at_once_stateless_2", advStateless, "ts"),
+		race("list_changed_call_at_once_stateless_go", advStateless, "go"),
 	}
 }
 

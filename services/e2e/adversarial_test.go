@@ -263,6 +263,7 @@ func matchingCases() []advCase {
 		splitView("match_split_view_http", advHTTP, "go"),
 		splitView("match_split_view_sse", advSSE, "ts"),
 		splitView("match_split_view_stateless", advStateless, "ts"),
+		splitView("match_split_view_stateless_go", advStateless, "go"),
 		// First sight: the client's page waits for its verdict while the
 		// server's next messages go on; a second answer must not overtake it.
 		{name: "match_overtakes_first_sight_stdio", transport: advStdio, client: "ts", class: "response matching", noBaseline: true,
