@@ -507,6 +507,16 @@ func (s *Session) addPage(k surface.Kind, by int, result []byte) ([]surface.Page
 	for _, it := range items {
 		s.live[ItemKey{k, it.Name}] = it.Hash
 	}
+	if f := s.cfg.Follow; f != nil && (s.variant == "" || s.variant == f.currentVariant()) {
+		// What the server shows a stateless agent is its live definition
+		// for every request the leader judges (lock order: follower, then
+		// leader; a leader never locks its followers).
+		f.mu.Lock()
+		for _, it := range items {
+			f.live[ItemKey{k, it.Name}] = it.Hash
+		}
+		f.mu.Unlock()
+	}
 	if k == surface.KindTool {
 		s.noteParams(items, result)
 	}
