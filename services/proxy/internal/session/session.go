@@ -704,7 +704,7 @@ func (s *Session) reportFollowed(k surface.Kind, items map[string]surface.Digest
 		}
 		same = mine[name] == h
 	}
-	if same || s.published[s.variant] == false || len(pages) == 0 {
+	if same || !s.published[s.variant] || len(pages) == 0 {
 		s.mu.Unlock()
 		return // nothing new, or nothing of this session's to set it in yet
 	}
