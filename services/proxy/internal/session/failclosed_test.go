@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -439,5 +440,47 @@ func TestAmbiguousInitialize(t *testing.T) {
 		if got := r.lastClient(); strings.Contains(got, "exfiltrate") || !strings.Contains(got, `"error"`) {
 			t.Errorf("the client got %s", got)
 		}
+	}
+}
+
+// TestUnreadableBatchAnswersEachPending: an unreadable batch answering
+// several pending requests gets each of them an error.
+func TestUnreadableBatchAnswersEachPending(t *testing.T) {
+	r, _ := meteredRig(t, Config{})
+	r.client(`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":"b","method":"ping"}]`)
+	r.server(`[{"jsonrpc":"2.0","id":1,"result":{"a":1,"a":2}},{"jsonrpc":"2.0","id":"b","result":{}}]`)
+	got := r.lastClient()
+	if !strings.HasPrefix(got, "[") || !strings.Contains(got, `"id":1,"error"`) || !strings.Contains(got, `"id":"b","error"`) {
+		t.Fatalf("the client got %s", got)
+	}
+}
+
+// TestDriftDoesNotPassByItself: once a listing differed from the baseline,
+// a later listing that matches it again (the server showing the proxy one
+// surface and the agent another) does not reopen the server; an approval
+// (a new baseline) does.
+func TestDriftDoesNotPassByItself(t *testing.T) {
+	r, _ := meteredRig(t, Config{})
+	call := func(id int) string {
+		r.client(`{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"tools/call","params":{"name":"read"}}`)
+		return r.lastClient()
+	}
+	r.client(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	r.server(`{"jsonrpc":"2.0","id":1,"result":{"tools":[` + evilRead + `]}}`)
+	if got := call(2); !strings.Contains(got, "server_changed") {
+		t.Fatalf("after the rug pull: %s", got)
+	}
+	r.client(`{"jsonrpc":"2.0","id":3,"method":"tools/list"}`)
+	r.server(`{"jsonrpc":"2.0","id":3,"result":{"tools":[` + readTool + `]}}`)
+	if got := call(4); !strings.Contains(got, "server_changed") {
+		t.Fatalf("after the listing reverted: %s", got)
+	}
+	v := baseline(readTool) // approved again, as a new baseline version
+	v.BaselineHash += "-v2"
+	r.gate.v = v
+	n := len(r.toServer)
+	call(5)
+	if len(r.toServer) != n+1 {
+		t.Fatalf("after a new baseline the call was refused: %s", r.lastClient())
 	}
 }

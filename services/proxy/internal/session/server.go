@@ -168,13 +168,34 @@ func (s *Session) unreadable(raw []byte, perr error) []byte {
 	}
 	s.Dropped(code)
 	why := "the server sent a message the proxy could not read (" + code + ")"
-	id := looseID(raw)
-	if id == nil {
+	var answers [][]byte
+	matched := false
+	for _, id := range looseIDs(raw) {
+		b, ok := s.unreadableAnswer(id, code, why)
+		matched = matched || ok
+		if b != nil {
+			answers = append(answers, b)
+		}
+	}
+	switch {
+	case !matched:
 		// It may have been a listing: nothing the server lists is trusted
 		// until the proxy has judged a listing again.
 		s.poison(why)
 		return nil
+	case len(answers) == 0:
+		return nil // the proxy's own
+	case len(answers) == 1:
+		return answers[0]
 	}
+	return joinBatch(answers)
+}
+
+// unreadableAnswer is what the client gets in place of an unreadable
+// answer to its pending request id: an error with the drop's code (nil
+// when id is not pending, or is the proxy's own; matched says it was one of
+// the two). A listing it answered fails, and is published as failing.
+func (s *Session) unreadableAnswer(id []byte, code, why string) (answer []byte, matched bool) {
 	s.mu.Lock()
 	own, isOwn := s.own[string(id)]
 	p, isPending := s.pending[string(id)]
@@ -186,47 +207,53 @@ func (s *Session) unreadable(raw []byte, perr error) []byte {
 		if own.kind != 0 {
 			s.failListing(own.kind, by(own), why, true)
 		}
-		return nil
+		return nil, true
 	case !isPending:
-		s.poison(why)
-		return nil
+		return nil, false
 	case p.kind != 0:
 		s.failListing(p.kind, by(p), why, true)
 	}
-	return jsonrpc.ErrorResponseData(id, -32603, "mcpdrift proxy: the server's answer could not be read exactly as a client would read it, so it was dropped", code)
+	return jsonrpc.ErrorResponseData(id, -32603, "mcpdrift proxy: the server's answer could not be read exactly as a client would read it, so it was dropped", code), true
 }
 
-// looseID reads the id of a message the strict parser refused, the way a
-// lenient reader would, as raw JSON (a string or a number): the first "id"
-// member of the top-level object, read token by token so that what comes
-// after it (a NaN, a second value) does not hide it. nil when there is none.
-func looseID(raw []byte) []byte {
+// looseIDs reads the ids of a message the strict parser refused, the way a
+// lenient reader would, as raw JSON (strings or numbers): the "id" members
+// of the top-level object, or of the objects of a top-level array (a
+// batch), read token by token so that what comes after an id (a NaN, a
+// second value) does not hide it.
+func looseIDs(raw []byte) [][]byte {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
-	depth, expectKey := 0, false
+	var ids [][]byte
+	keyDepth, depth, expectKey := 0, 0, false
 	for {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil
+			return ids
 		}
 		if d, ok := tok.(json.Delim); ok {
 			switch d {
 			case '{', '[':
-				if depth == 0 && d == '[' {
-					return nil // a batch: its elements cannot be told apart
+				if depth == 0 {
+					keyDepth = 1
+					if d == '[' {
+						keyDepth = 2
+					}
 				}
 				depth++
-				expectKey = depth == 1
+				if depth == keyDepth {
+					expectKey = d == '{'
+				}
 			case '}', ']':
 				depth--
 				if depth == 0 {
-					return nil
+					return ids
 				}
-				expectKey = depth == 1 // a member's value ended
+				expectKey = depth == keyDepth // a member's value ended
 			}
 			continue
 		}
-		if depth != 1 {
+		if depth != keyDepth {
 			continue
 		}
 		if !expectKey {
@@ -239,15 +266,15 @@ func looseID(raw []byte) []byte {
 		}
 		v, err := dec.Token()
 		if err != nil {
-			return nil
+			return ids
 		}
 		switch id := v.(type) {
 		case string:
-			return strconv.AppendQuote(nil, id)
+			ids = append(ids, strconv.AppendQuote(nil, id))
 		case json.Number:
-			return []byte(id)
+			ids = append(ids, []byte(id))
 		}
-		return nil
+		expectKey = true
 	}
 }
 

@@ -173,6 +173,7 @@ type Session struct {
 	listErr   string                    // why the last tools listing could not be assembled ("" when it could)
 	drifted   bool                      // that listing differed from the baseline ...
 	driftBase string                    // ... whose hash was this ("" not judged yet)
+	driftSeen string                    // a baseline some listing of this session (or a follower's) differed from
 	params    map[string][]ParamBinding // x-mcp-header bindings of the tools last listed, by tool
 
 	toolsListed     chan struct{} // closed once a tools listing was complete
@@ -717,6 +718,7 @@ func (s *Session) reportFollowed(k surface.Kind, items map[string]surface.Digest
 }
 
 // driftedFrom reports whether the last complete tools listing differs from
+// the baseline, or any listing since that baseline did, from
 // the baseline in v, judging it when it is new or the baseline moved (an
 // approval) since it was last judged. A listing that could not be read
 // counts as drift.
@@ -725,6 +727,16 @@ func (s *Session) driftedFrom(v View, known bool) bool {
 	defer s.mu.Unlock()
 	if known && v.Items != nil && s.lastTools != nil && v.BaselineHash != s.driftBase {
 		s.drifted, s.driftBase = !sameTools(s.lastTools, v), v.BaselineHash
+		if s.drifted {
+			s.driftSeen = v.BaselineHash
+		}
+	}
+	if known && v.BaselineHash != "" && v.BaselineHash == s.driftSeen {
+		// Drift never passes by itself: a later listing that matches the
+		// baseline again (the server showing the proxy one surface and an
+		// agent another) does not reopen what one listing closed. A new
+		// baseline (an approval) does.
+		return true
 	}
 	return s.drifted
 }
