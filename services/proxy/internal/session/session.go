@@ -434,7 +434,15 @@ func (s *Session) judgePage(ctx context.Context, k surface.Kind, m *jsonrpc.Mess
 	}
 	if f := s.cfg.Follow; f != nil && last && k == surface.KindTool && s.driftedFrom(v, ok) {
 		// A client's listing shows what the leader's last did not: the
-		// leader looks again, so the pipeline hears of the change.
+		// leader holds the server closed against this baseline whatever
+		// its own listings show (a server may show the proxy one surface
+		// and the agent another), and looks again, so the pipeline hears
+		// of the change.
+		if ok && v.BaselineHash != "" {
+			f.mu.Lock()
+			f.driftSeen = v.BaselineHash
+			f.mu.Unlock()
+		}
 		_ = f.relist(surface.KindTool, "")
 	}
 	out, withheld, ferr := jsonrpc.FilterList(m, k.ListKey(), nameKey[k], func(name string, _ []byte) bool { return keep[name] })
