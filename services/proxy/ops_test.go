@@ -105,10 +105,13 @@ func TestOpsHTTP(t *testing.T) {
 	}()
 	addr := opstest.Addr(t, logs.String)
 	opstest.WaitStatus(t, addr, "/readyz", http.StatusOK)
+	// Ready can come before the serving line is written: poll for it.
 	var base string
-	for line := range strings.Lines(logs.String()) {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "proxy: serving 1 upstream(s) on "); ok {
-			base = strings.TrimSuffix(rest, "/<server-id>/mcp")
+	for deadline := time.Now().Add(10 * time.Second); base == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for line := range strings.Lines(logs.String()) {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "proxy: serving 1 upstream(s) on "); ok {
+				base = strings.TrimSuffix(rest, "/<server-id>/mcp")
+			}
 		}
 	}
 	if base == "" {

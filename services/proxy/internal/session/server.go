@@ -126,6 +126,9 @@ func (s *Session) Wait() { s.work.Wait() }
 // a message that came alone and mayWait).
 func (s *Session) judgeServer(ctx context.Context, raw []byte, mayWait bool) (out []byte, later func() []byte, seen Seen, err error) {
 	seen = Seen{s: s}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, nil, seen, nil // no message at all (an empty body): nothing to deliver or judge
+	}
 	msgs, batch, perr := jsonrpc.Split(raw, jsonrpc.Limits{})
 	if perr != nil {
 		return s.unreadable(raw, perr), nil, seen, nil

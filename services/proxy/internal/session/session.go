@@ -432,7 +432,7 @@ func (s *Session) judgePage(ctx context.Context, k surface.Kind, m *jsonrpc.Mess
 			}
 		}
 	}
-	if f := s.cfg.Follow; f != nil && last && k == surface.KindTool && s.driftedFrom(v, ok) {
+	if f := s.cfg.Follow; f != nil && last && k == surface.KindTool && s.sameVariantAs(f) && s.driftedFrom(v, ok) {
 		// A client's listing shows what the leader's last did not: the
 		// leader holds the server closed against this baseline whatever
 		// its own listings show (a server may show the proxy one surface
@@ -454,6 +454,16 @@ func (s *Session) judgePage(ctx context.Context, k surface.Kind, m *jsonrpc.Mess
 		return jsonrpc.ErrorResponse(m.ID, -32603, "mcpdrift proxy: the server's "+k.ListKey()+" listing could not be read; it is withheld")
 	}
 	return out
+}
+
+// sameVariantAs reports whether this following session's requests are in
+// the listing variant of the session f that judges them (a request that
+// names no variant is taken to be).
+func (s *Session) sameVariantAs(f *Session) bool {
+	s.mu.Lock()
+	v := s.variant
+	s.mu.Unlock()
+	return v == "" || v == f.currentVariant()
 }
 
 // codeOf is the stable code of a listing error (surface's, or canonjson's).
@@ -516,7 +526,7 @@ func (s *Session) addPage(k surface.Kind, by int, result []byte) ([]surface.Page
 	for _, it := range items {
 		s.live[ItemKey{k, it.Name}] = it.Hash
 	}
-	if f := s.cfg.Follow; f != nil && (s.variant == "" || s.variant == f.currentVariant()) {
+	if f := s.cfg.Follow; f != nil && (s.variant == "" || s.variant == f.currentVariant()) { // s.mu held: sameVariantAs would lock it
 		// What the server shows a stateless agent is its live definition
 		// for every request the leader judges (lock order: follower, then
 		// leader; a leader never locks its followers).
@@ -663,7 +673,7 @@ func (s *Session) finishListing(k surface.Kind, by int) {
 	if f := s.cfg.Follow; f != nil {
 		pages, variant := s.pages[by][k], s.variant
 		s.mu.Unlock()
-		if k == surface.KindTool && (variant == "" || variant == f.currentVariant()) {
+		if k == surface.KindTool && s.sameVariantAs(f) {
 			// What this agent was listed is the server's live listing in
 			// the leader's variant too.
 			f.adoptTools(items, failure)
