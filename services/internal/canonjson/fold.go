@@ -56,6 +56,31 @@ func (d *Doc) FoldsTo(k NodeID, want string) bool {
 	return strings.EqualFold(d.Text(k), want)
 }
 
+// FoldsToAny is FoldsTo for several names at once: it returns the first of
+// names that the member name k differs from but equals under case folding.
+// The name is read once, without allocating for a plain ASCII name.
+func (d *Doc) FoldsToAny(k NodeID, names []string) (string, bool) {
+	nd := &d.nodes[k]
+	raw := d.src[nd.start+1 : nd.end-1]
+	if nd.flags&flagEscaped == 0 && ascii(raw) {
+		for _, name := range names {
+			// An ASCII name folds only to a name of its length (the
+			// non-ASCII folds of k and s are longer in UTF-8).
+			if len(raw) == len(name) && string(raw) != name && strings.EqualFold(string(raw), name) {
+				return name, true
+			}
+		}
+		return "", false
+	}
+	text := d.Text(k)
+	for _, name := range names {
+		if text != name && strings.EqualFold(text, name) {
+			return name, true
+		}
+	}
+	return "", false
+}
+
 // keysFold reports whether two distinct member names are equal under case
 // folding, without allocating for plain ASCII names.
 func (d *Doc) keysFold(a, b NodeID) bool {

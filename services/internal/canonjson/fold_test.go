@@ -74,3 +74,19 @@ func members(n int, prefix string) string {
 	}
 	return b.String()
 }
+
+func TestFoldsToAny(t *testing.T) {
+	var d Doc
+	if err := d.Parse([]byte(`{"Result":1,"result":2,"de\u017Fcription":3,"paramſ":4,"other":5,"ID":6}`), Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"id", "result", "description", "params"}
+	want := map[string]string{"Result": "result", "result": "", "deſcription": "description", "paramſ": "params", "other": "", "ID": "id"}
+	for i := range d.Len(Root) {
+		k, _ := d.Member(Root, i)
+		got, _ := d.FoldsToAny(k, names)
+		if got != want[d.Text(k)] {
+			t.Errorf("FoldsToAny(%q) = %q, want %q", d.Text(k), got, want[d.Text(k)])
+		}
+	}
+}

@@ -207,10 +207,8 @@ func foldedMembers(d *canonjson.Doc, obj canonjson.NodeID, names ...string) *Err
 	}
 	for i := range d.Len(obj) {
 		k, _ := d.Member(obj, i)
-		for _, name := range names {
-			if d.FoldsTo(k, name) {
-				return &Error{Code: CodeAmbiguousMember, Msg: "member " + quote(d.Text(k)) + " reads as " + quote(name) + " to a case-insensitive reader"}
-			}
+		if name, ok := d.FoldsToAny(k, names); ok {
+			return &Error{Code: CodeAmbiguousMember, Msg: "member " + quote(d.Text(k)) + " reads as " + quote(name) + " to a case-insensitive reader"}
 		}
 	}
 	return nil

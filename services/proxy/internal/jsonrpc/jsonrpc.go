@@ -89,10 +89,8 @@ func fromDoc(d *canonjson.Doc, n canonjson.NodeID, raw []byte) (*Message, error)
 	}
 	for i := range d.Len(n) {
 		k, _ := d.Member(n, i)
-		for _, name := range envelope {
-			if d.FoldsTo(k, name) {
-				return nil, fmt.Errorf("%w: member %q reads as %q to a case-insensitive reader", ErrAmbiguous, d.Text(k), name)
-			}
+		if name, ok := d.FoldsToAny(k, envelope); ok {
+			return nil, fmt.Errorf("%w: member %q reads as %q to a case-insensitive reader", ErrAmbiguous, d.Text(k), name)
 		}
 	}
 	v, ok := d.Get(n, "jsonrpc")

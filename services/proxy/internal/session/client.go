@@ -130,10 +130,16 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) (refusa
 	case jsonrpc.KindResponse:
 		return nil, false // the client's answers to the server's requests
 	}
-	if twin := foldTwin(m.Params); twin != "" {
+	var tool, digest, twin string
+	var args []byte
+	if m.Method == "tools/call" {
+		tool, digest, args, twin = callOf(m.Params, s.cfg.FullArguments)
+	} else {
+		twin = foldTwin(m.Params)
+	}
+	if twin != "" {
 		text := "mcpdrift withheld this request: its params have member names that differ only in case (" + twin + "), which servers read in different ways."
 		if m.Method == "tools/call" {
-			tool, digest, args := callOf(m.Params, s.cfg.FullArguments)
 			s.obs.Call(Call{Tool: tool, Refused: true, RefusalCode: RefuseAmbiguous, ArgsDigest: digest, Arguments: args})
 			return jsonrpc.ToolError(m.ID, RefuseAmbiguous, text), false
 		}
@@ -160,7 +166,6 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) (refusa
 		}
 		s.mu.Unlock()
 	case m.Method == "tools/call":
-		tool, digest, args := callOf(m.Params, s.cfg.FullArguments)
 		code, text, alert := s.decide(ctx, surface.KindTool, tool)
 		if code != "" {
 			s.obs.Call(Call{Tool: tool, Refused: true, RefusalCode: code, ArgsDigest: digest, Arguments: args})

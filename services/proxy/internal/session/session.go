@@ -940,14 +940,18 @@ func nextCursor(result []byte) string {
 
 // callOf returns the tool name of tools/call params, a digest of the
 // arguments as the client wrote them (audit keeps the digest, not the
-// arguments, which can hold secrets) and, when full is set, a copy of the
-// arguments themselves.
-func callOf(params []byte, full bool) (name, digest string, args []byte) {
+// arguments, which can hold secrets), when full is set a copy of the
+// arguments themselves, and twin, two member names of params that differ
+// only in case ("" when none: see foldTwin), from one parse.
+func callOf(params []byte, full bool) (name, digest string, args []byte, twin string) {
 	d := canonjson.Borrow()
 	defer canonjson.Return(d) // what it returns is copied, or a slice of params
 	if len(params) == 0 || d.Parse(params, canonjson.Limits{LaxNumbers: true}) != nil || d.Kind(canonjson.Root) != canonjson.Object {
 		sum := sha256.Sum256(params)
-		return "", "sha256:" + hex.EncodeToString(sum[:]), nil
+		return "", "sha256:" + hex.EncodeToString(sum[:]), nil, ""
+	}
+	if a, b, ok := d.FoldTwin(canonjson.Root); ok {
+		twin = fmt.Sprintf("%q and %q", a, b)
 	}
 	if n, ok := d.Get(canonjson.Root, "name"); ok && d.Kind(n) == canonjson.String {
 		name = d.Text(n)
@@ -960,7 +964,7 @@ func callOf(params []byte, full bool) (name, digest string, args []byte) {
 		}
 	}
 	sum := sha256.Sum256(raw)
-	return name, "sha256:" + hex.EncodeToString(sum[:]), args
+	return name, "sha256:" + hex.EncodeToString(sum[:]), args, twin
 }
 
 // isToolError reports a tools/call result with "isError": true. Most
