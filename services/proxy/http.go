@@ -52,7 +52,7 @@ func serveHTTP(ctx context.Context, cfg Config, js jetstream.JetStream, log zero
 	var ups []streamhttp.Upstream
 	for i, u := range cfg.Upstreams {
 		scfg := cfg.sessionConfig(u.ID)
-		scfg.Meter = m
+		scfg.Meter = newLoggedMeter(m, log.With().Str("server", u.ID).Logger())
 		up := streamhttp.Upstream{ID: u.ID, Gate: gates[u.ID], Observer: m.Observer(pubs[i]), Session: scfg}
 		if u.SSE {
 			up.SSEURL = u.URL

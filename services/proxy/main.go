@@ -320,7 +320,7 @@ func serveStdio(ctx context.Context, cfg Config, js jetstream.JetStream, base ze
 	})
 	scfg := cfg.sessionConfig(cfg.ServerID)
 	scfg.SerialServer = true // one reader of the server's stdout
-	scfg.Meter = m
+	scfg.Meter = newLoggedMeter(m, log)
 	sess := session.New(scfg, gate, m.Observer(pub), p.Pipes().ToClient, p.Pipes().ToServer)
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
