@@ -14,7 +14,7 @@ import (
 type countingMeter struct{ dropped map[string]int }
 
 func (c *countingMeter) Withheld(surface.Kind, int) {}
-func (c *countingMeter) Dropped(code string)       { c.dropped[code]++ }
+func (c *countingMeter) Dropped(code string)        { c.dropped[code]++ }
 
 // TestLoggedMeterCountsEveryDropAndLogsFew: every drop is counted; the log
 // gets one line per code per window, so a hostile upstream cannot flood it.
