@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
+	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
@@ -259,7 +260,12 @@ func (f *front) newMonitor(r *http.Request, o opening) *monitor {
 	}
 	mon.headers.Set("Mcp-Protocol-Version", mon.version)
 	cfg := f.up.Session
-	cfg.Meter = nil // nothing of the monitor's reaches a client: nothing withheld from one
+	if cfg.Meter != nil {
+		// Nothing of the monitor's reaches a client, so nothing is withheld
+		// from one; what its server sends that the proxy cannot judge is
+		// still dropped, and counted.
+		cfg.Meter = dropsOnly{cfg.Meter}
+	}
 	if mon.modern {
 		cfg.OwnMeta = mon.meta()
 	}
@@ -568,3 +574,8 @@ func (f *front) listen(ctx context.Context, mon *monitor) {
 	_ = f.feed(ctx, mon.s, resp, false, nil)
 	<-ctx.Done()
 }
+
+// dropsOnly is a session.Meter that counts drops and no withheld items.
+type dropsOnly struct{ session.Meter }
+
+func (dropsOnly) Withheld(surface.Kind, int) {}
