@@ -161,7 +161,7 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) (refusa
 	case listKinds[m.Method] != 0:
 		s.mu.Lock()
 		s.pending[string(m.ID)] = pendingReq{method: m.Method, kind: listKinds[m.Method]}
-		if cursorOf(m.Params) == "" {
+		if stringParam(m.Params, "cursor") == "" {
 			s.startListing(listKinds[m.Method], client)
 		}
 		s.mu.Unlock()
@@ -304,7 +304,8 @@ func metaNamesVersion(params []byte) bool {
 	return ok
 }
 
-// stringParam returns the string member key of a params object, or "".
+// stringParam returns the string member key of a params or result object
+// (a name, a uri, a cursor), or "".
 func stringParam(params []byte, key string) string {
 	d := object(params)
 	if d == nil {

@@ -484,3 +484,54 @@ func TestDriftDoesNotPassByItself(t *testing.T) {
 		t.Fatalf("after a new baseline the call was refused: %s", r.lastClient())
 	}
 }
+
+// TestListingErrorFailsClosed: a listing the server answers with an error
+// lists nothing: the client gets the error, and the server's tools are not
+// trusted until a listing is judged.
+func TestListingErrorFailsClosed(t *testing.T) {
+	r, _ := meteredRig(t, Config{})
+	r.client(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	r.server(`{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"try later"}}`)
+	if got := r.lastClient(); !strings.Contains(got, "try later") {
+		t.Fatalf("the client got %s", got)
+	}
+	r.client(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read"}}`)
+	if got := r.lastClient(); !strings.Contains(got, "listing_invalid") {
+		t.Fatalf("a call after the failed listing: %s", got)
+	}
+	r.client(`{"jsonrpc":"2.0","id":3,"method":"tools/list"}`)
+	r.server(`{"jsonrpc":"2.0","id":3,"result":{"tools":[` + readTool + `]}}`)
+	n := len(r.toServer)
+	r.client(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"read"}}`)
+	if len(r.toServer) != n+1 {
+		t.Fatalf("a call after a judged listing was refused: %s", r.lastClient())
+	}
+}
+
+// TestOversizedPoisonsOnce: a message dropped for its size may have been a
+// listing: calls are refused until a listing is judged, and however many
+// follow, the proxy asks for one re-listing at a time.
+func TestOversizedPoisonsOnce(t *testing.T) {
+	r, m := meteredRig(t, Config{Timeout: 50 * time.Millisecond})
+	r.client(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}`)
+	r.server(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}}`)
+	before := len(r.toServer)
+	r.s.Oversized()
+	r.s.Oversized()
+	if got := len(r.toServer) - before; got != 1 {
+		t.Fatalf("%d re-listings asked for, want 1: %q", got, r.toServer[before:])
+	}
+	if m.count(DropFraming) != 2 {
+		t.Errorf("drops %v", m.dropped)
+	}
+	r.client(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read"}}`)
+	if got := r.lastClient(); !strings.Contains(got, RefuseListingPending) && !strings.Contains(got, "listing_invalid") {
+		t.Fatalf("a call after an oversized message: %s", got)
+	}
+	r.server(`{"jsonrpc":"2.0","id":` + r.ownID(-1) + `,"result":{"tools":[` + readTool + `]}}`)
+	n := len(r.toServer)
+	r.client(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read"}}`)
+	if len(r.toServer) != n+1 {
+		t.Fatalf("a call after the re-listing was refused: %s", r.lastClient())
+	}
+}

@@ -334,7 +334,9 @@ func (s *Session) poison(why string) {
 	j := s.judge()
 	j.mu.Lock()
 	j.lastTools, j.drifted, j.listErr = nil, true, why
-	relist := j.initRes != nil && slices.Contains(j.declared, surface.KindTool)
+	// One re-listing at a time: a server that answers it with what the
+	// proxy cannot read again does not start another.
+	relist := j.initRes != nil && slices.Contains(j.declared, surface.KindTool) && j.relisting[surface.KindTool] == nil
 	j.mu.Unlock()
 	if relist {
 		j.beginRelist(surface.KindTool)
@@ -342,6 +344,14 @@ func (s *Session) poison(why string) {
 			j.endRelist(surface.KindTool)
 		}
 	}
+}
+
+// Oversized reports a message from the server that the transport dropped
+// for its size: unread, it may have been a listing, so it is handled like
+// a message that could not be read and tied to a request (poison).
+func (s *Session) Oversized() {
+	s.Dropped(DropFraming)
+	s.poison("the server sent a message over the size limit")
 }
 
 // adoptTools makes a tools listing that a following session judged this
@@ -359,6 +369,9 @@ func (s *Session) adoptTools(items map[string]surface.Digest, why string) {
 		s.live[ItemKey{surface.KindTool, name}] = h
 	}
 }
+
+// errorAnswer is why a listing answered with a JSON-RPC error failed.
+const errorAnswer = "the server answered the listing with an error"
 
 // listing says which listing a page request belongs to: the client's, or
 // the proxy's own of generation gen.
@@ -519,7 +532,11 @@ func (s *Session) serverRequest(ctx context.Context, m *jsonrpc.Message, mayWait
 // serial transport reads on meanwhile.
 func (s *Session) listPage(ctx context.Context, k surface.Kind, m *jsonrpc.Message, mayWait bool) ([]byte, func() []byte, error) {
 	if m.Result == nil {
-		return m.Raw, nil, nil // an error answer: nothing listed
+		// An error answer lists nothing, and the client learns so; what the
+		// server lists is not trusted until a listing is judged, as when
+		// the transport could not read its answer (Unanswered).
+		s.failListing(k, listing{}, errorAnswer, false)
+		return m.Raw, nil, nil
 	}
 	items, last, err := s.addPage(k, client, m.Result)
 	if last {
@@ -590,19 +607,12 @@ func (s *Session) ownResponse(p pendingReq, m *jsonrpc.Message) error {
 	if m.Result == nil {
 		// The server refused its own listing: nothing of it can be trusted
 		// until it lists again. Not published: an error is no surface.
-		s.mu.Lock()
-		s.failure[own][p.kind] = "the server answered the listing with an error"
-		s.builders[own][p.kind] = nil
-		if p.kind == surface.KindTool {
-			s.lastTools, s.drifted, s.listErr = nil, true, s.failure[own][p.kind]
-		}
-		s.mu.Unlock()
-		s.endRelist(p.kind)
+		s.failListing(p.kind, by(p), errorAnswer, false)
 		return nil
 	}
 	_, last, err := s.addPage(p.kind, own, m.Result)
 	if err == nil && !last {
-		next := nextCursor(m.Result)
+		next := stringParam(m.Result, "nextCursor")
 		s.mu.Lock()
 		repeated := s.cursors[p.kind][next]
 		if repeated {

@@ -916,28 +916,6 @@ func variantOf(params []byte) string {
 	return "v" + hex.EncodeToString(sum[:6])
 }
 
-func cursorOf(params []byte) string {
-	d := object(params)
-	if d == nil {
-		return ""
-	}
-	if c, ok := d.Get(canonjson.Root, "cursor"); ok && d.Kind(c) == canonjson.String {
-		return d.Text(c)
-	}
-	return ""
-}
-
-func nextCursor(result []byte) string {
-	d := object(result)
-	if d == nil {
-		return ""
-	}
-	if c, ok := d.Get(canonjson.Root, "nextCursor"); ok && d.Kind(c) == canonjson.String {
-		return d.Text(c)
-	}
-	return ""
-}
-
 // callOf returns the tool name of tools/call params, a digest of the
 // arguments as the client wrote them (audit keeps the digest, not the
 // arguments, which can hold secrets), when full is set a copy of the

@@ -24,6 +24,9 @@ import (
 type Handler interface {
 	FromClient(ctx context.Context, raw []byte) error
 	FromServer(ctx context.Context, raw []byte) error
+	// Oversized is told of a server message dropped for its size, which
+	// the handler never saw and so must not trust what it may have said.
+	Oversized()
 }
 
 // Config says what to run.
@@ -148,6 +151,7 @@ func (p *Proxy) Serve(ctx context.Context, h Handler, client io.Reader, sig <-ch
 			// The server sent a message too long to pass: it is dropped, and
 			// the client's request, if any, goes unanswered rather than half read.
 			fmt.Fprintf(p.stderrOrDiscard(), "mcpdrift proxy: dropped a message from the server longer than %d bytes\n", p.cfg.MaxLine)
+			h.Oversized()
 		})
 	}()
 	clientDone := make(chan error, 1)
