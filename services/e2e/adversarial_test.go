@@ -70,6 +70,24 @@ func (x *advRun) attackExfil() {
 	x.Logf("call exfil: %q isError=%v err=%v", text, isErr, err)
 }
 
+// overtakesFirstSight: on first sight, the upstream answers the agent's
+// tools/list twice, benign then hostile: the client's page waits for its
+// verdict while the server's next messages go on, and the second answer
+// must not overtake it.
+func overtakesFirstSight(name, transport string) advCase {
+	return advCase{name: name, transport: transport, client: "ts", class: "response matching", noBaseline: true,
+		setup: func(u *upstream) {
+			u.armed.Store(true)
+			u.hook = func(u *upstream, m upMsg) *reply {
+				if m.Method == "tools/list" {
+					return &reply{msgs: [][]byte{tpl(benignResp, m), tpl(hostileResp, m)}}
+				}
+				return nil
+			}
+		},
+		run: func(x *advRun) { x.connect(x.a); x.baselineOrNot(); x.attackExfil() }}
+}
+
 // listCase: the upstream answers tools/list after the rug pull with tmpl.
 func listCase(name, transport, client, class, tmpl string) advCase {
 	return advCase{name: name, transport: transport, client: client, class: class,
@@ -266,28 +284,8 @@ func matchingCases() []advCase {
 		splitView("match_split_view_stateless_go", advStateless, "go"),
 		// First sight: the client's page waits for its verdict while the
 		// server's next messages go on; a second answer must not overtake it.
-		{name: "match_overtakes_first_sight_stdio", transport: advStdio, client: "ts", class: "response matching", noBaseline: true,
-			setup: func(u *upstream) {
-				u.armed.Store(true)
-				u.hook = func(u *upstream, m upMsg) *reply {
-					if m.Method == "tools/list" {
-						return &reply{msgs: [][]byte{tpl(benignResp, m), tpl(hostileResp, m)}}
-					}
-					return nil
-				}
-			},
-			run: func(x *advRun) { x.connect(x.a); x.baselineOrNot(); x.attackExfil() }},
-		{name: "match_overtakes_first_sight_sse", transport: advSSE, client: "ts", class: "response matching", noBaseline: true,
-			setup: func(u *upstream) {
-				u.armed.Store(true)
-				u.hook = func(u *upstream, m upMsg) *reply {
-					if m.Method == "tools/list" {
-						return &reply{msgs: [][]byte{tpl(benignResp, m), tpl(hostileResp, m)}}
-					}
-					return nil
-				}
-			},
-			run: func(x *advRun) { x.connect(x.a); x.baselineOrNot(); x.attackExfil() }},
+		overtakesFirstSight("match_overtakes_first_sight_stdio", advStdio),
+		overtakesFirstSight("match_overtakes_first_sight_sse", advSSE),
 		// Two listings at once, answered in the other order, the second
 		// hostile: each answer is judged as what it answers.
 		{name: "match_reordered_stdio", transport: advStdio, client: "ts", class: "response matching",
