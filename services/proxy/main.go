@@ -326,6 +326,7 @@ func serveStdio(ctx context.Context, cfg Config, js jetstream.JetStream, base ze
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	code, serveErr := p.Serve(ctx, sess, stdin, sigs)
+	sess.Wait() // decisions made off the reader report what they saw before the flush
 
 	// The server is gone: flush what is queued (to NATS or the outbox).
 	stopBG()

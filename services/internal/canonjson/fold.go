@@ -45,15 +45,8 @@ func (d *Doc) FoldTwin(obj NodeID) (a, b string, found bool) {
 // under Unicode simple case folding: a case-insensitive reader takes it for
 // want.
 func (d *Doc) FoldsTo(k NodeID, want string) bool {
-	if d.StringIs(k, want) {
-		return false
-	}
-	nd := &d.nodes[k]
-	raw := d.src[nd.start+1 : nd.end-1]
-	if nd.flags&flagEscaped == 0 && ascii(raw) && ascii([]byte(want)) {
-		return len(raw) == len(want) && strings.EqualFold(string(raw), want)
-	}
-	return strings.EqualFold(d.Text(k), want)
+	_, ok := d.FoldsToAny(k, []string{want})
+	return ok
 }
 
 // FoldsToAny is FoldsTo for several names at once: it returns the first of

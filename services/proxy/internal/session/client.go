@@ -1,7 +1,6 @@
 package session
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -145,7 +144,7 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) (refusa
 		}
 		return jsonrpc.ErrorResponseData(m.ID, -32600, text, RefuseAmbiguous), false
 	}
-	if s.cfg.Follow != nil && m.Method != "initialize" && m.Method != "server/discover" && metaNamesVersion(m.Params) {
+	if s.cfg.Follow != nil && m.Method != "initialize" && m.Method != "server/discover" && metaNames(m.Params) {
 		// A stateless request names its variant itself: what it is listed
 		// is reported in that variant (reportFollowed).
 		s.mu.Lock()
@@ -284,24 +283,6 @@ func foldTwin(params []byte) string {
 		return fmt.Sprintf("%q and %q", a, b)
 	}
 	return ""
-}
-
-// metaNamesVersion reports params whose _meta names a protocol version (a
-// 2026-07-28 request).
-func metaNamesVersion(params []byte) bool {
-	if !bytes.Contains(params, []byte(metaVersion)) {
-		return false
-	}
-	d := object(params)
-	if d == nil {
-		return false
-	}
-	meta, ok := d.Get(canonjson.Root, "_meta")
-	if !ok || d.Kind(meta) != canonjson.Object {
-		return false
-	}
-	_, ok = d.Get(meta, metaVersion)
-	return ok
 }
 
 // stringParam returns the string member key of a params or result object

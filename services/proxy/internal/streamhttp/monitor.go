@@ -199,7 +199,7 @@ func openingOf(r *http.Request, msgs []*jsonrpc.Message) opening {
 		if bytes.Contains(m.Params, []byte(`"io.modelcontextprotocol/protocolVersion"`)) || m.Method == "server/discover" {
 			o.modern = true
 			if o.version == "" {
-				o.version = metaVersion(m.Params)
+				o.version, _ = session.MetaVersion(m.Params)
 			}
 		}
 	}
@@ -310,21 +310,6 @@ func ownMeta(version string, caps []byte) []byte {
 	b = canonjson.AppendString(b, version)
 	b = append(b, `,"io.modelcontextprotocol/clientInfo":{"name":"mcpdrift-proxy","version":"1"},"io.modelcontextprotocol/clientCapabilities":`...)
 	return append(append(b, caps...), '}')
-}
-
-func metaVersion(params []byte) string {
-	d := new(canonjson.Doc)
-	if d.Parse(params, canonjson.Limits{LaxNumbers: true}) != nil || d.Kind(canonjson.Root) != canonjson.Object {
-		return ""
-	}
-	meta, ok := d.Get(canonjson.Root, "_meta")
-	if !ok || d.Kind(meta) != canonjson.Object {
-		return ""
-	}
-	if v, ok := d.Get(meta, "io.modelcontextprotocol/protocolVersion"); ok && d.Kind(v) == canonjson.String {
-		return d.Text(v)
-	}
-	return ""
 }
 
 // runMonitor opens, lists and listens until the proxy closes; every round
