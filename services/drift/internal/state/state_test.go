@@ -320,3 +320,87 @@ func TestHistoryNote(t *testing.T) {
 		})
 	}
 }
+
+// TestBaselineItems: a baseline carries the item hashes of the manifest it
+// was set from, from the fingerprint (first sight, guard) or from the live
+// items the record kept (approve); the serve rule needs them.
+func TestBaselineItems(t *testing.T) {
+	guard := Policy{Posture: Discovery, OnDrift: Block, Guard: true}
+	r, _ := apply(t, nil, obs("1", "sha256:a", 1), discover)
+	if !r.BaselineItems.Of("sha256:a") || r.LiveItems != nil || !r.Serve() {
+		t.Fatalf("first baseline: items %+v live %+v serve %v", r.BaselineItems, r.LiveItems, r.Serve())
+	}
+	r, _ = apply(t, r, obs("2", "sha256:b", 2), discover)
+	if !r.BaselineItems.Of("sha256:a") || !r.LiveItems.Of("sha256:b") {
+		t.Fatalf("drift: baseline items %+v live items %+v", r.BaselineItems, r.LiveItems)
+	}
+	ap, err := Approve(r, "sha256:b", "alice", nil, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := ap.Record; !a.BaselineItems.Of("sha256:b") || a.LiveItems != nil || !a.Serve() {
+		t.Fatalf("approved: baseline items %+v live items %+v serve %v", a.BaselineItems, a.LiveItems, a.Serve())
+	}
+	g, _ := apply(t, nil, obs("1", "sha256:a", 1), guard)
+	g, _ = apply(t, g, obs("2", "sha256:benign", 2), guard)
+	if !g.BaselineItems.Of("sha256:benign") || !g.Serve() {
+		t.Fatalf("auto-approved: baseline items %+v serve %v", g.BaselineItems, g.Serve())
+	}
+	// A fingerprint without item hashes (they did not make up its hash):
+	// verified, but not served.
+	bare := obs("1", "sha256:a", 1)
+	bare.Items = nil
+	n, _ := apply(t, nil, bare, discover)
+	if n.Status != Verified || n.BaselineItems != nil || n.Serve() {
+		t.Fatalf("without items: status %s items %+v serve %v", n.Status, n.BaselineItems, n.Serve())
+	}
+}
+
+// TestUpgradeFillsInItems: a record written before item hashes were kept
+// is not served until a listing of its baseline fills them in (one write,
+// announced, since it is served from then on); a record whose items did not
+// fit is not written again for them on every listing.
+func TestUpgradeFillsInItems(t *testing.T) {
+	old := &Record{Tenant: "acme", Server: "fs", Variant: "v0", Status: Verified, Policy: discover,
+		BaselineVersion: 1, BaselineHash: "sha256:a", LiveHash: "sha256:a", LiveObservedMs: t0.UnixMilli()}
+	if old.Serve() {
+		t.Fatal("a record without item hashes is served")
+	}
+	r, out := apply(t, old, obs("2", "sha256:a", 2), discover)
+	if !out.Write || !out.Announce || !r.BaselineItems.Of("sha256:a") || !r.Serve() || r.Status != Verified {
+		t.Fatalf("filled in: write %v announce %v items %+v serve %v", out.Write, out.Announce, r.BaselineItems, r.Serve())
+	}
+	if _, again := apply(t, r, obs("3", "sha256:a", 3), discover); again.Write {
+		t.Fatal("the hot path wrote a record that has its items")
+	}
+
+	// Changed before the upgrade: the live items fill in (for an approve),
+	// without a verdict.
+	changed := &Record{Tenant: "acme", Server: "fs", Variant: "v0", Status: Changed, Policy: discover, Reason: ReasonDrift,
+		BaselineVersion: 1, BaselineHash: "sha256:a", LiveHash: "sha256:b", LiveObservedMs: t0.UnixMilli()}
+	c, out := apply(t, changed, obs("2", "sha256:b", 2), discover)
+	if !out.Write || out.Announce || !c.LiveItems.Of("sha256:b") || c.Status != Changed {
+		t.Fatalf("live items filled in: write %v announce %v live items %+v status %s", out.Write, out.Announce, c.LiveItems, c.Status)
+	}
+	// An approve of a record without live items takes the caller's.
+	ap, err := Approve(changed, "sha256:b", "alice", &Items{Surface: "sha256:b"}, t0)
+	if err != nil || !ap.Record.BaselineItems.Of("sha256:b") || !ap.Record.Serve() {
+		t.Fatalf("approve with the caller's items: %+v %v", ap.Record.BaselineItems, err)
+	}
+	// ... and without them is verified but not served.
+	ap, err = Approve(changed, "sha256:b", "alice", nil, t0)
+	if err != nil || ap.Record.Status != Verified || ap.Record.Serve() {
+		t.Fatalf("approve without items: status %s serve %v %v", ap.Record.Status, ap.Record.Serve(), err)
+	}
+	// A verified record approved again fills in its items.
+	ap, err = Approve(old, "sha256:a", "alice", &Items{Surface: "sha256:a"}, t0)
+	if err != nil || !ap.Write || !ap.Record.Serve() || ap.Record.BaselineVersion != 1 {
+		t.Fatalf("approve of the baseline to fill in: write %v serve %v version %d %v", ap.Write, ap.Record.Serve(), ap.Record.BaselineVersion, err)
+	}
+
+	omitted := *old
+	omitted.ItemsOmitted = true
+	if _, out := apply(t, &omitted, obs("2", "sha256:a", 2), discover); out.Write {
+		t.Fatal("a record whose items did not fit is written again on a listing")
+	}
+}
