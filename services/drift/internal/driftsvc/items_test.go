@@ -104,7 +104,7 @@ func TestUpgradeFillsInItems(t *testing.T) {
 	// As an earlier version wrote them: no baseline_items, no live_items.
 	old := func(server, st, live string) map[string]any {
 		return map[string]any{"tenant": "acme", "server": server, "variant": "v0", "status": st,
-			"policy": map[string]any{"posture": "discovery", "on_drift": "block", "guard": false},
+			"policy":           map[string]any{"posture": "discovery", "on_drift": "block", "guard": false},
 			"baseline_version": 1, "baseline_hash": a, "live_hash": live, "live_observed_ms": 1, "reason": "first_baseline", "updated_at_ms": 1}
 	}
 	put("verified", old("verified", "verified", a))
