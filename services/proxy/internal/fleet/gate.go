@@ -424,14 +424,14 @@ func (g *Gate) read(e jetstream.KeyValueEntry, variant string, prev *record) rec
 	switch {
 	case sr.BaselineHash == "":
 		return rec // nothing approved to compare items with
-	case prev != nil && prev.baselineHash == sr.BaselineHash && prev.items != nil:
-		rec.items = prev.items
 	case !sr.BaselineItems.Of(sr.BaselineHash):
-		if prev == nil || prev.baselineHash != sr.BaselineHash || prev.revision == 0 {
+		if prev == nil || prev.baselineHash != sr.BaselineHash {
 			g.log.Warn().Str("variant", variant).Str("baseline_hash", sr.BaselineHash).Bool("items_omitted", sr.ItemsOmitted).
 				Uint64("revision", e.Revision()).Msg("status record without its baseline's item hashes, failing closed until the drift service writes them")
 		}
 		return rec
+	case prev != nil && prev.baselineHash == sr.BaselineHash && prev.items != nil:
+		rec.items = prev.items // checked when the baseline arrived
 	default:
 		items, err := sr.BaselineItems.Verify()
 		if err != nil {
