@@ -14,6 +14,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/status"
 )
 
 // apiClient talks to the drift service's admin API.
@@ -136,50 +138,18 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-type record struct {
-	Tenant          string `json:"tenant"`
-	Server          string `json:"server"`
-	Variant         string `json:"variant"`
-	Status          string `json:"status"`
-	BaselineVersion int64  `json:"baseline_version"`
-	BaselineHash    string `json:"baseline_hash"`
-	LiveHash        string `json:"live_hash"`
-	LiveError       string `json:"live_error"`
-	Severity        string `json:"severity"`
-	Reason          string `json:"reason"`
-	UpdatedAtMs     int64  `json:"updated_at_ms"`
-}
-
-type show struct {
-	Record record `json:"record"`
-	Serve  bool   `json:"serve"`
-}
-
-// serverShow is a server as the API shows it.
-type serverShow struct {
-	Tenant string `json:"tenant"`
-	Server string `json:"server"`
-	Held   bool   `json:"held"`
-	Hold   *struct {
-		HeldBy     string `json:"held_by"`
-		HeldReason string `json:"held_reason"`
-	} `json:"hold"`
-	Serve    bool   `json:"serve"`
-	Variants []show `json:"variants"`
-}
-
 // printServers prints a table of servers and their variants: a row per
 // variant, and a row for a held server no variant of which was seen yet.
-func printServers(w io.Writer, servers []serverShow) error {
+func printServers(w io.Writer, servers []status.ServerShow) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TENANT\tSERVER\tVARIANT\tSTATUS\tSERVED\tBASELINE\tLIVE\tREASON")
 	for _, sv := range servers {
 		if len(sv.Variants) == 0 {
-			status, reason := "-", "-"
+			st, reason := "-", "-"
 			if sv.Held {
-				status, reason = "held", "quarantined"
+				st, reason = "held", "quarantined"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t-\t%s\tfalse\t-\t-\t%s\n", sv.Tenant, sv.Server, status, reason)
+			fmt.Fprintf(tw, "%s\t%s\t-\t%s\tfalse\t-\t-\t%s\n", sv.Tenant, sv.Server, st, reason)
 			continue
 		}
 		for _, s := range sv.Variants {
@@ -188,11 +158,11 @@ func printServers(w io.Writer, servers []serverShow) error {
 			if r.LiveError != "" {
 				live = "error:" + r.LiveError
 			}
-			status := r.Status
+			st := string(r.Status)
 			if sv.Held {
-				status += " (server held)"
+				st += " (server held)"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\tv%d %s\t%s\t%s\n", r.Tenant, r.Server, r.Variant, status, s.Serve,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\tv%d %s\t%s\t%s\n", r.Tenant, r.Server, r.Variant, st, s.Serve,
 				r.BaselineVersion, short(r.BaselineHash), live, r.Reason)
 		}
 	}
@@ -230,7 +200,7 @@ func runAPI(ctx context.Context, cmd string, args []string, getenv func(string) 
 	c := &apiClient{base: strings.TrimRight(*api, "/"), token: *token, http: &http.Client{Timeout: 30 * time.Second}}
 	switch cmd {
 	case "status":
-		var list []serverShow
+		var list []status.ServerShow
 		switch len(pos) {
 		case 0:
 			if err := c.do(ctx, "GET", "/v1/servers", nil, &list); err != nil {
@@ -242,11 +212,11 @@ func runAPI(ctx context.Context, cmd string, args []string, getenv func(string) 
 				fs.Usage()
 				return err
 			}
-			var one serverShow
+			var one status.ServerShow
 			if err := c.do(ctx, "GET", p, nil, &one); err != nil {
 				return err
 			}
-			list = []serverShow{one}
+			list = []status.ServerShow{one}
 		}
 		if *asJSON {
 			return writeJSON(stdout, list)

@@ -240,7 +240,8 @@ func TestNATSRolePermissions(t *testing.T) {
 
 	// Allowed for a proxy: publish its observations (listings, batches of
 	// calls, and single calls as proxies before the batch form did), watch
-	// its tenant's status, read a manifest.
+	// its tenant's status (whose records carry the baselines' item hashes:
+	// no manifest read).
 	proxy := d.connect(t, "proxy")
 	for _, subject := range []string{bus.ListObservationSubject("default", "files"),
 		bus.CallObservationsSubject("default", "files"), bus.CallObservationSubject("default", "files")} {
@@ -284,13 +285,6 @@ func TestNATSRolePermissions(t *testing.T) {
 		t.Fatal("proxy's watch of its server record: nothing within 10s")
 	}
 	_ = ws.Stop()
-	pos, err := proxy.js.ObjectStore(natsOpCtx(t, 10*time.Second), bus.BucketManifests)
-	if err != nil {
-		t.Fatalf("proxy binds the manifest store: %v", err)
-	}
-	if got, err := pos.GetBytes(natsOpCtx(t, 10*time.Second), "sha256-abc"); err != nil || string(got) != string(manifest) {
-		t.Fatalf("proxy reads a manifest: %v %q", err, got)
-	}
 
 	// Refused, each on a fresh connection so that the violation is its own.
 	denied := []struct {
@@ -348,13 +342,17 @@ func TestNATSRolePermissions(t *testing.T) {
 			_, err = kv.Get(ctx, "acme.files.default")
 			return err
 		}},
-		{"proxy_writes_manifest", "proxy", "publish", "$O.mcpdrift_manifests.C.*", func(ctx context.Context, c *natsRoleConn) error {
-			store, err := c.js.ObjectStore(natsOpCtx(t, 10*time.Second), bus.BucketManifests)
-			if err != nil {
-				return nil
-			}
-			_, err = store.PutBytes(ctx, "sha256-abc", []byte(`{"tools":[{"name":"evil"}]}`))
+		{"proxy_reads_manifests", "proxy", "publish", "$JS.API.STREAM.INFO.OBJ_mcpdrift_manifests", func(ctx context.Context, c *natsRoleConn) error {
+			_, err := c.js.ObjectStore(ctx, bus.BucketManifests)
 			return err
+		}},
+		{"proxy_writes_manifest", "proxy", "publish", "$O.mcpdrift_manifests.C.*", func(ctx context.Context, c *natsRoleConn) error {
+			// The proxy may not bind the store (above): a chunk published as
+			// the object store client would.
+			if err := c.nc.Publish("$O.mcpdrift_manifests.C.abc", []byte(`{"tools":[{"name":"evil"}]}`)); err != nil {
+				return err
+			}
+			return c.nc.Flush()
 		}},
 		{"proxy_reads_observations", "proxy", "subscription", "mcpdrift.obs.>", func(ctx context.Context, c *natsRoleConn) error {
 			_, err := c.nc.SubscribeSync("mcpdrift.obs.>")

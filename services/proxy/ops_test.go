@@ -21,6 +21,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/mcptest"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
 	"github.com/mcpdrift/mcpdrift/services/internal/ops/opstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/status"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 	"github.com/mcpdrift/mcpdrift/services/internal/syncbuf"
 )
@@ -47,21 +48,22 @@ func namesServerOnce(t *testing.T, logs string) int {
 	return n
 }
 
-// approve does what the drift service does on first sight: it stores the
-// observed surface as the baseline manifest and writes a verified status
-// record for the observation's variant.
+// approve does what the drift service does on first sight: it writes a
+// verified status record for the observation's variant, with the observed
+// surface as its baseline.
 func approve(t *testing.T, b *natstest.Bus, obs *mcpdriftv1.ListObservation) {
 	t.Helper()
 	sf, err := surface.Parse(obs.Capture, surface.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	if _, err := b.Handles.Manifests.PutBytes(ctx, bus.ManifestName(sf.Hash.String()), obs.Capture); err != nil {
+	rec, err := json.Marshal(status.Record{Tenant: obs.Tenant, Server: obs.Server, Variant: obs.Variant, Status: status.Verified,
+		Policy: status.Policy{Posture: status.Discovery, OnDrift: status.Block}, BaselineVersion: 1,
+		BaselineHash: sf.Hash.String(), BaselineItems: status.ItemsOf(sf)})
+	if err != nil {
 		t.Fatal(err)
 	}
-	rec := fmt.Sprintf(`{"status":"verified","policy":{"on_drift":"block"},"baseline_hash":%q}`, sf.Hash.String())
-	if _, err := b.Handles.Status.Put(ctx, bus.StatusKey(obs.Tenant, obs.Server, obs.Variant), []byte(rec)); err != nil {
+	if _, err := b.Handles.Status.Put(context.Background(), bus.StatusKey(obs.Tenant, obs.Server, obs.Variant), rec); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpdrift/mcpdrift/services/internal/status"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
 
@@ -28,35 +29,11 @@ const (
 	demoWait        = 30 * time.Second
 )
 
-// record is the part of a status record the demo reads.
+// record is a variant's status record (the contract, package status) with
+// the diff the admin API shows with it.
 type record struct {
-	Tenant          string          `json:"tenant"`
-	Server          string          `json:"server"`
-	Variant         string          `json:"variant"`
-	Status          string          `json:"status"`
-	Serve           bool            `json:"serve"`
-	BaselineVersion int64           `json:"baseline_version"`
-	BaselineHash    string          `json:"baseline_hash"`
-	LiveHash        string          `json:"live_hash"`
-	LiveObservedMs  int64           `json:"live_observed_ms"`
-	Severity        string          `json:"severity"`
-	Reason          string          `json:"reason"`
-	Diff            *surface.Report `json:"-"`
-}
-
-// shown is what the admin API answers for a variant's status record.
-type shown struct {
-	Record record          `json:"record"`
-	Serve  bool            `json:"serve"`
-	Diff   *surface.Report `json:"diff"`
-}
-
-// serverShown is what the admin API answers for a server: its variants.
-type serverShown struct {
-	Tenant   string  `json:"tenant"`
-	Server   string  `json:"server"`
-	Held     bool    `json:"held"`
-	Variants []shown `json:"variants"`
+	status.Record
+	Diff *surface.Report
 }
 
 // player plays the demo: it prints each step and fails on the first
@@ -238,13 +215,13 @@ func (p *player) reviewed(ctx context.Context, cs *mcp.ClientSession) (record, e
 // does with driftctl approve --hash: the server's variants live at that
 // hash are approved.
 func (p *player) approve(ctx context.Context, rec record) (record, error) {
-	var out serverShown
+	var out status.ServerShow
 	if err := p.post(ctx, p.serverPath()+"/approve", map[string]string{"hash": rec.LiveHash}, &out); err != nil {
 		return record{}, err
 	}
 	for _, v := range out.Variants {
 		if v.Record.Variant == rec.Variant {
-			return v.Record, nil
+			return record{Record: v.Record}, nil
 		}
 	}
 	return record{}, fmt.Errorf("demo_unexpected: the approval's answer lacks variant %s", rec.Variant)
@@ -327,26 +304,24 @@ func (p *player) waitRecord(ctx context.Context, what string, ok func(record) bo
 		if err != nil && !strings.Contains(err.Error(), "404") {
 			return record{}, err
 		}
-		var sv serverShown
+		var sv status.ServerShow
 		if err == nil {
 			if err := json.Unmarshal(b, &sv); err != nil {
 				return record{}, fmt.Errorf("reading the server's status: %w", err)
 			}
 		}
 		found, drifted := false, 0
-		var full shown
 		for _, sh := range sv.Variants {
 			if sh.Diff != nil {
 				drifted++
 			}
 			if r := sh.Record; !found || r.LiveObservedMs > last.LiveObservedMs {
-				last, full, found = r, sh, true
+				last, found = record{Record: r, Diff: sh.Diff}, true
 			}
 		}
 		if found && ok(last) {
 			p.drifted = drifted
-			full.Record.Diff = full.Diff
-			return full.Record, nil
+			return last, nil
 		}
 		if time.Now().After(deadline) {
 			return record{}, fmt.Errorf("demo_timeout: waited %s for %s; the last status of %s was %q (see the logs in %s)", demoWait, what, p.in.Server, last.Status, p.in.Logs)

@@ -24,6 +24,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/state"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/status"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
 
@@ -305,42 +306,14 @@ func path(r *http.Request) (tenant, server string) {
 	return r.PathValue("tenant"), r.PathValue("server")
 }
 
-// Show is one listing variant's record as the API shows it.
-type Show struct {
-	Record state.Record `json:"record"`
-	// Serve: proxies serve this variant (its record serves and the server
-	// is not held).
-	Serve bool `json:"serve"`
-	// Diff classifies the live manifest against the baseline (a new
-	// variant without one: against the variant it was compared with), when
-	// they differ (show only).
-	Diff *surface.Report `json:"diff,omitempty"`
-}
+// Show and ServerShow are a variant and a server as the API shows them:
+// the status contract (package status), which driftctl and stack read.
+type (
+	Show       = status.Show
+	ServerShow = status.ServerShow
+)
 
-// ServerShow is a server as the API shows it: its hold and its variants.
-type ServerShow struct {
-	Tenant string `json:"tenant"`
-	Server string `json:"server"`
-	// Held: the server is quarantined as a whole; no variant is served,
-	// present or future, until an explicit approve.
-	Held bool          `json:"held"`
-	Hold *state.Server `json:"hold,omitempty"`
-	// Serve: some variant is served.
-	Serve    bool   `json:"serve"`
-	Variants []Show `json:"variants"`
-	// Approved names the variants an approve re-baselined (approve only).
-	Approved []string `json:"approved,omitempty"`
-}
-
-func serverShow(v *state.View) ServerShow {
-	out := ServerShow{Tenant: v.Tenant, Server: v.Server, Held: v.Held(), Hold: v.Hold, Variants: make([]Show, 0, len(v.Variants))}
-	for i := range v.Variants {
-		sh := Show{Record: v.Variants[i], Serve: v.Serve(&v.Variants[i])}
-		out.Serve = out.Serve || sh.Serve
-		out.Variants = append(out.Variants, sh)
-	}
-	return out
-}
+func serverShow(v *state.View) ServerShow { return status.ShowServer(v) }
 
 // DiffShow is the body of GET .../diff: the report and the variant it is of.
 type DiffShow struct {

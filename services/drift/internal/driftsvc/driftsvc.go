@@ -25,6 +25,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/state"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/status"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
 
@@ -260,11 +261,12 @@ func (s *Service) deadLetter(ctx context.Context, msg jetstream.Msg, code, text 
 // Observe applies one fingerprint result.
 func (s *Service) Observe(ctx context.Context, fp *mcpdriftv1.Fingerprint) error {
 	key := bus.StatusKey(fp.Tenant, fp.Server, fp.Variant)
+	items := s.itemsOf(fp)
 	created := false
 	rec, err := s.transact(ctx, key, fp.EventId, func(rec *state.Record) (state.Outcome, error) {
 		o := state.Observation{
 			EventID: fp.EventId, Hash: fp.SurfaceHash, ErrorCode: fp.ErrorCode,
-			ObservedAt: time.UnixMilli(fp.ObservedAtUnixMs),
+			ObservedAt: time.UnixMilli(fp.ObservedAtUnixMs), Items: items,
 			Assess: func(base, live string) state.Assessment {
 				return s.assess(ctx, fp.Tenant, fp.Server, base, live)
 			},
@@ -291,6 +293,26 @@ func (s *Service) Observe(ctx context.Context, fp *mcpdriftv1.Fingerprint) error
 	}
 	_, err = s.quarantineVariant(ctx, fp.Tenant, fp.Server, fp.Variant, srv.HeldBy, srv.HeldReason)
 	return err
+}
+
+// itemsOf returns the item hashes the fingerprint carries, checked against
+// its surface hash; nil when it carries none that make it up (then no
+// baseline set from it is served: status.Record.Serve).
+func (s *Service) itemsOf(fp *mcpdriftv1.Fingerprint) *state.Items {
+	if fp.ErrorCode != "" || fp.SurfaceHash == "" {
+		return nil
+	}
+	items := make([]state.Item, len(fp.Items))
+	for i, it := range fp.Items {
+		items[i] = state.Item{Kind: it.Kind, Name: it.Name, Hash: it.Hash}
+	}
+	its, err := status.NewItems(fp.SurfaceHash, items)
+	if err != nil {
+		s.log.Error().Err(err).Str("event_id", fp.EventId).Str("tenant", fp.Tenant).Str("server", fp.Server).
+			Str("variant", fp.Variant).Msg("fingerprint items do not make up its surface hash; keeping none")
+		return nil
+	}
+	return its
 }
 
 // errClaimPending: another variant claimed the server's trust on first use
@@ -558,7 +580,16 @@ func (s *Service) get(ctx context.Context, key string) (*state.Record, uint64, e
 }
 
 func (s *Service) put(ctx context.Context, key string, create bool, rev uint64, rec any) (uint64, error) {
-	data, err := json.Marshal(rec)
+	var data []byte
+	var err error
+	if r, ok := rec.(*state.Record); ok {
+		data, err = status.Encode(r) // within the bucket's value size: items left out when they do not fit
+		if r.ItemsOmitted {
+			s.log.Error().Str("key", key).Msg("status record too large with its item hashes; left out, the variant is not served")
+		}
+	} else {
+		data, err = json.Marshal(rec)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -1051,7 +1082,7 @@ func (s *Service) Approve(ctx context.Context, tenant, server, variant, hash, ac
 	}
 	for _, t := range targets {
 		if _, err := s.transact(ctx, bus.StatusKey(tenant, server, t), "", func(rec *state.Record) (state.Outcome, error) {
-			return state.Approve(rec, hash, actor, s.now())
+			return state.Approve(rec, hash, actor, s.upgradeItems(ctx, rec, hash), s.now())
 		}); err != nil {
 			return nil, nil, err
 		}
@@ -1069,6 +1100,24 @@ func (s *Service) Approve(ctx context.Context, tenant, server, variant, hash, ac
 	}
 	v, err = s.Server(ctx, tenant, server)
 	return v, targets, err
+}
+
+// upgradeItems returns the item hashes of the manifest an approve makes the
+// baseline when the record does not hold them (it was written before they
+// were kept), read from the stored manifest; nil otherwise, or when it
+// cannot be read (the baseline is then not served until a listing of it
+// fills them in).
+func (s *Service) upgradeItems(ctx context.Context, rec *state.Record, hash string) *state.Items {
+	if rec == nil || state.ItemsFor(rec, hash) != nil {
+		return nil
+	}
+	sf, err := s.surfaceOf(ctx, hash)
+	if err != nil {
+		s.log.Warn().Err(err).Str("tenant", rec.Tenant).Str("server", rec.Server).Str("variant", rec.Variant).
+			Msg("approving without item hashes; the variant is served once a listing fills them in")
+		return nil
+	}
+	return status.ItemsOf(sf)
 }
 
 // Quarantine holds a server, every listing variant present and future,

@@ -30,6 +30,26 @@ type env struct {
 	nc  *nats.Conn
 	js  jetstream.JetStream
 	h   *bus.Handles
+	// items: the item hashes of each manifest stored, by surface hash,
+	// which a fingerprint of it carries as the fingerprint service's do.
+	items sync.Map
+}
+
+// stored remembers a stored manifest's item hashes for its fingerprints.
+func (e *env) stored(sf *surface.Surface) {
+	items := make([]*mcpdriftv1.ItemHash, len(sf.Items))
+	for i, it := range sf.Items {
+		items[i] = &mcpdriftv1.ItemHash{Kind: it.Kind.String(), Name: it.Name, Hash: it.Hash.String()}
+	}
+	e.items.Store(sf.Hash.String(), items)
+}
+
+// itemsOf returns the item hashes of a stored manifest (nil for a hash
+// that is not one).
+func (e *env) itemsOf(hash string) []*mcpdriftv1.ItemHash {
+	v, _ := e.items.Load(hash)
+	items, _ := v.([]*mcpdriftv1.ItemHash)
+	return items
 }
 
 func newEnv(t *testing.T) *env {
@@ -73,13 +93,14 @@ func (e *env) manifest(path string) string {
 	if _, err := e.h.Manifests.PutBytes(context.Background(), bus.ManifestName(s.Hash.String()), raw); err != nil {
 		e.t.Fatal(err)
 	}
+	e.stored(s)
 	return s.Hash.String()
 }
 
 func (e *env) publish(server, eventID, hash, errCode string, at time.Time, msgID string) {
 	e.t.Helper()
 	fp := &mcpdriftv1.Fingerprint{EventId: eventID, Tenant: "acme", Server: server, Variant: "v0", Proxy: "p1",
-		ObservedAtUnixMs: at.UnixMilli(), SurfaceHash: hash, ErrorCode: errCode}
+		ObservedAtUnixMs: at.UnixMilli(), SurfaceHash: hash, ErrorCode: errCode, Items: e.itemsOf(hash)}
 	data, err := proto.Marshal(fp)
 	if err != nil {
 		e.t.Fatal(err)

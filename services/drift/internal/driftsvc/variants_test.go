@@ -44,6 +44,7 @@ func (e *env) tools(specs ...string) string {
 	if _, err := e.h.Manifests.PutBytes(context.Background(), bus.ManifestName(sf.Hash.String()), raw); err != nil {
 		e.t.Fatal(err)
 	}
+	e.stored(sf)
 	return sf.Hash.String()
 }
 
@@ -51,7 +52,7 @@ func (e *env) tools(specs ...string) string {
 func (e *env) publishV(server, variant, eventID, hash string, at time.Time) {
 	e.t.Helper()
 	fp := &mcpdriftv1.Fingerprint{EventId: eventID, Tenant: "acme", Server: server, Variant: variant, Proxy: "p1",
-		ObservedAtUnixMs: at.UnixMilli(), SurfaceHash: hash}
+		ObservedAtUnixMs: at.UnixMilli(), SurfaceHash: hash, Items: e.itemsOf(hash)}
 	data, err := proto.Marshal(fp)
 	if err != nil {
 		e.t.Fatal(err)

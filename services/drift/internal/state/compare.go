@@ -4,19 +4,14 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/status"
 )
 
 // Item is one item of a manifest as the comparisons below see it: its
 // kind ("tool", "prompt", ...), its name (empty for instructions) and its
-// hash.
-type Item struct{ Kind, Name, Hash string }
-
-func (it Item) String() string {
-	if it.Name == "" {
-		return it.Kind
-	}
-	return it.Kind + " " + it.Name
-}
+// hash (status.Item, as the fingerprint event carries it).
+type Item = status.Item
 
 type itemKey struct{ kind, name string }
 
@@ -117,24 +112,10 @@ func HistoryNote(added, changed []Item, current []Item, history []Item) string {
 	return fmt.Sprint(clipList(notes, 5))
 }
 
-// View is a server as the admin API shows it: its own record (nil when it
-// has none) and the record of every listing variant, ordered by variant.
-type View struct {
-	Tenant   string
-	Server   string
-	Hold     *Server
-	Variants []Record
-}
-
-// Held reports whether the server is quarantined as a whole.
-func (v *View) Held() bool { return v.Hold != nil && v.Hold.Held }
-
-// Serve reports whether a variant's record is served, the server's hold
-// considered.
-func (v *View) Serve(r *Record) bool { return !v.Held() && r.Serve() }
-
-// History is every baseline version of one listing variant, oldest first.
-type History struct {
-	Variant   string     `json:"variant"`
-	Baselines []Baseline `json:"baselines"`
-}
+// View is a server with its hold and every variant's record
+// (status.View); History is every baseline version of one variant
+// (status.History).
+type (
+	View    = status.View
+	History = status.History
+)

@@ -12,27 +12,37 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/status"
 )
 
-// Status is the schema status of one listing variant of a server.
-type Status string
-
-// The statuses of the design: only verified is served (and changed, under
-// the alert posture).
-const (
-	Unknown     Status = "unknown"
-	Verified    Status = "verified"
-	Changed     Status = "changed"
-	Pending     Status = "pending"
-	Quarantined Status = "quarantined"
+// The record types are the status contract, defined once in package
+// status (the drift service writes them, proxies, driftctl and stack read
+// them); these names keep the state machine's vocabulary.
+type (
+	Status   = status.Status
+	Policy   = status.Policy
+	Record   = status.Record
+	Server   = status.Server
+	Baseline = status.Baseline
+	Items    = status.Items
 )
 
-// Posture and drift policies.
+// The statuses of the design (status.Status).
 const (
-	Discovery = "discovery" // trust on first use: the first manifest becomes baseline v1
-	Strict    = "strict"    // a server never seen waits in pending for approval
-	Block     = "block"     // drift withholds the server's tools
-	Alert     = "alert"     // drift is announced and audited, but tools are served
+	Unknown     = status.Unknown
+	Verified    = status.Verified
+	Changed     = status.Changed
+	Pending     = status.Pending
+	Quarantined = status.Quarantined
+)
+
+// Posture and drift policies (status.Policy).
+const (
+	Discovery = status.Discovery
+	Strict    = status.Strict
+	Block     = status.Block
+	Alert     = status.Alert
 )
 
 // Reason codes carried by verdicts.
@@ -58,95 +68,6 @@ const (
 	ActorGuard   = "system:guard"
 	ActorVariant = "system:variant"
 )
-
-// Policy says how a server is treated; it is recorded with the server when
-// its record is created.
-type Policy struct {
-	Posture string `json:"posture"`  // Discovery or Strict
-	OnDrift string `json:"on_drift"` // Block or Alert
-	Guard   bool   `json:"guard"`    // auto-accept a provably benign change as a new baseline
-}
-
-// Validate reports a policy with unknown values.
-func (p Policy) Validate() error {
-	var errs []error
-	if p.Posture != Discovery && p.Posture != Strict {
-		errs = append(errs, fmt.Errorf("posture %q: want %s or %s", p.Posture, Discovery, Strict))
-	}
-	if p.OnDrift != Block && p.OnDrift != Alert {
-		errs = append(errs, fmt.Errorf("on-drift %q: want %s or %s", p.OnDrift, Block, Alert))
-	}
-	return errors.Join(errs...)
-}
-
-// Record is a server's status for one listing variant: the value stored in
-// the status bucket (JSON).
-type Record struct {
-	Tenant  string `json:"tenant"`
-	Server  string `json:"server"`
-	Variant string `json:"variant"`
-	Status  Status `json:"status"`
-	Policy  Policy `json:"policy"`
-
-	BaselineVersion int64  `json:"baseline_version"`
-	BaselineHash    string `json:"baseline_hash,omitempty"`
-	CapturedAtMs    int64  `json:"captured_at_ms,omitempty"` // when the baseline's manifest was observed
-	ApprovedAtMs    int64  `json:"approved_at_ms,omitempty"`
-	ApprovedBy      string `json:"approved_by,omitempty"`
-
-	LiveHash       string `json:"live_hash,omitempty"`        // the last manifest observed
-	LiveError      string `json:"live_error,omitempty"`       // its error code, when it could not be fingerprinted
-	LiveObservedMs int64  `json:"live_observed_ms,omitempty"` // when it was observed
-	DriftAtMs      int64  `json:"drift_at_ms,omitempty"`      // when the live manifest first differed from the baseline
-	Severity       string `json:"severity,omitempty"`         // of the live diff against the baseline
-	Benign         bool   `json:"benign,omitempty"`
-
-	// A variant first seen after another variant of the server was
-	// approved is compared with that variant's baseline: the one closest to
-	// it is named here (diff --live shows the live manifest against it
-	// until the variant has a baseline of its own).
-	ReferenceVariant string `json:"reference_variant,omitempty"`
-	ReferenceHash    string `json:"reference_hash,omitempty"`
-
-	Reason      string   `json:"reason"`
-	ReasonText  string   `json:"reason_text,omitempty"`
-	Actor       string   `json:"actor,omitempty"`
-	UpdatedAtMs int64    `json:"updated_at_ms"`
-	Applied     []string `json:"applied,omitempty"` // recent event ids, for exactly-once effect
-}
-
-// Serve reports whether proxies serve the variant's tools, on its own
-// record (a held server serves none: see Server.Held). Nothing without an
-// approved baseline is served, whatever the drift policy.
-func (r *Record) Serve() bool {
-	return r.Status == Verified || (r.Status == Changed && r.Policy.OnDrift == Alert && r.BaselineHash != "")
-}
-
-// Server is the server-level record, beside its variants' records in the
-// status bucket (key <tenant>.<server>): the hold that quarantines every
-// listing variant of the server, present and future, and the variant whose
-// first manifest was trusted on first use. Proxies read Held: a held server
-// serves no variant, also one they have no record of.
-type Server struct {
-	Tenant string `json:"tenant"`
-	Server string `json:"server"`
-
-	Held       bool   `json:"held"`
-	HeldBy     string `json:"held_by,omitempty"`
-	HeldAtMs   int64  `json:"held_at_ms,omitempty"`
-	HeldReason string `json:"held_reason,omitempty"`
-	// Who lifted the last hold, by approving a variant, and when.
-	ReleasedBy   string `json:"released_by,omitempty"`
-	ReleasedAtMs int64  `json:"released_at_ms,omitempty"`
-
-	// FirstVariant is the one variant of the server that may be trusted on
-	// first use (discovery): the first to claim it. Every other variant is
-	// compared with what was approved.
-	FirstVariant string `json:"first_variant,omitempty"`
-	FirstAtMs    int64  `json:"first_at_ms,omitempty"`
-
-	UpdatedAtMs int64 `json:"updated_at_ms"`
-}
 
 // Hold quarantines the server: every variant, present and future. srv may
 // be nil (no server record yet). It reports false when the server is
@@ -196,16 +117,6 @@ func ClaimFirst(srv *Server, tenant, server, variant string, now time.Time) (s S
 	return s, false, false
 }
 
-// Baseline is one approved version of a server's surface, kept forever.
-type Baseline struct {
-	Version      int64  `json:"version"`
-	Hash         string `json:"hash"`
-	CapturedAtMs int64  `json:"captured_at_ms,omitempty"`
-	ApprovedAtMs int64  `json:"approved_at_ms"`
-	ApprovedBy   string `json:"approved_by"`
-	Reason       string `json:"reason"`
-}
-
 // Observation is a fingerprint result for the server.
 type Observation struct {
 	EventID    string
@@ -222,6 +133,11 @@ type Observation struct {
 	// other variants approved; called only for a variant never seen, with
 	// a hash. Nil: the server has no other approved variant.
 	Compare func(liveHash string) Comparison
+	// Items are the manifest's item hashes as the fingerprint service
+	// published them (checked against Hash: status.NewItems); nil when
+	// unknown. A baseline set from the manifest carries them, so that
+	// proxies compare live items with them.
+	Items *Items
 }
 
 // Assessment is the classified drift from a baseline.
@@ -263,9 +179,9 @@ type Outcome struct {
 
 const appliedKept = 64
 
-func (r *Record) applied(id string) bool { return id != "" && slices.Contains(r.Applied, id) }
+func applied(r *Record, id string) bool { return id != "" && slices.Contains(r.Applied, id) }
 
-func (r *Record) remember(id string) {
+func remember(r *Record, id string) {
 	if id == "" {
 		return
 	}
@@ -282,7 +198,10 @@ func Observe(rec *Record, tenant, server, variant string, obs Observation, pol P
 	if rec == nil {
 		r := Record{Tenant: tenant, Server: server, Variant: variant, Policy: pol, LiveHash: obs.Hash,
 			LiveError: obs.ErrorCode, LiveObservedMs: obsMs, UpdatedAtMs: nowMs, Actor: "system"}
-		r.remember(obs.EventID)
+		if obs.ErrorCode == "" && obs.Items.Of(obs.Hash) {
+			r.LiveItems = obs.Items
+		}
+		remember(&r, obs.EventID)
 		out := Outcome{Write: true, Announce: true, Previous: Unknown}
 		var cmp Comparison
 		if obs.ErrorCode == "" && !obs.Held && obs.Compare != nil {
@@ -299,7 +218,7 @@ func Observe(rec *Record, tenant, server, variant string, obs Observation, pol P
 			b := Baseline{Version: 1, Hash: obs.Hash, CapturedAtMs: obsMs, ApprovedAtMs: nowMs, ApprovedBy: ActorVariant, Reason: ReasonVariantMatched}
 			r.Status, r.Reason, r.Actor = Verified, ReasonVariantMatched, ActorVariant
 			r.ReasonText = "a new listing variant whose every item equals a definition approved for another variant of the server becomes baseline v1"
-			r.setBaseline(b)
+			setBaseline(&r, b, obs.Items)
 			r.ReferenceVariant, r.ReferenceHash = cmp.ReferenceVariant, cmp.ReferenceHash
 			out.NewBaseline = &b
 		case cmp.Approved:
@@ -317,7 +236,7 @@ func Observe(rec *Record, tenant, server, variant string, obs Observation, pol P
 		default:
 			b := Baseline{Version: 1, Hash: obs.Hash, CapturedAtMs: obsMs, ApprovedAtMs: nowMs, ApprovedBy: ActorTOFU, Reason: ReasonFirstBaseline}
 			r.Status, r.Reason, r.ReasonText, r.Actor = Verified, ReasonFirstBaseline, "first manifest seen becomes baseline v1 (trust on first use)", ActorTOFU
-			r.setBaseline(b)
+			setBaseline(&r, b, obs.Items)
 			out.NewBaseline = &b
 		}
 		out.Record = r
@@ -325,7 +244,7 @@ func Observe(rec *Record, tenant, server, variant string, obs Observation, pol P
 	}
 	r := cloneRecord(rec)
 	out := Outcome{Previous: rec.Status}
-	if r.applied(obs.EventID) {
+	if applied(&r, obs.EventID) {
 		return out // a redelivery: its effect is already in the record
 	}
 	if obsMs < r.LiveObservedMs && (obs.Hash != r.LiveHash || obs.ErrorCode != r.LiveError) {
@@ -336,11 +255,24 @@ func Observe(rec *Record, tenant, server, variant string, obs Observation, pol P
 	sameLive := obs.Hash == r.LiveHash && obs.ErrorCode == r.LiveError
 	matches := obs.ErrorCode == "" && obs.Hash == r.BaselineHash && r.BaselineHash != ""
 	r.LiveHash, r.LiveError, r.LiveObservedMs = obs.Hash, obs.ErrorCode, obsMs
+	filled := fillItems(&r, obs)
+	// fillIn stores item hashes that the record lacked (it was written
+	// before they were kept), when nothing else changed.
+	fillIn := func() Outcome {
+		if !filled {
+			return out
+		}
+		r.UpdatedAtMs = nowMs
+		remember(&r, obs.EventID)
+		out.Record, out.Write = r, true
+		out.Announce = r.Serve() != rec.Serve()
+		return out
+	}
 
 	switch r.Status {
 	case Verified:
 		if matches {
-			return out // the hot path: nothing changed, nothing to write
+			return fillIn() // the hot path: nothing changed, nothing to write
 		}
 		a := Assessment{Severity: "critical"}
 		if obs.ErrorCode == "" && obs.Assess != nil {
@@ -350,7 +282,7 @@ func Observe(rec *Record, tenant, server, variant string, obs Observation, pol P
 		if r.Policy.Guard && a.Benign && obs.ErrorCode == "" {
 			b := Baseline{Version: r.BaselineVersion + 1, Hash: obs.Hash, CapturedAtMs: obsMs, ApprovedAtMs: nowMs,
 				ApprovedBy: ActorGuard, Reason: ReasonAutoApproved}
-			r.setBaseline(b)
+			setBaseline(&r, b, obs.Items)
 			// The verdict says what was accepted: benign, and how severe.
 			r.Severity, r.Benign = a.Severity, true
 			r.Reason, r.Actor = ReasonAutoApproved, ActorGuard
@@ -368,7 +300,7 @@ func Observe(rec *Record, tenant, server, variant string, obs Observation, pol P
 		// baseline keeps the status until an admin acts. Only the live hash
 		// moves, so that an approval names what is live now.
 		if sameLive {
-			return out // nothing new: the record already says all of it
+			return fillIn() // nothing new: the record already says all of it
 		}
 		r.Severity, r.Benign = "", false
 		base := r.BaselineHash
@@ -396,7 +328,7 @@ func Observe(rec *Record, tenant, server, variant string, obs Observation, pol P
 		r.Actor = "system"
 	}
 	r.UpdatedAtMs = nowMs
-	r.remember(obs.EventID)
+	remember(&r, obs.EventID)
 	out.Record, out.Write, out.Announce = r, true, true
 	return out
 }
@@ -422,11 +354,46 @@ func driftReason(obs Observation, severity string) (string, string) {
 	return ReasonDrift, "the live manifest " + obs.Hash + " differs from the baseline (" + severity + ")"
 }
 
-func (r *Record) setBaseline(b Baseline) {
+// setBaseline makes b the record's baseline, with its item hashes when
+// items are those of b (a baseline is always the live manifest, so the
+// record has no live items apart from it).
+func setBaseline(r *Record, b Baseline, items *Items) {
 	r.BaselineVersion, r.BaselineHash = b.Version, b.Hash
+	r.BaselineItems, r.LiveItems, r.ItemsOmitted = nil, nil, false
+	if items.Of(b.Hash) {
+		r.BaselineItems = items
+	}
 	r.ReferenceVariant, r.ReferenceHash = "", ""
 	r.CapturedAtMs, r.ApprovedAtMs, r.ApprovedBy = b.CapturedAtMs, b.ApprovedAtMs, b.ApprovedBy
 	r.DriftAtMs, r.Severity, r.Benign = 0, "", false
+}
+
+// fillItems keeps the observation's item hashes: the baseline's, when the
+// record lacks them and the manifest is the baseline (a record written
+// before they were kept fills in), and the live manifest's while it
+// differs from the baseline. It reports whether item hashes the record
+// lacked were added. The live hash is already the observation's.
+func fillItems(r *Record, obs Observation) bool {
+	if obs.ErrorCode != "" || r.ItemsOmitted {
+		// A record whose items did not fit is not filled in again and
+		// again: each time they would be left out (status.Encode).
+		r.LiveItems = nil
+		return false
+	}
+	filled := false
+	if r.BaselineHash != "" && !r.BaselineItems.Of(r.BaselineHash) && obs.Items.Of(r.BaselineHash) {
+		r.BaselineItems, filled = obs.Items, true
+	}
+	switch {
+	case r.LiveHash == r.BaselineHash:
+		r.LiveItems = nil
+	case r.LiveItems.Of(r.LiveHash):
+	case obs.Items.Of(r.LiveHash):
+		r.LiveItems, filled = obs.Items, true
+	default:
+		r.LiveItems = nil
+	}
+	return filled
 }
 
 func cloneRecord(r *Record) Record {
@@ -444,8 +411,10 @@ var (
 )
 
 // Approve re-baselines rec to the live manifest, which must be the hash the
-// admin reviewed.
-func Approve(rec *Record, hash, actor string, now time.Time) (Outcome, error) {
+// admin reviewed. The new baseline takes the live manifest's item hashes
+// from the record; items are for a record that lacks them (written before
+// they were kept): the caller's reading of the manifest, or nil.
+func Approve(rec *Record, hash, actor string, items *Items, now time.Time) (Outcome, error) {
 	if rec == nil {
 		return Outcome{}, fmt.Errorf("%w: no manifest of this server has been observed", ErrNotFound)
 	}
@@ -460,16 +429,37 @@ func Approve(rec *Record, hash, actor string, now time.Time) (Outcome, error) {
 	}
 	r := cloneRecord(rec)
 	out := Outcome{Previous: rec.Status}
-	if r.Status == Verified && r.BaselineHash == hash {
-		return out, nil // already the approved baseline
+	its := ItemsFor(rec, hash)
+	if its == nil && items.Of(hash) {
+		its = items
 	}
 	nowMs := now.UnixMilli()
+	if r.Status == Verified && r.BaselineHash == hash {
+		if r.BaselineItems.Of(hash) || its == nil {
+			return out, nil // already the approved baseline
+		}
+		r.BaselineItems, r.UpdatedAtMs = its, nowMs // approved before its items were kept
+		out.Record, out.Write, out.Announce = r, true, true
+		return out, nil
+	}
 	b := Baseline{Version: r.BaselineVersion + 1, Hash: hash, CapturedAtMs: r.LiveObservedMs, ApprovedAtMs: nowMs, ApprovedBy: actor, Reason: ReasonApproved}
-	r.setBaseline(b)
+	setBaseline(&r, b, its)
 	r.Status, r.Reason, r.Actor, r.UpdatedAtMs = Verified, ReasonApproved, actor, nowMs
 	r.ReasonText = fmt.Sprintf("approved by %s as baseline v%d", actor, b.Version)
 	out.Record, out.Write, out.Announce, out.NewBaseline = r, true, true, &b
 	return out, nil
+}
+
+// ItemsFor returns the item hashes the record holds of the manifest with
+// the given hash (its live manifest's or its baseline's), or nil.
+func ItemsFor(rec *Record, hash string) *Items {
+	switch {
+	case rec.LiveItems.Of(hash):
+		return rec.LiveItems
+	case rec.BaselineItems.Of(hash):
+		return rec.BaselineItems
+	}
+	return nil
 }
 
 // Quarantine holds one variant's record until an explicit approve: what a

@@ -14,7 +14,7 @@ var (
 )
 
 func obs(id, hash string, at int) Observation {
-	return Observation{EventID: id, Hash: hash, ObservedAt: t0.Add(time.Duration(at) * time.Second),
+	return Observation{EventID: id, Hash: hash, ObservedAt: t0.Add(time.Duration(at) * time.Second), Items: &Items{Surface: hash},
 		Assess: func(base, live string) Assessment {
 			if live == "sha256:benign" {
 				return Assessment{Severity: "low", Benign: true}
@@ -82,10 +82,10 @@ func TestObserveTransitions(t *testing.T) {
 func TestApprove(t *testing.T) {
 	rec, _ := apply(t, nil, obs("1", "sha256:a", 1), discover)
 	rec, _ = apply(t, rec, obs("2", "sha256:b", 2), discover)
-	if _, err := Approve(rec, "sha256:a", "alice", t0); !errors.Is(err, ErrStaleHash) {
+	if _, err := Approve(rec, "sha256:a", "alice", nil, t0); !errors.Is(err, ErrStaleHash) {
 		t.Fatalf("approving a hash that is not live: %v, want stale_hash", err)
 	}
-	out, err := Approve(rec, "sha256:b", "alice", t0)
+	out, err := Approve(rec, "sha256:b", "alice", nil, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,14 +94,14 @@ func TestApprove(t *testing.T) {
 		t.Fatalf("after approve: %+v", r)
 	}
 	// Approving what is already the baseline changes nothing.
-	if again, err := Approve(&r, "sha256:b", "bob", t0); err != nil || again.Write {
+	if again, err := Approve(&r, "sha256:b", "bob", nil, t0); err != nil || again.Write {
 		t.Fatalf("approve of the current baseline: %v write=%v", err, again.Write)
 	}
-	if _, err := Approve(nil, "sha256:b", "alice", t0); !errors.Is(err, ErrNotFound) {
+	if _, err := Approve(nil, "sha256:b", "alice", nil, t0); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("approve of an unknown server: %v", err)
 	}
 	broken := &Record{Status: Changed, LiveError: "duplicate_item"}
-	if _, err := Approve(broken, "", "alice", t0); !errors.Is(err, ErrUnfingerprinted) {
+	if _, err := Approve(broken, "", "alice", nil, t0); !errors.Is(err, ErrUnfingerprinted) {
 		t.Fatalf("approve of an unfingerprintable manifest: %v", err)
 	}
 }
@@ -118,7 +118,7 @@ func TestQuarantineOnlyApproveLifts(t *testing.T) {
 	if r2.Status != Quarantined {
 		t.Fatalf("an observation lifted a quarantine: %s", r2.Status)
 	}
-	ap, err := Approve(r2, "sha256:a", "bob", t0)
+	ap, err := Approve(r2, "sha256:a", "bob", nil, t0)
 	if err != nil || ap.Record.Status != Verified || ap.Record.BaselineVersion != 2 {
 		t.Fatalf("approve after quarantine: %v %+v", err, ap.Record)
 	}
@@ -219,7 +219,7 @@ func TestNewVariant(t *testing.T) {
 	if r2.Status != Changed || r2.Reason != ReasonVariantUnmatched || r2.Serve() || r2.Severity != "high" {
 		t.Fatalf("an unmatched variant after its manifest moved: %+v", r2)
 	}
-	ap, err := Approve(r2, "sha256:newer", "alice", t0)
+	ap, err := Approve(r2, "sha256:newer", "alice", nil, t0)
 	if err != nil || ap.Record.Status != Verified || ap.Record.BaselineVersion != 1 || ap.Record.ReferenceHash != "" {
 		t.Fatalf("approve of an unmatched variant: %v %+v", err, ap.Record)
 	}
@@ -263,10 +263,10 @@ func TestClaimFirst(t *testing.T) {
 }
 
 func TestCompareVariant(t *testing.T) {
-	a := Item{"tool", "a", "h1"}
-	b := Item{"tool", "b", "h2"}
-	c := Item{"tool", "c", "h3"}
-	ins := Item{"instructions", "", "h4"}
+	a := Item{Kind: "tool", Name: "a", Hash: "h1"}
+	b := Item{Kind: "tool", Name: "b", Hash: "h2"}
+	c := Item{Kind: "tool", Name: "c", Hash: "h3"}
+	ins := Item{Kind: "instructions", Name: "", Hash: "h4"}
 	v1 := ApprovedVariant{Variant: "v1", Hash: "sha256:1", Items: []Item{a, b, ins}}
 	v2 := ApprovedVariant{Variant: "v2", Hash: "sha256:2", Items: []Item{a, b, c}}
 	tests := []struct {
@@ -281,10 +281,10 @@ func TestCompareVariant(t *testing.T) {
 		{"subset", []Item{a}, []ApprovedVariant{v1, v2}, "", "v1", true},
 		{"union_of_two", []Item{a, c, ins}, []ApprovedVariant{v1, v2}, "", "v1", true},
 		{"closest_is_reference", []Item{a, b, c}, []ApprovedVariant{v1, v2}, "", "v2", true},
-		{"new_tool", []Item{a, {"tool", "evil", "h9"}}, []ApprovedVariant{v1}, "tool evil", "v1", true},
-		{"same_name_other_definition", []Item{{"tool", "a", "h9"}}, []ApprovedVariant{v1, v2}, "tool a", "v1", true},
-		{"same_hash_other_kind", []Item{{"prompt", "a", "h1"}}, []ApprovedVariant{v1}, "prompt a", "v1", true},
-		{"other_instructions", []Item{{"instructions", "", "h5"}}, []ApprovedVariant{v1}, "instructions", "v1", true},
+		{"new_tool", []Item{a, {Kind: "tool", Name: "evil", Hash: "h9"}}, []ApprovedVariant{v1}, "tool evil", "v1", true},
+		{"same_name_other_definition", []Item{{Kind: "tool", Name: "a", Hash: "h9"}}, []ApprovedVariant{v1, v2}, "tool a", "v1", true},
+		{"same_hash_other_kind", []Item{{Kind: "prompt", Name: "a", Hash: "h1"}}, []ApprovedVariant{v1}, "prompt a", "v1", true},
+		{"other_instructions", []Item{{Kind: "instructions", Name: "", Hash: "h5"}}, []ApprovedVariant{v1}, "instructions", "v1", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -297,20 +297,20 @@ func TestCompareVariant(t *testing.T) {
 }
 
 func TestHistoryNote(t *testing.T) {
-	cur := []Item{{"tool", "a", "a2"}, {"tool", "b", "b1"}}
-	history := []Item{{"tool", "a", "a1"}, {"tool", "a", "a2"}, {"tool", "b", "b1"}, {"tool", "gone", "g1"}, {"tool", "other", "o1"}}
+	cur := []Item{{Kind: "tool", Name: "a", Hash: "a2"}, {Kind: "tool", Name: "b", Hash: "b1"}}
+	history := []Item{{Kind: "tool", Name: "a", Hash: "a1"}, {Kind: "tool", Name: "a", Hash: "a2"}, {Kind: "tool", Name: "b", Hash: "b1"}, {Kind: "tool", Name: "gone", Hash: "g1"}, {Kind: "tool", Name: "other", Hash: "o1"}}
 	tests := []struct {
 		name           string
 		added, changed []Item
 		want           string
 	}{
-		{"new_tool", []Item{{"tool", "fresh", "f1"}}, nil, ""},
-		{"removed_and_back", []Item{{"tool", "gone", "g1"}}, nil, "tool gone was approved before, removed, and comes back"},
-		{"removed_and_back_changed", []Item{{"tool", "gone", "g2"}}, nil, "tool gone was approved before, removed, and comes back"},
-		{"approved_in_another_variant", []Item{{"tool", "other", "o2"}}, nil, "tool other was approved before, removed, and comes back"},
-		{"first_change", nil, []Item{{"tool", "b", "b2"}}, ""},
-		{"had_another_definition", nil, []Item{{"tool", "a", "a3"}}, "tool a had another approved definition before"},
-		{"back_to_an_old_definition", nil, []Item{{"tool", "a", "a1"}}, "tool a had another approved definition before"},
+		{"new_tool", []Item{{Kind: "tool", Name: "fresh", Hash: "f1"}}, nil, ""},
+		{"removed_and_back", []Item{{Kind: "tool", Name: "gone", Hash: "g1"}}, nil, "tool gone was approved before, removed, and comes back"},
+		{"removed_and_back_changed", []Item{{Kind: "tool", Name: "gone", Hash: "g2"}}, nil, "tool gone was approved before, removed, and comes back"},
+		{"approved_in_another_variant", []Item{{Kind: "tool", Name: "other", Hash: "o2"}}, nil, "tool other was approved before, removed, and comes back"},
+		{"first_change", nil, []Item{{Kind: "tool", Name: "b", Hash: "b2"}}, ""},
+		{"had_another_definition", nil, []Item{{Kind: "tool", Name: "a", Hash: "a3"}}, "tool a had another approved definition before"},
+		{"back_to_an_old_definition", nil, []Item{{Kind: "tool", Name: "a", Hash: "a1"}}, "tool a had another approved definition before"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -318,5 +318,89 @@ func TestHistoryNote(t *testing.T) {
 				t.Fatalf("note %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestBaselineItems: a baseline carries the item hashes of the manifest it
+// was set from, from the fingerprint (first sight, guard) or from the live
+// items the record kept (approve); the serve rule needs them.
+func TestBaselineItems(t *testing.T) {
+	guard := Policy{Posture: Discovery, OnDrift: Block, Guard: true}
+	r, _ := apply(t, nil, obs("1", "sha256:a", 1), discover)
+	if !r.BaselineItems.Of("sha256:a") || r.LiveItems != nil || !r.Serve() {
+		t.Fatalf("first baseline: items %+v live %+v serve %v", r.BaselineItems, r.LiveItems, r.Serve())
+	}
+	r, _ = apply(t, r, obs("2", "sha256:b", 2), discover)
+	if !r.BaselineItems.Of("sha256:a") || !r.LiveItems.Of("sha256:b") {
+		t.Fatalf("drift: baseline items %+v live items %+v", r.BaselineItems, r.LiveItems)
+	}
+	ap, err := Approve(r, "sha256:b", "alice", nil, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := ap.Record; !a.BaselineItems.Of("sha256:b") || a.LiveItems != nil || !a.Serve() {
+		t.Fatalf("approved: baseline items %+v live items %+v serve %v", a.BaselineItems, a.LiveItems, a.Serve())
+	}
+	g, _ := apply(t, nil, obs("1", "sha256:a", 1), guard)
+	g, _ = apply(t, g, obs("2", "sha256:benign", 2), guard)
+	if !g.BaselineItems.Of("sha256:benign") || !g.Serve() {
+		t.Fatalf("auto-approved: baseline items %+v serve %v", g.BaselineItems, g.Serve())
+	}
+	// A fingerprint without item hashes (they did not make up its hash):
+	// verified, but not served.
+	bare := obs("1", "sha256:a", 1)
+	bare.Items = nil
+	n, _ := apply(t, nil, bare, discover)
+	if n.Status != Verified || n.BaselineItems != nil || n.Serve() {
+		t.Fatalf("without items: status %s items %+v serve %v", n.Status, n.BaselineItems, n.Serve())
+	}
+}
+
+// TestUpgradeFillsInItems: a record written before item hashes were kept
+// is not served until a listing of its baseline fills them in (one write,
+// announced, since it is served from then on); a record whose items did not
+// fit is not written again for them on every listing.
+func TestUpgradeFillsInItems(t *testing.T) {
+	old := &Record{Tenant: "acme", Server: "fs", Variant: "v0", Status: Verified, Policy: discover,
+		BaselineVersion: 1, BaselineHash: "sha256:a", LiveHash: "sha256:a", LiveObservedMs: t0.UnixMilli()}
+	if old.Serve() {
+		t.Fatal("a record without item hashes is served")
+	}
+	r, out := apply(t, old, obs("2", "sha256:a", 2), discover)
+	if !out.Write || !out.Announce || !r.BaselineItems.Of("sha256:a") || !r.Serve() || r.Status != Verified {
+		t.Fatalf("filled in: write %v announce %v items %+v serve %v", out.Write, out.Announce, r.BaselineItems, r.Serve())
+	}
+	if _, again := apply(t, r, obs("3", "sha256:a", 3), discover); again.Write {
+		t.Fatal("the hot path wrote a record that has its items")
+	}
+
+	// Changed before the upgrade: the live items fill in (for an approve),
+	// without a verdict.
+	changed := &Record{Tenant: "acme", Server: "fs", Variant: "v0", Status: Changed, Policy: discover, Reason: ReasonDrift,
+		BaselineVersion: 1, BaselineHash: "sha256:a", LiveHash: "sha256:b", LiveObservedMs: t0.UnixMilli()}
+	c, out := apply(t, changed, obs("2", "sha256:b", 2), discover)
+	if !out.Write || out.Announce || !c.LiveItems.Of("sha256:b") || c.Status != Changed {
+		t.Fatalf("live items filled in: write %v announce %v live items %+v status %s", out.Write, out.Announce, c.LiveItems, c.Status)
+	}
+	// An approve of a record without live items takes the caller's.
+	ap, err := Approve(changed, "sha256:b", "alice", &Items{Surface: "sha256:b"}, t0)
+	if err != nil || !ap.Record.BaselineItems.Of("sha256:b") || !ap.Record.Serve() {
+		t.Fatalf("approve with the caller's items: %+v %v", ap.Record.BaselineItems, err)
+	}
+	// ... and without them is verified but not served.
+	ap, err = Approve(changed, "sha256:b", "alice", nil, t0)
+	if err != nil || ap.Record.Status != Verified || ap.Record.Serve() {
+		t.Fatalf("approve without items: status %s serve %v %v", ap.Record.Status, ap.Record.Serve(), err)
+	}
+	// A verified record approved again fills in its items.
+	ap, err = Approve(old, "sha256:a", "alice", &Items{Surface: "sha256:a"}, t0)
+	if err != nil || !ap.Write || !ap.Record.Serve() || ap.Record.BaselineVersion != 1 {
+		t.Fatalf("approve of the baseline to fill in: write %v serve %v version %d %v", ap.Write, ap.Record.Serve(), ap.Record.BaselineVersion, err)
+	}
+
+	omitted := *old
+	omitted.ItemsOmitted = true
+	if _, out := apply(t, &omitted, obs("2", "sha256:a", 2), discover); out.Write {
+		t.Fatal("a record whose items did not fit is written again on a listing")
 	}
 }

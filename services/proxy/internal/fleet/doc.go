@@ -2,8 +2,9 @@
 // JetStream, and keeps it safe when NATS is not there.
 //
 // [Gate] implements session.Gate: it watches the server's own keys in the
-// status bucket, reads each baseline manifest once from the manifests object
-// store, and answers from memory, so a verdict written by the drift service
+// status bucket, whose records (package status) carry the item hashes of
+// each approved baseline, and answers from memory (it reads no manifest),
+// so a verdict written by the drift service
 // reaches every proxy within milliseconds and a lost connection leaves the
 // proxy with what it last knew (verified stays verified, anything else
 // fails closed).

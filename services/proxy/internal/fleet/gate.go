@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -15,30 +14,17 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/status"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
 
-// Statuses of a status record that the gate tells apart (values of the
-// drift service's state.Status, as written to the status bucket).
+// Timings of the gate. The bind timeout is a variable of the Gate so that
+// tests can shorten it.
 const (
-	StatusUnknown     = "unknown"
-	StatusVerified    = "verified"
-	StatusChanged     = "changed"
-	StatusQuarantined = "quarantined"
-)
-
-// onDriftAlert is the drift policy under which a changed server is still served.
-const onDriftAlert = "alert"
-
-// Timings of the gate. They are variables of the Gate so that tests can
-// shorten them.
-const (
-	defaultManifestRetry = time.Second      // a failed manifest read is not retried sooner
-	defaultPrefetchWait  = 30 * time.Second // one background manifest read
-	defaultBindTimeout   = 10 * time.Second // binding the status bucket and the object store
-	minRewatch           = 100 * time.Millisecond
-	maxRewatch           = 5 * time.Second
+	defaultBindTimeout = 10 * time.Second // binding the status bucket
+	minRewatch         = 100 * time.Millisecond
+	maxRewatch         = 5 * time.Second
 )
 
 var (
@@ -47,10 +33,8 @@ var (
 )
 
 var (
-	errNotConnected     = errors.New("not connected to NATS")
-	errManifestMismatch = errors.New("manifest does not hash to its name")
-	errWatchClosed      = errors.New("status watch closed by the client library")
-	errReconnected      = errors.New("reconnected to NATS")
+	errWatchClosed = errors.New("status watch closed by the client library")
+	errReconnected = errors.New("reconnected to NATS")
 )
 
 // Gate answers for one server's approved surface (session.Gate) from a
@@ -65,21 +49,15 @@ type Gate struct {
 	prefix         string // "<tenant>.<server>."
 	serverKey      string // "<tenant>.<server>"
 	log            zerolog.Logger
-	now            func() time.Time
-	manifestRetry  time.Duration
 	bindTimeout    time.Duration
 	watches        atomic.Int64 // status watches started, for tests
-	prefetch       chan string  // baseline hashes to read in the background
 
 	mu      sync.Mutex
 	records map[string]record // by variant
 	// held: the server record holds the server (quarantined as a whole,
 	// or unreadable): no variant is served, whatever its own record says.
-	held      bool
-	wake      chan struct{} // closed and replaced whenever records change
-	manifests map[string]*manifest
-	warned    map[string]bool       // baseline hashes whose failure was logged
-	objects   jetstream.ObjectStore // bound by Run; nil until then
+	held bool
+	wake chan struct{} // closed and replaced whenever records change
 	// loaded: the first watch delivered its initial values, or a watch
 	// failed; records that exist are known by then, so a View that does
 	// not await a verdict stops waiting for one.
@@ -89,41 +67,16 @@ type Gate struct {
 	watching bool
 }
 
-// record is what the gate keeps of one status record.
+// record is what the gate keeps of one status record (status.Record).
 type record struct {
 	status       string
-	serve        bool
+	serve        bool // the serve rule (status.Record.Serve), items checked
 	alert        bool // the record's policy is on_drift alert
 	baselineHash string
-	revision     uint64
-}
-
-// serverRecord is the part of the drift service's server record (JSON,
-// docs/bus.md) the proxy needs.
-type serverRecord struct {
-	Held *bool `json:"held"`
-}
-
-// statusRecord is the part of the drift service's status record (JSON,
-// docs/bus.md) the proxy needs. The proxy does not import the drift
-// service: this is the contract as published.
-type statusRecord struct {
-	Status string `json:"status"`
-	Policy struct {
-		OnDrift string `json:"on_drift"`
-	} `json:"policy"`
-	BaselineHash string `json:"baseline_hash"`
-}
-
-// manifest is one baseline's item hashes, read once per hash. done is
-// closed when the read ended; items and err are set before that and never
-// written after.
-type manifest struct {
-	done      chan struct{}
-	items     map[session.ItemKey]surface.Digest
-	err       error
-	failedAt  time.Time
-	abandoned bool // the reader gave up (its context ended): read again
+	// items: the baseline's item hashes, checked against baselineHash
+	// (status.Items.Verify); nil when the record carries none that do.
+	items    map[session.ItemKey]surface.Digest
+	revision uint64
 }
 
 // NewGate returns the gate of one server. log must not name the tenant or
@@ -141,17 +94,12 @@ func NewGate(ctx context.Context, js jetstream.JetStream, tenant, server string,
 	}
 	return &Gate{
 		js: js, tenant: tenant, server: server,
-		prefix:        tenant + "." + server + ".",
-		serverKey:     bus.ServerKey(tenant, server),
-		log:           log.With().Str("tenant", tenant).Str("server", server).Logger(),
-		now:           time.Now,
-		manifestRetry: defaultManifestRetry,
-		bindTimeout:   defaultBindTimeout,
-		prefetch:      make(chan string, 16),
-		records:       map[string]record{},
-		wake:          make(chan struct{}),
-		manifests:     map[string]*manifest{},
-		warned:        map[string]bool{},
+		prefix:      tenant + "." + server + ".",
+		serverKey:   bus.ServerKey(tenant, server),
+		log:         log.With().Str("tenant", tenant).Str("server", server).Logger(),
+		bindTimeout: defaultBindTimeout,
+		records:     map[string]record{},
+		wake:        make(chan struct{}),
 	}, nil
 }
 
@@ -165,10 +113,13 @@ func NewGate(ctx context.Context, js jetstream.JetStream, tenant, server string,
 // due. With NATS down nothing can arrive and it answers at once. ok false
 // means nothing is known and the proxy fails closed.
 //
-// A served record is served only with its baseline's item hashes: when the
-// baseline manifest cannot be read, View answers the record's status with
-// Serve false. A manifest that does not hash to the record's baseline hash
-// is answered as status unknown. The Items map is shared: do not modify it.
+// A record is served by the serve rule (status.Record.Serve), and only with
+// its baseline's item hashes, which the record carries (the drift service
+// writes them from the fingerprint event; the gate reads no manifest): a
+// record without them (written by an earlier drift service) is answered
+// with its status and Serve false. Item hashes that do not make up the
+// record's baseline hash are answered as status unknown. The Items map is
+// shared: do not modify it.
 //
 // It waits at most wait (0: until ctx ends); the deadline is made only when
 // it has to wait, so that the common answer, from memory, sets no timer.
@@ -179,21 +130,7 @@ func (g *Gate) View(ctx context.Context, variant string, awaiting bool, wait tim
 	if !ok {
 		return session.View{}, false
 	}
-	v := session.View{Status: rec.status, Serve: rec.serve, Alert: rec.alert, BaselineHash: rec.baselineHash}
-	if rec.baselineHash == "" {
-		v.Serve = false // nothing approved to compare items with
-		return v, true
-	}
-	items, err := g.items(b, rec.baselineHash)
-	if err != nil {
-		v.Serve = false
-		if errors.Is(err, errManifestMismatch) {
-			v.Status = StatusUnknown
-		}
-		return v, true
-	}
-	v.Items = items
-	return v, true
+	return session.View{Status: rec.status, Serve: rec.serve, Alert: rec.alert, BaselineHash: rec.baselineHash, Items: rec.items}, true
 }
 
 // bounded is the context of one View: its deadline is made on first use.
@@ -231,7 +168,7 @@ func (g *Gate) record(b *bounded, variant string, awaiting bool) (record, bool) 
 		wake, loaded, held := g.wake, g.loaded, g.held
 		g.mu.Unlock()
 		if held {
-			return record{status: StatusQuarantined}, true
+			return record{status: string(status.Quarantined)}, true
 		}
 		if ok {
 			return rec, true
@@ -289,100 +226,6 @@ func (g *Gate) connected() bool {
 	return nc != nil && nc.Status() == nats.CONNECTED
 }
 
-// items returns the item hashes of the manifest with the given surface
-// hash, reading it at most once at a time and once per hash while it
-// succeeds; a failure is remembered for manifestRetry.
-func (g *Gate) items(b *bounded, hash string) (map[session.ItemKey]surface.Digest, error) {
-	for {
-		g.mu.Lock()
-		m, ok := g.manifests[hash]
-		if ok && m.isDone() && m.err != nil && g.now().Sub(m.failedAt) >= g.manifestRetry {
-			delete(g.manifests, hash)
-			ok = false
-		}
-		if !ok {
-			objects := g.objects
-			if objects == nil || !g.connected() {
-				g.mu.Unlock()
-				return nil, errNotConnected
-			}
-			m = &manifest{done: make(chan struct{})}
-			g.manifests[hash] = m
-			g.mu.Unlock()
-			return g.read(b.get(), objects, hash, m)
-		}
-		g.mu.Unlock()
-		if !m.isDone() { // read by another View or the prefetch: wait for it
-			select {
-			case <-m.done:
-			case <-b.get().Done():
-				return nil, b.get().Err()
-			}
-		}
-		if m.abandoned {
-			continue // its reader gave up; read it ourselves
-		}
-		return m.items, m.err
-	}
-}
-
-func (m *manifest) isDone() bool {
-	select {
-	case <-m.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// read fetches and parses one manifest into m.
-func (g *Gate) read(ctx context.Context, objects jetstream.ObjectStore, hash string, m *manifest) (map[session.ItemKey]surface.Digest, error) {
-	items, err := fetchItems(ctx, objects, hash)
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	switch {
-	case err != nil && ctx.Err() != nil:
-		m.abandoned = true
-		if g.manifests[hash] == m {
-			delete(g.manifests, hash)
-		}
-	case err != nil:
-		m.err, m.failedAt = err, g.now()
-		if !g.warned[hash] {
-			g.warned[hash] = true
-			ev := g.log.Warn()
-			if errors.Is(err, errManifestMismatch) {
-				ev = g.log.Error()
-			}
-			ev.Err(err).Str("baseline_hash", hash).Msg("baseline manifest unusable, failing closed")
-		}
-	default:
-		m.items = items
-		delete(g.warned, hash)
-	}
-	close(m.done)
-	return items, err
-}
-
-func fetchItems(ctx context.Context, objects jetstream.ObjectStore, hash string) (map[session.ItemKey]surface.Digest, error) {
-	raw, err := objects.GetBytes(ctx, bus.ManifestName(hash))
-	if err != nil {
-		return nil, fmt.Errorf("reading manifest %s: %w", bus.ManifestName(hash), err)
-	}
-	sf, err := surface.Parse(raw, surface.Options{})
-	if err != nil {
-		return nil, fmt.Errorf("parsing manifest %s: %w", bus.ManifestName(hash), err)
-	}
-	if sf.Hash.String() != hash {
-		return nil, fmt.Errorf("%w: %s hashes to %s", errManifestMismatch, bus.ManifestName(hash), sf.Hash)
-	}
-	items := make(map[session.ItemKey]surface.Digest, len(sf.Items))
-	for _, it := range sf.Items {
-		items[session.ItemKey{Kind: it.Kind, Name: it.Name}] = it.Hash
-	}
-	return items, nil
-}
-
 // Run watches the server's status keys until ctx ends. When the watch
 // breaks or the connection comes back after an outage it starts a new
 // watch, whose first values replace what the gate knew; in between, View
@@ -394,10 +237,6 @@ func (g *Gate) Run(ctx context.Context) error {
 	}
 	reconnected := nc.StatusChanged(nats.CONNECTED)
 	defer nc.RemoveStatusListener(reconnected)
-
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	wg.Go(func() { g.prefetchLoop(ctx) })
 
 	delay, failing := minRewatch, false
 	for {
@@ -437,13 +276,6 @@ func (g *Gate) watch(ctx context.Context, reconnected <-chan nats.Status, failin
 	if err != nil {
 		return fmt.Errorf("binding bucket %s: %w", bus.BucketStatus, err)
 	}
-	objects, err := g.js.ObjectStore(bindCtx, bus.BucketManifests)
-	if err != nil {
-		return fmt.Errorf("binding object store %s: %w", bus.BucketManifests, err)
-	}
-	g.mu.Lock()
-	g.objects = objects
-	g.mu.Unlock()
 	// The watches live as long as ctx: the client library stops a watch
 	// when its context ends, so they must not share the bind's deadline.
 	// Two watches of one key filter each (a proxy's NATS permissions allow
@@ -527,12 +359,12 @@ initialServer:
 func (g *Gate) applyServer(e jetstream.KeyValueEntry) {
 	held := false
 	if e.Operation() == jetstream.KeyValuePut {
-		var sr serverRecord
-		if err := json.Unmarshal(e.Value(), &sr); err != nil || sr.Held == nil {
+		srv, err := status.DecodeServer(e.Value())
+		if err != nil {
 			held = true
 			g.log.Error().Err(err).Uint64("revision", e.Revision()).Msg("server record unreadable, failing closed")
 		} else {
-			held = *sr.Held
+			held = srv.Held
 		}
 	}
 	g.mu.Lock()
@@ -561,32 +393,60 @@ func (g *Gate) apply(e jetstream.KeyValueEntry) string {
 		}
 		return variant
 	}
-	rec := record{revision: e.Revision()}
-	var sr statusRecord
-	if err := json.Unmarshal(e.Value(), &sr); err != nil || sr.Status == "" {
-		// Known to be there and unreadable: fail closed at once rather than
-		// wait for a record that is already here.
-		rec.status = StatusUnknown
-		g.log.Error().Err(err).Str("variant", variant).Uint64("revision", e.Revision()).Msg("status record unreadable, failing closed")
-	} else {
-		rec.status = sr.Status
-		rec.baselineHash = sr.BaselineHash
-		rec.alert = sr.Policy.OnDrift == onDriftAlert
-		rec.serve = sr.Status == StatusVerified || (sr.Status == StatusChanged && rec.alert)
+	var prev *record
+	if had {
+		prev = &old
 	}
+	rec := g.read(e, variant, prev)
 	g.records[variant] = rec
 	g.changedLocked()
 	if !had || old.status != rec.status || old.serve != rec.serve || old.alert != rec.alert || old.baselineHash != rec.baselineHash {
 		g.log.Info().Str("variant", variant).Str("status", rec.status).Bool("serve", rec.serve).Bool("alert", rec.alert).
 			Str("baseline_hash", rec.baselineHash).Uint64("revision", rec.revision).Msg("status record")
 	}
-	if rec.baselineHash != "" && g.manifests[rec.baselineHash] == nil {
-		select {
-		case g.prefetch <- rec.baselineHash:
-		default: // View reads it on demand
+	return variant
+}
+
+// read makes what the gate keeps of a stored status record. A record that
+// cannot be read is status unknown: known to be there and unreadable, it
+// fails closed at once rather than waiting for a record that is already
+// here. The baseline's item hashes are checked against the baseline hash
+// once per baseline (prev: the variant's record before, whose checked
+// items are kept when the baseline did not move).
+func (g *Gate) read(e jetstream.KeyValueEntry, variant string, prev *record) record {
+	rec := record{status: string(status.Unknown), revision: e.Revision()}
+	sr, err := status.DecodeRecord(e.Value())
+	if err != nil {
+		g.log.Error().Err(err).Str("variant", variant).Uint64("revision", e.Revision()).Msg("status record unreadable, failing closed")
+		return rec
+	}
+	rec.status, rec.alert, rec.baselineHash = string(sr.Status), sr.Alerting(), sr.BaselineHash
+	switch {
+	case sr.BaselineHash == "":
+		return rec // nothing approved to compare items with
+	case !sr.BaselineItems.Of(sr.BaselineHash):
+		if prev == nil || prev.baselineHash != sr.BaselineHash {
+			g.log.Warn().Str("variant", variant).Str("baseline_hash", sr.BaselineHash).Bool("items_omitted", sr.ItemsOmitted).
+				Uint64("revision", e.Revision()).Msg("status record without its baseline's item hashes, failing closed until the drift service writes them")
+		}
+		return rec
+	case prev != nil && prev.baselineHash == sr.BaselineHash && prev.items != nil:
+		rec.items = prev.items // checked when the baseline arrived
+	default:
+		items, err := sr.BaselineItems.Verify()
+		if err != nil {
+			g.log.Error().Err(err).Str("variant", variant).Str("baseline_hash", sr.BaselineHash).
+				Uint64("revision", e.Revision()).Msg("baseline item hashes unusable, failing closed")
+			rec.status = string(status.Unknown)
+			return rec
+		}
+		rec.items = make(map[session.ItemKey]surface.Digest, len(items))
+		for _, it := range items {
+			rec.items[session.ItemKey{Kind: it.Kind, Name: it.Name}] = it.Hash
 		}
 	}
-	return variant
+	rec.serve = sr.Serve()
+	return rec
 }
 
 // retain forgets the variants a fresh watch did not deliver, and the hold
@@ -610,37 +470,8 @@ func (g *Gate) retain(seen map[string]bool, sawServer bool) {
 	}
 }
 
-// changedLocked wakes waiting Views and forgets manifests no record refers to.
+// changedLocked wakes waiting Views.
 func (g *Gate) changedLocked() {
 	close(g.wake)
 	g.wake = make(chan struct{})
-	used := make(map[string]bool, len(g.records))
-	for _, r := range g.records {
-		used[r.baselineHash] = true
-	}
-	for h, m := range g.manifests {
-		if !used[h] && m.isDone() {
-			delete(g.manifests, h)
-		}
-	}
-	for h := range g.warned {
-		if !used[h] {
-			delete(g.warned, h)
-		}
-	}
-}
-
-// prefetchLoop reads new baseline manifests in the background, so that the
-// first decision after an approval does not wait for them.
-func (g *Gate) prefetchLoop(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case h := <-g.prefetch:
-			rctx, cancel := context.WithTimeout(ctx, defaultPrefetchWait)
-			_, _ = g.items(&bounded{parent: rctx}, h) // remembered, and logged once, by items
-			cancel()
-		}
-	}
 }

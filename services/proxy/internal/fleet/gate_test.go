@@ -3,6 +3,7 @@ package fleet
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"testing"
@@ -10,17 +11,32 @@ import (
 
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/status"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
 
 const tenant = "acme"
 
-// statusJSON is a status record as the drift service writes it.
+// statusJSON is a status record as an earlier drift service wrote it,
+// without its baseline's item hashes.
 func statusJSON(status, onDrift, baseline string) []byte {
 	return fmt.Appendf(nil, `{"tenant":%q,"status":%q,"policy":{"posture":"discovery","on_drift":%q,"guard":false},`+
 		`"baseline_version":1,"baseline_hash":%q,"live_hash":%q,"reason":"drift","updated_at_ms":1}`,
 		tenant, status, onDrift, baseline, baseline)
+}
+
+// recordJSON is a status record as the drift service writes it, with the
+// item hashes of its baseline sf.
+func recordJSON(st, onDrift string, sf *surface.Surface) []byte {
+	rec := status.Record{Tenant: tenant, Status: status.Status(st), Policy: status.Policy{Posture: status.Discovery, OnDrift: onDrift},
+		BaselineVersion: 1, BaselineHash: sf.Hash.String(), BaselineItems: status.ItemsOf(sf), LiveHash: sf.Hash.String(),
+		Reason: "drift", UpdatedAtMs: 1}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		panic(err)
+	}
+	return data
 }
 
 func itemsOf(sf *surface.Surface) map[session.ItemKey]surface.Digest {
@@ -49,16 +65,18 @@ func view(g *Gate, variant string, wait time.Duration) (session.View, bool) {
 func TestGateView(t *testing.T) {
 	b := natstest.StartBus(t)
 	ctx := context.Background()
-	raw, sf := fixture(t, "memory/2025.9.25.json")
-	if _, err := b.Handles.Manifests.PutBytes(ctx, bus.ManifestName(sf.Hash.String()), raw); err != nil {
-		t.Fatal(err)
-	}
-	// A manifest stored under a name that is not its hash.
+	// The manifests object store is empty: the gate takes the item hashes
+	// from the record (it once read and parsed the baseline manifest).
+	_, sf := fixture(t, "memory/2025.9.25.json")
+	// Item hashes labelled with a surface hash they do not make up.
 	_, other := fixture(t, "memory/2025.11.25.json")
-	if _, err := b.Handles.Manifests.PutBytes(ctx, bus.ManifestName(other.Hash.String()), raw); err != nil {
+	mislabelled := status.Record{Tenant: tenant, Status: status.Verified, Policy: status.Policy{Posture: status.Discovery, OnDrift: status.Block},
+		BaselineVersion: 1, BaselineHash: other.Hash.String(), BaselineItems: status.ItemsOf(sf)}
+	mislabelled.BaselineItems.Surface = other.Hash.String()
+	notItsHash, err := json.Marshal(mislabelled)
+	if err != nil {
 		t.Fatal(err)
 	}
-	missing := "sha256:" + fmt.Sprintf("%064x", 7)
 	want := itemsOf(sf)
 
 	tests := []struct {
@@ -68,16 +86,16 @@ func TestGateView(t *testing.T) {
 		wantServe  bool
 		wantItems  bool
 	}{
-		{"verified_serves_baseline_items", statusJSON("verified", "block", sf.Hash.String()), "verified", true, true},
-		{"verified_alert_serves", statusJSON("verified", "alert", sf.Hash.String()), "verified", true, true},
-		{"changed_alert_serves", statusJSON("changed", "alert", sf.Hash.String()), "changed", true, true},
-		{"changed_block_withholds", statusJSON("changed", "block", sf.Hash.String()), "changed", false, true},
-		{"quarantined_withholds", statusJSON("quarantined", "alert", sf.Hash.String()), "quarantined", false, true},
+		{"verified_serves_baseline_items", recordJSON("verified", "block", sf), "verified", true, true},
+		{"verified_alert_serves", recordJSON("verified", "alert", sf), "verified", true, true},
+		{"changed_alert_serves", recordJSON("changed", "alert", sf), "changed", true, true},
+		{"changed_block_withholds", recordJSON("changed", "block", sf), "changed", false, true},
+		{"quarantined_withholds", recordJSON("quarantined", "alert", sf), "quarantined", false, true},
 		{"pending_without_baseline_withholds", statusJSON("pending", "block", ""), "pending", false, false},
-		{"manifest_missing_fails_closed", statusJSON("verified", "block", missing), "verified", false, false},
-		{"manifest_not_its_hash_is_unknown", statusJSON("verified", "block", other.Hash.String()), "unknown", false, false},
+		{"items_missing_fails_closed", statusJSON("verified", "block", sf.Hash.String()), "verified", false, false},
+		{"items_not_its_hash_is_unknown", notItsHash, "unknown", false, false},
 		{"unreadable_record_fails_closed", []byte(`{"status":`), "unknown", false, false},
-		{"future_status_withholds", statusJSON("reviewing", "alert", sf.Hash.String()), "reviewing", false, true},
+		{"future_status_withholds", recordJSON("reviewing", "alert", sf), "reviewing", false, true},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -143,16 +161,8 @@ func TestGateFirstSight(t *testing.T) {
 func TestGateFollowsRecord(t *testing.T) {
 	b := natstest.StartBus(t)
 	ctx := context.Background()
-	raw1, sf1 := fixture(t, "memory/2025.9.25.json")
-	raw2, sf2 := fixture(t, "memory/2026.8.31.json")
-	for _, m := range []struct {
-		raw []byte
-		sf  *surface.Surface
-	}{{raw1, sf1}, {raw2, sf2}} {
-		if _, err := b.Handles.Manifests.PutBytes(ctx, bus.ManifestName(m.sf.Hash.String()), m.raw); err != nil {
-			t.Fatal(err)
-		}
-	}
+	_, sf1 := fixture(t, "memory/2025.9.25.json")
+	_, sf2 := fixture(t, "memory/2026.8.31.json")
 	g := startGate(t, b, "mem")
 	key := bus.StatusKey(tenant, "mem", "default")
 
@@ -164,9 +174,9 @@ func TestGateFollowsRecord(t *testing.T) {
 		wantServe  bool
 		wantHash   string
 	}{
-		{"first_baseline", statusJSON("verified", "block", sf1.Hash.String()), true, "verified", true, sf1.Hash.String()},
-		{"drift_withholds", statusJSON("changed", "block", sf1.Hash.String()), true, "changed", false, sf1.Hash.String()},
-		{"approval_moves_baseline", statusJSON("verified", "block", sf2.Hash.String()), true, "verified", true, sf2.Hash.String()},
+		{"first_baseline", recordJSON("verified", "block", sf1), true, "verified", true, sf1.Hash.String()},
+		{"drift_withholds", recordJSON("changed", "block", sf1), true, "changed", false, sf1.Hash.String()},
+		{"approval_moves_baseline", recordJSON("verified", "block", sf2), true, "verified", true, sf2.Hash.String()},
 		{"deleted_is_unknown", nil, false, "", false, ""},
 	}
 	for _, st := range steps {
@@ -219,41 +229,40 @@ func TestGateWatchOutlivesBind(t *testing.T) {
 	}
 }
 
-func TestGateManifestArrivesLater(t *testing.T) {
+// TestGateItemsArriveLater: a record written by an earlier drift service,
+// without its baseline's item hashes, is not served; once the drift
+// service writes them (on the next listing of the variant, docs/bus.md)
+// it is.
+func TestGateItemsArriveLater(t *testing.T) {
 	b := natstest.StartBus(t)
 	ctx := context.Background()
-	raw, sf := fixture(t, "memory/2025.9.25.json")
+	_, sf := fixture(t, "memory/2025.9.25.json")
 	g := startGate(t, b, "late")
-	g.mu.Lock()
-	g.manifestRetry = 50 * time.Millisecond
-	g.mu.Unlock()
-	if _, err := b.Handles.Status.Put(ctx, bus.StatusKey(tenant, "late", "default"), statusJSON("verified", "block", sf.Hash.String())); err != nil {
+	key := bus.StatusKey(tenant, "late", "default")
+	if _, err := b.Handles.Status.Put(ctx, key, statusJSON("verified", "block", sf.Hash.String())); err != nil {
 		t.Fatal(err)
 	}
-	if v, ok := view(g, "default", 5*time.Second); !ok || v.Serve {
-		t.Fatalf("View before the manifest is stored = %+v, %v; want ok, not served", v, ok)
+	if v, ok := view(g, "default", 5*time.Second); !ok || v.Serve || v.Status != "verified" {
+		t.Fatalf("View before the items are written = %+v, %v; want ok, verified, not served", v, ok)
 	}
-	if _, err := b.Handles.Manifests.PutBytes(ctx, bus.ManifestName(sf.Hash.String()), raw); err != nil {
+	if _, err := b.Handles.Status.Put(ctx, key, recordJSON("verified", "block", sf)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the gate did not read the manifest once it was stored", func() bool {
+	eventually(t, 10*time.Second, "the gate did not serve the record once it carried its items", func() bool {
 		v, ok := view(g, "default", time.Second)
-		return ok && v.Serve && len(v.Items) == len(sf.Items)
+		return ok && v.Serve && maps.Equal(v.Items, itemsOf(sf))
 	})
 }
 
 func TestGateSurvivesNATSRestart(t *testing.T) {
 	b := natstest.StartBus(t)
 	ctx := context.Background()
-	raw, sf := fixture(t, "memory/2025.9.25.json")
-	if _, err := b.Handles.Manifests.PutBytes(ctx, bus.ManifestName(sf.Hash.String()), raw); err != nil {
-		t.Fatal(err)
-	}
+	_, sf := fixture(t, "memory/2025.9.25.json")
 	g := startGate(t, b, "mem")
-	if _, err := b.Handles.Status.Put(ctx, bus.StatusKey(tenant, "mem", "default"), statusJSON("verified", "block", sf.Hash.String())); err != nil {
+	if _, err := b.Handles.Status.Put(ctx, bus.StatusKey(tenant, "mem", "default"), recordJSON("verified", "block", sf)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Handles.Status.Put(ctx, bus.StatusKey(tenant, "mem", "vq"), statusJSON("quarantined", "block", sf.Hash.String())); err != nil {
+	if _, err := b.Handles.Status.Put(ctx, bus.StatusKey(tenant, "mem", "vq"), recordJSON("quarantined", "block", sf)); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "gate did not see the records", func() bool {
@@ -296,7 +305,7 @@ func TestGateSurvivesNATSRestart(t *testing.T) {
 	eventually(t, 30*time.Second, "writing the status record after the restart", func() bool {
 		wctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
-		_, err := b.Handles.Status.Put(wctx, bus.StatusKey(tenant, "mem", "default"), statusJSON("changed", "block", sf.Hash.String()))
+		_, err := b.Handles.Status.Put(wctx, bus.StatusKey(tenant, "mem", "default"), recordJSON("changed", "block", sf))
 		return err == nil
 	})
 	eventually(t, 30*time.Second, "the gate did not resume its watch after NATS came back", func() bool {
@@ -327,11 +336,8 @@ func TestNewGateRejectsBadIDs(t *testing.T) {
 func TestGateViewNotAwaiting(t *testing.T) {
 	b := natstest.StartBus(t)
 	ctx := context.Background()
-	raw, sf := fixture(t, "memory/2025.9.25.json")
-	if _, err := b.Handles.Manifests.PutBytes(ctx, bus.ManifestName(sf.Hash.String()), raw); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.Handles.Status.Put(ctx, bus.StatusKey(tenant, "known", "default"), statusJSON("verified", "block", sf.Hash.String())); err != nil {
+	_, sf := fixture(t, "memory/2025.9.25.json")
+	if _, err := b.Handles.Status.Put(ctx, bus.StatusKey(tenant, "known", "default"), recordJSON("verified", "block", sf)); err != nil {
 		t.Fatal(err)
 	}
 	g := startGate(t, b, "known")
@@ -355,10 +361,7 @@ func TestGateViewNotAwaiting(t *testing.T) {
 func TestGateServerHold(t *testing.T) {
 	b := natstest.StartBus(t)
 	ctx := context.Background()
-	raw, sf := fixture(t, "memory/2025.9.25.json")
-	if _, err := b.Handles.Manifests.PutBytes(ctx, bus.ManifestName(sf.Hash.String()), raw); err != nil {
-		t.Fatal(err)
-	}
+	_, sf := fixture(t, "memory/2025.9.25.json")
 	server := "held"
 	put := func(key string, value []byte) {
 		t.Helper()
@@ -368,7 +371,7 @@ func TestGateServerHold(t *testing.T) {
 	}
 	// Held before the proxy starts: its first answer already withholds.
 	put(bus.ServerKey(tenant, server), []byte(`{"tenant":"acme","server":"held","held":true,"held_by":"alice","updated_at_ms":1}`))
-	put(bus.StatusKey(tenant, server, "v1"), statusJSON("verified", "block", sf.Hash.String()))
+	put(bus.StatusKey(tenant, server, "v1"), recordJSON("verified", "block", sf))
 	g := startGate(t, b, server)
 
 	type want struct {
@@ -399,7 +402,7 @@ func TestGateServerHold(t *testing.T) {
 	}
 	// There is no implicit variant: a session that named none is answered
 	// nothing at once (quarantined while the server is held).
-	put(bus.StatusKey(tenant, server, "default"), statusJSON("verified", "block", sf.Hash.String()))
+	put(bus.StatusKey(tenant, server, "default"), recordJSON("verified", "block", sf))
 	for i, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
 			switch {
@@ -429,11 +432,8 @@ func TestGateServerHold(t *testing.T) {
 func TestGateHoldRemovedWhileAway(t *testing.T) {
 	b := natstest.StartBus(t)
 	ctx := context.Background()
-	raw, sf := fixture(t, "memory/2025.9.25.json")
-	if _, err := b.Handles.Manifests.PutBytes(ctx, bus.ManifestName(sf.Hash.String()), raw); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.Handles.Status.Put(ctx, bus.StatusKey(tenant, "away", "v1"), statusJSON("verified", "block", sf.Hash.String())); err != nil {
+	_, sf := fixture(t, "memory/2025.9.25.json")
+	if _, err := b.Handles.Status.Put(ctx, bus.StatusKey(tenant, "away", "v1"), recordJSON("verified", "block", sf)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.Handles.Status.Put(ctx, bus.ServerKey(tenant, "away"), []byte(`{"held":true}`)); err != nil {
@@ -456,14 +456,11 @@ func TestGateHoldRemovedWhileAway(t *testing.T) {
 func TestGateHeldFromTheStart(t *testing.T) {
 	b := natstest.StartBus(t)
 	ctx := context.Background()
-	raw, sf := fixture(t, "memory/2025.9.25.json")
-	if _, err := b.Handles.Manifests.PutBytes(ctx, bus.ManifestName(sf.Hash.String()), raw); err != nil {
-		t.Fatal(err)
-	}
+	_, sf := fixture(t, "memory/2025.9.25.json")
 	for round := range 10 {
 		t.Run(fmt.Sprint("round", round), func(t *testing.T) {
 			server := fmt.Sprint("start", round)
-			if _, err := b.Handles.Status.Put(ctx, bus.StatusKey(tenant, server, "v1"), statusJSON("verified", "block", sf.Hash.String())); err != nil {
+			if _, err := b.Handles.Status.Put(ctx, bus.StatusKey(tenant, server, "v1"), recordJSON("verified", "block", sf)); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := b.Handles.Status.Put(ctx, bus.ServerKey(tenant, server), []byte(`{"held":true}`)); err != nil {

@@ -1,0 +1,189 @@
+// Package status is the status record contract: the values the drift
+// service writes to the status bucket (a server's record, and the record of
+// each of its listing variants, with the item hashes of its approved
+// baseline), the baseline versions it keeps, the serve rule, and the shape
+// the admin API shows them in. The drift service is their one writer; the
+// proxy's fleet gate, driftctl, stack and the review console read them
+// through this package, so that there is one definition of each field and
+// one answer to "is this served?". docs/bus.md describes the JSON.
+package status
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Status is the schema status of one listing variant of a server.
+type Status string
+
+// The statuses of the design: only verified is served (and changed, under
+// the alert posture).
+const (
+	Unknown     Status = "unknown"
+	Verified    Status = "verified"
+	Changed     Status = "changed"
+	Pending     Status = "pending"
+	Quarantined Status = "quarantined"
+)
+
+// Posture and drift policies.
+const (
+	Discovery = "discovery" // trust on first use: the first manifest becomes baseline v1
+	Strict    = "strict"    // a server never seen waits in pending for approval
+	Block     = "block"     // drift withholds the server's tools
+	Alert     = "alert"     // drift is announced and audited, but tools are served
+)
+
+// Policy says how a server is treated; it is recorded with the server when
+// its record is created.
+type Policy struct {
+	Posture string `json:"posture"`  // Discovery or Strict
+	OnDrift string `json:"on_drift"` // Block or Alert
+	Guard   bool   `json:"guard"`    // auto-accept a provably benign change as a new baseline
+}
+
+// Validate reports a policy with unknown values.
+func (p Policy) Validate() error {
+	var errs []error
+	if p.Posture != Discovery && p.Posture != Strict {
+		errs = append(errs, fmt.Errorf("posture %q: want %s or %s", p.Posture, Discovery, Strict))
+	}
+	if p.OnDrift != Block && p.OnDrift != Alert {
+		errs = append(errs, fmt.Errorf("on-drift %q: want %s or %s", p.OnDrift, Block, Alert))
+	}
+	return errors.Join(errs...)
+}
+
+// Record is a server's status for one listing variant: the value stored in
+// the status bucket under <tenant>.<server>.<variant> (JSON).
+type Record struct {
+	Tenant  string `json:"tenant"`
+	Server  string `json:"server"`
+	Variant string `json:"variant"`
+	Status  Status `json:"status"`
+	Policy  Policy `json:"policy"`
+
+	BaselineVersion int64  `json:"baseline_version"`
+	BaselineHash    string `json:"baseline_hash,omitempty"`
+	CapturedAtMs    int64  `json:"captured_at_ms,omitempty"` // when the baseline's manifest was observed
+	ApprovedAtMs    int64  `json:"approved_at_ms,omitempty"`
+	ApprovedBy      string `json:"approved_by,omitempty"`
+	// BaselineItems are the item hashes of the approved baseline, as the
+	// fingerprint service computed them: what proxies compare each live
+	// item with. Nil in a record written before they were kept (or whose
+	// items do not fit, see ItemsOmitted): the variant is then not served
+	// until they fill in (docs/bus.md).
+	BaselineItems *Items `json:"baseline_items,omitempty"`
+
+	LiveHash       string `json:"live_hash,omitempty"`        // the last manifest observed
+	LiveError      string `json:"live_error,omitempty"`       // its error code, when it could not be fingerprinted
+	LiveObservedMs int64  `json:"live_observed_ms,omitempty"` // when it was observed
+	// LiveItems are the item hashes of the live manifest while it differs
+	// from the baseline, so that an approve makes them the baseline's.
+	// Proxies never read them.
+	LiveItems *Items `json:"live_items,omitempty"`
+	// ItemsOmitted: the record would exceed MaxRecordBytes with its item
+	// hashes, so they were left out (the live ones first); without the
+	// baseline's, the variant is not served.
+	ItemsOmitted bool   `json:"items_omitted,omitempty"`
+	DriftAtMs    int64  `json:"drift_at_ms,omitempty"` // when the live manifest first differed from the baseline
+	Severity     string `json:"severity,omitempty"`    // of the live diff against the baseline
+	Benign       bool   `json:"benign,omitempty"`
+
+	// A variant first seen after another variant of the server was
+	// approved is compared with that variant's baseline: the one closest to
+	// it is named here (diff --live shows the live manifest against it
+	// until the variant has a baseline of its own).
+	ReferenceVariant string `json:"reference_variant,omitempty"`
+	ReferenceHash    string `json:"reference_hash,omitempty"`
+
+	Reason      string   `json:"reason"`
+	ReasonText  string   `json:"reason_text,omitempty"`
+	Actor       string   `json:"actor,omitempty"`
+	UpdatedAtMs int64    `json:"updated_at_ms"`
+	Applied     []string `json:"applied,omitempty"` // recent event ids, for exactly-once effect
+}
+
+// Serve is the serve rule: whether proxies serve the variant's items, on
+// its own record (a held server serves none: see Serves). A variant is
+// served when it is verified, or changed under the alert policy, and its
+// record carries the item hashes of its approved baseline; nothing without
+// them is served, whatever the status says.
+func (r *Record) Serve() bool {
+	if r.Status != Verified && (r.Status != Changed || r.Policy.OnDrift != Alert) {
+		return false
+	}
+	return r.BaselineHash != "" && r.BaselineItems.Of(r.BaselineHash)
+}
+
+// Alerting reports whether the record's drift policy is alert: a served
+// variant is then served whole, drift included, and every call forwarded
+// only because of it is reported.
+func (r *Record) Alerting() bool { return r.Policy.OnDrift == Alert }
+
+// Serves is the serve rule with the server's hold: srv (nil when the
+// server has no record of its own) holds every variant, also one with no
+// record.
+func Serves(srv *Server, r *Record) bool { return !srv.IsHeld() && r != nil && r.Serve() }
+
+// Server is the server-level record, beside its variants' records in the
+// status bucket (key <tenant>.<server>): the hold that quarantines every
+// listing variant of the server, present and future, and the variant whose
+// first manifest was trusted on first use. Proxies read Held: a held server
+// serves no variant, also one they have no record of.
+type Server struct {
+	Tenant string `json:"tenant"`
+	Server string `json:"server"`
+
+	Held       bool   `json:"held"`
+	HeldBy     string `json:"held_by,omitempty"`
+	HeldAtMs   int64  `json:"held_at_ms,omitempty"`
+	HeldReason string `json:"held_reason,omitempty"`
+	// Who lifted the last hold, by approving a variant, and when.
+	ReleasedBy   string `json:"released_by,omitempty"`
+	ReleasedAtMs int64  `json:"released_at_ms,omitempty"`
+
+	// FirstVariant is the one variant of the server that may be trusted on
+	// first use (discovery): the first to claim it. Every other variant is
+	// compared with what was approved.
+	FirstVariant string `json:"first_variant,omitempty"`
+	FirstAtMs    int64  `json:"first_at_ms,omitempty"`
+
+	UpdatedAtMs int64 `json:"updated_at_ms"`
+}
+
+// IsHeld reports whether srv holds its server; nil holds nothing.
+func (srv *Server) IsHeld() bool { return srv != nil && srv.Held }
+
+// Baseline is one approved version of a variant's surface, kept forever in
+// the baselines bucket under <tenant>.<server>.<variant>.v<version>.
+type Baseline struct {
+	Version      int64  `json:"version"`
+	Hash         string `json:"hash"`
+	CapturedAtMs int64  `json:"captured_at_ms,omitempty"`
+	ApprovedAtMs int64  `json:"approved_at_ms"`
+	ApprovedBy   string `json:"approved_by"`
+	Reason       string `json:"reason"`
+}
+
+// View is a server as the drift service reads it: its own record (nil when
+// it has none) and the record of every listing variant, ordered by variant.
+type View struct {
+	Tenant   string
+	Server   string
+	Hold     *Server
+	Variants []Record
+}
+
+// Held reports whether the server is quarantined as a whole.
+func (v *View) Held() bool { return v.Hold.IsHeld() }
+
+// Serve reports whether a variant's record is served, the server's hold
+// considered.
+func (v *View) Serve(r *Record) bool { return Serves(v.Hold, r) }
+
+// History is every baseline version of one listing variant, oldest first.
+type History struct {
+	Variant   string     `json:"variant"`
+	Baselines []Baseline `json:"baselines"`
+}
