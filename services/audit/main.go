@@ -11,15 +11,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/mcpdrift/mcpdrift/services/audit/internal/schema"
@@ -30,13 +26,9 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stderr); err != nil {
-		fmt.Fprintf(os.Stderr, "audit: %v\n", err)
-		stop()
-		os.Exit(1) // the only exit
-	}
+	options.Main("audit", func(ctx context.Context, args []string) error {
+		return run(ctx, args, os.Getenv, os.Stderr)
+	})
 }
 
 // settings are what run reads from flags and the environment.
@@ -94,14 +86,13 @@ MCPDRIFT_CLICKHOUSE_PASSWORD holds the ClickHouse password (no flag).
 }
 
 // parse fills settings from defaults, then the environment, then flags.
-func parse(args []string, getenv func(string) string, stderr io.Writer) (*settings, bool, error) {
+func parse(args []string, getenv func(string) string, stderr io.Writer) (*settings, error) {
 	s := new(settings)
-	help, err := options.Parse("audit", header(), settingsOptions(s), args, getenv, stderr)
-	if help || err != nil {
-		return nil, help, err
+	if _, err := options.Parse(options.Command{Name: "audit", Header: header(), Options: settingsOptions(s)}, args, getenv, stderr); err != nil {
+		return nil, err
 	}
 	s.chPass = getenv("MCPDRIFT_CLICKHOUSE_PASSWORD")
-	return s, false, nil
+	return s, nil
 }
 
 func (s *settings) validate() (zerolog.Level, error) {
@@ -119,62 +110,35 @@ func (s *settings) validate() (zerolog.Level, error) {
 	if err := s.svc.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	return lvl, errors.Join(errs...)
+	return lvl, options.Invalid(errors.Join(errs...))
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	s, helped, err := parse(args, getenv, stderr)
-	if helped || err != nil {
+	s, err := parse(args, getenv, stderr)
+	if err != nil {
 		return err
 	}
 	lvl, err := s.validate()
 	if err != nil {
-		return fmt.Errorf("config: %w", err)
+		return err
 	}
-	log := zerolog.New(stderr).Level(lvl).With().Timestamp().Str("service", sink.ServiceName).Logger()
+	log := options.Logger(stderr, lvl, sink.ServiceName)
 	o := ops.New(sink.ServiceName, log)
 	return o.RunWith(ctx, s.OpsAddr, func(ctx context.Context) error { return serve(ctx, s, log, o) })
 }
-
-// natsInboxPrefix is where the sink's replies arrive (JetStream API answers,
-// pulled messages, ack confirmations): the audit role may subscribe there
-// and nowhere else under an inbox (deploy/nats/auth.conf).
-const natsInboxPrefix = "_INBOX_audit"
 
 // serve connects, sets up the bus, migrates the schema and runs the sink
 // until ctx ends; o holds its readiness checks and metrics.
 func serve(ctx context.Context, s *settings, log zerolog.Logger, o *ops.Server) error {
 	started := o.Starting("connecting, checking streams and migrating the schema")
 	cfg := s.svc.WithDefaults()
-
-	nc, err := nats.Connect(s.NATSURL, bus.ServiceOptions("mcpdrift-"+sink.ServiceName, natsInboxPrefix, s.NATSCreds, log)...)
+	b, err := s.Open(ctx, sink.ServiceName, log, []bus.Object{bus.Observations, bus.Verdicts, bus.Admin})
 	if err != nil {
-		return fmt.Errorf("connecting to %s: %w", s.NATSURL, err)
+		return err
 	}
-	o.AddCheck("nats", ops.NATSConnected(nc))
-	defer func() {
-		_ = nc.FlushTimeout(5 * time.Second) // acks still buffered
-		nc.Close()
-	}()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return fmt.Errorf("jetstream: %w", err)
-	}
-	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	if s.BusSetup == options.SetupCheck {
-		// A least-privilege role: the administrator ran the bus setup
-		// (docs/deployment.md); only look that the streams are there.
-		err = bus.CheckStreams(setupCtx, js, bus.StreamObservations, bus.StreamVerdicts, bus.StreamAdmin)
-	} else {
-		_, err = bus.Setup(setupCtx, js, bus.Config{Replicas: s.Replicas})
-	}
-	cancel()
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("setting up streams and buckets: %w", err)
-	}
+	defer b.Close(5 * time.Second) // acks still buffered
+	o.AddCheck("nats", ops.NATSConnected(b.NC))
+	js := b.JS
 
 	conn, err := clickhouse.Open(&clickhouse.Options{
 		Addr:         strings.Split(s.chAddr, ","),
@@ -195,9 +159,6 @@ func serve(ctx context.Context, s *settings, log zerolog.Logger, o *ops.Server) 
 	})
 	res, err := migrate(ctx, conn, schema.Options{Database: cfg.Database, RetentionDays: s.retention}, cfg, log)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
 		return err
 	}
 	svc, err := sink.New(s.svc, sink.Deps{JS: js, Conn: conn, Log: log, Now: time.Now, Metrics: sink.NewMetrics(o.Registry())})
@@ -208,7 +169,7 @@ func serve(ctx context.Context, s *settings, log zerolog.Logger, o *ops.Server) 
 		o.AddConsumerLag(js, k.Stream, k.Durable)
 	}
 	started()
-	log.Info().Str("url", nc.ConnectedUrlRedacted()).Str("clickhouse", s.chAddr).Str("clickhouse_version", res.Features.Version).
+	log.Info().Str("url", b.NC.ConnectedUrlRedacted()).Str("clickhouse", s.chAddr).Str("clickhouse_version", res.Features.Version).
 		Str("database", cfg.Database).Interface("migrations_applied", res.Applied).Int("batch_size", cfg.BatchSize).
 		Dur("batch_age", cfg.BatchAge).Str("arguments", cfg.Arguments).Msg("audit sink started")
 	err = svc.Run(ctx)

@@ -25,6 +25,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
 	"github.com/mcpdrift/mcpdrift/services/internal/ops"
 	"github.com/mcpdrift/mcpdrift/services/internal/ops/opstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/options"
 	"github.com/mcpdrift/mcpdrift/services/internal/syncbuf"
 )
 
@@ -34,7 +35,7 @@ func env(m map[string]string) func(string) string { return func(k string) string
 
 func TestHelpDocumentsEveryOption(t *testing.T) {
 	var out bytes.Buffer
-	if err := run(context.Background(), []string{"--help"}, env(nil), &out); err != nil {
+	if err := run(context.Background(), []string{"--help"}, env(nil), &out); options.Status(err) != options.ExitOK {
 		t.Fatalf("--help: %v", err)
 	}
 	help := out.String()
@@ -71,7 +72,7 @@ func TestSettings(t *testing.T) {
 		{name: "stray_argument", args: []string{"extra"}, wantErr: "unexpected argument"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, _, err := parse(tc.args, env(tc.env), &bytes.Buffer{})
+			s, err := parse(tc.args, env(tc.env), &bytes.Buffer{})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)

@@ -18,34 +18,27 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/options"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		fmt.Fprintf(os.Stderr, "demoserver: %v\n", err)
-		os.Exit(1) // the only exit
-	}
+	options.Main("demoserver", func(ctx context.Context, args []string) error {
+		return run(ctx, args, os.Getenv, os.Stderr)
+	})
 }
 
 // Releases the server can advertise.
@@ -54,7 +47,7 @@ const (
 	RugPull  = "1.1.0" // the hostile update
 )
 
-const usage = `demoserver: a sample MCP server (team notes) whose tools change on demand.
+const header = `demoserver: a sample MCP server (team notes) whose tools change on demand.
 
 Usage: demoserver [flags]
 
@@ -63,9 +56,8 @@ MCP (Streamable HTTP) is served at http://ADDR/mcp. Release control:
   POST http://ADDR/control/release -d release=R  advertise release R (1.0.0 or 1.1.0)
 Connected clients are sent notifications/tools/list_changed.
 
-Every flag can also be set by the environment variable shown with it.
+Each flag can also be set by its environment variable; a flag wins.
 
-Flags:
 `
 
 // Config is what the command is configured with.
@@ -76,26 +68,16 @@ type Config struct {
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
-	env := func(name, def string) string {
-		if v := getenv(name); v != "" {
-			return v
-		}
-		return def
-	}
-	fs := flag.NewFlagSet("demoserver", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
-	var cfg Config
-	fs.StringVar(&cfg.Listen, "listen", env("MCPDRIFT_DEMO_LISTEN", "127.0.0.1:8490"), "loopback `address` to serve on (MCPDRIFT_DEMO_LISTEN)")
-	fs.StringVar(&cfg.StateFile, "state-file", env("MCPDRIFT_DEMO_STATE_FILE", ""), "`file` that keeps the release across restarts; empty: none (MCPDRIFT_DEMO_STATE_FILE)")
-	fs.StringVar(&cfg.Release, "release", env("MCPDRIFT_DEMO_RELEASE", Reviewed), "`release` advertised at start when the state file has none: "+Reviewed+" or "+RugPull+" (MCPDRIFT_DEMO_RELEASE)")
-	if err := fs.Parse(args); err != nil {
+	cfg := Config{Listen: "127.0.0.1:8490", Release: Reviewed}
+	_, err := options.Parse(options.Command{Name: "demoserver", Header: header, Options: []options.Option{
+		options.Opt("listen", "MCPDRIFT_DEMO_LISTEN", "ADDR", "loopback address to serve on", options.String(&cfg.Listen)),
+		options.Opt("state-file", "MCPDRIFT_DEMO_STATE_FILE", "FILE", "file that keeps the release across restarts; empty: none", options.String(&cfg.StateFile)),
+		options.Opt("release", "MCPDRIFT_DEMO_RELEASE", "VERSION", "release advertised at start when the state file has none: "+Reviewed+" or "+RugPull, options.String(&cfg.Release)),
+	}}, args, getenv, stderr)
+	if err != nil {
 		return Config{}, err
 	}
-	if fs.NArg() > 0 {
-		return Config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	return cfg, cfg.Validate()
+	return cfg, options.Invalid(cfg.Validate())
 }
 
 // Validate reports every problem of the configuration.
@@ -118,7 +100,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	log := zerolog.New(stderr).With().Timestamp().Str("service", "demoserver").Logger()
+	log := options.Logger(stderr, zerolog.InfoLevel, "demoserver")
 	n, err := newNotes(cfg, log)
 	if err != nil {
 		return err

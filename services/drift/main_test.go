@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -17,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
@@ -27,6 +25,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
 	"github.com/mcpdrift/mcpdrift/services/internal/ops"
 	"github.com/mcpdrift/mcpdrift/services/internal/ops/opstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/options"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 	"github.com/mcpdrift/mcpdrift/services/internal/syncbuf"
 )
@@ -58,8 +57,8 @@ func startStackWith(t *testing.T, edit func(*Config)) *stack {
 	addr := make(chan net.Addr, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	cfg := Config{NATSURL: srv.ClientURL(), HTTPAddr: "127.0.0.1:0", Tokens: tokens, Replicas: 1,
-		LogLevel: zerolog.WarnLevel, LogOutput: io.Discard, Service: driftsvc.Config{},
+	cfg := Config{Service: options.Service{NATSURL: srv.ClientURL(), Replicas: 1, BusSetup: bus.SetupCreate, LogLevel: "warn"},
+		HTTPAddr: "127.0.0.1:0", Tokens: tokens, LogOutput: io.Discard, Drift: driftsvc.Config{},
 		Ready: func(a net.Addr) { addr <- a }}
 	if edit != nil {
 		edit(&cfg)
@@ -317,10 +316,10 @@ func TestConfigErrors(t *testing.T) {
 	}
 	env["MCPDRIFT_ADMIN_TOKENS"] = "ops:read:a-secret-that-must-not-show"
 	stderr.Reset()
-	if err := run(context.Background(), []string{"--help"}, getenv, &stderr); !errors.Is(err, flag.ErrHelp) || strings.Contains(stderr.String(), "a-secret") {
+	if err := run(context.Background(), []string{"--help"}, getenv, &stderr); !errors.Is(err, options.ErrHelp) || strings.Contains(stderr.String(), "a-secret") {
 		t.Fatalf("--help: %v\n%s", err, stderr.String())
 	}
-	for _, want := range []string{"-ops-addr host:port", "MCPDRIFT_OPS_ADDR", "/metrics"} {
+	for _, want := range []string{"--ops-addr ADDR", "MCPDRIFT_OPS_ADDR", "/metrics"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("--help lacks %q:\n%s", want, stderr.String())
 		}
@@ -338,7 +337,7 @@ func TestConfigErrors(t *testing.T) {
 func TestOpsEndpoints(t *testing.T) {
 	var logs syncbuf.Buffer
 	s := startStackWith(t, func(c *Config) {
-		c.OpsAddr, c.LogOutput, c.LogLevel = "127.0.0.1:0", &logs, zerolog.InfoLevel
+		c.OpsAddr, c.LogOutput, c.LogLevel = "127.0.0.1:0", &logs, "info"
 	})
 	addr := opstest.Addr(t, logs.String)
 	if status, body := opstest.Get(t, addr, "/healthz"); status != http.StatusOK || body != "ok\n" {
@@ -422,8 +421,8 @@ func TestOpsAddressInUse(t *testing.T) {
 	}
 	defer ln.Close()
 	tokens, _ := admin.ParseTokens("reader:read:" + readSecret)
-	err = serve(context.Background(), Config{NATSURL: srv.ClientURL(), HTTPAddr: "127.0.0.1:0", OpsAddr: ln.Addr().String(),
-		Tokens: tokens, Replicas: 1, LogLevel: zerolog.WarnLevel, LogOutput: io.Discard})
+	err = serve(context.Background(), Config{Service: options.Service{NATSURL: srv.ClientURL(), OpsAddr: ln.Addr().String(), Replicas: 1, BusSetup: bus.SetupCreate, LogLevel: "warn"},
+		HTTPAddr: "127.0.0.1:0", Tokens: tokens, LogOutput: io.Discard})
 	if !errors.Is(err, ops.ErrAddrInUse) {
 		t.Fatalf("serve = %v, want ops.ErrAddrInUse", err)
 	}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/mcpdrift/mcpdrift/services/internal/options"
 	"github.com/mcpdrift/mcpdrift/services/internal/status"
 )
 
@@ -23,19 +23,6 @@ type apiClient struct {
 	base  string
 	token string
 	http  *http.Client
-}
-
-// apiFlags adds the flags every API command shares.
-func apiFlags(fs *flag.FlagSet, getenv func(string) string) (*string, *string) {
-	env := func(k, def string) string {
-		if v := getenv(k); v != "" {
-			return v
-		}
-		return def
-	}
-	api := fs.String("api", env("MCPDRIFT_API", "http://127.0.0.1:8470"), "admin API base `URL` (MCPDRIFT_API)")
-	token := fs.String("token", "", "admin API bearer `token` (MCPDRIFT_TOKEN; prefer the variable: flags show in ps)")
-	return api, token
 }
 
 // apiError is an error answer of the API: printed as "code: message".
@@ -118,26 +105,6 @@ func withVariant(p, variant string) string {
 	return p + "?variant=" + url.QueryEscape(variant)
 }
 
-// parseInterleaved parses flags given before, between and after the
-// positional arguments, and returns the positional ones.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := parseFlags(fs, args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		if rest[0] == "--" {
-			return append(pos, rest[1:]...), nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
-}
-
 // printServers prints a table of servers and their variants: a row per
 // variant, and a row for a held server no variant of which was seen yet.
 func printServers(w io.Writer, servers []status.ServerShow) error {
@@ -183,21 +150,22 @@ func runAPI(ctx context.Context, cmd string, args []string, getenv func(string) 
 	if name == "" {
 		name = cmd
 	}
-	fs := newFlags(cmd, synopsis, stderr)
-	api, token := apiFlags(fs, getenv)
-	asJSON := fs.Bool("json", false, "print the API's JSON instead of a table (status)")
-	hash := fs.String("hash", "", "the live manifest hash you reviewed and approve; the variant live at it is approved (approve)")
-	reason := fs.String("reason", "", "why (quarantine)")
-	preemptive := fs.Bool("preemptive", false, "quarantine a server never observed yet, so that its first listing comes up held (quarantine)")
-	variant := fs.String("variant", "", "the listing `variant`, only where the server has several the command could mean (show, diff --live, history, approve)")
-	pos, err := parseInterleaved(fs, args)
+	api, token, variant, hash, reason := "http://127.0.0.1:8470", "", "", "", ""
+	var asJSON, preemptive bool
+	fs := command(name, synopsis, options.Interleaved,
+		options.Opt("api", "MCPDRIFT_API", "URL", "admin API base URL", options.String(&api)),
+		options.Opt("token", "MCPDRIFT_TOKEN", "TOKEN", "admin API bearer token (prefer the variable: flags show in ps)", options.String(&token)),
+		options.Opt("json", "", "", "print the API's JSON instead of a table (status)", options.Bool(&asJSON)),
+		options.Opt("hash", "", "HASH", "the live manifest hash you reviewed and approve; the variant live at it is approved (approve)", options.String(&hash)),
+		options.Opt("reason", "", "TEXT", "why (quarantine)", options.String(&reason)),
+		options.Opt("preemptive", "", "", "quarantine a server never observed yet, so that its first listing comes up held (quarantine)", options.Bool(&preemptive)),
+		options.Opt("variant", "", "V", "the listing variant, only where the server has several the command could mean (show, diff --live, history, approve)", options.String(&variant)),
+	)
+	pos, err := options.Parse(fs, args, getenv, stderr)
 	if err != nil {
 		return err
 	}
-	if *token == "" {
-		*token = getenv("MCPDRIFT_TOKEN") // not a flag default: --help would print it
-	}
-	c := &apiClient{base: strings.TrimRight(*api, "/"), token: *token, http: &http.Client{Timeout: 30 * time.Second}}
+	c := &apiClient{base: strings.TrimRight(api, "/"), token: token, http: &http.Client{Timeout: 30 * time.Second}}
 	switch cmd {
 	case "status":
 		var list []status.ServerShow
@@ -209,7 +177,7 @@ func runAPI(ctx context.Context, cmd string, args []string, getenv func(string) 
 		default:
 			p, err := serverPath(name, pos)
 			if err != nil {
-				fs.Usage()
+				options.Usage(stderr, fs.Header, fs.Options)
 				return err
 			}
 			var one status.ServerShow
@@ -218,31 +186,31 @@ func runAPI(ctx context.Context, cmd string, args []string, getenv func(string) 
 			}
 			list = []status.ServerShow{one}
 		}
-		if *asJSON {
+		if asJSON {
 			return writeJSON(stdout, list)
 		}
 		return printServers(stdout, list)
 	case "show", "server-diff", "history":
 		p, err := serverPath(name, pos)
 		if err != nil {
-			fs.Usage()
+			options.Usage(stderr, fs.Header, fs.Options)
 			return err
 		}
 		p += map[string]string{"show": "", "server-diff": "/diff", "history": "/history"}[cmd]
 		var out json.RawMessage
-		if err := c.do(ctx, "GET", withVariant(p, *variant), nil, &out); err != nil {
+		if err := c.do(ctx, "GET", withVariant(p, variant), nil, &out); err != nil {
 			return ambiguityHint(err)
 		}
 		return writeJSON(stdout, out)
 	case "approve":
 		p, err := serverPath(name, pos)
-		if err != nil || *hash == "" {
-			fs.Usage()
+		if err != nil || hash == "" {
+			options.Usage(stderr, fs.Header, fs.Options)
 			return errors.Join(err, errors.New("usage: approve needs --hash, the live hash you reviewed (see driftctl show)"))
 		}
-		body := map[string]string{"hash": *hash}
-		if *variant != "" {
-			body["variant"] = *variant
+		body := map[string]string{"hash": hash}
+		if variant != "" {
+			body["variant"] = variant
 		}
 		var out json.RawMessage
 		if err := c.do(ctx, "POST", p+"/approve", body, &out); err != nil {
@@ -251,16 +219,16 @@ func runAPI(ctx context.Context, cmd string, args []string, getenv func(string) 
 		return writeJSON(stdout, out)
 	case "quarantine":
 		p, err := serverPath(name, pos)
-		if err == nil && *variant != "" {
+		if err == nil && variant != "" {
 			err = errors.New("usage: quarantine holds the whole server, every listing variant present and future; it takes no --variant")
 		}
 		if err != nil {
-			fs.Usage()
+			options.Usage(stderr, fs.Header, fs.Options)
 			return err
 		}
 		var out json.RawMessage
-		body := map[string]any{"reason": *reason}
-		if *preemptive {
+		body := map[string]any{"reason": reason}
+		if preemptive {
 			body["preemptive"] = true
 		}
 		if err := c.do(ctx, "POST", p+"/quarantine", body, &out); err != nil {

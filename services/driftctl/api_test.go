@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -127,14 +126,8 @@ func TestAdminCommands(t *testing.T) {
 	cli := func(args ...string) (string, string, int) {
 		var out, errb bytes.Buffer
 		err := run(context.Background(), args, func(k string) string { return env[k] }, strings.NewReader(""), &out, &errb)
-		var ee exitError
-		switch {
-		case err == nil:
-			return out.String(), errb.String(), 0
-		case errors.As(err, &ee):
-			return out.String(), errb.String(), ee.code
-		}
-		return out.String(), errb.String() + "driftctl: " + err.Error(), 2
+		code := report(&errb, err)
+		return out.String(), errb.String(), code
 	}
 	poll := func(what string, cond func() bool) {
 		deadline := time.Now().Add(15 * time.Second)

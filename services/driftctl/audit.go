@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"reflect"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/options"
 )
 
 // auditQuery is one common question asked of the audit tables. Its SQL is
@@ -73,40 +74,31 @@ const auditUsage = `Usage: driftctl audit QUERY [--since DURATION] [--json] [fla
 Runs a common query on the audit tables in ClickHouse (written by the audit
 sink; docs/analytics.md has the SQL and more). QUERY is one of:
 %s
-Flags:
 `
 
 var auditDatabasePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 
 func runAudit(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	env := func(k, def string) string {
-		if v := getenv(k); v != "" {
-			return v
-		}
-		return def
-	}
 	var names strings.Builder
 	for _, q := range auditQueries {
 		fmt.Fprintf(&names, "  %-14s %s\n", q.name, q.help)
 	}
-	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, auditUsage, names.String())
-		fs.PrintDefaults()
-	}
-	addr := fs.String("clickhouse", env("MCPDRIFT_CLICKHOUSE_ADDR", "127.0.0.1:9000"), "ClickHouse native protocol `HOST:PORT` (MCPDRIFT_CLICKHOUSE_ADDR; password in MCPDRIFT_CLICKHOUSE_PASSWORD)")
-	user := fs.String("user", env("MCPDRIFT_CLICKHOUSE_USER", "default"), "ClickHouse `user` (MCPDRIFT_CLICKHOUSE_USER)")
-	db := fs.String("database", env("MCPDRIFT_AUDIT_DATABASE", "mcpdrift"), "`database` of the audit tables (MCPDRIFT_AUDIT_DATABASE)")
-	since := fs.Duration("since", 0, "only events of the last `DURATION` (like 24h, 720h); 0 for all")
-	asJSON := fs.Bool("json", false, "print JSON lines instead of a table")
-
+	addr, user, db := "127.0.0.1:9000", "default", "mcpdrift"
+	var since time.Duration
+	var asJSON bool
+	c := options.Command{Name: "driftctl audit", Header: fmt.Sprintf(auditUsage, names.String()), Options: []options.Option{
+		options.Opt("clickhouse", "MCPDRIFT_CLICKHOUSE_ADDR", "HOST:PORT", "ClickHouse native protocol address (password in MCPDRIFT_CLICKHOUSE_PASSWORD)", options.String(&addr)),
+		options.Opt("user", "MCPDRIFT_CLICKHOUSE_USER", "USER", "ClickHouse user", options.String(&user)),
+		options.Opt("database", "MCPDRIFT_AUDIT_DATABASE", "NAME", "database of the audit tables", options.String(&db)),
+		options.Opt("since", "", "DURATION", "only events of the last DURATION (like 24h, 720h); 0 for all", options.Duration(&since)),
+		options.Opt("json", "", "", "print JSON lines instead of a table", options.Bool(&asJSON)),
+	}}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fs.Usage()
+		options.Usage(stderr, c.Header, c.Options)
 		if len(args) == 0 {
-			return exitError{2}
+			return options.Usagef("audit needs a QUERY")
 		}
-		return nil
+		return options.ErrHelp
 	}
 	var q *auditQuery
 	for i := range auditQueries {
@@ -115,45 +107,38 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, st
 		}
 	}
 	if q == nil {
-		fs.Usage()
-		return fmt.Errorf("usage: unknown audit query %q", args[0])
+		return usageOf(c, stderr, "unknown audit query %q", args[0])
 	}
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("usage: %v", err)
+	if _, err := options.Parse(c, args[1:], getenv, stderr); err != nil {
+		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("usage: unexpected argument %q", fs.Arg(0))
+	if !auditDatabasePattern.MatchString(db) {
+		return fmt.Errorf("usage: database %q must be a letter or _ followed by up to 62 of A-Z, a-z, 0-9 and _", db)
 	}
-	if !auditDatabasePattern.MatchString(*db) {
-		return fmt.Errorf("usage: database %q must be a letter or _ followed by up to 62 of A-Z, a-z, 0-9 and _", *db)
-	}
-	if *since < 0 {
-		return fmt.Errorf("usage: --since %v must not be negative", *since)
+	if since < 0 {
+		return fmt.Errorf("usage: --since %v must not be negative", since)
 	}
 	sinceMs := int64(0)
-	if *since > 0 {
-		sinceMs = time.Now().Add(-*since).UnixMilli()
+	if since > 0 {
+		sinceMs = time.Now().Add(-since).UnixMilli()
 	}
 	conn, err := clickhouse.Open(&clickhouse.Options{
-		Addr:        strings.Split(*addr, ","),
-		Auth:        clickhouse.Auth{Database: "default", Username: *user, Password: getenv("MCPDRIFT_CLICKHOUSE_PASSWORD")},
+		Addr:        strings.Split(addr, ","),
+		Auth:        clickhouse.Auth{Database: "default", Username: user, Password: getenv("MCPDRIFT_CLICKHOUSE_PASSWORD")},
 		DialTimeout: 5 * time.Second,
 	})
 	if err != nil {
-		return fmt.Errorf("usage: --clickhouse %q: %v", *addr, err)
+		return fmt.Errorf("usage: --clickhouse %q: %v", addr, err)
 	}
 	defer conn.Close()
-	sql := strings.ReplaceAll(strings.ReplaceAll(q.sql, "mcpdrift.", *db+"."), "SINCE_MS", strconv.FormatInt(sinceMs, 10))
+	sql := strings.ReplaceAll(strings.ReplaceAll(q.sql, "mcpdrift.", db+"."), "SINCE_MS", strconv.FormatInt(sinceMs, 10))
 	rows, err := conn.Query(ctx, sql)
 	if err != nil {
 		var ex *clickhouse.Exception
 		if errors.As(err, &ex) {
 			return fmt.Errorf("clickhouse_error: %s (code %d)", firstLine(ex.Message), ex.Code)
 		}
-		return fmt.Errorf("clickhouse_unreachable: %s: %v", *addr, err)
+		return fmt.Errorf("clickhouse_unreachable: %s: %v", addr, err)
 	}
 	defer rows.Close()
 	cols := rows.Columns()
@@ -175,7 +160,7 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, st
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("clickhouse_error: %v", err)
 	}
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		for _, r := range out {
 			m := make(map[string]any, len(cols))

@@ -22,16 +22,7 @@ func runCLIEnv(t *testing.T, env map[string]string, args ...string) (stdout, std
 	t.Helper()
 	var out, errb bytes.Buffer
 	err := run(context.Background(), args, func(k string) string { return env[k] }, strings.NewReader(""), &out, &errb)
-	var ee exitError
-	switch {
-	case err == nil:
-		code = 0
-	case errors.As(err, &ee):
-		code = ee.code
-	default:
-		code = 2
-		errb.WriteString("driftctl: " + err.Error() + "\n")
-	}
+	code = report(&errb, err)
 	return out.String(), errb.String(), code
 }
 
@@ -46,8 +37,8 @@ func busLines(t *testing.T, out string) map[string]string {
 		}
 		m[f[0]] = strings.Join(f[1:], " ")
 	}
-	if len(m) != len(busObjects) {
-		t.Fatalf("%d objects, want %d:\n%s", len(m), len(busObjects), out)
+	if len(m) != len(bus.Objects()) {
+		t.Fatalf("%d objects, want %d:\n%s", len(m), len(bus.Objects()), out)
 	}
 	return m
 }
@@ -84,9 +75,9 @@ func TestBusSetup(t *testing.T) {
 		t.Fatalf("check on an empty server: code %d, want 1\n%s%s", code, out, errOut)
 	}
 	wantStates(t, out, allStates("missing", "-"))
-	for _, o := range busObjects {
-		if !strings.Contains(errOut, o.kind+" "+o.name) {
-			t.Errorf("check: stderr does not name %s %s: %s", o.kind, o.name, errOut)
+	for _, o := range bus.Objects() {
+		if !strings.Contains(errOut, o.String()) {
+			t.Errorf("check: stderr does not name %s %s: %s", o.Kind, o.Name, errOut)
 		}
 	}
 	if !strings.HasPrefix(errOut, "driftctl: bus_incomplete: missing ") {
@@ -104,7 +95,7 @@ func TestBusSetup(t *testing.T) {
 	// What the services check is there.
 	_, js := srv.Connect(t)
 	ctx := context.Background()
-	if err := bus.CheckStreams(ctx, js, bus.StreamObservations, bus.StreamFingerprints, bus.StreamVerdicts, bus.StreamAdmin); err != nil {
+	if _, err := bus.Bind(ctx, js, bus.SetupCheck, bus.Config{}, bus.Objects()...); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := js.KeyValue(ctx, bus.BucketStatus); err != nil {

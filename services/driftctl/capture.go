@@ -3,12 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/capture"
+	"github.com/mcpdrift/mcpdrift/services/internal/options"
 )
 
 const captureUsage = `Usage: driftctl capture [flags] -- COMMAND [ARGS...]
@@ -31,48 +30,40 @@ completes.
 Example:
   driftctl capture --timeout 1m -- npx -y @modelcontextprotocol/server-memory > memory.json
 
-Flags:
 `
 
 // runCapture implements "driftctl capture"; args follow the subcommand name.
 func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("driftctl capture", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), captureUsage)
-		fs.PrintDefaults()
-	}
-	timeout := fs.Duration("timeout", capture.DefaultTimeout,
-		"give up if the capture is not complete after this `duration`")
-	protocolVersion := fs.String("protocol-version", capture.DefaultProtocolVersion,
-		"MCP protocol `version` to request in initialize")
-	clientCaps := fs.String("client-capabilities", "{}",
-		"client capabilities to send in initialize, a JSON `object`")
-	maxPages := fs.Int("max-pages", capture.DefaultMaxPages,
-		"fail if a list has more than this many `pages`")
-	if err := parseFlags(fs, args); err != nil {
+	timeout, protocolVersion, clientCaps, maxPages := capture.DefaultTimeout, capture.DefaultProtocolVersion, "{}", capture.DefaultMaxPages
+	c := options.Command{Name: "driftctl capture", Header: captureUsage, Args: options.Positional, Options: []options.Option{
+		options.Opt("timeout", "", "DURATION", "give up if the capture is not complete after this duration", options.Duration(&timeout)),
+		options.Opt("protocol-version", "", "VERSION", "MCP protocol version to request in initialize", options.String(&protocolVersion)),
+		options.Opt("client-capabilities", "", "OBJECT", "client capabilities to send in initialize, a JSON object", options.String(&clientCaps)),
+		options.Opt("max-pages", "", "N", "fail if a list has more than this many pages", options.Int(&maxPages)),
+	}}
+	pos, err := options.Parse(c, args, noEnv, stderr)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() == 0 {
-		fs.Usage()
-		return errors.New("usage: capture needs the server command after --")
+	if len(pos) == 0 {
+		return usageOf(c, stderr, "capture needs the server command after --")
 	}
-	if *timeout <= 0 {
-		return fmt.Errorf("usage: --timeout %s must be positive", *timeout)
+	if timeout <= 0 {
+		return options.Usagef("--timeout %s must be positive", timeout)
 	}
-	if *maxPages <= 0 {
-		return fmt.Errorf("usage: --max-pages %d must be positive", *maxPages)
+	if maxPages <= 0 {
+		return options.Usagef("--max-pages %d must be positive", maxPages)
 	}
 	cfg := capture.Config{
-		Command:            fs.Arg(0),
-		Args:               fs.Args()[1:],
-		Timeout:            *timeout,
-		ProtocolVersion:    *protocolVersion,
-		ClientCapabilities: json.RawMessage(*clientCaps),
-		MaxPages:           *maxPages,
+		Command:            pos[0],
+		Args:               pos[1:],
+		Timeout:            timeout,
+		ProtocolVersion:    protocolVersion,
+		ClientCapabilities: json.RawMessage(clientCaps),
+		MaxPages:           maxPages,
 	}
 	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("usage: %w", err)
+		return options.Usagef("%v", err)
 	}
 	if err := capture.Run(ctx, cfg, stdout, stderr); err != nil {
 		return fmt.Errorf("capture_failed: %w", err)

@@ -10,6 +10,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/options"
 )
 
 // captureHelperEnv makes TestCaptureHelperServer act as a one-tool MCP
@@ -80,10 +82,10 @@ func TestRunCaptureUsageErrors(t *testing.T) {
 		is         error
 		wantStderr string // substring of what was printed
 	}{
-		{name: "help", args: []string{"-h"}, is: exitError{0}, wantStderr: "Usage: driftctl capture [flags] -- COMMAND"},
+		{name: "help", args: []string{"-h"}, is: options.ErrHelp, wantStderr: "Usage: driftctl capture [flags] -- COMMAND"},
 		{name: "no_command", args: []string{"--timeout", "5s"}, want: "needs the server command", wantStderr: "Usage:"},
 		{name: "no_command_after_dashes", args: []string{"--"}, want: "needs the server command"},
-		{name: "unknown_flag", args: []string{"--bogus", "--", "srv"}, is: exitError{2}, wantStderr: "flag provided but not defined: -bogus"},
+		{name: "unknown_flag", args: []string{"--bogus", "--", "srv"}, is: options.ErrUsage, want: "flag provided but not defined: -bogus"},
 		{name: "bad_timeout", args: []string{"--timeout", "0s", "--", "srv"}, want: "--timeout 0s must be positive"},
 		{name: "bad_max_pages", args: []string{"--max-pages", "0", "--", "srv"}, want: "--max-pages 0 must be positive"},
 		{name: "capabilities_not_object", args: []string{"--client-capabilities", "[]", "--", "srv"}, want: "client capabilities must be a JSON object"},

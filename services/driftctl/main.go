@@ -17,12 +17,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/options"
 )
-
-// exitError carries an exit status other than the default 2.
-type exitError struct{ code int }
-
-func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 const usage = `driftctl: the mcpdrift operator CLI
 
@@ -82,25 +79,31 @@ Run "driftctl COMMAND --help" for a command's flags.
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
-	if err == nil {
-		return
-	}
-	var ee exitError
-	if errors.As(err, &ee) {
-		stop()
-		os.Exit(ee.code)
-	}
-	fmt.Fprintf(os.Stderr, "driftctl: %v\n", err)
 	stop()
-	os.Exit(2) // the only other exit
+	os.Exit(report(os.Stderr, err)) // the only exit
+}
+
+// report writes err as "driftctl: <code>: <sentence>" on w and returns the
+// exit status: 0 done (or --help), 1 a finding (options.ExitStatus(1): diff
+// found a change, bus-setup --check found something missing), and 2 for
+// any error, a usage error as every command (options.ExitUsage) and a
+// failure too, since 1 is a finding here, as diff(1) has it.
+func report(w io.Writer, err error) int {
+	var finding options.ExitStatus
+	if errors.As(err, &finding) {
+		return int(finding)
+	}
+	if options.Report(w, "driftctl", err) == options.ExitOK {
+		return options.ExitOK
+	}
+	return options.ExitUsage
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return exitError{2}
+		return options.Usagef("no command")
 	}
 	switch args[0] {
 	case "fingerprint":
@@ -126,5 +129,5 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return nil
 	}
 	fmt.Fprint(stderr, usage)
-	return fmt.Errorf("usage: unknown command %q", args[0])
+	return options.Usagef("unknown command %q", args[0])
 }

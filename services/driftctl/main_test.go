@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,16 +16,7 @@ func runCLI(t *testing.T, stdin string, args ...string) (stdout, stderr string, 
 	t.Helper()
 	var out, errb bytes.Buffer
 	err := run(context.Background(), args, func(string) string { return "" }, strings.NewReader(stdin), &out, &errb)
-	var ee exitError
-	switch {
-	case err == nil:
-		code = 0
-	case errors.As(err, &ee):
-		code = ee.code
-	default:
-		code = 2
-		errb.WriteString("driftctl: " + err.Error() + "\n")
-	}
+	code = report(&errb, err)
 	return out.String(), errb.String(), code
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"regexp"
 	"strings"
@@ -36,14 +35,8 @@ func startCLIRig(t *testing.T) *cliRig {
 func (r *cliRig) cli(args ...string) (string, string, int) {
 	var out, errb bytes.Buffer
 	err := run(context.Background(), args, func(k string) string { return r.env[k] }, strings.NewReader(""), &out, &errb)
-	var ee exitError
-	switch {
-	case err == nil:
-		return out.String(), errb.String(), 0
-	case errors.As(err, &ee):
-		return out.String(), errb.String(), ee.code
-	}
-	return out.String(), errb.String() + "driftctl: " + err.Error() + "\n", 2
+	code := report(&errb, err)
+	return out.String(), errb.String(), code
 }
 
 func (r *cliRig) poll(what string, cond func() bool) {

@@ -2,12 +2,11 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 
+	"github.com/mcpdrift/mcpdrift/services/internal/options"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
 
@@ -15,26 +14,19 @@ import (
 // limits apply on top.
 const maxInput = 64 << 20
 
-func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: driftctl %s\n\nFlags:\n", synopsis)
-		fs.PrintDefaults()
-	}
-	return fs
+// command is a driftctl command: its synopsis, its flags (the ones without
+// a variable are flags only) and where its arguments go.
+func command(name, synopsis string, args options.Args, opts ...options.Option) options.Command {
+	return options.Command{Name: "driftctl " + name, Header: "Usage: driftctl " + synopsis + "\n\n", Options: opts, Args: args}
 }
 
-// parseFlags parses args; --help exits 0, a bad flag is a usage error.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	err := fs.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		return exitError{0}
-	}
-	if err != nil {
-		return exitError{2} // the flag package has printed the problem and the usage
-	}
-	return nil
+// noEnv is the environment of the commands on files: they read none.
+func noEnv(string) string { return "" }
+
+// usageOf writes c's usage and returns a usage error saying what is wrong.
+func usageOf(c options.Command, stderr io.Writer, format string, a ...any) error {
+	options.Usage(stderr, c.Header, c.Options)
+	return options.Usagef(format, a...)
 }
 
 func readInput(name string, stdin io.Reader) ([]byte, error) {
@@ -70,21 +62,22 @@ func loadSurface(name string, stdin io.Reader, opt surface.Options) (*surface.Su
 }
 
 func runFingerprint(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlags("fingerprint", "fingerprint [--json] [--no-annotations] FILE|-", stderr)
-	asJSON := fs.Bool("json", false, "print every item's hash too, as JSON")
-	noAnn := fs.Bool("no-annotations", false, "leave tool annotations out of the hashes")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return errors.New("usage: fingerprint takes one FILE (or - for stdin)")
-	}
-	s, err := loadSurface(fs.Arg(0), stdin, surface.Options{ExcludeAnnotations: *noAnn})
+	var asJSON, noAnn bool
+	c := command("fingerprint", "fingerprint [--json] [--no-annotations] FILE|-", options.Interleaved,
+		options.Opt("json", "", "", "print every item's hash too, as JSON", options.Bool(&asJSON)),
+		options.Opt("no-annotations", "", "", "leave tool annotations out of the hashes", options.Bool(&noAnn)))
+	pos, err := options.Parse(c, args, noEnv, stderr)
 	if err != nil {
 		return err
 	}
-	if !*asJSON {
+	if len(pos) != 1 {
+		return usageOf(c, stderr, "fingerprint takes one FILE (or - for stdin)")
+	}
+	s, err := loadSurface(pos[0], stdin, surface.Options{ExcludeAnnotations: noAnn})
+	if err != nil {
+		return err
+	}
+	if !asJSON {
 		_, err = fmt.Fprintln(stdout, s.Hash)
 		return err
 	}
@@ -104,24 +97,25 @@ func runFingerprint(args []string, stdin io.Reader, stdout, stderr io.Writer) er
 }
 
 func runDiff(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlags("diff", "diff [--no-annotations] OLD NEW", stderr)
-	noAnn := fs.Bool("no-annotations", false, "leave tool annotations out of the comparison")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() != 2 {
-		fs.Usage()
-		return errors.New("usage: diff takes two files, OLD (the baseline) and NEW")
-	}
-	if fs.Arg(0) == "-" && fs.Arg(1) == "-" {
-		return errors.New("usage: only one of OLD and NEW can be - (stdin)")
-	}
-	opt := surface.Options{ExcludeAnnotations: *noAnn}
-	old, err := loadSurface(fs.Arg(0), stdin, opt)
+	var noAnn bool
+	c := command("diff", "diff [--no-annotations] OLD NEW", options.Interleaved,
+		options.Opt("no-annotations", "", "", "leave tool annotations out of the comparison", options.Bool(&noAnn)))
+	pos, err := options.Parse(c, args, noEnv, stderr)
 	if err != nil {
 		return err
 	}
-	cur, err := loadSurface(fs.Arg(1), stdin, opt)
+	if len(pos) != 2 {
+		return usageOf(c, stderr, "diff takes two files, OLD (the baseline) and NEW")
+	}
+	if pos[0] == "-" && pos[1] == "-" {
+		return options.Usagef("only one of OLD and NEW can be - (stdin)")
+	}
+	opt := surface.Options{ExcludeAnnotations: noAnn}
+	old, err := loadSurface(pos[0], stdin, opt)
+	if err != nil {
+		return err
+	}
+	cur, err := loadSurface(pos[1], stdin, opt)
 	if err != nil {
 		return err
 	}
@@ -130,7 +124,7 @@ func runDiff(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	if rep.Drift {
-		return exitError{1}
+		return options.ExitStatus(1) // a finding
 	}
 	return nil
 }

@@ -8,14 +8,10 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
@@ -26,13 +22,9 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stderr); err != nil {
-		fmt.Fprintf(os.Stderr, "fingerprint: %v\n", err)
-		stop()
-		os.Exit(1) // the only exit
-	}
+	options.Main("fingerprint", func(ctx context.Context, args []string) error {
+		return run(ctx, args, os.Getenv, os.Stderr)
+	})
 }
 
 // settings are what run reads from flags and the environment.
@@ -77,80 +69,49 @@ Each flag can also be set by its environment variable; a flag wins.
 }
 
 // parse fills settings from defaults, then the environment, then flags.
-func parse(args []string, getenv func(string) string, stderr io.Writer) (*settings, bool, error) {
+func parse(args []string, getenv func(string) string, stderr io.Writer) (*settings, error) {
 	s := new(settings)
-	help, err := options.Parse("fingerprint", header(), settingsOptions(s), args, getenv, stderr)
-	if help || err != nil {
-		return nil, help, err
-	}
-	return s, false, nil
+	_, err := options.Parse(options.Command{Name: "fingerprint", Header: header(), Options: settingsOptions(s)}, args, getenv, stderr)
+	return s, err
 }
 
 func (s *settings) validate() (zerolog.Level, error) {
 	lvl, err := s.Service.Validate()
-	return lvl, errors.Join(err, s.svc.Validate())
+	return lvl, options.Invalid(errors.Join(err, s.svc.Validate()))
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	s, helped, err := parse(args, getenv, stderr)
-	if helped || err != nil {
+	s, err := parse(args, getenv, stderr)
+	if err != nil {
 		return err
 	}
 	lvl, err := s.validate()
 	if err != nil {
-		return fmt.Errorf("config: %w", err)
+		return err
 	}
-	log := zerolog.New(stderr).Level(lvl).With().Timestamp().Str("service", fpsvc.ServiceName).Logger()
+	log := options.Logger(stderr, lvl, fpsvc.ServiceName)
 	o := ops.New(fpsvc.ServiceName, log)
 	return o.RunWith(ctx, s.OpsAddr, func(ctx context.Context) error { return serve(ctx, s, log, o) })
 }
-
-// natsInboxPrefix is where the service's replies arrive (JetStream API
-// answers, publish acks, pulled messages): the fingerprint role may
-// subscribe there and nowhere else under an inbox (deploy/nats/auth.conf).
-const natsInboxPrefix = "_INBOX_fingerprint"
 
 // serve connects, sets up the bus and runs the service until ctx ends; o
 // holds its readiness checks and metrics.
 func serve(ctx context.Context, s *settings, log zerolog.Logger, o *ops.Server) error {
 	started := o.Starting("connecting and checking streams")
 	metrics := fpsvc.NewMetrics(o.Registry())
-
-	nc, err := nats.Connect(s.NATSURL, bus.ServiceOptions("mcpdrift-"+fpsvc.ServiceName, natsInboxPrefix, s.NATSCreds, log)...)
-	if err != nil {
-		return fmt.Errorf("connecting to %s: %w", s.NATSURL, err)
-	}
-	o.AddCheck("nats", ops.NATSConnected(nc))
-	defer func() {
-		_ = nc.FlushTimeout(2 * time.Second) // acks and naks still buffered
-		nc.Close()
-	}()
+	c := s.svc.WithDefaults()
 	// Asynchronous publishes that get no answer are dropped after the
 	// operation timeout instead of being tracked for ever.
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(s.svc.WithDefaults().OpTimeout))
+	b, err := s.Open(ctx, fpsvc.ServiceName, log, []bus.Object{bus.Observations, bus.Fingerprints, bus.Manifests},
+		jetstream.WithPublishAsyncTimeout(c.OpTimeout))
 	if err != nil {
-		return fmt.Errorf("jetstream: %w", err)
+		return err
 	}
-	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	var manifests jetstream.ObjectStore
-	if s.BusSetup == options.SetupCheck {
-		manifests, err = checkBus(setupCtx, js)
-	} else {
-		var h *bus.Handles
-		if h, err = bus.Setup(setupCtx, js, bus.Config{Replicas: s.Replicas}); err == nil {
-			manifests = h.Manifests
-		}
-	}
-	cancel()
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil // asked to stop while starting
-		}
-		return fmt.Errorf("setting up streams and buckets: %w", err)
-	}
+	defer b.Close(2 * time.Second) // acks and naks still buffered
+	o.AddCheck("nats", ops.NATSConnected(b.NC))
 	svc, err := fpsvc.New(s.svc, fpsvc.Deps{
-		JS:        js,
-		Manifests: fpsvc.NewObjectManifests(manifests),
+		JS:        b.JS,
+		Manifests: fpsvc.NewObjectManifests(b.Manifests),
 		Log:       log,
 		Now:       time.Now,
 		Metrics:   metrics,
@@ -158,28 +119,13 @@ func serve(ctx context.Context, s *settings, log zerolog.Logger, o *ops.Server) 
 	if err != nil {
 		return err
 	}
-	c := s.svc.WithDefaults()
-	o.AddConsumerLag(js, bus.StreamObservations, c.Durable)
+	o.AddConsumerLag(b.JS, bus.StreamObservations, c.Durable)
 	started()
-	log.Info().Str("url", nc.ConnectedUrlRedacted()).Str("durable", c.Durable).Int("workers", c.Workers).
+	log.Info().Str("url", b.NC.ConnectedUrlRedacted()).Str("durable", c.Durable).Int("workers", c.Workers).
 		Int("max_deliver", c.MaxDeliver).Int("max_ack_pending", c.MaxAckPending).Msg("fingerprint service started")
 	err = svc.Run(ctx)
 	st := svc.Stats()
 	log.Info().Uint64("processed", st.Processed).Uint64("rejected", st.Rejected).Uint64("poison", st.Poison).
 		Uint64("exhausted", st.Exhausted).Uint64("retries", st.Retries).Msg("fingerprint service stopped")
 	return err
-}
-
-// checkBus checks that the streams the service uses exist and binds the
-// manifest store, with no right to create or change them: a deployment whose
-// administrator ran the bus setup (docs/deployment.md).
-func checkBus(ctx context.Context, js jetstream.JetStream) (jetstream.ObjectStore, error) {
-	if err := bus.CheckStreams(ctx, js, bus.StreamObservations, bus.StreamFingerprints); err != nil {
-		return nil, err
-	}
-	store, err := js.ObjectStore(ctx, bus.BucketManifests)
-	if err != nil {
-		return nil, fmt.Errorf("binding object store %s (run the bus setup first): %w", bus.BucketManifests, err)
-	}
-	return store, nil
 }

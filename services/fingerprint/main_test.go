@@ -20,6 +20,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
 	"github.com/mcpdrift/mcpdrift/services/internal/ops"
 	"github.com/mcpdrift/mcpdrift/services/internal/ops/opstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/options"
 	"github.com/mcpdrift/mcpdrift/services/internal/syncbuf"
 )
 
@@ -27,7 +28,7 @@ func env(m map[string]string) func(string) string { return func(k string) string
 
 func TestHelpDocumentsEveryOption(t *testing.T) {
 	var out bytes.Buffer
-	if err := run(context.Background(), []string{"--help"}, env(nil), &out); err != nil {
+	if err := run(context.Background(), []string{"--help"}, env(nil), &out); options.Status(err) != options.ExitOK {
 		t.Fatalf("--help: %v", err)
 	}
 	help := out.String()
@@ -66,7 +67,7 @@ func TestSettings(t *testing.T) {
 		{name: "stray_argument", args: []string{"extra"}, wantErr: "unexpected argument"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, _, err := parse(tc.args, env(tc.env), &bytes.Buffer{})
+			s, err := parse(tc.args, env(tc.env), &bytes.Buffer{})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("parse = %v, want an error about %s", err, tc.wantErr)

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/ops"
+	"github.com/mcpdrift/mcpdrift/services/internal/options"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/fleet"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/metrics"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/streamhttp"
@@ -42,7 +43,7 @@ func serveHTTP(ctx context.Context, cfg Config, js jetstream.JetStream, log zero
 	for _, u := range cfg.Upstreams {
 		gate, pub, err := startFleet(ctx, bg, &wg, js, cfg, u.ID, filepath.Join(cfg.OutboxDir, u.ID), log)
 		if err != nil {
-			return 2, err
+			return options.ExitFailure, err
 		}
 		pubs = append(pubs, pub)
 		gates[u.ID] = gate
@@ -63,7 +64,7 @@ func serveHTTP(ctx context.Context, cfg Config, js jetstream.JetStream, log zero
 	}
 	px, err := streamhttp.New(streamhttp.Config{Log: log}, ups)
 	if err != nil {
-		return 2, err
+		return options.ExitFailure, err
 	}
 	defer px.Close()
 	o.AddCheck("gate", gateCheck(gates))
@@ -78,7 +79,7 @@ func serveHTTP(ctx context.Context, cfg Config, js jetstream.JetStream, log zero
 	mux.Handle("/", px)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		return 2, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
+		return options.ExitFailure, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	log.Info().Str("listen", ln.Addr().String()).Int("upstreams", len(ups)).Msg("serving")
@@ -87,7 +88,7 @@ func serveHTTP(ctx context.Context, cfg Config, js jetstream.JetStream, log zero
 	go func() { served <- srv.Serve(ln) }()
 	select {
 	case err := <-served:
-		return 2, fmt.Errorf("serving: %w", err)
+		return options.ExitFailure, fmt.Errorf("serving: %w", err)
 	case <-ctx.Done():
 	}
 	// Streams stay open until their clients leave: give them a grace, then

@@ -16,7 +16,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -29,12 +28,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/ops"
+	"github.com/mcpdrift/mcpdrift/services/internal/options"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/fleet"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/metrics"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
@@ -43,30 +42,24 @@ import (
 
 func main() {
 	code, err := run(context.Background(), os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
-	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(os.Stderr, "proxy: %v\n", err)
-			code = 2
-		}
+	if err == nil {
+		err = options.ExitStatus(code) // the upstream server's exit status
 	}
-	os.Exit(code) // the only exit: the upstream server's exit code, or 2
+	options.Exit("proxy", err)
 }
 
 // Config is everything the command is configured with.
 type Config struct {
-	Tenant         string
-	ServerID       string
-	ProxyID        string
-	NATSURL        string
-	NATSCreds      string
-	OutboxDir      string
-	FirstSightWait time.Duration
-	Arguments      string // what a call observation holds of the arguments: digest or full
-	LogLevel       zerolog.Level
-	Command        []string
-	OpsAddr        string     // the ops listener (/healthz, /readyz, /metrics), or "" for none
-	Listen         string     // HTTP mode: the address to serve on
-	Upstreams      []upstream // HTTP mode: the servers fronted
+	options.Service // NATS, log level, ops address; it sets up no stream
+	Tenant          string
+	ServerID        string
+	ProxyID         string
+	OutboxDir       string
+	FirstSightWait  time.Duration
+	Arguments       string // what a call observation holds of the arguments: digest or full
+	Command         []string
+	Listen          string     // HTTP mode: the address to serve on
+	Upstreams       []upstream // HTTP mode: the servers fronted
 }
 
 // upstream is one --upstream ID=URL (Streamable HTTP) or ID=sse:URL
@@ -76,26 +69,20 @@ type upstream struct {
 	SSE     bool
 }
 
-type upstreamList []upstream
-
-func (l *upstreamList) String() string { return "" }
-
-func (l *upstreamList) Set(v string) error {
-	for _, one := range strings.Split(v, ",") {
-		id, u, ok := strings.Cut(strings.TrimSpace(one), "=")
-		if !ok || id == "" || u == "" {
-			return fmt.Errorf("upstream %q: want ID=URL or ID=sse:URL", one)
-		}
-		up := upstream{ID: id, URL: u}
-		if rest, ok := strings.CutPrefix(u, "sse:"); ok {
-			up.URL, up.SSE = rest, true
-		}
-		*l = append(*l, up)
+// parseUpstream reads one ID=URL or ID=sse:URL.
+func parseUpstream(one string) (upstream, error) {
+	id, u, ok := strings.Cut(one, "=")
+	if !ok || id == "" || u == "" {
+		return upstream{}, fmt.Errorf("upstream %q: want ID=URL or ID=sse:URL", one)
 	}
-	return nil
+	up := upstream{ID: id, URL: u}
+	if rest, ok := strings.CutPrefix(u, "sse:"); ok {
+		up.URL, up.SSE = rest, true
+	}
+	return up, nil
 }
 
-const usage = `proxy: the mcpdrift MCP proxy
+const header = `proxy: the mcpdrift MCP proxy
 
 Usage: proxy --server-id ID [flags] -- COMMAND [ARGS...]        (stdio)
        proxy --listen ADDR --upstream ID=URL [--upstream ...]  (HTTP)
@@ -114,10 +101,12 @@ reachable.
 its own, in either mode.
 
 Tools the drift service has not approved are withheld from listings and
-their calls refused with an MCP tool error. Logs go to stderr. Every flag
-can also be set by the environment variable shown.
+their calls refused with an MCP tool error. Logs go to stderr. Exit status:
+the upstream server's on stdio; 1 when the proxy fails, 2 for a usage or
+configuration error.
 
-Flags:
+Each flag can also be set by its environment variable; a flag wins.
+
 `
 
 var idClean = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
@@ -134,43 +123,27 @@ func (c Config) sessionConfig(server string) session.Config {
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
-	env := func(k, def string) string {
-		if v := getenv(k); v != "" {
-			return v
-		}
-		return def
-	}
 	host, _ := os.Hostname()
-	defaultOutbox := filepath.Join(os.TempDir(), "mcpdrift-outbox")
+	cfg := Config{Tenant: "default", ProxyID: strings.Trim(idClean.ReplaceAllString(host, "-"), "-"),
+		OutboxDir: filepath.Join(os.TempDir(), "mcpdrift-outbox"), FirstSightWait: 2 * time.Second, Arguments: argumentsDigest}
 	if dir, err := os.UserCacheDir(); err == nil {
-		defaultOutbox = filepath.Join(dir, "mcpdrift", "outbox")
+		cfg.OutboxDir = filepath.Join(dir, "mcpdrift", "outbox")
 	}
-	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
-	tenant := fs.String("tenant", env("MCPDRIFT_TENANT", "default"), "tenant `id` (MCPDRIFT_TENANT)")
-	server := fs.String("server-id", env("MCPDRIFT_SERVER_ID", ""), "the upstream server's `id`, the same on every proxy that fronts it (MCPDRIFT_SERVER_ID; required)")
-	proxyID := fs.String("proxy-id", env("MCPDRIFT_PROXY_ID", strings.Trim(idClean.ReplaceAllString(host, "-"), "-")), "this proxy node's `id` (MCPDRIFT_PROXY_ID)")
-	natsURL := fs.String("nats-url", env("MCPDRIFT_NATS_URL", nats.DefaultURL), "NATS server `URL` (MCPDRIFT_NATS_URL)")
-	creds := fs.String("nats-creds", env("MCPDRIFT_NATS_CREDS", ""), "NATS credentials `file` (MCPDRIFT_NATS_CREDS)")
-	outbox := fs.String("outbox-dir", env("MCPDRIFT_OUTBOX_DIR", defaultOutbox), "where events wait while NATS is unreachable (MCPDRIFT_OUTBOX_DIR)")
-	wait := fs.Duration("first-sight-wait", durationEnv(getenv, "MCPDRIFT_FIRST_SIGHT_WAIT", 2*time.Second), "how long a decision waits for a verdict on a server never seen (MCPDRIFT_FIRST_SIGHT_WAIT)")
-	arguments := fs.String("arguments", env("MCPDRIFT_ARGUMENTS", argumentsDigest), "what call observations hold of tool-call `arguments`: digest (a SHA-256 digest only) or full (the arguments too, as the client wrote them; they can hold secrets) (MCPDRIFT_ARGUMENTS)")
-	logLevel := fs.String("log-level", env("MCPDRIFT_LOG_LEVEL", "warn"), "log `level` (MCPDRIFT_LOG_LEVEL)")
-	opsAddr := fs.String("ops-addr", env("MCPDRIFT_OPS_ADDR", ""), "serve /healthz, /readyz and /metrics on this `address` (MCPDRIFT_OPS_ADDR; default: off)")
-	listen := fs.String("listen", env("MCPDRIFT_LISTEN", ""), "HTTP mode: serve on this `address`, e.g. 127.0.0.1:8080 (MCPDRIFT_LISTEN)")
-	var ups upstreamList
-	fs.Var(&ups, "upstream", "HTTP mode: an upstream `ID=URL` (Streamable HTTP) or ID=sse:URL (HTTP+SSE); repeat for several (MCPDRIFT_UPSTREAMS, comma-separated)")
-	if v := getenv("MCPDRIFT_UPSTREAMS"); v != "" {
-		if err := ups.Set(v); err != nil {
-			return Config{}, err
-		}
-	}
-	if err := fs.Parse(args); err != nil {
+	opts := append(cfg.Service.Options(""),
+		options.Opt("tenant", "MCPDRIFT_TENANT", "ID", "tenant id", options.String(&cfg.Tenant)),
+		options.Opt("server-id", "MCPDRIFT_SERVER_ID", "ID", "the upstream server's id, the same on every proxy that fronts it (required on stdio)", options.String(&cfg.ServerID)),
+		options.Opt("proxy-id", "MCPDRIFT_PROXY_ID", "ID", "this proxy node's id", options.String(&cfg.ProxyID)),
+		options.Opt("outbox-dir", "MCPDRIFT_OUTBOX_DIR", "DIR", "where events wait while NATS is unreachable", options.String(&cfg.OutboxDir)),
+		options.Opt("first-sight-wait", "MCPDRIFT_FIRST_SIGHT_WAIT", "DURATION", "how long a decision waits for a verdict on a server never seen", options.Duration(&cfg.FirstSightWait)),
+		options.Opt("arguments", "MCPDRIFT_ARGUMENTS", "MODE", "what call observations hold of tool-call arguments: digest (a SHA-256 digest only) or full (the arguments too, as the client wrote them; they can hold secrets)", options.String(&cfg.Arguments)),
+		options.Opt("listen", "MCPDRIFT_LISTEN", "ADDR", "HTTP mode: serve on this address, e.g. 127.0.0.1:8080", options.String(&cfg.Listen)),
+		options.Opt("upstream", "MCPDRIFT_UPSTREAMS", "ID=URL", "HTTP mode: an upstream, ID=URL (Streamable HTTP) or ID=sse:URL (HTTP+SSE); repeat, or comma-separate, for several", options.List(&cfg.Upstreams, parseUpstream)),
+	)
+	var err error
+	cfg.Command, err = options.Parse(options.Command{Name: "proxy", Header: header, Options: opts, Args: options.Positional}, args, getenv, stderr)
+	if err != nil {
 		return Config{}, err
 	}
-	cfg := Config{Tenant: *tenant, ServerID: *server, ProxyID: *proxyID, NATSURL: *natsURL, NATSCreds: *creds,
-		OutboxDir: *outbox, FirstSightWait: *wait, Arguments: *arguments, Command: fs.Args(), OpsAddr: *opsAddr, Listen: *listen, Upstreams: ups}
 	var errs []error
 	ids := [][2]string{{"tenant", cfg.Tenant}, {"server", cfg.ServerID}, {"proxy", cfg.ProxyID}}
 	if cfg.Listen == "" {
@@ -207,24 +180,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	if cfg.Arguments != argumentsDigest && cfg.Arguments != argumentsFull {
 		errs = append(errs, fmt.Errorf("--arguments %q: want %s or %s", cfg.Arguments, argumentsDigest, argumentsFull))
 	}
-	var err error
-	if cfg.LogLevel, err = zerolog.ParseLevel(*logLevel); err != nil {
-		errs = append(errs, fmt.Errorf("log level %q: %w", *logLevel, err))
+	if _, err := cfg.Service.Validate(); err != nil {
+		errs = append(errs, err)
 	}
-	if len(errs) > 0 {
-		fs.Usage()
-	}
-	return cfg, errors.Join(errs...)
-}
-
-func durationEnv(getenv func(string) string, k string, def time.Duration) time.Duration {
-	if v := getenv(k); v != "" {
-		if d, err := time.ParseDuration(v); err == nil {
-			return d
-		}
-		return -1 // reported by the check above
-	}
-	return def
+	return cfg, options.Invalid(errors.Join(errs...))
 }
 
 // natsInboxPrefix is where a proxy's replies arrive (JetStream API answers,
@@ -236,35 +195,29 @@ func natsInboxPrefix(tenant string) string { return "_INBOX_proxy_" + tenant }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	cfg, err := parseConfig(args, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0, err
-	}
 	if err != nil {
-		return 2, err
+		return options.Status(err), err
 	}
 	// base names no server: the gate and the publisher add tenant and
 	// server themselves, so each line names the server once.
-	base := zerolog.New(stderr).Level(cfg.LogLevel).With().Timestamp().Str("service", "proxy").Logger()
+	lvl, _ := options.ParseLevel(cfg.LogLevel) // validated
+	base := options.Logger(stderr, lvl, "proxy")
 	log := base
 	if cfg.ServerID != "" {
 		log = log.With().Str("server", cfg.ServerID).Logger()
 	}
 
-	// NATS may be down: the proxy starts anyway, fails closed on what it
-	// does not know, and spools its events.
-	opts := []nats.Option{nats.Name("mcpdrift-proxy-" + cfg.ProxyID), nats.CustomInboxPrefix(natsInboxPrefix(cfg.Tenant)),
-		nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true), nats.ReconnectWait(time.Second)}
-	if cfg.NATSCreds != "" {
-		opts = append(opts, nats.UserCredentials(cfg.NATSCreds))
-	}
-	nc, err := nats.Connect(cfg.NATSURL, opts...)
+	// NATS may be down: the proxy starts anyway (in the background), fails
+	// closed on what it does not know, and spools its events.
+	nc, err := bus.Connect(ctx, bus.Conn{URL: cfg.NATSURL, Creds: cfg.NATSCreds, Name: "mcpdrift-proxy-" + cfg.ProxyID,
+		InboxPrefix: natsInboxPrefix(cfg.Tenant), Background: true}, base)
 	if err != nil {
-		return 2, fmt.Errorf("connecting to NATS at %s: %w", bus.RedactURLs(cfg.NATSURL), err)
+		return options.ExitFailure, err
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return 2, err
+		return options.ExitFailure, err
 	}
 	o := ops.New("proxy", log)
 	o.AddCheck("nats", ops.NATSConnected(nc))
@@ -287,7 +240,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		}
 	}
 	if err := o.RunWith(ctx, cfg.OpsAddr, serve); err != nil {
-		return max(code, 2), err
+		return max(code, options.ExitFailure), err
 	}
 	return code, nil
 }
@@ -301,7 +254,7 @@ func serveStdio(ctx context.Context, cfg Config, js jetstream.JetStream, base ze
 	gate, pub, err := startFleet(ctx, bg, &wg, js, cfg, cfg.ServerID, cfg.OutboxDir, base)
 	if err != nil {
 		stopBG()
-		return 2, err
+		return options.ExitFailure, err
 	}
 	m := metrics.New(o.Registry(), []metrics.Upstream{{Gate: gate, Publisher: pub}})
 	o.AddCheck("gate", gateCheck(map[string]*fleet.Gate{cfg.ServerID: gate}))
@@ -310,7 +263,7 @@ func serveStdio(ctx context.Context, cfg Config, js jetstream.JetStream, base ze
 	if err != nil {
 		stopBG()
 		wg.Wait()
-		return 2, err
+		return options.ExitFailure, err
 	}
 	o.AddCheck("upstream", func(context.Context) error {
 		if !p.Running() {

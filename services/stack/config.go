@@ -2,12 +2,13 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/options"
 )
 
 // Config is what `stack` is configured with.
@@ -31,43 +32,22 @@ func (c Config) addr(offset int) string {
 	return "127.0.0.1:" + strconv.Itoa(c.PortBase+offset)
 }
 
-func envOr(getenv func(string) string, name, def string) string {
-	if v := getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
-func atoi(s string) int {
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		return -1 // reported by Validate
-	}
-	return n
-}
-
-func newFlagSet(name, text string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, text); fs.PrintDefaults() }
-	return fs
-}
-
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
-	fs := newFlagSet("stack", usage, stderr)
-	var cfg Config
-	fs.StringVar(&cfg.DataDir, "data-dir", envOr(getenv, "MCPDRIFT_STACK_DIR", ".data/run"), "`directory` of the stack's state: JetStream, admin tokens, proxy outbox, logs (MCPDRIFT_STACK_DIR)")
-	fs.StringVar(&cfg.BinDir, "bin-dir", envOr(getenv, "MCPDRIFT_STACK_BIN_DIR", ""), "`directory` of the service commands; default: the directory of this executable (MCPDRIFT_STACK_BIN_DIR)")
-	fs.IntVar(&cfg.NATSPort, "nats-port", atoi(envOr(getenv, "MCPDRIFT_STACK_NATS_PORT", "4222")), "loopback `port` of the embedded NATS server (MCPDRIFT_STACK_NATS_PORT)")
-	fs.IntVar(&cfg.PortBase, "port-base", atoi(envOr(getenv, "MCPDRIFT_STACK_PORT_BASE", "8470")), "first of the loopback HTTP `port`s, see above (MCPDRIFT_STACK_PORT_BASE)")
-	fs.StringVar(&cfg.ClickHouseAddr, "clickhouse-addr", envOr(getenv, "MCPDRIFT_CLICKHOUSE_ADDR", ""), "ClickHouse native protocol `address` for the audit service; empty: no audit service, audit events wait in JetStream (MCPDRIFT_CLICKHOUSE_ADDR)")
-	fs.StringVar(&cfg.AuditDatabase, "audit-database", envOr(getenv, "MCPDRIFT_AUDIT_DATABASE", "mcpdrift"), "ClickHouse `database` of the audit tables (MCPDRIFT_AUDIT_DATABASE)")
-	fs.StringVar(&cfg.Posture, "posture", envOr(getenv, "MCPDRIFT_POSTURE", "discovery"), "`mode` on first sight of a server: discovery (trust on first use) or strict (MCPDRIFT_POSTURE)")
-	if err := fs.Parse(args); err != nil {
+	cfg := Config{DataDir: ".data/run", NATSPort: 4222, PortBase: 8470, AuditDatabase: "mcpdrift", Posture: "discovery", Replicas: 1}
+	rest, err := options.Parse(options.Command{Name: "stack", Header: usage, Args: options.Positional, Options: []options.Option{
+		dataDir(&cfg.DataDir, "the stack's state: JetStream, admin tokens, proxy outbox, logs"),
+		options.Opt("bin-dir", "MCPDRIFT_STACK_BIN_DIR", "DIR", "directory of the service commands; none: the directory of this executable", options.String(&cfg.BinDir)),
+		options.Opt("nats-port", "MCPDRIFT_STACK_NATS_PORT", "PORT", "loopback port of the embedded NATS server", options.Int(&cfg.NATSPort)),
+		options.Opt("port-base", "MCPDRIFT_STACK_PORT_BASE", "PORT", "first of the loopback HTTP ports, see above", options.Int(&cfg.PortBase)),
+		options.Opt("clickhouse-addr", "MCPDRIFT_CLICKHOUSE_ADDR", "ADDR", "ClickHouse native protocol address for the audit service; none: no audit service, audit events wait in JetStream", options.String(&cfg.ClickHouseAddr)),
+		options.Opt("audit-database", "MCPDRIFT_AUDIT_DATABASE", "NAME", "ClickHouse database of the audit tables", options.String(&cfg.AuditDatabase)),
+		options.Opt("posture", "MCPDRIFT_POSTURE", "MODE", "on first sight of a server: discovery (trust on first use) or strict", options.String(&cfg.Posture)),
+	}}, args, getenv, stderr)
+	if err != nil {
 		return Config{}, err
 	}
-	if fs.NArg() > 0 {
-		return Config{}, fmt.Errorf("unexpected arguments %q (the only subcommand is demo)", fs.Args())
+	if len(rest) > 0 {
+		return Config{}, options.Usagef("unexpected arguments %q (the only subcommand is demo)", rest)
 	}
 	if cfg.BinDir == "" {
 		exe, err := os.Executable()
@@ -76,8 +56,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		}
 		cfg.BinDir = filepath.Dir(exe)
 	}
-	cfg.Replicas = 1
-	return cfg, cfg.Validate()
+	return cfg, options.Invalid(cfg.Validate())
+}
+
+// dataDir is the --data-dir of stack and stack demo.
+func dataDir(p *string, usage string) options.Option {
+	return options.Opt("data-dir", "MCPDRIFT_STACK_DIR", "DIR", usage, options.String(p))
 }
 
 // Validate reports every problem of the configuration.
@@ -112,14 +96,8 @@ type DemoConfig struct {
 }
 
 func parseDemoConfig(args []string, getenv func(string) string, stderr io.Writer) (DemoConfig, error) {
-	fs := newFlagSet("stack demo", "stack demo: play a scripted rug pull against the stack running on DATA-DIR.\n\nUsage: stack demo [flags]\n\nFlags:\n", stderr)
-	var cfg DemoConfig
-	fs.StringVar(&cfg.DataDir, "data-dir", envOr(getenv, "MCPDRIFT_STACK_DIR", ".data/run"), "`directory` of the running stack (MCPDRIFT_STACK_DIR)")
-	if err := fs.Parse(args); err != nil {
-		return DemoConfig{}, err
-	}
-	if fs.NArg() > 0 {
-		return DemoConfig{}, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	return cfg, nil
+	cfg := DemoConfig{DataDir: ".data/run"}
+	_, err := options.Parse(options.Command{Name: "stack demo", Header: "stack demo: play a scripted rug pull against the stack running on DATA-DIR.\n\nUsage: stack demo [flags]\n\n",
+		Options: []options.Option{dataDir(&cfg.DataDir, "directory of the running stack")}}, args, getenv, stderr)
+	return cfg, err
 }

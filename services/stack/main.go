@@ -15,25 +15,16 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/options"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		fmt.Fprintf(os.Stderr, "stack: %v\n", err)
-		os.Exit(1) // the only exit
-	}
+	options.Main("stack", func(ctx context.Context, args []string) error {
+		return run(ctx, args, os.Getenv, os.Stdout, os.Stderr)
+	})
 }
 
 const usage = `stack: run the whole mcpdrift pipeline on this machine.
@@ -46,10 +37,9 @@ The services are the real commands, started from the directory of this
 executable (--bin-dir); their logs go to DATA-DIR/logs. Ports, from
 --port-base P (default 8470): P drift admin API, P+1..P+4 the /healthz,
 /readyz and /metrics of fingerprint, drift, audit and proxy, P+10 the proxy,
-P+20 the sample server. Every flag can also be set by the environment
-variable shown with it.
+P+20 the sample server. Each flag can also be set by its environment
+variable; a flag wins.
 
-Flags:
 `
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {

@@ -18,6 +18,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/rs/zerolog"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/options"
 )
 
 // Info is what a running stack writes to DATA-DIR/stack.json for `stack
@@ -176,7 +178,7 @@ func newLogger(w io.Writer) zerolog.Logger {
 			w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05"}
 		}
 	}
-	return zerolog.New(w).With().Timestamp().Str("service", "stack").Logger()
+	return options.Logger(w, zerolog.InfoLevel, "stack")
 }
 
 func startNATS(cfg Config, storeDir string) (*server.Server, error) {

@@ -11,12 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
@@ -234,18 +231,6 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Handles, e
 	return &Handles{Status: status, Baselines: baselines, Manifests: manifests}, nil
 }
 
-// CheckStreams checks that the named streams exist, for a service that runs
-// under a role without the right to create them (the administrator ran
-// Setup).
-func CheckStreams(ctx context.Context, js jetstream.JetStream, names ...string) error {
-	for _, name := range names {
-		if _, err := js.Stream(ctx, name); err != nil {
-			return fmt.Errorf("checking stream %s (run the bus setup first): %w", name, err)
-		}
-	}
-	return nil
-}
-
 // ManifestName is the object name of a manifest with the given surface hash
 // ("sha256:<hex>" becomes "sha256-<hex>").
 func ManifestName(surfaceHash string) string {
@@ -299,56 +284,4 @@ func StopConsuming(js jetstream.JetStream, cc jetstream.ConsumeContext) {
 		return
 	}
 	cc.Stop()
-}
-
-// RedactURLs hides the secrets of a comma-separated list of NATS URLs, for
-// logs and errors: "nats://user:pw@host" becomes "nats://user:xxxxx@host",
-// and "nats://token@host" (a user without a password is the NATS token)
-// becomes "nats://xxxxx@host". It works on the text, so a secret that is not
-// valid URL syntax is hidden too.
-func RedactURLs(urls string) string {
-	parts := strings.Split(urls, ",")
-	for i, u := range parts {
-		at := strings.LastIndex(u, "@")
-		scheme := strings.Index(u, "://")
-		if at < 0 || scheme < 0 || at < scheme {
-			continue
-		}
-		userinfo := u[scheme+3 : at]
-		if c := strings.IndexByte(userinfo, ':'); c >= 0 {
-			parts[i] = u[:scheme+3] + userinfo[:c] + ":xxxxx" + u[at:]
-		} else {
-			parts[i] = u[:scheme+3] + "xxxxx" + u[at:]
-		}
-	}
-	return strings.Join(parts, ",")
-}
-
-// ServiceOptions are the connection options of a long-running service: its
-// client name, the reply inbox prefix its NATS role may subscribe to
-// (deploy/nats/auth.conf), its credentials file when given, reconnecting for
-// ever, and disconnects, reconnects and asynchronous errors logged.
-func ServiceOptions(name, inboxPrefix, creds string, log zerolog.Logger) []nats.Option {
-	opts := []nats.Option{
-		nats.Name(name),
-		nats.CustomInboxPrefix(inboxPrefix),
-		nats.MaxReconnects(-1),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			log.Warn().Err(err).Msg("nats disconnected")
-		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) {
-			log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("nats reconnected")
-		}),
-		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
-			ev := log.Warn().Err(err)
-			if sub != nil {
-				ev = ev.Str("subject", sub.Subject)
-			}
-			ev.Msg("nats async error")
-		}),
-	}
-	if creds != "" {
-		opts = append(opts, nats.UserCredentials(creds))
-	}
-	return opts
 }
