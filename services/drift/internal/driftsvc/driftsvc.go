@@ -17,7 +17,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
@@ -38,6 +37,10 @@ type Config struct {
 	MaxAckPending int           // messages in flight
 	Workers       int           // fingerprints applied at once (one server's always in order)
 	DrainTimeout  time.Duration // how long shutdown waits for messages in flight
+	// ManifestCacheBytes bounds the parsed manifests kept for diffs and
+	// variant comparisons, in bytes of their stored form; least recently
+	// used go first.
+	ManifestCacheBytes int
 }
 
 // DefaultConfig holds the defaults for zero fields.
@@ -49,6 +52,8 @@ var DefaultConfig = Config{
 	MaxAckPending: 1024,
 	Workers:       16,
 	DrainTimeout:  10 * time.Second,
+
+	ManifestCacheBytes: DefaultManifestCacheBytes,
 }
 
 func (c Config) withDefaults() Config {
@@ -78,6 +83,9 @@ func (c Config) withDefaults() Config {
 	if c.Workers > 0 {
 		d.Workers = c.Workers
 	}
+	if c.ManifestCacheBytes > 0 {
+		d.ManifestCacheBytes = c.ManifestCacheBytes
+	}
 	return d
 }
 
@@ -104,7 +112,10 @@ type Service struct {
 	log  zerolog.Logger
 	now  func() time.Time
 	m    *Metrics
-	surf sync.Map // surface hash -> *surface.Surface, parsed manifests
+	surf *manifestCache // parsed manifests, by surface hash
+	// beforeHandle, when set (by tests), is called by a worker before it
+	// handles a message.
+	beforeHandle func(subject string)
 
 	applied, redelivered, poison, conflicts atomic.Int64
 }
@@ -120,7 +131,8 @@ func New(cfg Config, d Deps) (*Service, error) {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	return &Service{cfg: cfg.withDefaults(), js: d.JS, h: d.Handles, log: d.Log, now: d.Now, m: d.Metrics}, nil
+	c := cfg.withDefaults()
+	return &Service{cfg: c, js: d.JS, h: d.Handles, log: d.Log, now: d.Now, m: d.Metrics, surf: newManifestCache(c.ManifestCacheBytes)}, nil
 }
 
 // Stats are counters for logs and metrics.
@@ -145,28 +157,29 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("creating consumer %s: %w", s.cfg.Durable, err)
 	}
-	// Workers apply fingerprints concurrently; a server's fingerprints go to
-	// one worker, by a hash of the subject (trusted: our own subject names),
-	// so that they are applied in order and do not fight over one record.
-	queues := make([]chan jetstream.Msg, s.cfg.Workers)
+	// Workers apply fingerprints concurrently, each server's in order on
+	// its lane (lanes); the callback never blocks on a busy lane.
+	ln := newLanes(s.cfg.Workers)
 	var wg sync.WaitGroup
-	for i := range queues {
-		queues[i] = make(chan jetstream.Msg, 64)
+	for i := range s.cfg.Workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for msg := range queues[i] {
+			for {
+				msg, ok := ln.next(i)
+				if !ok {
+					return
+				}
+				if s.beforeHandle != nil {
+					s.beforeHandle(msg.Subject())
+				}
 				s.handle(ctx, msg)
 			}
 		}()
 	}
-	cc, err := cons.Consume(func(msg jetstream.Msg) {
-		queues[xxhash.Sum64String(msg.Subject())%uint64(len(queues))] <- msg
-	}, jetstream.PullExpiry(bus.PullExpiry))
+	cc, err := cons.Consume(ln.push, jetstream.PullExpiry(bus.PullExpiry))
 	if err != nil {
-		for _, q := range queues {
-			close(q)
-		}
+		ln.close()
 		wg.Wait()
 		return fmt.Errorf("consuming %s: %w", bus.StreamFingerprints, err)
 	}
@@ -177,11 +190,9 @@ func (s *Service) Run(ctx context.Context) error {
 	case <-time.After(s.cfg.DrainTimeout):
 		s.log.Warn().Dur("timeout", s.cfg.DrainTimeout).Msg("drain timed out; unsettled messages will be redelivered")
 		cc.Stop()
-		<-cc.Closed() // no callback runs after this, so the queues can close
+		<-cc.Closed() // no callback runs after this, so the lanes can close
 	}
-	for _, q := range queues {
-		close(q)
-	}
+	ln.close()
 	wg.Wait()
 	return nil
 }
@@ -678,8 +689,8 @@ func Verdict(rec *state.Record, prev state.Status) *mcpdriftv1.Verdict {
 
 // surfaceOf loads and parses a stored manifest.
 func (s *Service) surfaceOf(ctx context.Context, hash string) (*surface.Surface, error) {
-	if v, ok := s.surf.Load(hash); ok {
-		return v.(*surface.Surface), nil
+	if sf, ok := s.surf.get(hash); ok {
+		return sf, nil
 	}
 	r, err := s.h.Manifests.Get(ctx, bus.ManifestName(hash))
 	if err != nil {
@@ -697,7 +708,7 @@ func (s *Service) surfaceOf(ctx context.Context, hash string) (*surface.Surface,
 	if sf.Hash.String() != hash {
 		return nil, fmt.Errorf("manifest stored as %s hashes to %s", hash, sf.Hash)
 	}
-	s.surf.Store(hash, sf)
+	s.surf.put(hash, sf, len(raw))
 	return sf, nil
 }
 

@@ -65,6 +65,11 @@ func (e *env) start(cfg Config) (*Service, context.CancelFunc) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	return svc, e.run(svc)
+}
+
+// run runs svc until the test ends (or the returned stop is called).
+func (e *env) run(svc *Service) context.CancelFunc {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(ctx) }()
@@ -76,7 +81,7 @@ func (e *env) start(cfg Config) (*Service, context.CancelFunc) {
 	}
 	var once sync.Once
 	e.t.Cleanup(func() { once.Do(stop) })
-	return svc, func() { once.Do(stop) }
+	return func() { once.Do(stop) }
 }
 
 // manifest stores a real capture and returns its fingerprint.
