@@ -16,6 +16,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/coded"
 )
 
 // Prefix starts every subject.
@@ -53,9 +55,10 @@ const PullExpiry = 5 * time.Second
 // DefaultVariant names the listing variant of an observation that names none.
 const DefaultVariant = "default"
 
-// ErrInvalidID is returned for a tenant, server or variant that cannot be a
-// subject token or key part.
-var ErrInvalidID = errors.New("invalid_id")
+// ErrInvalidID is the sentinel of the errors ValidID returns (code
+// invalid_id) for a tenant, server or variant that cannot be a subject
+// token or key part: errors.Is(err, ErrInvalidID) matches them.
+var ErrInvalidID = coded.New(CodeInvalidID, "")
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
@@ -63,7 +66,7 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // so that it is one subject token and one key segment.
 func ValidID(kind, id string) error {
 	if !idPattern.MatchString(id) {
-		return fmt.Errorf("%w: %s %q must be 1 to 64 characters of A-Z, a-z, 0-9, _ and -", ErrInvalidID, kind, clip(id))
+		return coded.Errorf(CodeInvalidID, "%s %q must be 1 to 64 characters of A-Z, a-z, 0-9, _ and -", kind, clip(id))
 	}
 	return nil
 }
