@@ -205,10 +205,10 @@ type Service struct {
 	m     *Metrics
 
 	settler *bus.Settler
-	memo   *memo
-	known  *knownSet
-	flight flightGroup
-	stats  counters
+	memo    *memo
+	known   *knownSet
+	flight  flightGroup
+	stats   counters
 }
 
 // New checks the configuration and dependencies.
