@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -328,5 +329,35 @@ func TestNewSettlerChecksItsConfig(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("NewSettler = %v, want it to name %s", err, want)
 		}
+	}
+}
+
+// TestDocsListEveryDeadLetterCode: docs/bus.md lists the dead-letter codes,
+// every one and in the order of bus.DeadLetterCodes.
+func TestDocsListEveryDeadLetterCode(t *testing.T) {
+	doc, err := os.ReadFile("../../../docs/bus.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "\n## Settlement and dead letters\n")
+	if !ok {
+		t.Fatal(`docs/bus.md has no section "Settlement and dead letters"`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	_, table, ok := strings.Cut(section, "\n| code | meaning | from |\n|---|---|---|\n")
+	if !ok {
+		t.Fatal("docs/bus.md: no table of dead-letter codes in its section on dead letters")
+	}
+	var listed []string
+	for line := range strings.Lines(table) {
+		code, ok := strings.CutPrefix(line, "| `")
+		if !ok {
+			break
+		}
+		code, _, _ = strings.Cut(code, "`")
+		listed = append(listed, code)
+	}
+	if !slices.Equal(listed, bus.DeadLetterCodes) {
+		t.Errorf("docs/bus.md lists the codes %q, bus.DeadLetterCodes are %q", listed, bus.DeadLetterCodes)
 	}
 }
