@@ -361,3 +361,69 @@ func TestDocsListEveryDeadLetterCode(t *testing.T) {
 		t.Errorf("docs/bus.md lists the codes %q, bus.DeadLetterCodes are %q", listed, bus.DeadLetterCodes)
 	}
 }
+
+// TestSettlerHandBackAndInProgress: a message kept in progress is not
+// delivered again after AckWait; one handed back is delivered again at once.
+func TestSettlerHandBackAndInProgress(t *testing.T) {
+	b := natstest.StartBus(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const ackWait = time.Second
+	cons, err := b.JS.CreateOrUpdateConsumer(ctx, bus.StreamObservations, jetstream.ConsumerConfig{
+		Durable: settleDurable, AckPolicy: jetstream.AckExplicitPolicy, AckWait: ackWait,
+		FilterSubject: bus.ListObservationSubject("acme", "s1"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handedBack atomic.Int32
+	s, err := bus.NewSettler(bus.SettleConfig{Service: settleService, MaxDeliver: -1, Timeout: 5 * time.Second,
+		Backoff: bus.Backoff(10*time.Millisecond, 40*time.Millisecond)},
+		bus.SettleDeps{JS: b.JS, Log: zerolog.Nop(), Metrics: func(o bus.Outcome, _ string) {
+			if o == bus.HandedBack {
+				handedBack.Add(1)
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bus.Publish(ctx, b.JS, bus.ListObservationSubject("acme", "s1"), []byte("event"), "e1"); err != nil {
+		t.Fatal(err)
+	}
+	fetch := func(wait time.Duration) jetstream.Msg {
+		t.Helper()
+		msgs, err := cons.Fetch(1, jetstream.FetchMaxWait(wait))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return <-msgs.Messages()
+	}
+	msg := fetch(10 * time.Second)
+	if msg == nil {
+		t.Fatal("no delivery")
+	}
+	// Kept in progress for three AckWaits: never delivered again meanwhile.
+	keep := time.NewTicker(ackWait / 4)
+	defer keep.Stop()
+	for end := time.Now().Add(3 * ackWait); time.Now().Before(end); <-keep.C {
+		s.InProgress(msg)
+		if again := fetch(10 * time.Millisecond); again != nil {
+			md, _ := again.Metadata()
+			t.Fatalf("a message in progress was delivered again (%+v)", md)
+		}
+	}
+	if o := s.HandBack(msg); o != bus.HandedBack || handedBack.Load() != 1 {
+		t.Fatalf("HandBack = %v, counted %d", o, handedBack.Load())
+	}
+	began := time.Now()
+	again := fetch(10 * time.Second)
+	if again == nil {
+		t.Fatal("a message handed back was not delivered again")
+	}
+	if md, err := again.Metadata(); err != nil || md.NumDelivered != 2 || time.Since(began) >= ackWait {
+		t.Fatalf("delivered again after %v: %+v, %v; want the second delivery at once", time.Since(began), md, err)
+	}
+	if o := s.Settle(ctx, again, nil); o != bus.Acked {
+		t.Fatalf("Settle = %v, want acked", o)
+	}
+}
