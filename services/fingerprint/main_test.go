@@ -218,9 +218,9 @@ func TestOpsEndpoints(t *testing.T) {
 	fams.Require(t, 1, obsTotal, "result", "ok")
 	fams.Require(t, 1, obsTotal, "result", "rejected")
 	fams.Require(t, 1, obsTotal, "result", "dead_lettered")
-	fams.Require(t, 1, "mcpdrift_fingerprint_dead_letters_total", "code", fpsvc.CodeSubjectMismatch)
-	fams.Require(t, 0, "mcpdrift_fingerprint_dead_letters_total", "code", fpsvc.CodeMalformedEvent)
-	fams.Require(t, 0, "mcpdrift_fingerprint_dead_letters_total", "code", fpsvc.CodeRetriesExhausted)
+	fams.Require(t, 1, "mcpdrift_fingerprint_dead_letters_total", "code", bus.CodeSubjectMismatch)
+	fams.Require(t, 0, "mcpdrift_fingerprint_dead_letters_total", "code", bus.CodeMalformedEvent)
+	fams.Require(t, 0, "mcpdrift_fingerprint_dead_letters_total", "code", bus.CodeRetriesExhausted)
 	fams.Require(t, 0, "mcpdrift_fingerprint_retries_total")
 	fams.Require(t, 2, "mcpdrift_fingerprint_duration_seconds") // the dead letter was never fingerprinted
 	fams.Require(t, 0, "mcpdrift_consumer_info_errors_total", "consumer", "fingerprint")

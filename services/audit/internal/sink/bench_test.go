@@ -95,7 +95,7 @@ func benchSink(b *testing.B, per int) {
 		}
 		seq++
 		if p := svcForDecode.decode(envelope{subject: subj, seq: seq, stamp: time.Now()}, data, decoded); p != nil {
-			b.Fatal(p.text)
+			b.Fatal(p)
 		}
 	}
 	raw := &decoded.calls

@@ -313,11 +313,11 @@ func TestPoisonIsDeadLettered(t *testing.T) {
 		data          []byte
 		code          string
 	}{
-		{"malformed_protobuf", bus.CallObservationSubject("acme", "s1"), []byte{0xff, 0xff, 0xff}, CodeMalformedEvent},
-		{"malformed_json", bus.VerdictSubject("acme", "s1"), []byte(`{"status": 12`), CodeMalformedEvent},
-		{"subject_mismatch", bus.CallObservationSubject("acme", "s1"), mismatch, CodeSubjectMismatch},
-		{"invalid_time", bus.CallObservationSubject("acme", "s1"), future, CodeInvalidTime},
-		{"unknown_subject", "mcpdrift.obs.other.acme.s1", good, CodeUnknownSubject},
+		{"malformed_protobuf", bus.CallObservationSubject("acme", "s1"), []byte{0xff, 0xff, 0xff}, bus.CodeMalformedEvent},
+		{"malformed_json", bus.VerdictSubject("acme", "s1"), []byte(`{"status": 12`), bus.CodeMalformedEvent},
+		{"subject_mismatch", bus.CallObservationSubject("acme", "s1"), mismatch, bus.CodeSubjectMismatch},
+		{"invalid_time", bus.CallObservationSubject("acme", "s1"), future, bus.CodeInvalidTime},
+		{"unknown_subject", "mcpdrift.obs.other.acme.s1", good, bus.CodeUnknownSubject},
 	}
 	for i, tc := range cases {
 		e.publish(tc.subject, tc.data, fmt.Sprintf("bad-%d", i))

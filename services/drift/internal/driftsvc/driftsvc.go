@@ -24,9 +24,13 @@ import (
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/state"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/coded"
 	"github.com/mcpdrift/mcpdrift/services/internal/status"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
+
+// ServiceName names the service in dead letters.
+const ServiceName = "drift"
 
 // Config configures the service.
 type Config struct {
@@ -117,6 +121,8 @@ type Service struct {
 	// handles a message.
 	beforeHandle func(subject string)
 
+	settler *bus.Settler
+
 	applied, redelivered, poison, conflicts atomic.Int64
 }
 
@@ -131,8 +137,16 @@ func New(cfg Config, d Deps) (*Service, error) {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	c := cfg.withDefaults()
-	return &Service{cfg: c, js: d.JS, h: d.Handles, log: d.Log, now: d.Now, m: d.Metrics, surf: newManifestCache(c.ManifestCacheBytes)}, nil
+	cfg = cfg.withDefaults()
+	s := &Service{cfg: cfg, js: d.JS, h: d.Handles, log: d.Log, now: d.Now, m: d.Metrics, surf: newManifestCache(cfg.ManifestCacheBytes)}
+	var err error
+	s.settler, err = bus.NewSettler(bus.SettleConfig{
+		Service: ServiceName, MaxDeliver: cfg.MaxDeliver, Backoff: retryDelay, Timeout: cfg.AckWait,
+	}, bus.SettleDeps{JS: d.JS, Log: d.Log, Now: d.Now, Metrics: s.count})
+	if err != nil {
+		return nil, fmt.Errorf("driftsvc: %w", err)
+	}
+	return s, nil
 }
 
 // Stats are counters for logs and metrics.
@@ -202,71 +216,56 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) {
 	// in hand finish and settle instead of leaving it half done.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.AckWait)
 	defer cancel()
+	s.settler.Settle(wctx, msg, s.apply(wctx, msg))
+}
+
+// apply checks and applies the fingerprint a message carries. Its error is
+// a bus.Poison when the message can never be applied, and transient
+// otherwise.
+func (s *Service) apply(ctx context.Context, msg jetstream.Msg) error {
 	var fp mcpdriftv1.Fingerprint
 	if err := proto.Unmarshal(msg.Data(), &fp); err != nil {
-		s.deadLetter(wctx, msg, CodeMalformedEvent, err.Error())
-		return
+		return bus.Poisonf(bus.CodeMalformedEvent, "%w", err)
 	}
 	if fp.Variant == "" {
 		fp.Variant = bus.DefaultVariant
 	}
 	for _, id := range [][2]string{{"tenant", fp.Tenant}, {"server", fp.Server}, {"variant", fp.Variant}} {
 		if err := bus.ValidID(id[0], id[1]); err != nil {
-			s.deadLetter(wctx, msg, CodeInvalidID, err.Error())
-			return
+			return bus.Poison(err)
 		}
 	}
 	if msg.Subject() != bus.FingerprintSubject(fp.Tenant, fp.Server) {
 		// NATS permissions apply to subjects: a body must not speak for
 		// another tenant or server than its subject does.
-		s.deadLetter(wctx, msg, CodeSubjectMismatch, fmt.Sprintf("the fingerprint for %s/%s came on %s", fp.Tenant, fp.Server, msg.Subject()))
-		return
+		return bus.Poisonf(bus.CodeSubjectMismatch, "the fingerprint for %s/%s came on %s", fp.Tenant, fp.Server, msg.Subject())
 	}
 	if fp.EventId == "" || (fp.SurfaceHash == "" && fp.ErrorCode == "") {
-		s.deadLetter(wctx, msg, CodeMalformedEvent, "a fingerprint needs an event_id and a surface_hash or an error_code")
-		return
+		return bus.Poisonf(bus.CodeMalformedEvent, "a fingerprint needs an event_id and a surface_hash or an error_code")
 	}
-	if err := s.Observe(wctx, &fp); err != nil {
-		meta, _ := msg.Metadata()
-		if meta != nil && s.cfg.MaxDeliver > 0 && meta.NumDelivered >= uint64(s.cfg.MaxDeliver) {
-			s.deadLetter(wctx, msg, CodeRetriesExhausted, fmt.Sprintf("gave up after %d deliveries: %v", meta.NumDelivered, err))
-			return
-		}
-		delay := time.Second
-		if meta != nil {
-			delay = min(time.Duration(meta.NumDelivered)*time.Second, 30*time.Second)
-		}
-		s.log.Warn().Err(err).Str("event_id", fp.EventId).Str("tenant", fp.Tenant).Str("server", fp.Server).Msg("applying fingerprint; will retry")
-		_ = msg.NakWithDelay(delay)
-		s.m.fingerprint(ResultRetried)
-		return
+	if err := s.Observe(ctx, &fp); err != nil {
+		return fmt.Errorf("applying fingerprint %s of %s/%s: %w", fp.EventId, fp.Tenant, fp.Server, err)
 	}
-	_ = msg.Ack()
-	s.m.fingerprint(ResultOK)
+	return nil
 }
 
-func (s *Service) deadLetter(ctx context.Context, msg jetstream.Msg, code, text string) {
-	s.poison.Add(1)
-	seq := ""
-	if meta, err := msg.Metadata(); err == nil {
-		seq = fmt.Sprint(meta.Sequence.Stream)
-	}
-	dl := &mcpdriftv1.DeadLetter{EventId: "dead-drift-" + seq, Service: "drift", Subject: msg.Subject(),
-		StreamSequence: seq, ErrorCode: code, ErrorMessage: text, AtUnixMs: s.now().UnixMilli()}
-	data, err := bus.MarshalJSON(dl)
-	if err == nil {
-		_, err = bus.Publish(ctx, s.js, bus.DeadLetterSubject("drift"), data, dl.EventId)
-	}
-	if err != nil {
-		// Not dead-lettered yet: let it come back rather than lose the record of it.
-		s.log.Warn().Err(err).Str("subject", msg.Subject()).Msg("publishing dead letter; will retry")
-		_ = msg.NakWithDelay(time.Second)
+// count is told of every settlement by the Settler.
+func (s *Service) count(o bus.Outcome, code string) {
+	switch o {
+	case bus.Acked:
+		s.m.fingerprint(ResultOK)
+	case bus.Retried:
 		s.m.fingerprint(ResultRetried)
-		return
+	case bus.DeadLettered:
+		s.poison.Add(1)
+		s.m.deadLetter(code)
 	}
-	s.log.Warn().Str("subject", msg.Subject()).Str("code", code).Str("stream_seq", seq).Msg("terminated a poison message")
-	_ = msg.Term()
-	s.m.deadLetter(code)
+}
+
+// retryDelay is the NakWithDelay delay after the given delivery (1-based)
+// failed: a second per delivery, at most 30.
+func retryDelay(delivered uint64) time.Duration {
+	return min(time.Duration(max(delivered, 1))*time.Second, 30*time.Second)
 }
 
 // Observe applies one fingerprint result.
@@ -724,17 +723,18 @@ func (s *Service) diffHashes(ctx context.Context, base, live string) (*surface.R
 	return surface.Diff(b, l), nil
 }
 
-// Errors of admin actions beside those of package state; each has a
-// stable code (its text).
+// Errors of admin actions beside those of package state: sentinels of
+// their stable codes (package coded), which errors.Is matches to every
+// error with the code.
 var (
 	// ErrNoBaseline: a diff was asked of a variant without a baseline.
-	ErrNoBaseline = errors.New("no_baseline")
+	ErrNoBaseline = coded.New("no_baseline", "")
 	// ErrVariantAmbiguous: the action needs one listing variant and the
 	// server has several it could mean (see AmbiguousError).
-	ErrVariantAmbiguous = errors.New("variant_ambiguous")
+	ErrVariantAmbiguous = coded.New("variant_ambiguous", "")
 	// ErrHeldAgain: the server was quarantined again while an approve
 	// lifted its hold.
-	ErrHeldAgain = errors.New("held_again")
+	ErrHeldAgain = coded.New("held_again", "")
 )
 
 // AmbiguousError names the variants an action could mean.
@@ -744,11 +744,18 @@ type AmbiguousError struct {
 	Variants               []string // the candidates' names
 }
 
-func (e *AmbiguousError) Error() string {
-	return fmt.Sprintf("%s: %s/%s has %d listing variants that %s could mean; name one as the variant: %s",
-		ErrVariantAmbiguous, e.Tenant, e.Server, len(e.Candidates), e.Action, strings.Join(e.Candidates, "; "))
+func (e *AmbiguousError) Error() string { return e.ErrorCode() + ": " + e.ErrorMessage() }
+
+// ErrorCode returns variant_ambiguous (package coded's Coder).
+func (e *AmbiguousError) ErrorCode() string { return ErrVariantAmbiguous.Code }
+
+// ErrorMessage names the candidates, without the code.
+func (e *AmbiguousError) ErrorMessage() string {
+	return fmt.Sprintf("%s/%s has %d listing variants that %s could mean; name one as the variant: %s",
+		e.Tenant, e.Server, len(e.Candidates), e.Action, strings.Join(e.Candidates, "; "))
 }
 
+// Is matches ErrVariantAmbiguous.
 func (e *AmbiguousError) Is(target error) bool { return target == ErrVariantAmbiguous }
 
 func ambiguous(tenant, server, action string, recs []state.Record) error {
@@ -844,7 +851,7 @@ func (s *Service) variants(ctx context.Context, tenant, server string) ([]state.
 func (s *Service) Get(ctx context.Context, tenant, server, variant string) (*state.Record, error) {
 	rec, _, err := s.get(ctx, bus.StatusKey(tenant, server, variant))
 	if err == nil && rec == nil {
-		err = fmt.Errorf("%w: no status for %s/%s variant %s", state.ErrNotFound, tenant, server, variant)
+		err = coded.Errorf(state.ErrNotFound.Code, "no status for %s/%s variant %s", tenant, server, variant)
 	}
 	return rec, err
 }
@@ -861,7 +868,7 @@ func (s *Service) Server(ctx context.Context, tenant, server string) (*state.Vie
 		return nil, err
 	}
 	if srv == nil && len(recs) == 0 {
-		return nil, fmt.Errorf("%w: server %s/%s has never been observed or quarantined (driftctl status lists the servers there are)", state.ErrNotFound, tenant, server)
+		return nil, coded.Errorf(state.ErrNotFound.Code, "server %s/%s has never been observed or quarantined (driftctl status lists the servers there are)", tenant, server)
 	}
 	return &state.View{Tenant: tenant, Server: server, Hold: srv, Variants: recs}, nil
 }
@@ -932,11 +939,11 @@ func (s *Service) pick(v *state.View, variant, action string, candidate func(*st
 				return &v.Variants[i], nil
 			}
 		}
-		return nil, fmt.Errorf("%w: %s/%s has no listing variant %s (it has: %s)", state.ErrNotFound, v.Tenant, v.Server, variant, names(v.Variants))
+		return nil, coded.Errorf(state.ErrNotFound.Code, "%s/%s has no listing variant %s (it has: %s)", v.Tenant, v.Server, variant, names(v.Variants))
 	}
 	switch len(v.Variants) {
 	case 0:
-		return nil, fmt.Errorf("%w: no listing of %s/%s has been observed yet", state.ErrNotFound, v.Tenant, v.Server)
+		return nil, coded.Errorf(state.ErrNotFound.Code, "no listing of %s/%s has been observed yet", v.Tenant, v.Server)
 	case 1:
 		return &v.Variants[0], nil
 	}
@@ -1037,10 +1044,10 @@ func (s *Service) diffRecord(ctx context.Context, rec *state.Record) (*surface.R
 		base = rec.ReferenceHash
 	}
 	if base == "" {
-		return nil, fmt.Errorf("%w: variant %s of %s/%s has never been approved", ErrNoBaseline, rec.Variant, rec.Tenant, rec.Server)
+		return nil, coded.Errorf(ErrNoBaseline.Code, "variant %s of %s/%s has never been approved", rec.Variant, rec.Tenant, rec.Server)
 	}
 	if rec.LiveError != "" {
-		return nil, fmt.Errorf("%w: the live manifest could not be fingerprinted (%s)", state.ErrUnfingerprinted, rec.LiveError)
+		return nil, coded.Errorf(state.ErrUnfingerprinted.Code, "the live manifest could not be fingerprinted (%s)", rec.LiveError)
 	}
 	return s.diffHashes(ctx, base, rec.LiveHash)
 }
@@ -1085,10 +1092,9 @@ func (s *Service) Approve(ctx context.Context, tenant, server, variant, hash, ac
 		}
 		if len(targets) == 0 {
 			if len(v.Variants) == 0 {
-				return nil, nil, fmt.Errorf("%w: no listing of %s/%s has been observed yet; there is nothing to approve", state.ErrNothingToApprove, tenant, server)
+				return nil, nil, coded.Errorf(state.ErrNothingToApprove.Code, "no listing of %s/%s has been observed yet; there is nothing to approve", tenant, server)
 			}
-			return nil, nil, fmt.Errorf("%w: no variant of %s/%s is live at %s; review what is live now and approve that hash (%s)",
-				state.ErrStaleHash, tenant, server, hash, strings.Join(live, "; "))
+			return nil, nil, coded.Errorf(state.ErrStaleHash.Code, "no variant of %s/%s is live at %s; review what is live now and approve that hash (%s)", tenant, server, hash, strings.Join(live, "; "))
 		}
 	}
 	for _, t := range targets {
@@ -1102,7 +1108,7 @@ func (s *Service) Approve(ctx context.Context, tenant, server, variant, hash, ac
 	// is lifted, unless it was placed after this approve began.
 	if _, err := s.updateServer(ctx, tenant, server, func(srv *state.Server) (state.Server, bool, error) {
 		if srv != nil && srv.Held && srv.HeldAtMs > started.UnixMilli() {
-			return state.Server{}, false, fmt.Errorf("%w: %s quarantined %s/%s again while you approved; approve again to lift that hold", ErrHeldAgain, srv.HeldBy, tenant, server)
+			return state.Server{}, false, coded.Errorf(ErrHeldAgain.Code, "%s quarantined %s/%s again while you approved; approve again to lift that hold", srv.HeldBy, tenant, server)
 		}
 		next, write := state.Release(srv, actor, s.now())
 		return next, write, nil
@@ -1138,7 +1144,7 @@ func (s *Service) Quarantine(ctx context.Context, tenant, server, actor, reason 
 	if !preemptive {
 		if _, err := s.Server(ctx, tenant, server); err != nil {
 			if errors.Is(err, state.ErrNotFound) {
-				err = fmt.Errorf("%w: server %s/%s has never been observed; to hold it before its first listing, quarantine it pre-emptively (driftctl quarantine --preemptive, API \"preemptive\": true)", state.ErrNotFound, tenant, server)
+				err = coded.Errorf(state.ErrNotFound.Code, "server %s/%s has never been observed; to hold it before its first listing, quarantine it pre-emptively (driftctl quarantine --preemptive, API \"preemptive\": true)", tenant, server)
 			}
 			return nil, err
 		}
@@ -1171,17 +1177,12 @@ func (s *Service) quarantineVariant(ctx context.Context, tenant, server, variant
 	})
 }
 
-// Code returns the stable code of an error from this package or package
-// state, or "internal".
+// Code returns the stable code of an error of the service: the code it
+// carries (coded.CodeOf: this package's, package state's, package bus's,
+// the engine's), not_found for a missing key or object, or "internal".
 func Code(err error) string {
-	for _, known := range []error{state.ErrNotFound, state.ErrStaleHash, state.ErrUnfingerprinted, state.ErrNothingToApprove,
-		ErrNoBaseline, ErrVariantAmbiguous, ErrHeldAgain, bus.ErrInvalidID} {
-		if errors.Is(err, known) {
-			return known.Error()
-		}
-	}
-	if c := surface.CodeOf(err); c != "" {
-		return string(c)
+	if c := coded.CodeOf(err); c != "" {
+		return c
 	}
 	if errors.Is(err, jetstream.ErrObjectNotFound) || errors.Is(err, jetstream.ErrKeyNotFound) {
 		return "not_found"

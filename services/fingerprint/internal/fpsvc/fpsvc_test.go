@@ -305,14 +305,14 @@ func TestPoisonIsTerminated(t *testing.T) {
 		data []byte
 		code string
 	}{
-		{"garbage", []byte("\xff\xff\xff not protobuf"), CodeMalformedEvent},
-		{"json_instead_of_protobuf", []byte(`{"event_id":"x"}`), CodeMalformedEvent},
-		{"empty_event_id", with(func(o *mcpdriftv1.ListObservation) { o.EventId = "" }), CodeMalformedEvent},
-		{"event_id_with_newline", with(func(o *mcpdriftv1.ListObservation) { o.EventId = "a\r\nb" }), CodeInvalidID},
-		{"event_id_too_long", with(func(o *mcpdriftv1.ListObservation) { o.EventId = strings.Repeat("e", 201) }), CodeInvalidID},
-		{"tenant_with_space", with(func(o *mcpdriftv1.ListObservation) { o.Tenant = "acme corp" }), CodeInvalidID},
-		{"variant_with_dot", with(func(o *mcpdriftv1.ListObservation) { o.Variant = "a.b" }), CodeInvalidID},
-		{"other_tenant_in_body", with(func(o *mcpdriftv1.ListObservation) { o.Tenant = "globex" }), CodeSubjectMismatch},
+		{"garbage", []byte("\xff\xff\xff not protobuf"), bus.CodeMalformedEvent},
+		{"json_instead_of_protobuf", []byte(`{"event_id":"x"}`), bus.CodeMalformedEvent},
+		{"empty_event_id", with(func(o *mcpdriftv1.ListObservation) { o.EventId = "" }), bus.CodeMalformedEvent},
+		{"event_id_with_newline", with(func(o *mcpdriftv1.ListObservation) { o.EventId = "a\r\nb" }), bus.CodeInvalidID},
+		{"event_id_too_long", with(func(o *mcpdriftv1.ListObservation) { o.EventId = strings.Repeat("e", 201) }), bus.CodeInvalidID},
+		{"tenant_with_space", with(func(o *mcpdriftv1.ListObservation) { o.Tenant = "acme corp" }), bus.CodeInvalidID},
+		{"variant_with_dot", with(func(o *mcpdriftv1.ListObservation) { o.Variant = "a.b" }), bus.CodeInvalidID},
+		{"other_tenant_in_body", with(func(o *mcpdriftv1.ListObservation) { o.Tenant = "globex" }), bus.CodeSubjectMismatch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -331,7 +331,7 @@ func TestPoisonIsTerminated(t *testing.T) {
 			}
 			waitFor(t, "a dead letter", func() bool { return len(deadLetters(t, e.js)) == 1 })
 			dl := deadLetters(t, e.js)[0]
-			wantID := fmt.Sprintf("dead-fingerprint-%d", badSeq)
+			wantID := fmt.Sprintf("dead-fingerprint-%s-%d", bus.StreamObservations, badSeq)
 			if dl.ErrorCode != tc.code || dl.EventId != wantID || dl.Service != ServiceName ||
 				dl.StreamSequence != fmt.Sprint(badSeq) || dl.Subject != bus.ListObservationSubject("acme", "memory") ||
 				dl.ErrorMessage == "" || dl.AtUnixMs == 0 {
@@ -573,7 +573,7 @@ func TestRetriesExhaustedIsDeadLettered(t *testing.T) {
 	publishObs(t, e.js, observation("obs-1", readFixture(t)), "obs-1")
 	waitFor(t, "a dead letter", func() bool { return len(deadLetters(t, e.js)) == 1 })
 	dl := deadLetters(t, e.js)[0]
-	if dl.ErrorCode != CodeRetriesExhausted || !strings.Contains(dl.ErrorMessage, errInjected.Error()) {
+	if dl.ErrorCode != bus.CodeRetriesExhausted || !strings.Contains(dl.ErrorMessage, errInjected.Error()) {
 		t.Errorf("dead letter %+v", dl)
 	}
 	if _, err := terms.NextMsg(10 * time.Second); err != nil {
