@@ -517,6 +517,20 @@ func (s *Service) approvedItems(ctx context.Context, tenant, server string) ([]s
 // errConflict: another writer changed the record between read and write.
 var errConflict = errors.New("conflict")
 
+// maxConflicts bounds the compare-and-set attempts of one change.
+const maxConflicts = 20
+
+// again reports whether a compare-and-set that failed with err on the
+// given attempt is tried again (another writer was first), counting it.
+func (s *Service) again(err error, attempt int) bool {
+	if !errors.Is(err, errConflict) || attempt >= maxConflicts {
+		return false
+	}
+	s.conflicts.Add(1)
+	s.m.conflict()
+	return true
+}
+
 // transact reads a record, applies f, and writes the result with
 // compare-and-set, retrying on conflicts; then it keeps the new baseline
 // version and announces the verdict.
@@ -527,11 +541,8 @@ func (s *Service) transact(ctx context.Context, key, eventID string, f func(*sta
 			return nil, err
 		}
 		out, err := f(rec)
-		if errors.Is(err, errConflict) && attempt < 20 {
-			// f lost a compare-and-set of its own (the server record).
-			s.conflicts.Add(1)
-			s.m.conflict()
-			continue
+		if s.again(err, attempt) {
+			continue // f lost a compare-and-set of its own (the server record)
 		}
 		if err != nil {
 			return rec, err
@@ -548,18 +559,14 @@ func (s *Service) transact(ctx context.Context, key, eventID string, f func(*sta
 		}
 		if out.NewBaseline != nil {
 			if err := s.keepBaseline(ctx, &out.Record, out.NewBaseline); err != nil {
-				if errors.Is(err, errConflict) && attempt < 20 {
-					s.conflicts.Add(1)
-					s.m.conflict()
+				if s.again(err, attempt) {
 					continue
 				}
 				return nil, err
 			}
 		}
 		newRev, err := s.put(ctx, key, rec == nil, rev, &out.Record)
-		if errors.Is(err, errConflict) && attempt < 20 {
-			s.conflicts.Add(1)
-			s.m.conflict()
+		if s.again(err, attempt) {
 			continue
 		}
 		if err != nil {
@@ -575,18 +582,24 @@ func (s *Service) transact(ctx context.Context, key, eventID string, f func(*sta
 }
 
 func (s *Service) get(ctx context.Context, key string) (*state.Record, uint64, error) {
-	e, err := s.h.Status.Get(ctx, key)
+	return getJSON[state.Record](ctx, s.h.Status, key, "status")
+}
+
+// getJSON reads and decodes the JSON record at key of kv, with its
+// revision; nil and 0 when there is none. what names it in errors.
+func getJSON[T any](ctx context.Context, kv jetstream.KeyValue, key, what string) (*T, uint64, error) {
+	e, err := kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("reading status %s: %w", key, err)
+		return nil, 0, fmt.Errorf("reading %s %s: %w", what, key, err)
 	}
-	var rec state.Record
-	if err := json.Unmarshal(e.Value(), &rec); err != nil {
-		return nil, 0, fmt.Errorf("decoding status %s: %w", key, err)
+	v := new(T)
+	if err := json.Unmarshal(e.Value(), v); err != nil {
+		return nil, 0, fmt.Errorf("decoding %s %s: %w", what, key, err)
 	}
-	return &rec, e.Revision(), nil
+	return v, e.Revision(), nil
 }
 
 func (s *Service) put(ctx context.Context, key string, create bool, rev uint64, rec any) (uint64, error) {
@@ -772,19 +785,7 @@ func ambiguous(tenant, server, action string, recs []state.Record) error {
 }
 
 func (s *Service) getServer(ctx context.Context, tenant, server string) (*state.Server, uint64, error) {
-	key := bus.ServerKey(tenant, server)
-	e, err := s.h.Status.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, 0, nil
-	}
-	if err != nil {
-		return nil, 0, fmt.Errorf("reading server record %s: %w", key, err)
-	}
-	var srv state.Server
-	if err := json.Unmarshal(e.Value(), &srv); err != nil {
-		return nil, 0, fmt.Errorf("decoding server record %s: %w", key, err)
-	}
-	return &srv, e.Revision(), nil
+	return getJSON[state.Server](ctx, s.h.Status, bus.ServerKey(tenant, server), "server record")
 }
 
 // putServer writes the server record with compare-and-set (create when
@@ -810,9 +811,7 @@ func (s *Service) updateServer(ctx context.Context, tenant, server string, f fun
 			return srv, err
 		}
 		err = s.putServer(ctx, tenant, server, srv == nil, rev, &next)
-		if errors.Is(err, errConflict) && attempt < 20 {
-			s.conflicts.Add(1)
-			s.m.conflict()
+		if s.again(err, attempt) {
 			continue
 		}
 		if err != nil {
