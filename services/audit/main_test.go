@@ -26,6 +26,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/ops"
 	"github.com/mcpdrift/mcpdrift/services/internal/ops/opstest"
 	"github.com/mcpdrift/mcpdrift/services/internal/options"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/syncbuf"
 )
 
@@ -164,14 +165,10 @@ func TestKilledMidBatchLosesNothing(t *testing.T) {
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 		return cmd, logs
 	}
-	waitFor := func(what string, logs *syncbuf.Buffer, cond func() bool) {
+	waitFor := func(logs *syncbuf.Buffer, cond func() error) {
 		t.Helper()
-		deadline := time.Now().Add(90 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("gave up waiting for %s; logs:\n%s", what, logs.String())
-			}
-			time.Sleep(20 * time.Millisecond)
+		if err := poll.Until(90*time.Second, cond); err != nil {
+			t.Fatalf("%v; logs:\n%s", err, logs.String())
 		}
 	}
 
@@ -187,9 +184,12 @@ func TestKilledMidBatchLosesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor("one batch written and the rest held", logs, func() bool {
+	waitFor(logs, func() error {
 		ap, p, floor := consumer()
-		return count("SELECT count() FROM DB.call_observations FINAL") == 400 && ap == n-400 && p == 0 && floor > 0
+		if rows := count("SELECT count() FROM DB.call_observations FINAL"); rows != 400 || ap != n-400 || p != 0 || floor == 0 {
+			return fmt.Errorf("%d rows, %d unacked, %d pending, ack floor %d; want one batch of 400 written and the rest held", rows, ap, p, floor)
+		}
+		return nil
 	})
 	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -202,9 +202,12 @@ func TestKilledMidBatchLosesNothing(t *testing.T) {
 	// Second run: JetStream redelivers what the killed instance held once
 	// the (now short) ack wait passes.
 	second, logs2 := start("MCPDRIFT_AUDIT_BATCH_AGE=50ms", "MCPDRIFT_AUDIT_ACK_WAIT=2s", "MCPDRIFT_AUDIT_WRITE_TIMEOUT=1s")
-	waitFor("every event written and acked", logs2, func() bool {
+	waitFor(logs2, func() error {
 		ap, p, _ := consumer()
-		return ap == 0 && p == 0 && count("SELECT uniqExact(event_id) FROM DB.call_observations") == n
+		if events := count("SELECT uniqExact(event_id) FROM DB.call_observations"); ap != 0 || p != 0 || events != n {
+			return fmt.Errorf("%d events written, %d unacked, %d pending; want all %d written and acked", events, ap, p, n)
+		}
+		return nil
 	})
 	if got := count("SELECT count() FROM DB.call_observations FINAL"); got != n {
 		t.Errorf("%d rows (FINAL), want %d", got, n)
@@ -323,16 +326,12 @@ func TestOpsEndpoints(t *testing.T) {
 		call(fmt.Sprintf("e-%d", i))
 	}
 	opstest.WaitValue(t, addr, 5, "mcpdrift_audit_rows_held")
-	deadline := time.Now().Add(opstest.Wait)
-	for {
-		if n, _ := opstest.Scrape(t, addr).Value("mcpdrift_audit_write_failures_total"); n > 0 {
-			break
+	poll.Eventually(t, opstest.Wait, func() error {
+		if n, _ := opstest.Scrape(t, addr).Value("mcpdrift_audit_write_failures_total"); n == 0 {
+			return errors.New("no write failure counted with ClickHouse down")
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no write failure counted with ClickHouse down")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	if err := ch.Restart(); err != nil {
 		t.Fatal(err)
 	}
