@@ -17,6 +17,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 	"github.com/mcpdrift/mcpdrift/services/internal/syncbuf"
 )
@@ -129,19 +130,12 @@ func TestAdminCommands(t *testing.T) {
 		code := report(&errb, err)
 		return out.String(), errb.String(), code
 	}
-	poll := func(what string, cond func() bool) {
-		deadline := time.Now().Add(15 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(25 * time.Millisecond)
-		}
-	}
 	fx := "../internal/surface/testdata/real/filesystem/"
 	t0 := time.Now()
 	a := publishFingerprint(t, srv, "fs", "o1", fx+"2026.1.14.json", t0)
-	poll("verified", func() bool { out, _, _ := cli("status"); return strings.Contains(out, "verified") })
+	poll.Eventually(t, wait, func() error {
+		return contains("status", "verified", func() string { out, _, _ := cli("status"); return out })
+	})
 
 	// Follow verdicts while the server drifts.
 	tctx, stopTail := context.WithCancel(context.Background())
@@ -150,13 +144,12 @@ func TestAdminCommands(t *testing.T) {
 	go func() {
 		tailDone <- run(tctx, []string{"tail"}, func(k string) string { return env[k] }, strings.NewReader(""), &tailOut, &tailErr)
 	}()
-	poll("the tail to follow", func() bool { return strings.Contains(tailErr.String(), "following verdicts") })
+	poll.Eventually(t, wait, func() error { return contains("tail's stderr", "following verdicts", tailErr.String) })
 	b := publishFingerprint(t, srv, "fs", "o2", fx+"2026.8.31.json", t0.Add(time.Second))
-	poll("changed", func() bool {
-		out, _, _ := cli("show", "acme", "fs")
-		return strings.Contains(out, `"status": "changed"`)
+	poll.Eventually(t, wait, func() error {
+		return contains("show acme fs", `"status": "changed"`, func() string { out, _, _ := cli("show", "acme", "fs"); return out })
 	})
-	poll("the tail to print the verdict", func() bool { return strings.Contains(tailOut.String(), "STATUS_CHANGED") })
+	poll.Eventually(t, wait, func() error { return contains("tail", "STATUS_CHANGED", tailOut.String) })
 	stopTail()
 	if err := <-tailDone; err != nil {
 		t.Fatalf("tail: %v", err)

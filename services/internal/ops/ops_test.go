@@ -19,6 +19,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
 	"github.com/mcpdrift/mcpdrift/services/internal/ops/opstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/syncbuf"
 )
 
@@ -181,13 +182,12 @@ func TestNATSConnected(t *testing.T) {
 		t.Fatalf("connected: %v", err)
 	}
 	srv.Stop()
-	deadline := time.Now().Add(opstest.Wait)
-	for check(context.Background()) == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the check still passes with the server gone")
+	poll.Eventually(t, opstest.Wait, func() error {
+		if check(context.Background()) == nil {
+			return errors.New("the check still passes with the server gone")
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	if err := check(context.Background()); !strings.Contains(err.Error(), "not connected to NATS") {
 		t.Fatalf("disconnected: %v", err)
 	}
