@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcpdrift/mcpdrift/services/internal/chtest"
 	"github.com/mcpdrift/mcpdrift/services/internal/mcptest"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 )
 
 func TestMain(m *testing.M) {
@@ -112,20 +113,16 @@ func (a *agent) init() {
 	}
 }
 
-// eventually retries f until it holds or 20 s pass.
-func eventually(t *testing.T, what string, f func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ok, last := f()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: never happened; last: %.300s", what, last)
-		}
-		time.Sleep(100 * time.Millisecond)
+// wait bounds the polls of these tests: it only stops a hung test.
+const wait = 20 * time.Second
+
+// awaiting is nil when ok, and otherwise an error that says what a poll
+// awaits and what it last saw.
+func awaiting(ok bool, what, last string) error {
+	if ok {
+		return nil
 	}
+	return fmt.Errorf("%s: not yet; last seen: %.300s", what, last)
 }
 
 // TestFleetRugPull: two proxies front the same server id. The first proxy's
@@ -144,13 +141,13 @@ func TestFleetRugPull(t *testing.T) {
 	a2.init()
 
 	// First sight: the first listing becomes baseline v1 (discovery), then both serve.
-	eventually(t, "proxy 1 serves the approved tools", func() (bool, string) {
+	poll.Eventually(t, wait, func() error {
 		got := a1.call("tools/list", "{}")
-		return strings.Contains(got, `"name":"read"`) && strings.Contains(got, `"name":"rug"`), got
+		return awaiting(strings.Contains(got, `"name":"read"`) && strings.Contains(got, `"name":"rug"`), "proxy 1 serves the approved tools", got)
 	})
-	eventually(t, "proxy 2 serves the approved tools", func() (bool, string) {
+	poll.Eventually(t, wait, func() error {
 		got := a2.call("tools/list", "{}")
-		return strings.Contains(got, `"name":"read"`), got
+		return awaiting(strings.Contains(got, `"name":"read"`), "proxy 2 serves the approved tools", got)
 	})
 	if got := a2.call("tools/call", `{"name":"read","arguments":{"path":"/tmp/x"}}`); strings.Contains(got, `"isError":true`) {
 		t.Fatalf("a verified call was refused: %s", got)
@@ -158,17 +155,17 @@ func TestFleetRugPull(t *testing.T) {
 
 	// The rug pull behind proxy 1.
 	a1.call("tools/call", `{"name":"rug","arguments":{}}`)
-	eventually(t, "proxy 1 refuses the poisoned tool", func() (bool, string) {
+	poll.Eventually(t, wait, func() error {
 		got := a1.call("tools/call", `{"name":"read","arguments":{}}`)
-		return strings.Contains(got, `"isError":true`), got
+		return awaiting(strings.Contains(got, `"isError":true`), "proxy 1 refuses the poisoned tool", got)
 	})
 	if got := a1.call("tools/list", "{}"); strings.Contains(got, `"name":"read"`) {
 		t.Fatalf("proxy 1 still lists the poisoned tool: %s", got)
 	}
 	// Proxy 2 never saw the change; the verdict reaches it.
-	eventually(t, "proxy 2 withholds the changed server", func() (bool, string) {
+	poll.Eventually(t, wait, func() error {
 		got := a2.call("tools/call", `{"name":"read","arguments":{}}`)
-		return strings.Contains(got, `"isError":true`) && strings.Contains(got, "server_changed"), got
+		return awaiting(strings.Contains(got, `"isError":true`) && strings.Contains(got, "server_changed"), "proxy 2 withholds the changed server", got)
 	})
 	if got := a2.call("tools/list", "{}"); strings.Contains(got, `"name":"read"`) {
 		t.Fatalf("proxy 2 still lists tools of a changed server: %s", got)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/chtest"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/syncbuf"
 )
 
@@ -161,24 +162,27 @@ func startStack(t *testing.T, env []string, data string) *runningStack {
 	}
 	go func() { s.done <- s.cmd.Wait() }()
 	t.Cleanup(func() { _ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL) })
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if b, err := os.ReadFile(filepath.Join(data, "stack.json")); err == nil && json.Unmarshal(b, &s.info) == nil {
-			break
-		}
+	if err := poll.Until(2*time.Minute, func() error {
 		select {
 		case err := <-s.done:
 			t.Fatalf("the stack exited while starting: %v\n%s\nlogs:\n%s", err, stderr.String(), logTails(data))
-		case <-time.After(100 * time.Millisecond):
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the stack did not start within 2 minutes\n%s", logTails(data))
+		b, err := os.ReadFile(filepath.Join(data, "stack.json"))
+		if err != nil {
+			return err
 		}
+		return json.Unmarshal(b, &s.info)
+	}); err != nil {
+		t.Fatalf("the stack did not start within 2 minutes: %v\n%s", err, logTails(data))
 	}
 	// The banner is printed right after stack.json is written.
-	for !strings.Contains(s.banner(), "Ctrl-C") && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Eventually(t, 30*time.Second, func() error {
+		if b := s.banner(); !strings.Contains(b, "Ctrl-C") {
+			return fmt.Errorf("the banner lacks Ctrl-C: %q", b)
+		}
+		return nil
+	})
 	return s
 }
 
