@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,6 +21,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/audit/internal/sink"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/chtest"
+	"github.com/mcpdrift/mcpdrift/services/internal/cmdtest"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
 	"github.com/mcpdrift/mcpdrift/services/internal/ops"
 	"github.com/mcpdrift/mcpdrift/services/internal/ops/opstest"
@@ -30,7 +30,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/syncbuf"
 )
 
-func TestMain(m *testing.M) { os.Exit(chtest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(cmdtest.Main(func() int { return chtest.Main(m) })) }
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
@@ -109,22 +109,11 @@ func TestInvalidConfig(t *testing.T) {
 	}
 }
 
-// build compiles the audit command.
-func build(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "audit")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // TestKilledMidBatchLosesNothing runs the real command, lets it write one
 // batch and hold the next, kills it with SIGKILL, and starts it again: every
 // event ends up in ClickHouse exactly once (as distinct rows).
 func TestKilledMidBatchLosesNothing(t *testing.T) {
-	bin := build(t)
+	bin := cmdtest.Path(t, "audit")
 	ch := chtest.Shared(t)
 	db := ch.Database(t)
 	b := natstest.StartBus(t)

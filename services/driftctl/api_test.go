@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/cmdtest"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
 	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
@@ -31,12 +31,7 @@ const (
 // NATS, and returns its admin API URL.
 func startDrift(t *testing.T, natsURL string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "drift")
-	build := exec.Command("go", "build", "-o", bin, "../drift")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the drift command: %v\n%s", err, out)
-	}
-	cmd := exec.Command(bin)
+	cmd := exec.Command(cmdtest.Path(t, "drift"))
 	cmd.Env = append(os.Environ(), "MCPDRIFT_NATS_URL="+natsURL, "MCPDRIFT_ADMIN_ADDR=127.0.0.1:0",
 		"MCPDRIFT_ADMIN_TOKENS=ops:read:"+readTok+",alice:write:"+writeTok)
 	stderr, err := cmd.StderrPipe()

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,11 +17,12 @@ import (
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/chtest"
+	"github.com/mcpdrift/mcpdrift/services/internal/cmdtest"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
 	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 )
 
-func TestMain(m *testing.M) { os.Exit(chtest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(cmdtest.Main(func() int { return chtest.Main(m) })) }
 
 // TestAuditQueriesMatchTheDocs holds docs/analytics.md and the queries
 // driftctl runs together: each query's SQL is printed there verbatim.
@@ -46,12 +46,8 @@ func TestAuditCommands(t *testing.T) {
 	ch := chtest.Shared(t)
 	db := ch.Database(t)
 	b := natstest.StartBus(t)
-	bin := filepath.Join(t.TempDir(), "audit")
-	if out, err := exec.Command("go", "build", "-o", bin, "../audit").CombinedOutput(); err != nil {
-		t.Fatalf("building audit: %v\n%s", err, out)
-	}
 	var logs bytes.Buffer
-	cmd := exec.Command(bin)
+	cmd := exec.Command(cmdtest.Path(t, "audit"))
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	cmd.Env = append(os.Environ(), "MCPDRIFT_NATS_URL="+b.ClientURL(), "MCPDRIFT_CLICKHOUSE_ADDR="+ch.Addr,
 		"MCPDRIFT_AUDIT_DATABASE="+db, "MCPDRIFT_AUDIT_BATCH_AGE=20ms")

@@ -22,35 +22,15 @@ import (
 
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/cmdtest"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
 )
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
-
-// build compiles the service commands once per test binary.
+// build returns the directory of the service commands, built once per test
+// binary (cmdtest).
 func build(tb testing.TB) string {
 	tb.Helper()
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "mcpdrift-e2e-")
-		if buildErr != nil {
-			return
-		}
-		for _, cmd := range []string{"fingerprint", "drift", "proxy", "audit", "demoserver"} {
-			out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, cmd), "../"+cmd).CombinedOutput()
-			if err != nil {
-				buildErr = fmt.Errorf("building %s: %v\n%s", cmd, err, out)
-				return
-			}
-		}
-	})
-	if buildErr != nil {
-		tb.Fatal(buildErr)
-	}
-	return binDir
+	return cmdtest.Dir(tb, "fingerprint", "drift", "proxy", "audit", "demoserver", "driftctl")
 }
 
 // runService starts a service command and stops it with SIGINT at the end.

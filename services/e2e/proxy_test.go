@@ -12,17 +12,20 @@ import (
 	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/chtest"
+	"github.com/mcpdrift/mcpdrift/services/internal/cmdtest"
 	"github.com/mcpdrift/mcpdrift/services/internal/mcptest"
 	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 )
 
 func TestMain(m *testing.M) {
-	pipeRelayMain()         // a stdio relay (proxy_bench_test.go), before the server it may relay to
-	mcptest.Main()          // the upstream MCP server the proxies run
-	pagedMain()             // the paginating one (proxy_pagination_test.go)
-	relayMain()             // a TCP relay (http_bench_test.go)
-	advRelayMain()          // the adversarial suite's stdio relay (adversarial_upstream_test.go)
-	os.Exit(chtest.Main(m)) // stops the ClickHouse server of the audit tests
+	pipeRelayMain() // a stdio relay (proxy_bench_test.go), before the server it may relay to
+	mcptest.Main()  // the upstream MCP server the proxies run
+	pagedMain()     // the paginating one (proxy_pagination_test.go)
+	relayMain()     // a TCP relay (http_bench_test.go)
+	advRelayMain()  // the adversarial suite's stdio relay (adversarial_upstream_test.go)
+	// Stops the ClickHouse server of the audit tests, then removes the
+	// commands built.
+	os.Exit(cmdtest.Main(func() int { return chtest.Main(m) }))
 }
 
 // agent is an MCP client speaking to a proxy command over stdio.

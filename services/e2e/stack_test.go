@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/chtest"
+	"github.com/mcpdrift/mcpdrift/services/internal/cmdtest"
 	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/syncbuf"
 )
@@ -30,7 +31,7 @@ var stackCommands = []string{"stack", "demoserver", "fingerprint", "drift", "aud
 // stack cleanly, and a second start must resume with the same state, which
 // the demo then plays from again.
 func TestStackRunAndDemo(t *testing.T) {
-	bin := buildCommands(t, stackCommands)
+	bin := cmdtest.Dir(t, stackCommands...)
 	ch := chtest.Shared(t)
 	data := t.TempDir()
 	base := freePortRange(t, 21)
@@ -99,7 +100,7 @@ func TestStackRunAndDemo(t *testing.T) {
 // runs without the audit service, and the demo says there are no audit
 // rows to read back.
 func TestStackWithoutClickHouse(t *testing.T) {
-	bin := buildCommands(t, stackCommands)
+	bin := cmdtest.Dir(t, stackCommands...)
 	data := t.TempDir()
 	env := append(os.Environ(),
 		"MCPDRIFT_STACK_DIR="+data,
@@ -286,20 +287,6 @@ func runPrintedCommands(t *testing.T, bin string, in stackInfo, demoOut string) 
 	if ran < 2 {
 		t.Errorf("the demo printed %d driftctl commands, want its diff --live and approve", ran)
 	}
-}
-
-// buildCommands builds service commands into a directory of the test's.
-func buildCommands(t *testing.T, names []string) string {
-	t.Helper()
-	dir := t.TempDir()
-	args := []string{"build", "-o", dir + "/"}
-	for _, n := range names {
-		args = append(args, "../"+n)
-	}
-	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
-		t.Fatalf("building %v: %v\n%s", names, err, out)
-	}
-	return dir
 }
 
 // freePortRange finds n consecutive free loopback ports and returns the
