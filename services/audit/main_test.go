@@ -225,7 +225,12 @@ func TestOpsEndpoints(t *testing.T) {
 	defer cancel()
 	var logs syncbuf.Buffer
 	done := make(chan error, 1)
+	// Joined however the test ends: done is buffered, so the goroutine
+	// never blocks on it.
+	exited := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-exited })
 	go func() {
+		defer close(exited)
 		done <- run(ctx, []string{"--ops-addr", "127.0.0.1:0"}, env(map[string]string{
 			"MCPDRIFT_NATS_URL": srv.ClientURL(), "MCPDRIFT_CLICKHOUSE_ADDR": ch.Addr, "MCPDRIFT_AUDIT_DATABASE": db,
 			// A batch is written when it holds 5 rows, not by age: the

@@ -64,11 +64,17 @@ func startStackWith(t *testing.T, edit func(*Config)) *stack {
 	if edit != nil {
 		edit(&cfg)
 	}
-	go func() { done <- serve(ctx, cfg) }()
+	exited := make(chan struct{})
+	go func() { defer close(exited); done <- serve(ctx, cfg) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
+		<-exited // done may have been read below, when serve failed
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		default:
 		}
 	})
 	select {

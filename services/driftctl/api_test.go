@@ -41,19 +41,10 @@ func startDrift(t *testing.T, natsURL string) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Error("drift did not stop on SIGINT within 10s")
-		}
-	})
 	addr := make(chan string, 1)
+	scanned := make(chan struct{}) // stderr read to its end: the process exited
 	go func() {
+		defer close(scanned)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			var line struct {
@@ -61,10 +52,25 @@ func startDrift(t *testing.T, natsURL string) string {
 				AdminAddr string `json:"admin_addr"`
 			}
 			if json.Unmarshal(sc.Bytes(), &line) == nil && line.AdminAddr != "" {
-				addr <- line.AdminAddr
+				select {
+				case addr <- line.AdminAddr:
+				default:
+				}
 			}
 		}
 	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		exited := make(chan struct{})
+		go func() { <-scanned; _ = cmd.Wait(); close(exited) }() // Wait only after the reads
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Error("drift did not stop on SIGINT within 10s")
+		}
+	})
 	select {
 	case a := <-addr:
 		return "http://" + a
@@ -136,7 +142,10 @@ func TestAdminCommands(t *testing.T) {
 	tctx, stopTail := context.WithCancel(context.Background())
 	var tailOut, tailErr syncbuf.Buffer
 	tailDone := make(chan error, 1)
+	tailExited := make(chan struct{})
+	t.Cleanup(func() { stopTail(); <-tailExited })
 	go func() {
+		defer close(tailExited)
 		tailDone <- run(tctx, []string{"tail"}, func(k string) string { return env[k] }, strings.NewReader(""), &tailOut, &tailErr)
 	}()
 	poll.Eventually(t, wait, func() error { return contains("tail's stderr", "following verdicts", tailErr.String) })

@@ -1078,10 +1078,11 @@ func waitLogged(t *testing.T, cmd *exec.Cmd, name, msg string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	seen := make(chan struct{})
+	seen, scanned := make(chan struct{}), make(chan struct{})
 	var tail []string
 	var mu sync.Mutex
 	go func() {
+		defer close(scanned)
 		sc := bufio.NewScanner(stderr)
 		once := sync.Once{}
 		for sc.Scan() {
@@ -1094,7 +1095,7 @@ func waitLogged(t *testing.T, cmd *exec.Cmd, name, msg string) {
 			}
 		}
 	}()
-	stopOnCleanup(t, cmd, name)
+	stopOnCleanup(t, cmd, name, scanned)
 	poll.Eventually(t, 60*time.Second, func() error {
 		select {
 		case <-seen:

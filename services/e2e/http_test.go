@@ -62,22 +62,26 @@ func runHTTPProxy(t testing.TB, proxyID string, args ...string) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	addr := make(chan string, 1)
+	addr, scanned := make(chan string, 1), make(chan struct{})
 	go func() {
+		defer close(scanned)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			line := sc.Text()
 			if rest, ok := strings.CutPrefix(line, "proxy: serving "); ok {
 				if i := strings.Index(rest, "http://"); i >= 0 {
 					u := rest[i:]
-					addr <- u[:strings.Index(u[len("http://"):], "/")+len("http://")]
+					select { // the first line names the address; one per upstream follows
+					case addr <- u[:strings.Index(u[len("http://"):], "/")+len("http://")]:
+					default:
+					}
 				}
 			} else if strings.Contains(line, `"level":"error"`) {
 				t.Logf("proxy %s: %s", proxyID, line)
 			}
 		}
 	}()
-	stopOnCleanup(t, cmd, "proxy "+proxyID)
+	stopOnCleanup(t, cmd, "proxy "+proxyID, scanned)
 	select {
 	case u := <-addr:
 		return u

@@ -382,9 +382,10 @@ func startEverythingHTTP(t testing.TB, n *npmPeers) string {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		listening := make(chan bool, 1)
+		listening, scanned := make(chan bool, 1), make(chan struct{})
 		tail := new(stderrTail)
 		go func() {
+			defer close(scanned)
 			sc := bufio.NewScanner(stderr)
 			said := false
 			for sc.Scan() {
@@ -408,6 +409,7 @@ func startEverythingHTTP(t testing.TB, n *npmPeers) string {
 				_ = cmd.Process.Kill()
 				<-done
 			}
+			<-scanned
 		}
 		select {
 		case ok := <-listening:

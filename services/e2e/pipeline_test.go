@@ -45,8 +45,9 @@ func runService(tb testing.TB, name string, env ...string) {
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
-	started := make(chan struct{})
+	started, scanned := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(scanned)
 		sc := bufio.NewScanner(stderr)
 		once := sync.Once{}
 		for sc.Scan() {
@@ -61,7 +62,7 @@ func runService(tb testing.TB, name string, env ...string) {
 			}
 		}
 	}()
-	stopOnCleanup(tb, cmd, name)
+	stopOnCleanup(tb, cmd, name, scanned)
 	select {
 	case <-started:
 	case <-time.After(30 * time.Second):
@@ -71,7 +72,10 @@ func runService(tb testing.TB, name string, env ...string) {
 
 // stopOnCleanup stops a started command with SIGINT when the test ends and
 // fails the test when it exits with an error or does not stop within 15 s.
-func stopOnCleanup(tb testing.TB, cmd *exec.Cmd, name string) {
+// scanned are closed by the goroutines that read the command's pipes when
+// they return: the cleanup waits for them after cmd.Wait, which closes the
+// pipes, so that none outlives the test.
+func stopOnCleanup(tb testing.TB, cmd *exec.Cmd, name string, scanned ...<-chan struct{}) {
 	tb.Cleanup(func() {
 		_ = cmd.Process.Signal(os.Interrupt)
 		done := make(chan error, 1)
@@ -83,7 +87,11 @@ func stopOnCleanup(tb testing.TB, cmd *exec.Cmd, name string) {
 			}
 		case <-time.After(15 * time.Second):
 			_ = cmd.Process.Kill()
+			<-done
 			tb.Errorf("%s did not stop on SIGINT within 15s", name)
+		}
+		for _, s := range scanned {
+			<-s
 		}
 	})
 }
@@ -174,6 +182,7 @@ func BenchmarkPipelineLatency(b *testing.B) {
 		sent := make([]time.Time, n)
 		lat := make([]time.Duration, 0, n)
 		done := make(chan struct{})
+		defer func() { <-done }() // also when publish fails the benchmark
 		go func() {
 			for range n {
 				select {

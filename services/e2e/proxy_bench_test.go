@@ -49,7 +49,9 @@ func startPeer(tb testing.TB, cmd *exec.Cmd) *stdioPeer {
 		tb.Fatal(err)
 	}
 	p := &stdioPeer{in: in, waiters: map[string]chan string{}}
+	scanned := make(chan struct{})
 	go func() {
+		defer close(scanned)
 		sc := bufio.NewScanner(out)
 		sc.Buffer(make([]byte, 1<<20), 16<<20)
 		for sc.Scan() {
@@ -77,7 +79,9 @@ func startPeer(tb testing.TB, cmd *exec.Cmd) *stdioPeer {
 		case <-done:
 		case <-time.After(15 * time.Second):
 			_ = cmd.Process.Kill()
+			<-done
 		}
+		<-scanned
 	})
 	return p
 }

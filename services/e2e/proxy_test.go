@@ -79,7 +79,10 @@ func runAgent(t *testing.T, cmd *exec.Cmd, name string) *agent {
 		case <-done:
 		case <-time.After(15 * time.Second):
 			_ = cmd.Process.Kill()
+			<-done
 			t.Errorf("proxy %s did not end after end of input", name)
+		}
+		for range a.lines { // the reader ends when Wait closed its pipe
 		}
 	})
 	return a

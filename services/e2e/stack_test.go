@@ -161,8 +161,9 @@ func startStack(t *testing.T, env []string, data string) *runningStack {
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { s.done <- s.cmd.Wait() }()
-	t.Cleanup(func() { _ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL) })
+	exited := make(chan struct{})
+	go func() { defer close(exited); s.done <- s.cmd.Wait() }()
+	t.Cleanup(func() { _ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL); <-exited })
 	if err := poll.Until(2*time.Minute, func() error {
 		select {
 		case err := <-s.done:

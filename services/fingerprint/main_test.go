@@ -114,7 +114,12 @@ func TestRunFingerprintsUntilCancelled(t *testing.T) {
 	defer cancel()
 	var logs syncbuf.Buffer
 	done := make(chan error, 1)
+	// Joined however the test ends: done is buffered, so the goroutine
+	// never blocks on it.
+	exited := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-exited })
 	go func() {
+		defer close(exited)
 		done <- run(ctx, nil, env(map[string]string{"MCPDRIFT_NATS_URL": srv.ClientURL(), "MCPDRIFT_LOG_LEVEL": "debug"}), &logs)
 	}()
 
@@ -178,7 +183,12 @@ func TestOpsEndpoints(t *testing.T) {
 	defer cancel()
 	var logs syncbuf.Buffer
 	done := make(chan error, 1)
+	// Joined however the test ends: done is buffered, so the goroutine
+	// never blocks on it.
+	exited := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-exited })
 	go func() {
+		defer close(exited)
 		done <- run(ctx, []string{"--ops-addr", "127.0.0.1:0"}, env(map[string]string{
 			"MCPDRIFT_NATS_URL": srv.ClientURL(), "MCPDRIFT_FINGERPRINT_DRAIN_TIMEOUT": "2s",
 		}), &logs)

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -141,7 +142,9 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	s := New("test", zerolog.New(&logs))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx, "127.0.0.1:0") }()
+	exited := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-exited })
+	go func() { defer close(exited); done <- s.Run(ctx, "127.0.0.1:0") }()
 	addr := opstest.Addr(t, logs.String)
 	if status, _ := opstest.Get(t, addr, "/healthz"); status != http.StatusOK {
 		t.Fatalf("GET /healthz = %d", status)
@@ -304,7 +307,11 @@ func TestRunWithTurnsNotReadyBeforeTheDrain(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	draining, drained := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
+	exited := make(chan struct{})
+	var finish sync.Once
+	t.Cleanup(func() { stop(); finish.Do(func() { close(drained) }); <-exited })
 	go func() {
+		defer close(exited)
 		done <- s.RunWith(ctx, "127.0.0.1:0", func(ctx context.Context) error {
 			<-ctx.Done()
 			close(draining)
@@ -323,7 +330,7 @@ func TestRunWithTurnsNotReadyBeforeTheDrain(t *testing.T) {
 	if status, _ := opstest.Get(t, addr, "/metrics"); status != http.StatusOK {
 		t.Fatalf("while draining: GET /metrics = %d", status)
 	}
-	close(drained)
+	finish.Do(func() { close(drained) })
 	if err := <-done; err == nil || err.Error() != "work result" {
 		t.Fatalf("RunWith = %v, want the work's error", err)
 	}
