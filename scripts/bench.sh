@@ -6,7 +6,7 @@ cd "$(dirname "$0")/../services"
 count=${COUNT:-5}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-go test ./internal/surface/ -run '^$' -bench 'Fingerprint|FastPath' -benchmem -count "$count" | tee "$out"
+go test ./internal/surface/ -run '^$' -bench 'Fingerprint' -benchmem -count "$count" | tee "$out"
 echo
 echo "== ratios (median of $count runs; higher is better for us)"
 awk '
@@ -23,12 +23,9 @@ END {
   s=median(v["BenchmarkFingerprint/impl=surface"])
   t=median(v["BenchmarkFingerprint/impl=jsontext"])
   j=median(v["BenchmarkFingerprint/impl=jcs"])
-  m=median(v["BenchmarkFastPath/path=memo"])
-  f=median(v["BenchmarkFastPath/path=full"])
   printf "fingerprint 66 KB manifest: %.0f ns/op = %.0f MiB/s\n", s, 66299/s*1e9/1048576
   printf "  speed-up vs jsontext Canonicalize+SHA-256: %.2fx (goal 3.5x)\n", t/s
   printf "  speed-up vs gowebpki/jcs+SHA-256:          %.2fx (goal 15x)\n", j/s
-  printf "fast path (same bytes as last verified): %.0f ns/op, %.0fx faster than a full fingerprint\n", m, f/m
   d4=median(v["BenchmarkFingerprintDepth/depth=4"]); d60=median(v["BenchmarkFingerprintDepth/depth=60"])
 }' "$out"
 grep -E '^BenchmarkFingerprintDepth' "$out" | awk '{print "  allocs/op at", $1, $(NF-1)}' | sort -u

@@ -144,7 +144,7 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	done := make(chan error, 1)
 	exited := make(chan struct{})
 	t.Cleanup(func() { cancel(); <-exited })
-	go func() { defer close(exited); done <- s.Run(ctx, "127.0.0.1:0") }()
+	go func() { defer close(exited); done <- s.RunWith(ctx, "127.0.0.1:0", func(ctx context.Context) error { <-ctx.Done(); return nil }) }()
 	addr := opstest.Addr(t, logs.String)
 	if status, _ := opstest.Get(t, addr, "/healthz"); status != http.StatusOK {
 		t.Fatalf("GET /healthz = %d", status)
@@ -164,16 +164,24 @@ func TestRunAddressInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	err = New("test", zerolog.Nop()).Run(context.Background(), ln.Addr().String())
+	err = New("test", zerolog.Nop()).RunWith(context.Background(), ln.Addr().String(), neverRun(t))
 	if !errors.Is(err, ErrAddrInUse) || !strings.Contains(err.Error(), ln.Addr().String()) || !strings.Contains(err.Error(), "--ops-addr") {
 		t.Fatalf("Run on a held address = %v, want ErrAddrInUse naming the address and --ops-addr", err)
 	}
 }
 
 func TestRunBadAddress(t *testing.T) {
-	err := New("test", zerolog.Nop()).Run(context.Background(), "127.0.0.1:http-nope")
+	err := New("test", zerolog.Nop()).RunWith(context.Background(), "127.0.0.1:http-nope", neverRun(t))
 	if err == nil || errors.Is(err, ErrAddrInUse) || !strings.Contains(err.Error(), "ops: listening on 127.0.0.1:http-nope") {
 		t.Fatalf("Run on a bad address = %v", err)
+	}
+}
+
+// neverRun is work that must not start: RunWith takes the address first.
+func neverRun(t *testing.T) func(context.Context) error {
+	return func(context.Context) error {
+		t.Error("the work ran although the address could not be taken")
+		return nil
 	}
 }
 
