@@ -144,7 +144,10 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	done := make(chan error, 1)
 	exited := make(chan struct{})
 	t.Cleanup(func() { cancel(); <-exited })
-	go func() { defer close(exited); done <- s.RunWith(ctx, "127.0.0.1:0", func(ctx context.Context) error { <-ctx.Done(); return nil }) }()
+	go func() {
+		defer close(exited)
+		done <- s.RunWith(ctx, "127.0.0.1:0", func(ctx context.Context) error { <-ctx.Done(); return nil })
+	}()
 	addr := opstest.Addr(t, logs.String)
 	if status, _ := opstest.Get(t, addr, "/healthz"); status != http.StatusOK {
 		t.Fatalf("GET /healthz = %d", status)
