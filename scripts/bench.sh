@@ -36,6 +36,14 @@ go test ./fingerprint/internal/fpsvc/ -run '^$' -bench BenchmarkThroughput -benc
   awk '{ for (i=3;i<=NF;i++) if ($(i+1)=="ratio") r=$i; print "  " $1 ": ratio " r }'
 
 echo
+echo "== hand-written protobuf framing of the fingerprint handler vs proto.Unmarshal/Marshal, same run (ADR 0008; above 1: the hand-written path is faster)"
+go test ./fingerprint/internal/fpsvc/ -run '^$' -bench BenchmarkWire -count 3 | grep '^Benchmark' |
+  awk '{ for (i=3;i<=NF;i++) if ($(i+1)=="std/hand") r=$i; print "  " $1 ": proto/hand " r }'
+echo "== the publisher's call batches vs one proto.Marshal of the batch, same run (ADR 0008; below 1: one Marshal would be faster)"
+go test ./proxy/internal/fleet/ -run '^$' -bench BenchmarkCallBatchEncode -count 3 | grep '^Benchmark' |
+  awk '{ for (i=3;i<=NF;i++) { if ($(i+1)=="whole/pub") r=$i; if ($(i+1)=="pub-ns/call") p=$i }; print "  " $1 ": " p " ns/call, whole/pub " r }'
+
+echo
 echo "== observation published to verdict received, through the real fingerprint and drift commands (goal p99 < 10 ms at 1000/s)"
 go test ./e2e/ -run '^$' -bench BenchmarkPipelineLatency -benchtime 1x -count 3 | grep '^Benchmark' |
   awk '{ for (i=3;i<=NF;i++) { if ($(i+1)=="p50-ms") p50=$i; if ($(i+1)=="p99-ms") p99=$i; if ($(i+1)=="raw-p99-ms") raw=$i }
