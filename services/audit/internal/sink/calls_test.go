@@ -17,6 +17,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/chtest"
 	"github.com/mcpdrift/mcpdrift/services/internal/coded"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 )
 
 // batchCalls are the calls from to to-1 (callEvent), all on one server, as
@@ -84,7 +85,7 @@ func TestCallBatchesWriteARowPerCall(t *testing.T) {
 	sum := sha256.Sum256([]byte(bus.CallObservationsSubject("acme", "bare") + "\x00" + string(bareData)))
 	digest := "sha256:" + hex.EncodeToString(sum[:])
 
-	waitFor(t, "every batch settled", e.allSettled)
+	poll.Eventually(t, wait, e.allSettled)
 	const rows = 1 + 5 + 100 + 4 + 3 + 2
 	if st := e.svc.Stats(); st.Written != rows || st.Poison != 0 {
 		t.Fatalf("stats %+v: want %d written, no poison", st, rows)
@@ -134,7 +135,7 @@ func TestCallBatchDuplicatesCollapse(t *testing.T) {
 		data, _ := proto.Marshal(c)
 		e.publish(bus.CallObservationSubject("acme", "s1"), data, c.EventId+"-single")
 	}
-	waitFor(t, "every batch settled", e.allSettled)
+	poll.Eventually(t, wait, e.allSettled)
 	if got := e.svc.Stats().Written; got != 2*n+20 {
 		t.Fatalf("written %d rows, want %d (every copy)", got, 2*n+20)
 	}
@@ -184,9 +185,9 @@ func TestCallBatchPoisonIsDeadLetteredWhole(t *testing.T) {
 	}
 	e.publishBatch("acme", "good", batchCalls("good", 3, 6), "")
 	e.publishCalls(10, 12, "")
-	waitFor(t, "every message settled", e.allSettled)
-	waitFor(t, "the dead letters in clickhouse", func() bool {
-		return e.count("SELECT count() FROM DB.dead_letters FINAL WHERE service = 'audit'") == uint64(len(cases))
+	poll.Eventually(t, wait, e.allSettled)
+	poll.Eventually(t, wait, func() error {
+		return e.hasCount(uint64(len(cases)), "SELECT count() FROM DB.dead_letters FINAL WHERE service = 'audit'")
 	})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -216,7 +217,7 @@ func TestEmptyCallBatchIsAcked(t *testing.T) {
 	e.publish(bus.CallObservationsSubject("acme", "s1"), nil, "empty-1")
 	e.publish(bus.CallObservationsSubject("acme", "s1"), marshalBatch(t, nil), "empty-2")
 	e.publishCalls(1, 2, "")
-	waitFor(t, "every message settled", e.allSettled)
+	poll.Eventually(t, wait, e.allSettled)
 	if st := e.svc.Stats(); st.Written != 1 || st.Poison != 0 {
 		t.Errorf("stats %+v: want 1 written (the single), no poison", st)
 	}
