@@ -710,8 +710,10 @@ func diffSchema(cs []Change, path string, ov, nv any) []Change {
 				cs = append(cs, change(ChangeConstraintNarrowed, p, textDelta(a, b)))
 			case a == false && allowsAny(b, inNew):
 				cs = append(cs, change(ChangeConstraintWidened, p, textDelta(a, b)))
-			case textOnly(key, a, b):
-				cs = diffText(cs, p, a, b, true)
+			case aObj && allowsAny(b, inNew):
+				cs = diffSchema(cs, p, a, map[string]any{}) // absent, true and {} admit anything
+			case allowsAny(a, inOld) && bObj:
+				cs = diffSchema(cs, p, map[string]any{}, b)
 			default:
 				cs = append(cs, change(ChangeUnclassified, p, textDelta(a, b)))
 			}
@@ -721,15 +723,19 @@ func diffSchema(cs []Change, path string, ov, nv any) []Change {
 			switch {
 			case aObj && bObj:
 				cs = diffSchema(cs, p, a, b)
+			case aObj && !inNew: // an absent items admits anything, as {} does
+				cs = diffSchema(cs, p, a, map[string]any{})
+			case !inOld && bObj:
+				cs = diffSchema(cs, p, map[string]any{}, b)
 			case textOnly(key, a, b):
-				cs = diffText(cs, p, a, b, false)
+				cs = diffText(cs, p, a, b, valueIsSchema(key, a))
 			default:
 				cs = append(cs, change(ChangeUnclassified, p, "items changed shape"))
 			}
 		case textOnly(key, a, b):
 			// A keyword without a rule (anyOf, $defs, not, ...) whose
 			// schemas differ only in annotations: report the text.
-			cs = diffText(cs, p, a, b, keywordHoldsSchema(key))
+			cs = diffText(cs, p, a, b, valueIsSchema(key, a))
 		default:
 			cs = append(cs, change(ChangeUnclassified, p, "no rule for this keyword"))
 		}
@@ -897,6 +903,13 @@ func textOnly(key string, a, b any) bool {
 // object or array of schemas.
 func keywordHoldsSchema(key string) bool {
 	return schemaWords[key] || schemaMaps[key] || schemaLists[key] || key == "items" || key == "$defs" || key == "definitions"
+}
+
+// valueIsSchema reports whether keyword key holds one schema (rather than an
+// array or object of them).
+func valueIsSchema(key string, v any) bool {
+	_, isList := v.([]any)
+	return schemaWords[key] || (key == "items" && !isList)
 }
 
 // diffText reports the annotation differences between two values that are
