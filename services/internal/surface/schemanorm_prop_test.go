@@ -16,9 +16,11 @@ import (
 // reported with its kind. The generator and the rewrites are written here
 // from the JSON Schema specification, independently of schemanorm.go.
 
-const propIterations = 400
-
 func TestDiffSchemaRewritesProperty(t *testing.T) {
+	propIterations := 400
+	if raceEnabled {
+		propIterations = 60
+	}
 	r := rand.New(rand.NewPCG(18, 2026))
 	drifted := 0
 	seen := map[string]bool{}
