@@ -25,7 +25,7 @@ const (
 	ruleEmptyAny    = "a keyword that admits anything written out or dropped"
 	ruleDialect     = "$schema names another draft"
 	ruleDefsInlined = "$ref to a local definition inlined"
-	ruleUnusedDefs  = "definitions nothing refers to"
+	ruleUnusedDefs  = "definitions left out once inlined"
 	ruleTypeArray   = "type as a one-element or unordered array"
 	ruleEnumConst   = "a one-value enum written as const"
 	ruleExclusive   = "draft-04 boolean exclusiveMinimum/exclusiveMaximum"
@@ -101,6 +101,7 @@ type schemaNorm struct {
 	refsOK    bool            // no id below the root moves the base URI
 	resolving map[string]bool // $refs being inlined, against cycles
 	keptRef   bool            // a $ref was left in place
+	inlined   map[string]bool // "$defs/name", "definitions/name" inlined somewhere
 	strip     bool            // leave annotation keywords out
 	rules     map[string]bool
 	nodes     int // schema positions visited, against maxNormNodes
@@ -111,7 +112,7 @@ type schemaNorm struct {
 // title, examples, $comment) are left out at every schema position, so that
 // two schemas whose normal forms are equal without them differ only in text.
 func normalizeSchema(v any, strip bool) (any, map[string]bool) {
-	n := &schemaNorm{resolving: map[string]bool{}, strip: strip, rules: map[string]bool{}}
+	n := &schemaNorm{resolving: map[string]bool{}, inlined: map[string]bool{}, strip: strip, rules: map[string]bool{}}
 	root, ok := v.(map[string]any)
 	if !ok {
 		return n.schema(v), n.rules
@@ -124,11 +125,23 @@ func normalizeSchema(v any, strip bool) (any, map[string]bool) {
 		return out, n.rules
 	}
 	if !n.keptRef {
-		// Every reference was inlined: the definitions validate nothing now.
+		// Every reference was inlined, so the definitions validate nothing
+		// now. Those that were inlined are left out (their text is where they
+		// were used); one nothing used stays, since its text is still there
+		// for a model to read.
 		for _, k := range []string{"$defs", "definitions"} {
-			if _, ok := m[k]; ok {
+			defs, ok := m[k].(map[string]any)
+			if !ok {
+				continue
+			}
+			for name := range defs {
+				if n.inlined[k+"/"+name] {
+					delete(defs, name)
+					n.rules[ruleUnusedDefs] = true
+				}
+			}
+			if len(defs) == 0 {
 				delete(m, k)
-				n.rules[ruleUnusedDefs] = true
 			}
 		}
 	}
@@ -331,6 +344,7 @@ func (n *schemaNorm) resolve(ref string, s map[string]any) (any, bool) {
 	n.resolving[ref] = true
 	resolved := n.schema(target)
 	delete(n.resolving, ref)
+	n.inlined[container+"/"+name] = true
 	if len(s) == 1 {
 		n.rules[ruleDefsInlined] = true
 		return resolved, true
