@@ -19,7 +19,7 @@ func TestRealWorldDriftTable(t *testing.T) {
 	type tally struct {
 		releases, pairs, drift, benign, repOnly, unclassified int
 		bySeverity                                            [SeverityCritical + 1]int // reports
-		byKind                                                map[string]int           // changes
+		byKind                                                map[string]int            // changes
 	}
 	servers := realServers(t)
 	tallies := map[string]*tally{}
