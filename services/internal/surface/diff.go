@@ -890,6 +890,13 @@ func alignEnumConst(o, n map[string]any) (map[string]any, map[string]any) {
 	return o, n
 }
 
+// strippedKey is the JSON of a schema's normal form without annotations.
+func strippedKey(v any) string {
+	n, _ := normalizeSchema(v, true)
+	b, _ := json.Marshal(n)
+	return string(b)
+}
+
 // textOnly reports whether the values of keyword key in two schemas differ
 // only in annotation keywords (description, title, examples, $comment) at
 // schema positions.
@@ -959,16 +966,19 @@ func diffText(cs []Change, path string, a, b any, atSchema bool) []Change {
 		}
 		// Pair the members that are equal without their text; their order
 		// may differ, since unordered lists are sorted with the text.
-		used := make([]bool, len(y))
+		free := map[string][]int{} // members of y by their form without text
+		for j, v := range y {
+			k := strippedKey(v)
+			free[k] = append(free[k], j)
+		}
 		for _, u := range x {
-			su, _ := normalizeSchema(u, true)
-			for j, v := range y {
-				if sv, _ := normalizeSchema(v, true); !used[j] && reflect.DeepEqual(su, sv) {
-					used[j] = true
-					cs = diffText(cs, path+"[]", u, v, true)
-					break
-				}
+			k := strippedKey(u)
+			if len(free[k]) == 0 {
+				return append(cs, change(ChangeUnclassified, path, "no rule for this change"))
 			}
+			j := free[k][0]
+			free[k] = free[k][1:]
+			cs = diffText(cs, path+"[]", u, y[j], true)
 		}
 		return cs
 	}

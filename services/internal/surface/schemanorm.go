@@ -40,7 +40,7 @@ const (
 // each use the next twice doubles at every step); past the budget, no more
 // references are inlined, so a hostile schema costs bounded work and its
 // $refs simply stay as they are.
-const maxNormNodes = 100_000
+const maxNormNodes = 20_000
 
 // Known JSON Schema dialects, by $schema value without a trailing "#" and
 // with the scheme left out (servers write http and https for the same one).
@@ -284,11 +284,25 @@ func (n *schemaNorm) list(l []any, unordered bool) []any {
 	for i, e := range l {
 		out[i] = n.schema(e)
 	}
-	if unordered && !slices.IsSortedFunc(out, compareJSON) {
-		slices.SortStableFunc(out, compareJSON)
-		n.rules[ruleMemberOrder] = true
+	if !unordered {
+		return out
 	}
-	return out
+	keys := make([]string, len(out))
+	idx := make([]int, len(out))
+	for i, e := range out {
+		b, _ := json.Marshal(e)
+		keys[i], idx[i] = string(b), i
+	}
+	if slices.IsSortedFunc(idx, func(a, b int) int { return strings.Compare(keys[a], keys[b]) }) {
+		return out
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return strings.Compare(keys[a], keys[b]) })
+	sorted := make([]any, len(out))
+	for i, j := range idx {
+		sorted[i] = out[j]
+	}
+	n.rules[ruleMemberOrder] = true
+	return sorted
 }
 
 func (n *schemaNorm) typeValue(v any) any {

@@ -262,6 +262,29 @@ func TestNormalizeSchemaBounded(t *testing.T) {
 	}
 }
 
+// TestDiffTextInLongAnyOf: pairing the members of a long anyOf whose text
+// changed takes time in proportion to its length, not its square.
+func TestDiffTextInLongAnyOf(t *testing.T) {
+	members := func(desc string) string {
+		var b strings.Builder
+		for i := range 1000 {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			b.WriteString(`{"const":` + strconv.Itoa(i) + `,"description":"` + desc + strconv.Itoa(i) + `"}`)
+		}
+		return `{"type":"object","properties":{"v":{"anyOf":[` + b.String() + `]}}}`
+	}
+	start := time.Now()
+	rep := diffSchemas(t, members("a"), members("b"))
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("diff took %v", d)
+	}
+	if got := allChanges(rep); len(got) != 1000 || got[0].Kind != ChangeDescription || got[0].Path != "inputSchema.properties.v.anyOf[].description" {
+		t.Fatalf("%d changes, first %+v", len(got), got[0])
+	}
+}
+
 func TestDiffEmptyListing(t *testing.T) {
 	base := `"tools":{"pages":[{"tools":[]}]}`
 	tests := []struct {
