@@ -736,6 +736,8 @@ func diffSchema(cs []Change, path string, ov, nv any) []Change {
 			// A keyword without a rule (anyOf, $defs, not, ...) whose
 			// schemas differ only in annotations: report the text.
 			cs = diffText(cs, p, a, b, valueIsSchema(key, a))
+		case key == "anyOf" || key == "allOf":
+			cs = diffMembers(cs, p, key, a, b)
 		default:
 			cs = append(cs, change(ChangeUnclassified, p, "no rule for this keyword"))
 		}
@@ -983,4 +985,57 @@ func diffText(cs []Change, path string, a, b any, atSchema bool) []Change {
 		return cs
 	}
 	return append(cs, change(ChangeUnclassified, path, "no rule for this change"))
+}
+
+// diffMembers classifies a change of anyOf or allOf. Both are monotone: a
+// member that accepts more makes the whole accept more or the same, so one
+// member that changed is compared as a schema, with the same directions.
+// A member added to anyOf widens it and one removed narrows it; allOf the
+// other way round. Anything else is unclassified. (oneOf is not monotone:
+// a branch that accepts more can make a value match two branches.)
+func diffMembers(cs []Change, p, key string, a, b any) []Change {
+	x, okA := a.([]any)
+	y, okB := b.([]any)
+	if !okA || !okB || len(x) == 0 || len(y) == 0 {
+		return append(cs, change(ChangeUnclassified, p, "no rule for this change"))
+	}
+	left := map[string][]int{} // members of y not yet matched, by their JSON
+	for j, v := range y {
+		k, _ := json.Marshal(v)
+		left[string(k)] = append(left[string(k)], j)
+	}
+	var onlyX []any
+	for _, u := range x {
+		k, _ := json.Marshal(u)
+		if js := left[string(k)]; len(js) > 0 {
+			left[string(k)] = js[1:]
+			continue
+		}
+		onlyX = append(onlyX, u)
+	}
+	var onlyY []any
+	for j, v := range y {
+		k, _ := json.Marshal(v)
+		if slices.Contains(left[string(k)], j) {
+			onlyY = append(onlyY, v)
+		}
+	}
+	widens := key == "anyOf"
+	switch {
+	case len(onlyX) == 1 && len(onlyY) == 1:
+		return diffSchema(cs, p+"[]", onlyX[0], onlyY[0])
+	case len(onlyX) == 0 && len(onlyY) > 0:
+		kind := ChangeConstraintNarrowed
+		if widens {
+			kind = ChangeConstraintWidened
+		}
+		return append(cs, change(kind, p, fmt.Sprintf("%d member(s) added", len(onlyY))))
+	case len(onlyX) > 0 && len(onlyY) == 0:
+		kind := ChangeConstraintWidened
+		if widens {
+			kind = ChangeConstraintNarrowed
+		}
+		return append(cs, change(kind, p, fmt.Sprintf("%d member(s) removed", len(onlyX))))
+	}
+	return append(cs, change(ChangeUnclassified, p, "members changed in a way no rule describes"))
 }

@@ -84,10 +84,10 @@ func TestDiffEquivalentSchemas(t *testing.T) {
 			`{"type":"object","properties":{"v":{"anyOf":[{"type":"string"},{"type":"integer"}]}}}`,
 			`{"type":"object","properties":{"v":{"anyOf":[{"type":"integer"},{"type":"string"}]}}}`,
 			`{"type":"object","properties":{"v":{"anyOf":[{"type":"string"},{"type":"integer"},{"type":"null"}]}}}`,
-			[]string{"inputSchema.properties.v.anyOf unclassified"}},
+			[]string{"inputSchema.properties.v.anyOf constraint_widened"}},
 		{"all_of_reordered",
 			`{"allOf":[{"type":"object"},{"required":["a"]}]}`, `{"allOf":[{"required":["a"]},{"type":"object"}]}`,
-			`{"allOf":[{"type":"object"},{"required":["a","b"]}]}`, []string{"inputSchema.allOf unclassified"}},
+			`{"allOf":[{"type":"object"},{"required":["a","b"]}]}`, []string{"inputSchema.allOf[].properties.b required_expanded"}},
 		{"required_written_differently",
 			`{"type":"object","properties":{"a":` + str + `},"required":[]}`, `{"type":"object","properties":{"a":` + str + `}}`,
 			`{"type":"object","properties":{"a":` + str + `},"required":["a"]}`, []string{"inputSchema.properties.a required_expanded"}},
@@ -125,6 +125,50 @@ func TestDiffEquivalentSchemas(t *testing.T) {
 				if rep.Benign && !slices.ContainsFunc(tt.editWant, func(s string) bool { return strings.HasSuffix(s, ChangeParamAddedOptional) }) {
 					t.Fatalf("a real edit counted as benign: %q", got)
 				}
+			}
+		})
+	}
+}
+
+// TestDiffMembers: anyOf and allOf are monotone, so a change of one member
+// keeps its direction; oneOf is not, and stays unclassified.
+func TestDiffMembers(t *testing.T) {
+	const s, i = `{"type":"string","maxLength":9}`, `{"type":"integer"}`
+	tests := []struct {
+		name     string
+		old, new string
+		want     []string
+	}{
+		{"any_of_member_narrowed", `{"anyOf":[` + s + `,` + i + `]}`, `{"anyOf":[` + i + `,{"type":"string","maxLength":3}]}`,
+			[]string{"inputSchema.anyOf[].maxLength constraint_narrowed"}},
+		{"any_of_member_removed", `{"anyOf":[` + s + `,` + i + `]}`, `{"anyOf":[` + i + `]}`,
+			[]string{"inputSchema.anyOf constraint_narrowed"}},
+		{"any_of_member_added", `{"anyOf":[` + i + `]}`, `{"anyOf":[` + s + `,` + i + `]}`,
+			[]string{"inputSchema.anyOf constraint_widened"}},
+		{"all_of_member_added", `{"allOf":[` + i + `]}`, `{"allOf":[` + s + `,` + i + `]}`,
+			[]string{"inputSchema.allOf constraint_narrowed"}},
+		{"all_of_member_removed", `{"allOf":[` + s + `,` + i + `]}`, `{"allOf":[` + i + `]}`,
+			[]string{"inputSchema.allOf constraint_widened"}},
+		{"two_members_changed", `{"anyOf":[` + s + `,` + i + `]}`, `{"anyOf":[{"type":"string"},{"type":"number"}]}`,
+			[]string{"inputSchema.anyOf unclassified"}},
+		{"one_of_member_changed", `{"oneOf":[` + s + `,` + i + `]}`, `{"oneOf":[{"type":"string"},` + i + `]}`,
+			[]string{"inputSchema.oneOf unclassified"}},
+		{"any_of_appears", `{"type":"string"}`, `{"anyOf":[{"type":"string"},` + i + `]}`,
+			[]string{"inputSchema.anyOf unclassified", "inputSchema.type type_changed"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep := diffSchemas(t, tt.old, tt.new)
+			want := make([]string, len(tt.want))
+			for i, w := range tt.want {
+				want[i] = "t: " + w
+			}
+			slices.Sort(want)
+			if got := kinds(rep); !slices.Equal(got, want) {
+				t.Fatalf("changes\n got %q\nwant %q", got, want)
+			}
+			if rep.Benign {
+				t.Fatal("benign")
 			}
 		})
 	}
