@@ -1004,19 +1004,18 @@ func diffMembers(cs []Change, p, key string, a, b any) []Change {
 		k, _ := json.Marshal(v)
 		left[string(k)] = append(left[string(k)], j)
 	}
-	var onlyX []any
+	matched := make([]bool, len(y))
+	var onlyX, onlyY []any
 	for _, u := range x {
 		k, _ := json.Marshal(u)
 		if js := left[string(k)]; len(js) > 0 {
-			left[string(k)] = js[1:]
+			matched[js[0]], left[string(k)] = true, js[1:]
 			continue
 		}
 		onlyX = append(onlyX, u)
 	}
-	var onlyY []any
 	for j, v := range y {
-		k, _ := json.Marshal(v)
-		if slices.Contains(left[string(k)], j) {
+		if !matched[j] {
 			onlyY = append(onlyY, v)
 		}
 	}

@@ -102,6 +102,7 @@ type schemaNorm struct {
 	resolving map[string]bool // $refs being inlined, against cycles
 	keptRef   bool            // a $ref was left in place
 	inlined   map[string]bool // "$defs/name", "definitions/name" inlined somewhere
+	recursive map[string]bool // definitions that refer to themselves, never inlined
 	strip     bool            // leave annotation keywords out
 	rules     map[string]bool
 	nodes     int // schema positions visited, against maxNormNodes
@@ -119,6 +120,7 @@ func normalizeSchema(v any, strip bool) (any, map[string]bool) {
 	}
 	n.root = root
 	n.refsOK = !usesAny(root, map[string]bool{"$id": true, "id": true, "$anchor": true, "$dynamicAnchor": true, "$recursiveAnchor": true}, true)
+	n.recursive = recursiveDefs(root)
 	out := n.schema(root)
 	m, ok := out.(map[string]any)
 	if !ok {
@@ -331,20 +333,10 @@ func (n *schemaNorm) resolve(ref string, s map[string]any) (any, bool) {
 	if !n.refsOK || n.root == nil || n.resolving[ref] || n.nodes > maxNormNodes {
 		return nil, false
 	}
-	var container string
-	switch {
-	case strings.HasPrefix(ref, "#/$defs/"):
-		container = "$defs"
-	case strings.HasPrefix(ref, "#/definitions/"):
-		container = "definitions"
-	default:
-		return nil, false
+	container, name, ok := localDef(ref)
+	if !ok || n.recursive[container+"/"+name] {
+		return nil, false // a recursive definition stays a $ref: inlining it would never end
 	}
-	name := strings.TrimPrefix(ref, "#/"+container+"/")
-	if strings.ContainsAny(name, "/%") {
-		return nil, false // a deeper pointer, or percent-encoded: not ours to guess
-	}
-	name = strings.ReplaceAll(strings.ReplaceAll(name, "~1", "/"), "~0", "~")
 	defs, _ := n.root[container].(map[string]any)
 	target, ok := defs[name]
 	if !ok {
@@ -382,6 +374,73 @@ func (n *schemaNorm) resolve(ref string, s map[string]any) (any, bool) {
 	}
 	n.rules[ruleDefsInlined] = true
 	return merged, true
+}
+
+// localDef splits "#/$defs/name" or "#/definitions/name" into its container
+// and the decoded name.
+func localDef(ref string) (container, name string, ok bool) {
+	switch {
+	case strings.HasPrefix(ref, "#/$defs/"):
+		container = "$defs"
+	case strings.HasPrefix(ref, "#/definitions/"):
+		container = "definitions"
+	default:
+		return "", "", false
+	}
+	name = strings.TrimPrefix(ref, "#/"+container+"/")
+	if strings.ContainsAny(name, "/%") {
+		return "", "", false // a deeper pointer, or percent-encoded: not ours to guess
+	}
+	return container, strings.ReplaceAll(strings.ReplaceAll(name, "~1", "/"), "~0", "~"), true
+}
+
+// maxDefs: beyond this many root definitions, every one counts as recursive
+// (none is inlined), which keeps finding cycles cheap.
+const maxDefs = 500
+
+// recursiveDefs returns the root definitions ("$defs/name",
+// "definitions/name") from which a chain of local $refs leads back to
+// themselves.
+func recursiveDefs(root map[string]any) map[string]bool {
+	refs := map[string][]string{} // definition -> definitions its schema refers to
+	for _, container := range []string{"$defs", "definitions"} {
+		defs, _ := root[container].(map[string]any)
+		for name, def := range defs {
+			key := container + "/" + name
+			refs[key] = nil
+			walkSchemas(asMap(def), func(s map[string]any, _ bool) {
+				if ref, ok := s["$ref"].(string); ok {
+					if c, nm, ok := localDef(ref); ok {
+						refs[key] = append(refs[key], c+"/"+nm)
+					}
+				}
+			})
+		}
+	}
+	out := map[string]bool{}
+	if len(refs) > maxDefs {
+		for d := range refs {
+			out[d] = true
+		}
+		return out
+	}
+	for start := range refs {
+		seen := map[string]bool{}
+		stack := slices.Clone(refs[start])
+		for len(stack) > 0 {
+			d := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if d == start {
+				out[start] = true
+				break
+			}
+			if !seen[d] {
+				seen[d] = true
+				stack = append(stack, refs[d]...)
+			}
+		}
+	}
+	return out
 }
 
 func isEmptySchema(v any) bool {
@@ -441,11 +500,19 @@ func hasArrayItems(root map[string]any) bool {
 	return found
 }
 
+// refWithSiblings reports whether a $ref has a sibling that could validate:
+// draft-07 ignores it, 2019-09 on applies it. Annotations beside a $ref mean
+// the same either way.
 func refWithSiblings(root map[string]any) bool {
 	found := false
 	walkSchemas(root, func(s map[string]any, _ bool) {
-		if _, ok := s["$ref"]; ok && len(s) > 1 {
-			found = true
+		if _, ok := s["$ref"]; !ok {
+			return
+		}
+		for k := range s {
+			if k != "$ref" && !refSiblingsOK[k] {
+				found = true
+			}
 		}
 	})
 	return found
