@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Captures published versions of the MCP reference servers, and of
-# chrome-devtools-mcp, with `driftctl capture`, as real-world fixtures for the
+# Captures published versions of the MCP reference servers, of
+# chrome-devtools-mcp and of @playwright/mcp, with `driftctl capture`, as real-world fixtures for the
 # fingerprint engine and the classified diff:
 #
 #   services/internal/surface/testdata/real/<server>/<version>.json
@@ -39,11 +39,14 @@ versions_everything="0.6.2 2025.3.19 2025.7.1 2025.9.25 2025.11.25 2026.1.26 202
 # Every 1.x release. 1.10.0 shipped without one of its dependencies and
 # cannot start; it is listed so that the README says so.
 versions_chrome_devtools="1.0.1 1.1.0 1.1.1 1.2.0 1.3.0 1.4.0 1.5.0 1.6.0 1.7.0 1.8.0 1.9.0 1.10.0 1.10.1 1.11.0"
+# The last fourteen releases.
+versions_playwright="0.0.70 0.0.71 0.0.72 0.0.73 0.0.74 0.0.75 0.0.76 0.0.77 0.0.78 0.0.79 0.0.80 0.0.81 0.0.82 0.0.83"
 
 # pkg SERVER: the npm package of a server.
 pkg() {
 	case $1 in
 	chrome-devtools) echo chrome-devtools-mcp ;;
+	playwright) echo @playwright/mcp ;;
 	*) echo "@modelcontextprotocol/server-$1" ;;
 	esac
 }
@@ -104,7 +107,7 @@ failed=0
 rows=()
 skipped=()
 
-for server in memory filesystem everything chrome-devtools; do
+for server in memory filesystem everything chrome-devtools playwright; do
 	versions_var=versions_${server//-/_}
 	for version in ${!versions_var}; do
 		if ! dir=$(install_pkg "$server" "$version"); then
@@ -132,7 +135,7 @@ for server in memory filesystem everything chrome-devtools; do
 		mkdir -p "$stage/$server"
 		f=$stage/$server/$version.json
 		cp "$tmp/1.json" "$f"
-		# chrome-devtools-mcp bundles the SDK rather than depending on it.
+		# chrome-devtools-mcp and @playwright/mcp bundle the SDK rather than depend on it.
 		sdk=$(node -p 'require(process.argv[1]).version' "$dir/node_modules/@modelcontextprotocol/sdk/package.json" 2>/dev/null || echo bundled)
 		rel_bin=${bin#"$dir/node_modules/"}
 		rows+=("| \`$server/$version.json\` | \`$(pkg "$server")@$version\` | $sdk | \`$(json_get "$f" 'd.initialize.protocolVersion')\` | \`driftctl capture -- node $rel_bin${args[*]:+ ${args[*]}}\` | $(json_get "$f" "($count_js)('tools', 'tools')") | $(json_get "$f" "($count_js)('prompts', 'prompts')") | $(json_get "$f" "($count_js)('resources', 'resources')") | $(json_get "$f" "($count_js)('resourceTemplates', 'resourceTemplates')") |")
@@ -145,7 +148,7 @@ done
 # Real-world captures
 
 What published versions of the MCP reference servers (memory, filesystem,
-everything) and of chrome-devtools-mcp advertise over stdio,
+everything), of chrome-devtools-mcp and of @playwright/mcp advertise over stdio,
 captured by \`driftctl capture\` (package \`services/internal/capture\`) with
 its defaults: protocol version 2025-06-18, client capabilities \`{}\`.
 Each file is the capture format: every \`result\` is the server's bytes,
@@ -156,8 +159,9 @@ unedited. Regenerate all of them with \`scripts/capture-fixtures.sh\`.
   one directory per version. Most versions depend on the MCP SDK (and some
   on zod-to-json-schema) by caret ranges, so the same server version can
   advertise differently depending on the day it is installed; \`--before\`
-  pins that, and the SDK column records what was resolved (chrome-devtools-mcp
-  bundles its dependencies, the SDK included).
+  pins that, and the SDK column records what was resolved ("bundled":
+  chrome-devtools-mcp, and @playwright/mcp through playwright, ship the SDK
+  inside their own code).
 - Run: \`node\` on the package's bin entry (path below, relative to
   \`node_modules/\`), working directory \`services/\`; filesystem is given the
   allowed directory \`$fs_root\`, an empty directory the script creates;

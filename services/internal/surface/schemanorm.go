@@ -106,6 +106,7 @@ type schemaNorm struct {
 	strip     bool            // leave annotation keywords out
 	rules     map[string]bool
 	nodes     int // schema positions visited, against maxNormNodes
+	draft04   bool // the root names draft-04 or no draft: boolean exclusive bounds are read as draft-04's
 }
 
 // normalizeSchema returns the normal form of a schema (a decoded JSON value)
@@ -119,6 +120,11 @@ func normalizeSchema(v any, strip bool) (any, map[string]bool) {
 		return n.schema(v), n.rules
 	}
 	n.root = root
+	if _, named := root["$schema"]; !named {
+		n.draft04 = true
+	} else if d, ok := dialectOf(root["$schema"]); ok && d == "04" {
+		n.draft04 = true
+	}
 	n.refsOK = !usesAny(root, map[string]bool{"$id": true, "id": true, "$anchor": true, "$dynamicAnchor": true, "$recursiveAnchor": true}, true)
 	n.recursive = recursiveDefs(root)
 	out := n.schema(root)
@@ -260,11 +266,12 @@ func (n *schemaNorm) object(s map[string]any) any {
 
 // exclusive rewrites the draft-04 form {"minimum": 5, "exclusiveMinimum":
 // true} as {"exclusiveMinimum": 5}, and drops "exclusiveMinimum": false
-// beside a minimum. A boolean without its bound is left alone.
+// beside a minimum, when the root names draft-04 or no draft. A boolean
+// without its bound is left alone.
 func (n *schemaNorm) exclusive(s map[string]any, excl, bound string) {
 	b, ok := s[excl].(bool)
-	if !ok {
-		return
+	if !ok || !n.draft04 {
+		return // under a later draft a boolean bound is malformed, and validators disagree on it
 	}
 	num, ok := s[bound].(json.Number)
 	if !ok {

@@ -181,14 +181,26 @@ func genSchema(r *rand.Rand, depth int, root bool) map[string]any {
 }
 
 // rewrite writes s in an equivalent form, choosing each rewrite at random.
+// The draft-04 form of exclusive bounds is used only where the root names no
+// draft, as draft-04 is the only one that has it.
 func rewrite(r *rand.Rand, v any, root bool) any {
+	dialect := []string{"", "http://json-schema.org/draft-07/schema#", "https://json-schema.org/draft/2020-12/schema",
+		"https://json-schema.org/draft/2019-09/schema"}[r.IntN(4)]
+	out := rewriteNode(r, v, root, dialect == "")
+	if s, ok := out.(map[string]any); ok && dialect != "" {
+		s["$schema"] = dialect
+	}
+	return out
+}
+
+func rewriteNode(r *rand.Rand, v any, root, draft04 bool) any {
 	s, ok := v.(map[string]any)
 	if !ok {
 		return v
 	}
 	if props, ok := s["properties"].(map[string]any); ok {
 		for name, p := range props {
-			props[name] = rewrite(r, p, false)
+			props[name] = rewriteNode(r, p, false, draft04)
 			if m, ok := props[name].(map[string]any); ok && len(m) == 0 && r.IntN(2) == 0 {
 				props[name] = true
 			}
@@ -210,14 +222,14 @@ func rewrite(r *rand.Rand, v any, root bool) any {
 		s["properties"] = map[string]any{}
 	}
 	if items, ok := s["items"]; ok {
-		s["items"] = rewrite(r, items, false)
+		s["items"] = rewriteNode(r, items, false, draft04)
 	} else if s["type"] == "array" && r.IntN(2) == 0 {
 		s["items"] = []any{true, map[string]any{}}[r.IntN(2)]
 	}
 	for _, k := range []string{"anyOf", "allOf", "oneOf"} {
 		if alt, ok := s[k].([]any); ok {
 			for i, m := range alt {
-				alt[i] = rewrite(r, m, false)
+				alt[i] = rewriteNode(r, m, false, draft04)
 			}
 			r.Shuffle(len(alt), func(i, j int) { alt[i], alt[j] = alt[j], alt[i] })
 		}
@@ -246,21 +258,11 @@ func rewrite(r *rand.Rand, v any, root bool) any {
 		s["const"] = e[0]
 		delete(s, "enum")
 	}
-	if m, ok := s["exclusiveMinimum"].(json.Number); ok && r.IntN(2) == 0 {
+	if m, ok := s["exclusiveMinimum"].(json.Number); ok && draft04 && r.IntN(2) == 0 {
 		s["minimum"], s["exclusiveMinimum"] = m, true
 	}
-	if _, ok := s["maximum"]; ok && r.IntN(3) == 0 {
+	if _, ok := s["maximum"]; ok && draft04 && r.IntN(3) == 0 {
 		s["exclusiveMaximum"] = false
-	}
-	if root {
-		switch r.IntN(4) {
-		case 1:
-			s["$schema"] = "http://json-schema.org/draft-07/schema#"
-		case 2:
-			s["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-		case 3:
-			s["$schema"] = "https://json-schema.org/draft/2019-09/schema"
-		}
 	}
 	return s
 }
