@@ -105,7 +105,7 @@ type schemaNorm struct {
 	recursive map[string]bool // definitions that refer to themselves, never inlined
 	strip     bool            // leave annotation keywords out
 	rules     map[string]bool
-	nodes     int // schema positions visited, against maxNormNodes
+	nodes     int  // schema positions visited, against maxNormNodes
 	draft04   bool // the root names draft-04 or no draft: boolean exclusive bounds are read as draft-04's
 }
 
