@@ -378,7 +378,8 @@ func diffItem(kind Kind, o, n map[string]any) []Change {
 				cs = append(cs, change(ChangeRepresentation, key, "no hint changed its effective value (defaults written out or dropped)"))
 			}
 			if !effectivelyDestructive(o) && explicitlyDestructive(n) {
-				cs = append(cs, change(ChangeBecameDestructive, key, "the tool did not declare itself destructive and now does"))
+				// Path "annotations" sorts before the hints' own changes.
+				cs = slices.Insert(cs, before, change(ChangeBecameDestructive, key, "the tool did not declare itself destructive and now does"))
 			}
 		case kind == KindPrompt && key == "arguments":
 			cs = diffArguments(cs, ov, nv)
