@@ -106,7 +106,7 @@ type schemaNorm struct {
 	strip     bool            // leave annotation keywords out
 	rules     map[string]bool
 	nodes     int  // schema positions visited, against maxNormNodes
-	draft04   bool // the root names draft-04 or no draft: boolean exclusive bounds are read as draft-04's
+	draft04   bool // the root names draft-04: boolean exclusive bounds are read as draft-04's
 }
 
 // normalizeSchema returns the normal form of a schema (a decoded JSON value)
@@ -120,9 +120,7 @@ func normalizeSchema(v any, strip bool) (any, map[string]bool) {
 		return n.schema(v), n.rules
 	}
 	n.root = root
-	if _, named := root["$schema"]; !named {
-		n.draft04 = true
-	} else if d, ok := dialectOf(root["$schema"]); ok && d == "04" {
+	if d, ok := dialectOf(root["$schema"]); ok && d == "04" {
 		n.draft04 = true
 	}
 	n.refsOK = !usesAny(root, map[string]bool{"$id": true, "id": true, "$anchor": true, "$dynamicAnchor": true, "$recursiveAnchor": true}, true)
@@ -166,7 +164,18 @@ func (n *schemaNorm) dialectFree(root map[string]any, d string) bool {
 	if usesAny(root, draftSensitive, false) || hasArrayItems(root) || refWithSiblings(root) {
 		return false
 	}
-	return d != "04" || !usesAny(root, notInDraft04, false)
+	if d != "04" {
+		return true
+	}
+	free := !hasBoolSchema(root) // draft-04 has no boolean schemas
+	walkSchemas(root, func(s map[string]any, _ bool) {
+		for k, v := range s {
+			if _, isBool := v.(bool); notInDraft04[k] && !(isBool && (k == "exclusiveMinimum" || k == "exclusiveMaximum")) {
+				free = false // draft-04 ignores it, later drafts apply it
+			}
+		}
+	})
+	return free
 }
 
 // schema normalizes one schema position.
@@ -174,11 +183,11 @@ func (n *schemaNorm) schema(v any) any {
 	n.nodes++
 	switch v := v.(type) {
 	case bool:
-		if v {
+		if v && !n.draft04 { // draft-04 has no boolean schemas
 			n.rules[ruleBoolSchema] = true
 			return map[string]any{}
 		}
-		return false
+		return v
 	case map[string]any:
 		return n.object(v)
 	}
@@ -222,7 +231,7 @@ func (n *schemaNorm) object(s map[string]any) any {
 			}
 		case schemaWords[k]:
 			ns := n.schema(v)
-			if anyIfEmpty[k] && isEmptySchema(ns) {
+			if anyIfEmpty[k] && (isEmptySchema(ns) || ns == true) { // draft-04 has additionalProperties: true too
 				n.rules[ruleEmptyAny] = true
 				continue
 			}
@@ -266,12 +275,15 @@ func (n *schemaNorm) object(s map[string]any) any {
 
 // exclusive rewrites the draft-04 form {"minimum": 5, "exclusiveMinimum":
 // true} as {"exclusiveMinimum": 5}, and drops "exclusiveMinimum": false
-// beside a minimum, when the root names draft-04 or no draft. A boolean
-// without its bound is left alone.
+// beside a minimum, when the root names draft-04. A boolean without its
+// bound is left alone.
 func (n *schemaNorm) exclusive(s map[string]any, excl, bound string) {
 	b, ok := s[excl].(bool)
 	if !ok || !n.draft04 {
-		return // under a later draft a boolean bound is malformed, and validators disagree on it
+		// Under a later draft, or none named (MCP's default is 2020-12), a
+		// boolean bound is malformed, and validators read it differently
+		// (python-jsonschema takes true for 1).
+		return
 	}
 	num, ok := s[bound].(json.Number)
 	if !ok {
@@ -491,6 +503,43 @@ func usesAny(root map[string]any, words map[string]bool, belowOnly bool) bool {
 		for k := range s {
 			if words[k] {
 				found = true
+			}
+		}
+	})
+	return found
+}
+
+// hasBoolSchema reports whether true or false stands where a schema goes.
+func hasBoolSchema(root map[string]any) bool {
+	found := false
+	isBool := func(v any) {
+		if _, ok := v.(bool); ok {
+			found = true
+		}
+	}
+	walkSchemas(root, func(s map[string]any, _ bool) {
+		for k, v := range s {
+			switch {
+			case k == "additionalProperties" || k == "additionalItems":
+				// draft-04 allows a boolean here
+			case schemaWords[k] || k == "items":
+				if l, ok := v.([]any); ok {
+					for _, e := range l {
+						isBool(e)
+					}
+				} else {
+					isBool(v)
+				}
+			case schemaLists[k]:
+				l, _ := v.([]any)
+				for _, e := range l {
+					isBool(e)
+				}
+			case schemaMaps[k], k == "$defs", k == "definitions":
+				m, _ := v.(map[string]any)
+				for _, e := range m {
+					isBool(e)
+				}
 			}
 		}
 	})

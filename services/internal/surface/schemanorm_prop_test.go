@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -181,12 +182,13 @@ func genSchema(r *rand.Rand, depth int, root bool) map[string]any {
 }
 
 // rewrite writes s in an equivalent form, choosing each rewrite at random.
-// The draft-04 form of exclusive bounds is used only where the root names no
-// draft, as draft-04 is the only one that has it.
+// Under draft-04 every exclusive bound takes draft-04's boolean form (its
+// numeric form, and const, do not exist there); elsewhere the boolean form is
+// never used, as no other draft has it.
 func rewrite(r *rand.Rand, v any, root bool) any {
 	dialect := []string{"", "http://json-schema.org/draft-07/schema#", "https://json-schema.org/draft/2020-12/schema",
-		"https://json-schema.org/draft/2019-09/schema"}[r.IntN(4)]
-	out := rewriteNode(r, v, root, dialect == "")
+		"https://json-schema.org/draft/2019-09/schema", "http://json-schema.org/draft-04/schema#"}[r.IntN(5)]
+	out := rewriteNode(r, v, root, strings.Contains(dialect, "draft-04"))
 	if s, ok := out.(map[string]any); ok && dialect != "" {
 		s["$schema"] = dialect
 	}
@@ -201,7 +203,7 @@ func rewriteNode(r *rand.Rand, v any, root, draft04 bool) any {
 	if props, ok := s["properties"].(map[string]any); ok {
 		for name, p := range props {
 			props[name] = rewriteNode(r, p, false, draft04)
-			if m, ok := props[name].(map[string]any); ok && len(m) == 0 && r.IntN(2) == 0 {
+			if m, ok := props[name].(map[string]any); ok && len(m) == 0 && !draft04 && r.IntN(2) == 0 {
 				props[name] = true
 			}
 		}
@@ -224,7 +226,10 @@ func rewriteNode(r *rand.Rand, v any, root, draft04 bool) any {
 	if items, ok := s["items"]; ok {
 		s["items"] = rewriteNode(r, items, false, draft04)
 	} else if s["type"] == "array" && r.IntN(2) == 0 {
-		s["items"] = []any{true, map[string]any{}}[r.IntN(2)]
+		s["items"] = map[string]any{}
+		if !draft04 && r.IntN(2) == 0 {
+			s["items"] = true
+		}
 	}
 	for _, k := range []string{"anyOf", "allOf", "oneOf"} {
 		if alt, ok := s[k].([]any); ok {
@@ -249,16 +254,16 @@ func rewriteNode(r *rand.Rand, v any, root, draft04 bool) any {
 	if _, ok := s["additionalProperties"]; !ok && s["type"] == "object" {
 		switch r.IntN(3) {
 		case 1:
-			s["additionalProperties"] = true
+			s["additionalProperties"] = true // draft-04 allows this boolean too
 		case 2:
 			s["additionalProperties"] = map[string]any{}
 		}
 	}
-	if e, ok := s["enum"].([]any); ok && len(e) == 1 && r.IntN(2) == 0 {
+	if e, ok := s["enum"].([]any); ok && len(e) == 1 && !draft04 && r.IntN(2) == 0 {
 		s["const"] = e[0]
 		delete(s, "enum")
 	}
-	if m, ok := s["exclusiveMinimum"].(json.Number); ok && draft04 && r.IntN(2) == 0 {
+	if m, ok := s["exclusiveMinimum"].(json.Number); ok && draft04 {
 		s["minimum"], s["exclusiveMinimum"] = m, true
 	}
 	if _, ok := s["maximum"]; ok && draft04 && r.IntN(3) == 0 {
@@ -300,9 +305,9 @@ func realEdit(r *rand.Rand, v any) (any, string) {
 		mode := props["mode"].(map[string]any)
 		mode["enum"] = []any{"x", "y"}
 		return s, ChangeEnumRemoved
-	case 3: // a constraint narrowed
+	case 3: // a constraint narrowed: no mode is long enough now
 		mode := props["mode"].(map[string]any)
-		mode["maxLength"] = num(1)
+		mode["minLength"] = num(2)
 		return s, ChangeConstraintNarrowed
 	default: // an existing parameter becomes required
 		req, _ := s["required"].([]any)
