@@ -54,6 +54,7 @@ const (
 	ChangeItemAdded          = "added" // prefixed with the item kind: tool_added, prompt_added, ...
 	ChangeItemRemoved        = "removed"
 	ChangeDestructiveAdded   = "destructive_tool_added"
+	ChangeBecameDestructive  = "became_destructive" // an approved tool now declares itself destructive
 	ChangeListingAdded       = "listing_added"
 	ChangeListingRemoved     = "listing_removed"
 	ChangeDescription        = "description_changed"
@@ -94,6 +95,7 @@ var severityOf = map[string]Severity{
 	ChangeListingAdded:       SeverityInfo,
 	ChangeListingRemoved:     SeverityLow,
 	ChangeDestructiveAdded:   SeverityHigh,
+	ChangeBecameDestructive:  SeverityCritical,
 	ChangeDescription:        SeverityMedium,
 	ChangeTitle:              SeverityLow,
 	ChangeInstructions:       SeverityMedium,
@@ -123,12 +125,13 @@ var severityOf = map[string]Severity{
 	ChangeArgRemoved:         SeverityMedium,
 	ChangeMimeType:           SeverityLow,
 	ChangeName:               SeverityLow,
-	ChangeRepresentation:     SeverityLow,
+	ChangeRepresentation:     SeverityInfo,
 	ChangeUnclassified:       SeverityCritical,
 }
 
 // benignKinds are the changes the guard posture may accept on its own: new
-// items and new optional parameters, nothing else.
+// items, new optional parameters, and the same meaning written differently;
+// nothing else.
 var benignKinds = map[string]bool{
 	"tool" + "_" + ChangeItemAdded:             true,
 	"prompt" + "_" + ChangeItemAdded:           true,
@@ -137,6 +140,7 @@ var benignKinds = map[string]bool{
 	ChangeListingAdded:                         true,
 	ChangeParamAddedOptional:                   true,
 	ChangeArgAddedOptional:                     true,
+	ChangeRepresentation:                       true,
 }
 
 // Change is one classified difference inside an item.
@@ -180,15 +184,18 @@ func Diff(old, new *Surface) *Report {
 	}
 	r.Drift = true
 	for k := KindTool; k <= KindInstructions; k++ {
-		if old.listed[k] != new.listed[k] && k != KindInstructions {
-			kind := ChangeListingRemoved
-			if new.listed[k] {
-				kind = ChangeListingAdded
-			}
-			r.Changed = append(r.Changed, finish(ItemDiff{Kind: "listing", Name: k.ListKey(),
-				Changes: []Change{{Kind: kind, Severity: severityOf[kind]}}}))
-		}
 		olds, news := old.Of(k), new.Of(k)
+		if old.listed[k] != new.listed[k] && k != KindInstructions {
+			c := change(ChangeListingRemoved, "", "")
+			if new.listed[k] {
+				c = change(ChangeListingAdded, "", "")
+			}
+			if len(olds)+len(news) == 0 {
+				// Listed with no items or not listed: a client sees nothing either way.
+				c = change(ChangeRepresentation, "", "an empty listing is the same as none")
+			}
+			r.Changed = append(r.Changed, finish(ItemDiff{Kind: "listing", Name: k.ListKey(), Changes: []Change{c}}))
+		}
 		i, j := 0, 0
 		for i < len(olds) || j < len(news) {
 			switch {
@@ -271,6 +278,13 @@ func explicitlyDestructive(v any) bool {
 	return ann["destructiveHint"] == true && ann["readOnlyHint"] != true
 }
 
+// effectivelyDestructive reads a tool's hints with their MCP defaults: a tool
+// that says nothing may be destructive.
+func effectivelyDestructive(v any) bool {
+	ann := asMap(asMap(v)["annotations"])
+	return !hintValue(ann, "readOnlyHint", false) && hintValue(ann, "destructiveHint", true)
+}
+
 func changedItem(o, n Item) ItemDiff {
 	d := ItemDiff{Kind: n.Kind.String(), Name: n.Name, OldHash: digestPtr(o.Hash), NewHash: digestPtr(n.Hash)}
 	ov, nv := decode(o), decode(n)
@@ -337,7 +351,7 @@ func diffItem(kind Kind, o, n map[string]any) []Change {
 		case key == "title":
 			cs = append(cs, change(ChangeTitle, key, textDelta(ov, nv)))
 		case kind == KindTool && key == "inputSchema":
-			cs = diffSchema(cs, key, ov, nv)
+			cs = diffRootSchema(cs, key, ov, nv, inOld && inNew)
 		case kind == KindTool && key == "outputSchema":
 			switch {
 			case !inOld:
@@ -345,7 +359,11 @@ func diffItem(kind Kind, o, n map[string]any) []Change {
 			case !inNew:
 				cs = append(cs, change(ChangeOutputRemoved, key, ""))
 			default:
-				inner := diffSchema(nil, key, ov, nv)
+				inner := diffRootSchema(nil, key, ov, nv, true)
+				if len(inner) == 1 && inner[0].Kind == ChangeRepresentation && inner[0].Path == key {
+					cs = append(cs, inner[0])
+					continue
+				}
 				c := change(ChangeOutputChanged, key, strings.Join(changedPaths(inner), ", "))
 				for _, ic := range inner {
 					if ic.Kind == ChangeUnclassified {
@@ -358,6 +376,10 @@ func diffItem(kind Kind, o, n map[string]any) []Change {
 			before := len(cs)
 			if cs = diffAnnotations(cs, asMap(ov), asMap(nv)); len(cs) == before {
 				cs = append(cs, change(ChangeRepresentation, key, "no hint changed its effective value (defaults written out or dropped)"))
+			}
+			if !effectivelyDestructive(o) && explicitlyDestructive(n) {
+				// Path "annotations" sorts before the hints' own changes.
+				cs = slices.Insert(cs, before, change(ChangeBecameDestructive, key, "the tool did not declare itself destructive and now does"))
 			}
 		case kind == KindPrompt && key == "arguments":
 			cs = diffArguments(cs, ov, nv)
@@ -530,7 +552,70 @@ var (
 	metaWords   = map[string]bool{"$schema": true, "$id": true, "$comment": true, "deprecated": true, "readOnly": true, "writeOnly": true}
 )
 
-// diffSchema classifies the differences between two JSON Schemas at path.
+// diffRootSchema classifies the differences between two whole schemas (an
+// inputSchema or outputSchema; both is false when one side lacks it). Both
+// are normalized first (schemanorm.go): when the normal forms are equal, the
+// change is one representation_changed; otherwise the normal forms are
+// compared keyword by keyword, so that a rewrite beside a real change does not
+// make the real change look unclassifiable.
+func diffRootSchema(cs []Change, path string, ov, nv any, both bool) []Change {
+	if !both {
+		return diffSchema(cs, path, ov, nv)
+	}
+	on, oRules := normalizeSchema(ov, false)
+	nn, nRules := normalizeSchema(nv, false)
+	if reflect.DeepEqual(on, nn) {
+		return append(cs, change(ChangeRepresentation, narrowPath(path, ov, nv), "the same schema written differently: "+ruleList(oRules, nRules)))
+	}
+	return diffSchema(cs, path, on, nn)
+}
+
+// narrowPath follows a and b down while they differ in exactly one member
+// that both have, to name where a rewrite happened.
+func narrowPath(path string, a, b any) string {
+	for {
+		x, okA := a.(map[string]any)
+		y, okB := b.(map[string]any)
+		if !okA || !okB {
+			return path
+		}
+		var diff []string
+		for _, k := range unionKeys(x, y) {
+			if !reflect.DeepEqual(x[k], y[k]) {
+				diff = append(diff, k)
+			}
+		}
+		if len(diff) != 1 {
+			return path
+		}
+		_, inX := x[diff[0]]
+		_, inY := y[diff[0]]
+		if !inX || !inY {
+			return path
+		}
+		path, a, b = path+"."+diff[0], x[diff[0]], y[diff[0]]
+	}
+}
+
+func ruleList(a, b map[string]bool) string {
+	var rules []string
+	for r := range a {
+		rules = append(rules, r)
+	}
+	for r := range b {
+		if !a[r] {
+			rules = append(rules, r)
+		}
+	}
+	if len(rules) == 0 {
+		return "no rewrite named"
+	}
+	sort.Strings(rules)
+	return strings.Join(rules, "; ")
+}
+
+// diffSchema classifies the differences between two JSON Schemas at path,
+// both in normal form when they come from diffRootSchema.
 func diffSchema(cs []Change, path string, ov, nv any) []Change {
 	if reflect.DeepEqual(ov, nv) {
 		return cs
@@ -540,6 +625,7 @@ func diffSchema(cs []Change, path string, ov, nv any) []Change {
 	if !okO || !okN {
 		return append(cs, change(ChangeUnclassified, path, "a schema that is not an object changed"))
 	}
+	o, n = alignEnumConst(o, n)
 	oProps, nProps := asMap(o["properties"]), asMap(n["properties"])
 	oReq, nReq := stringSet(o["required"]), stringSet(n["required"])
 	for _, key := range unionKeys(o, n) {
@@ -625,17 +711,34 @@ func diffSchema(cs []Change, path string, ov, nv any) []Change {
 				cs = append(cs, change(ChangeConstraintNarrowed, p, textDelta(a, b)))
 			case a == false && allowsAny(b, inNew):
 				cs = append(cs, change(ChangeConstraintWidened, p, textDelta(a, b)))
+			case aObj && allowsAny(b, inNew):
+				cs = diffSchema(cs, p, a, map[string]any{}) // absent, true and {} admit anything
+			case allowsAny(a, inOld) && bObj:
+				cs = diffSchema(cs, p, map[string]any{}, b)
 			default:
 				cs = append(cs, change(ChangeUnclassified, p, textDelta(a, b)))
 			}
 		case key == "items":
 			_, aObj := a.(map[string]any)
 			_, bObj := b.(map[string]any)
-			if aObj && bObj {
+			switch {
+			case aObj && bObj:
 				cs = diffSchema(cs, p, a, b)
-			} else {
+			case aObj && !inNew: // an absent items admits anything, as {} does
+				cs = diffSchema(cs, p, a, map[string]any{})
+			case !inOld && bObj:
+				cs = diffSchema(cs, p, map[string]any{}, b)
+			case textOnly(key, a, b):
+				cs = diffText(cs, p, a, b, valueIsSchema(key, a))
+			default:
 				cs = append(cs, change(ChangeUnclassified, p, "items changed shape"))
 			}
+		case textOnly(key, a, b):
+			// A keyword without a rule (anyOf, $defs, not, ...) whose
+			// schemas differ only in annotations: report the text.
+			cs = diffText(cs, p, a, b, valueIsSchema(key, a))
+		case key == "anyOf" || key == "allOf":
+			cs = diffMembers(cs, p, key, a, b)
 		default:
 			cs = append(cs, change(ChangeUnclassified, p, "no rule for this keyword"))
 		}
@@ -763,4 +866,176 @@ func typeList(v any) string {
 		return "(none)"
 	}
 	return strings.Join(setKeys(typeSet(v)), "|")
+}
+
+// alignEnumConst writes a const as a one-value enum when the other side has
+// an enum, so that enum [a, b] becoming const a reads as the value b removed.
+func alignEnumConst(o, n map[string]any) (map[string]any, map[string]any) {
+	asEnum := func(s map[string]any) map[string]any {
+		c := make(map[string]any, len(s))
+		for k, v := range s {
+			c[k] = v
+		}
+		c["enum"] = []any{c["const"]}
+		delete(c, "const")
+		return c
+	}
+	_, oConst := o["const"]
+	_, nConst := n["const"]
+	_, oEnum := o["enum"]
+	_, nEnum := n["enum"]
+	switch {
+	case oConst && !oEnum && nEnum && !nConst:
+		o = asEnum(o)
+	case nConst && !nEnum && oEnum && !oConst:
+		n = asEnum(n)
+	}
+	return o, n
+}
+
+// strippedKey is the JSON of a schema's normal form without annotations.
+func strippedKey(v any) string {
+	n, _ := normalizeSchema(v, true)
+	b, _ := json.Marshal(n)
+	return string(b)
+}
+
+// textOnly reports whether the values of keyword key in two schemas differ
+// only in annotation keywords (description, title, examples, $comment) at
+// schema positions.
+func textOnly(key string, a, b any) bool {
+	sa, _ := normalizeSchema(map[string]any{key: a}, true)
+	sb, _ := normalizeSchema(map[string]any{key: b}, true)
+	return reflect.DeepEqual(sa, sb)
+}
+
+// keywordHoldsSchema reports whether a keyword's value is a schema, or an
+// object or array of schemas.
+func keywordHoldsSchema(key string) bool {
+	return schemaWords[key] || schemaMaps[key] || schemaLists[key] || key == "items" || key == "$defs" || key == "definitions"
+}
+
+// valueIsSchema reports whether keyword key holds one schema (rather than an
+// array or object of them).
+func valueIsSchema(key string, v any) bool {
+	_, isList := v.([]any)
+	return schemaWords[key] || (key == "items" && !isList)
+}
+
+// diffText reports the annotation differences between two values that are
+// equal once annotations are left out (textOnly). atSchema says whether a
+// and b sit at a schema position; otherwise they hold schemas as a keyword's
+// value (an array of schemas, or an object of them).
+func diffText(cs []Change, path string, a, b any, atSchema bool) []Change {
+	if reflect.DeepEqual(a, b) {
+		return cs
+	}
+	switch x := a.(type) {
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok {
+			break
+		}
+		for _, k := range unionKeys(x, y) {
+			u, v := x[k], y[k]
+			if reflect.DeepEqual(u, v) {
+				continue
+			}
+			p := path + "." + k
+			switch {
+			case atSchema && k == "description":
+				cs = append(cs, change(ChangeDescription, p, textDelta(u, v)))
+			case atSchema && k == "title":
+				cs = append(cs, change(ChangeTitle, p, textDelta(u, v)))
+			case atSchema && k == "examples":
+				cs = append(cs, change(ChangeExamples, p, ""))
+			case atSchema && k == "$comment":
+				cs = append(cs, change(ChangeSchemaMetadata, p, textDelta(u, v)))
+			case atSchema && (schemaWords[k] || k == "items"):
+				cs = diffText(cs, p, u, v, true)
+			case atSchema && keywordHoldsSchema(k):
+				cs = diffText(cs, p, u, v, false)
+			case !atSchema:
+				cs = diffText(cs, p, u, v, true) // a member of properties, $defs, ...
+			default:
+				cs = append(cs, change(ChangeUnclassified, p, "no rule for this keyword"))
+			}
+		}
+		return cs
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) || atSchema {
+			break
+		}
+		// Pair the members that are equal without their text; their order
+		// may differ, since unordered lists are sorted with the text.
+		free := map[string][]int{} // members of y by their form without text
+		for j, v := range y {
+			k := strippedKey(v)
+			free[k] = append(free[k], j)
+		}
+		for _, u := range x {
+			k := strippedKey(u)
+			if len(free[k]) == 0 {
+				return append(cs, change(ChangeUnclassified, path, "no rule for this change"))
+			}
+			j := free[k][0]
+			free[k] = free[k][1:]
+			cs = diffText(cs, path+"[]", u, y[j], true)
+		}
+		return cs
+	}
+	return append(cs, change(ChangeUnclassified, path, "no rule for this change"))
+}
+
+// diffMembers classifies a change of anyOf or allOf. Both are monotone: a
+// member that accepts more makes the whole accept more or the same, so one
+// member that changed is compared as a schema, with the same directions.
+// A member added to anyOf widens it and one removed narrows it; allOf the
+// other way round. Anything else is unclassified. (oneOf is not monotone:
+// a branch that accepts more can make a value match two branches.)
+func diffMembers(cs []Change, p, key string, a, b any) []Change {
+	x, okA := a.([]any)
+	y, okB := b.([]any)
+	if !okA || !okB || len(x) == 0 || len(y) == 0 {
+		return append(cs, change(ChangeUnclassified, p, "no rule for this change"))
+	}
+	left := map[string][]int{} // members of y not yet matched, by their JSON
+	for j, v := range y {
+		k, _ := json.Marshal(v)
+		left[string(k)] = append(left[string(k)], j)
+	}
+	matched := make([]bool, len(y))
+	var onlyX, onlyY []any
+	for _, u := range x {
+		k, _ := json.Marshal(u)
+		if js := left[string(k)]; len(js) > 0 {
+			matched[js[0]], left[string(k)] = true, js[1:]
+			continue
+		}
+		onlyX = append(onlyX, u)
+	}
+	for j, v := range y {
+		if !matched[j] {
+			onlyY = append(onlyY, v)
+		}
+	}
+	widens := key == "anyOf"
+	switch {
+	case len(onlyX) == 1 && len(onlyY) == 1:
+		return diffSchema(cs, p+"[]", onlyX[0], onlyY[0])
+	case len(onlyX) == 0 && len(onlyY) > 0:
+		kind := ChangeConstraintNarrowed
+		if widens {
+			kind = ChangeConstraintWidened
+		}
+		return append(cs, change(kind, p, fmt.Sprintf("%d member(s) added", len(onlyY))))
+	case len(onlyX) > 0 && len(onlyY) == 0:
+		kind := ChangeConstraintWidened
+		if widens {
+			kind = ChangeConstraintNarrowed
+		}
+		return append(cs, change(kind, p, fmt.Sprintf("%d member(s) removed", len(onlyX))))
+	}
+	return append(cs, change(ChangeUnclassified, p, "members changed in a way no rule describes"))
 }

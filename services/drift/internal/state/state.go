@@ -143,9 +143,10 @@ type Observation struct {
 // Assessment is the classified drift from a baseline.
 type Assessment struct {
 	Severity string
-	// Benign: only added optional parameters or added items, descriptions
-	// byte-identical, no risk raised, no markers, and no item that was
-	// removed and came back or ever had another approved definition.
+	// Benign: the diff's benign rule (docs/diff.md): only added items,
+	// added optional parameters and the same meaning written differently,
+	// descriptions byte-identical, no risk raised, no markers; and no item
+	// that was removed and came back or ever had another approved definition.
 	Benign bool
 	// Note says why a change the diff alone calls benign is not (its
 	// history), for the reason text; "" otherwise.

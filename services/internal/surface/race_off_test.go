@@ -1,0 +1,5 @@
+//go:build !race
+
+package surface
+
+const raceEnabled = false
