@@ -7,6 +7,8 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/gowebpki/jcs"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/surface/realworld"
 )
 
 func loadBenign(b *testing.B) []byte {
@@ -91,4 +93,57 @@ func nestedToolList(depth int) string {
 		schema = `{"type":"object","required":["z","a"],"properties":{"a":` + schema + `,"z":{"type":["null","string"]}}}`
 	}
 	return `{"tools":[{"name":"deep","description":"d","inputSchema":` + schema + `}]}`
+}
+
+// BenchmarkFingerprintReal is BenchmarkFingerprint on input as real servers
+// send it: a tools/list result of the captured servers' tools with their own
+// member order (package realworld), which the "already canonical" fast path
+// does not cover, at 66 KB and at 7.6 MiB. Report ratios with `make bench`.
+func BenchmarkFingerprintReal(b *testing.B) {
+	for _, size := range []struct {
+		name  string
+		bytes int
+	}{{"66KB", 66 << 10}, {"7.6MiB", 76 << 20 / 10}} {
+		src, err := realworld.Manifest("testdata/real", size.bytes)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run("size="+size.name+"/impl=surface", func(b *testing.B) {
+			bd := NewBuilder(Options{})
+			b.SetBytes(int64(len(src)))
+			b.ReportAllocs()
+			for b.Loop() {
+				bd.Reset()
+				if _, err := bd.AddPage(KindTool, src); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := bd.Surface(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("size="+size.name+"/impl=jsontext", func(b *testing.B) {
+			b.SetBytes(int64(len(src)))
+			b.ReportAllocs()
+			buf := make([]byte, len(src))
+			for b.Loop() {
+				v := jsontext.Value(append(buf[:0], src...))
+				if err := v.Canonicalize(); err != nil {
+					b.Fatal(err)
+				}
+				_ = sha256.Sum256(v)
+			}
+		})
+		b.Run("size="+size.name+"/impl=jcs", func(b *testing.B) {
+			b.SetBytes(int64(len(src)))
+			b.ReportAllocs()
+			for b.Loop() {
+				out, err := jcs.Transform(src)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_ = sha256.Sum256(out)
+			}
+		})
+	}
 }
