@@ -1,6 +1,7 @@
 package canonjson
 
 import (
+	"encoding/binary"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -18,9 +19,26 @@ func (d *Doc) FoldTwin(obj NodeID) (a, b string, found bool) {
 		return "", "", false
 	}
 	if n <= 16 {
+		// A plain ASCII name (no escape, no byte above 0x7F) folds only to a
+		// name of its length whose first bytes, with the 0x20 bit set (which
+		// lower-cases ASCII letters), are the same: a signature per name
+		// spares most pairs the full comparison.
+		var sig [16]uint64
+		var plain [16]bool
+		for i := range n {
+			k, _ := d.Member(obj, i)
+			nd := &d.nodes[k]
+			if nd.flags&(flagEscaped|flagNonASCII) == 0 {
+				plain[i] = true
+				sig[i] = foldSig(d.src, int(nd.start)+1, int(nd.end-nd.start)-2)
+			}
+		}
 		for i := range n {
 			ki, _ := d.Member(obj, i)
 			for j := i + 1; j < n; j++ {
+				if plain[i] && plain[j] && sig[i] != sig[j] {
+					continue
+				}
 				kj, _ := d.Member(obj, j)
 				if d.keysFold(ki, kj) {
 					return d.Text(ki), d.Text(kj), true
@@ -41,6 +59,25 @@ func (d *Doc) FoldTwin(obj NodeID) (a, b string, found bool) {
 	return "", "", false
 }
 
+// foldSig is the signature of the plain ASCII name of n bytes at src[i:]:
+// its first 7 bytes with the 0x20 bit set, and its length. Two such names
+// that fold to each other have the same signature.
+func foldSig(src []byte, i, n int) uint64 {
+	var w uint64
+	if i+8 <= len(src) {
+		w = binary.LittleEndian.Uint64(src[i:])
+		if n < 7 {
+			w &= 1<<(8*n) - 1
+		}
+	} else {
+		for b, c := range src[i : i+min(n, 7)] {
+			w |= uint64(c) << (8 * b)
+		}
+	}
+	w |= 0x20202020202020 & (1<<(8*min(n, 7)) - 1)
+	return w&(1<<56-1) | uint64(min(n, 255))<<56
+}
+
 // FoldsTo reports whether the member name k differs from want but equals it
 // under Unicode simple case folding: a case-insensitive reader takes it for
 // want.
@@ -55,7 +92,7 @@ func (d *Doc) FoldsTo(k NodeID, want string) bool {
 func (d *Doc) FoldsToAny(k NodeID, names []string) (string, bool) {
 	nd := &d.nodes[k]
 	raw := d.src[nd.start+1 : nd.end-1]
-	if nd.flags&flagEscaped == 0 && ascii(raw) {
+	if nd.flags&(flagEscaped|flagNonASCII) == 0 {
 		for _, name := range names {
 			// An ASCII name folds only to a name of its length (the
 			// non-ASCII folds of k and s are longer in UTF-8).
@@ -79,7 +116,7 @@ func (d *Doc) FoldsToAny(k NodeID, names []string) (string, bool) {
 func (d *Doc) keysFold(a, b NodeID) bool {
 	na, nb := &d.nodes[a], &d.nodes[b]
 	ra, rb := d.src[na.start+1:na.end-1], d.src[nb.start+1:nb.end-1]
-	if na.flags&flagEscaped == 0 && nb.flags&flagEscaped == 0 && ascii(ra) && ascii(rb) {
+	if (na.flags|nb.flags)&(flagEscaped|flagNonASCII) == 0 {
 		return len(ra) == len(rb) && strings.EqualFold(string(ra), string(rb))
 	}
 	return strings.EqualFold(d.Text(a), d.Text(b))
@@ -115,14 +152,6 @@ func foldRune(r rune) rune {
 	return min
 }
 
-func ascii(b []byte) bool {
-	for _, c := range b {
-		if c >= utf8.RuneSelf {
-			return false
-		}
-	}
-	return true
-}
 
 // simpleFold is unicode.SimpleFold, named here so that foldRune reads as
 // what it does.

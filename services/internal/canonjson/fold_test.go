@@ -90,3 +90,41 @@ func TestFoldsToAny(t *testing.T) {
 		}
 	}
 }
+
+// TestFoldTwinMatchesEqualFold checks FoldTwin (whose small objects are
+// screened by a signature of each name) against every pair of names
+// compared with strings.EqualFold, on objects of names that differ in case,
+// length, position of the difference and ASCII or not.
+func TestFoldTwinMatchesEqualFold(t *testing.T) {
+	pool := []string{"a", "A", "ab", "aB", "abcdefg", "abcdefG", "abcdefgh", "abcdefgH", "Abcdefgh",
+		"abcdefghijk", "abcdefghijK", "k", "K", "\u212a", "s", "\u017f", "@", "`", "[x", "{x", "_", "\x7f"}
+	for mask := 1; mask < 1<<12; mask += 7 {
+		var names []string
+		for i := range pool {
+			if mask>>(i%12)&1 != 0 && (i < 12 || mask>>((i+5)%12)&1 != 0) {
+				names = append(names, pool[i])
+			}
+		}
+		var want bool
+		for i := range names {
+			for j := i + 1; j < len(names); j++ {
+				want = want || strings.EqualFold(names[i], names[j])
+			}
+		}
+		in := "{"
+		for i, n := range names {
+			if i > 0 {
+				in += ","
+			}
+			in += `"` + n + `":` + strings.Repeat("1", 1+i%3)
+		}
+		in += "}"
+		var d Doc
+		if err := d.Parse([]byte(in), Limits{}); err != nil {
+			t.Fatalf("%s: %v", in, err)
+		}
+		if a, b, got := d.FoldTwin(Root); got != want {
+			t.Errorf("FoldTwin(%s) = %q %q %v, want %v", in, a, b, got, want)
+		}
+	}
+}
