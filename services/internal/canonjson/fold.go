@@ -152,7 +152,6 @@ func foldRune(r rune) rune {
 	return min
 }
 
-
 // simpleFold is unicode.SimpleFold, named here so that foldRune reads as
 // what it does.
 var simpleFold = unicode.SimpleFold
