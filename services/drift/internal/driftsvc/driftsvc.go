@@ -45,6 +45,9 @@ type Config struct {
 	// variant comparisons, in bytes of their stored form; least recently
 	// used go first.
 	ManifestCacheBytes int
+	// StatusCacheRecords bounds the decoded status records kept (see
+	// statusCache).
+	StatusCacheRecords int
 }
 
 // DefaultConfig holds the defaults for zero fields.
@@ -58,6 +61,7 @@ var DefaultConfig = Config{
 	DrainTimeout:  10 * time.Second,
 
 	ManifestCacheBytes: DefaultManifestCacheBytes,
+	StatusCacheRecords: DefaultStatusCacheRecords,
 }
 
 func (c Config) withDefaults() Config {
@@ -90,6 +94,9 @@ func (c Config) withDefaults() Config {
 	if c.ManifestCacheBytes > 0 {
 		d.ManifestCacheBytes = c.ManifestCacheBytes
 	}
+	if c.StatusCacheRecords > 0 {
+		d.StatusCacheRecords = c.StatusCacheRecords
+	}
 	return d
 }
 
@@ -117,6 +124,8 @@ type Service struct {
 	now  func() time.Time
 	m    *Metrics
 	surf *manifestCache // parsed manifests, by surface hash
+	// status keeps decoded status records for the fingerprint path.
+	status *statusCache
 	// beforeHandle, when set (by tests), is called by a worker before it
 	// handles a message.
 	beforeHandle func(subject string)
@@ -138,7 +147,8 @@ func New(cfg Config, d Deps) (*Service, error) {
 		d.Now = time.Now
 	}
 	cfg = cfg.withDefaults()
-	s := &Service{cfg: cfg, js: d.JS, h: d.Handles, log: d.Log, now: d.Now, m: d.Metrics, surf: newManifestCache(cfg.ManifestCacheBytes)}
+	s := &Service{cfg: cfg, js: d.JS, h: d.Handles, log: d.Log, now: d.Now, m: d.Metrics, surf: newManifestCache(cfg.ManifestCacheBytes),
+		status: newStatusCache(cfg.StatusCacheRecords)}
 	var err error
 	s.settler, err = bus.NewSettler(bus.SettleConfig{
 		Service: ServiceName, MaxDeliver: cfg.MaxDeliver, Backoff: retryDelay, Timeout: cfg.AckWait,
@@ -171,6 +181,13 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("creating consumer %s: %w", s.cfg.Durable, err)
 	}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	watched, err := s.watchStatus(watchCtx)
+	if err != nil {
+		return fmt.Errorf("watching %s: %w", bus.BucketStatus, err)
+	}
+	defer func() { stopWatch(); <-watched }()
 	// Workers apply fingerprints concurrently, each server's in order on
 	// its lane (lanes); the callback never blocks on a busy lane.
 	ln := newLanes(s.cfg.Workers)
@@ -536,9 +553,18 @@ func (s *Service) again(err error, attempt int) bool {
 // version and announces the verdict.
 func (s *Service) transact(ctx context.Context, key, eventID string, f func(*state.Record) (state.Outcome, error)) (*state.Record, error) {
 	for attempt := 0; ; attempt++ {
-		rec, rev, err := s.get(ctx, key)
-		if err != nil {
-			return nil, err
+		// A fingerprint's first attempt may read the record from the cache;
+		// the admin API and every retry read the bucket.
+		rec, rev, hit := (*state.Record)(nil), uint64(0), false
+		if eventID != "" && attempt == 0 {
+			rec, rev, hit = s.status.get(key)
+		}
+		if !hit {
+			var err error
+			if rec, rev, err = s.get(ctx, key); err != nil {
+				return nil, err
+			}
+			s.status.put(key, rev, rec)
 		}
 		out, err := f(rec)
 		if s.again(err, attempt) {
@@ -552,6 +578,9 @@ func (s *Service) transact(ctx context.Context, key, eventID string, f func(*sta
 				// A redelivery of an applied event: its verdict may not have
 				// gone out; announcing the current state again is harmless
 				// (same message id as the first time for this revision).
+				if hit {
+					continue // announce the record as the bucket has it now
+				}
 				s.redelivered.Add(1)
 				return rec, s.announce(ctx, rec, rev, out.Previous)
 			}
@@ -572,6 +601,7 @@ func (s *Service) transact(ctx context.Context, key, eventID string, f func(*sta
 		if err != nil {
 			return nil, err
 		}
+		s.status.put(key, newRev, &out.Record)
 		s.applied.Add(1)
 		s.m.write()
 		if out.Announce {

@@ -20,14 +20,16 @@ import (
 // hold together: the server delivers no more than that unsettled.
 type lanes struct {
 	mu     sync.Mutex
-	cond   *sync.Cond
+	conds  []*sync.Cond // one per lane, on mu: a push wakes its lane's worker only
 	queues [][]jetstream.Msg
 	closed bool
 }
 
 func newLanes(n int) *lanes {
-	l := &lanes{queues: make([][]jetstream.Msg, n)}
-	l.cond = sync.NewCond(&l.mu)
+	l := &lanes{queues: make([][]jetstream.Msg, n), conds: make([]*sync.Cond, n)}
+	for i := range l.conds {
+		l.conds[i] = sync.NewCond(&l.mu)
+	}
 	return l
 }
 
@@ -42,7 +44,7 @@ func (l *lanes) push(msg jetstream.Msg) {
 	l.mu.Lock()
 	l.queues[i] = append(l.queues[i], msg)
 	l.mu.Unlock()
-	l.cond.Broadcast()
+	l.conds[i].Signal()
 }
 
 // next waits for lane i's next message; false once the lanes are closed
@@ -54,7 +56,7 @@ func (l *lanes) next(i int) (jetstream.Msg, bool) {
 		if l.closed {
 			return nil, false
 		}
-		l.cond.Wait()
+		l.conds[i].Wait()
 	}
 	msg := l.queues[i][0]
 	l.queues[i][0] = nil
@@ -70,7 +72,9 @@ func (l *lanes) close() {
 	l.mu.Lock()
 	l.closed = true
 	l.mu.Unlock()
-	l.cond.Broadcast()
+	for _, c := range l.conds {
+		c.Broadcast()
+	}
 }
 
 // DefaultManifestCacheBytes is the default budget of parsed manifests the

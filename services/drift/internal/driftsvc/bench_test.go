@@ -1,0 +1,204 @@
+package driftsvc
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
+	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/surface"
+)
+
+func benchEnv(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// BenchmarkThroughput measures the drift service's rate against a raw
+// JetStream consume of the same messages in the same run: N fingerprints
+// (MCPDRIFT_BENCH_FPS, default 20000) of S servers (MCPDRIFT_BENCH_SERVERS,
+// default 500), round-robin, are published first; then (a) an ack-only
+// consumer with the service's consumer settings takes them all, until the
+// server has every ack, and (b) a new drift service applies them all, until
+// its consumer has nothing pending or unacked. Reports raw-msgs/s,
+// svc-msgs/s and ratio (svc/raw).
+//
+//   - servers=known: every server has its record already (a warm-up pass,
+//     untimed, by another service instance) and every fingerprint
+//     re-observes its verified manifest, as a fleet re-listing unchanged
+//     servers does: the steady state.
+//   - servers=new: every server's first fingerprint is its first sight (a
+//     record created, a baseline kept, a verdict published; S of the N),
+//     the rest re-observe it.
+func BenchmarkThroughput(b *testing.B) {
+	for _, known := range []bool{true, false} {
+		name := "servers=new"
+		if known {
+			name = "servers=known"
+		}
+		b.Run(name, func(b *testing.B) { benchThroughput(b, known) })
+	}
+}
+
+func benchThroughput(b *testing.B, known bool) {
+	n, servers := benchEnv("MCPDRIFT_BENCH_FPS", 20_000), benchEnv("MCPDRIFT_BENCH_SERVERS", 500)
+	raw, err := os.ReadFile("../../../internal/surface/testdata/real/memory/2025.8.4.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	sf, err := surface.Parse(raw, surface.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	items := make([]*mcpdriftv1.ItemHash, len(sf.Items))
+	for i, it := range sf.Items {
+		items[i] = &mcpdriftv1.ItemHash{Kind: it.Kind.String(), Name: it.Name, Hash: it.Hash.String()}
+	}
+	nb := natstest.StartBus(b)
+	ctx := context.Background()
+	if _, err := nb.Handles.Manifests.PutBytes(ctx, bus.ManifestName(sf.Hash.String()), raw); err != nil {
+		b.Fatal(err)
+	}
+	// publish publishes count fingerprints of the servers of round, ids
+	// unique to the pass, and waits until they are stored.
+	pass := 0
+	publish := func(round, count int) {
+		pass++
+		stream, err := nb.JS.Stream(ctx, bus.StreamFingerprints)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := stream.Purge(ctx); err != nil {
+			b.Fatal(err)
+		}
+		for i := range count {
+			server := fmt.Sprintf("s%d-%d", round, i%servers)
+			fp := &mcpdriftv1.Fingerprint{EventId: fmt.Sprintf("fp-%d-%d", pass, i), ObservationId: fmt.Sprintf("obs-%d-%d", pass, i),
+				Tenant: "acme", Server: server, Variant: "default", Proxy: "p1",
+				ObservedAtUnixMs: int64(1_700_000_000_000 + pass*n + i), SurfaceHash: sf.Hash.String(), Items: items}
+			data, err := proto.Marshal(fp)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := nb.JS.PublishAsync(bus.FingerprintSubject("acme", server), data, jetstream.WithMsgID(fp.EventId)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		select {
+		case <-nb.JS.PublishAsyncComplete():
+		case <-time.After(time.Minute):
+			b.Fatal("publishing fingerprints took over a minute")
+		}
+	}
+	var rawDur, svcDur time.Duration
+	iter := 0
+	for b.Loop() {
+		b.StopTimer()
+		iter++
+		if known {
+			publish(iter, servers) // one first sight per server
+			benchService(b, nb, "bench-warm-"+strconv.Itoa(iter))
+		}
+		publish(iter, n)
+		b.StartTimer()
+
+		rawDur += benchRawConsume(b, nb.JS, n, "bench-raw-"+strconv.Itoa(iter))
+		svcDur += benchService(b, nb, "bench-drift-"+strconv.Itoa(iter))
+	}
+	total := float64(n * iter)
+	rawRate, svcRate := total/rawDur.Seconds(), total/svcDur.Seconds()
+	b.ReportMetric(rawRate, "raw-msgs/s")
+	b.ReportMetric(svcRate, "svc-msgs/s")
+	b.ReportMetric(svcRate/rawRate, "ratio")
+}
+
+// consumerConfig is the consumer Run creates, under another name.
+func consumerConfig(durable string) jetstream.ConsumerConfig {
+	c := DefaultConfig
+	return jetstream.ConsumerConfig{Durable: durable, AckPolicy: jetstream.AckExplicitPolicy, AckWait: c.AckWait,
+		MaxDeliver: c.MaxDeliver, MaxAckPending: c.MaxAckPending, FilterSubject: bus.Prefix + ".fp.>"}
+}
+
+// benchRawConsume times an ack-only consumer from its creation until the
+// server has every ack.
+func benchRawConsume(b *testing.B, js jetstream.JetStream, n int, durable string) time.Duration {
+	ctx := context.Background()
+	began := time.Now()
+	cons, err := js.CreateOrUpdateConsumer(ctx, bus.StreamFingerprints, consumerConfig(durable))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var got atomic.Int64
+	done := make(chan struct{})
+	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		_ = msg.Ack()
+		if got.Add(1) == int64(n) {
+			close(done)
+		}
+	}, jetstream.PullExpiry(bus.PullExpiry))
+	if err != nil {
+		b.Fatal(err)
+	}
+	<-done
+	benchSettled(b, cons)
+	took := time.Since(began)
+	cc.Stop()
+	<-cc.Closed()
+	return took
+}
+
+// benchService times a drift service from Run until its consumer has
+// settled every message.
+func benchService(b *testing.B, nb *natstest.Bus, durable string) time.Duration {
+	svc, err := New(Config{Durable: durable}, Deps{JS: nb.JS, Handles: nb.Handles, Log: zerolog.Nop()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	runErr := make(chan error, 1)
+	began := time.Now()
+	go func() { runErr <- svc.Run(ctx) }()
+	var cons jetstream.Consumer
+	for cons == nil {
+		cons, err = nb.JS.Consumer(ctx, bus.StreamFingerprints, durable)
+		if err != nil {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	benchSettled(b, cons)
+	took := time.Since(began)
+	cancel()
+	if err := <-runErr; err != nil {
+		b.Fatal(err)
+	}
+	if st := svc.Stats(); st.Poison != 0 || st.Redelivered != 0 {
+		b.Fatalf("stats %+v: want no poison and no redelivery", st)
+	}
+	return took
+}
+
+// benchSettled polls until cons has nothing pending and nothing unacked.
+func benchSettled(b *testing.B, cons jetstream.Consumer) {
+	for {
+		info, err := cons.Info(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if info.NumPending == 0 && info.NumAckPending == 0 {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
