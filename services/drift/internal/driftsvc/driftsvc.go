@@ -126,6 +126,8 @@ type Service struct {
 	surf *manifestCache // parsed manifests, by surface hash
 	// status keeps decoded status records for the fingerprint path.
 	status *statusCache
+	// items keeps item hashes already checked against their surface hash.
+	items *itemsCache
 	// beforeHandle, when set (by tests), is called by a worker before it
 	// handles a message.
 	beforeHandle func(subject string)
@@ -133,6 +135,7 @@ type Service struct {
 	settler *bus.Settler
 
 	applied, redelivered, poison, conflicts atomic.Int64
+	settled                                 atomic.Int64 // deliveries settled, any way
 }
 
 // New returns a Service; Run starts it.
@@ -148,7 +151,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 	}
 	cfg = cfg.withDefaults()
 	s := &Service{cfg: cfg, js: d.JS, h: d.Handles, log: d.Log, now: d.Now, m: d.Metrics, surf: newManifestCache(cfg.ManifestCacheBytes),
-		status: newStatusCache(cfg.StatusCacheRecords)}
+		status: newStatusCache(cfg.StatusCacheRecords), items: newItemsCache(maxCheckedItems)}
 	var err error
 	s.settler, err = bus.NewSettler(bus.SettleConfig{
 		Service: ServiceName, MaxDeliver: cfg.MaxDeliver, Backoff: retryDelay, Timeout: cfg.AckWait,
@@ -268,6 +271,7 @@ func (s *Service) apply(ctx context.Context, msg jetstream.Msg) error {
 
 // count is told of every settlement by the Settler.
 func (s *Service) count(o bus.Outcome, code string) {
+	s.settled.Add(1)
 	switch o {
 	case bus.Acked:
 		s.m.fingerprint(ResultOK)
@@ -329,11 +333,17 @@ func (s *Service) itemsOf(fp *mcpdriftv1.Fingerprint) *state.Items {
 	if fp.ErrorCode != "" || fp.SurfaceHash == "" {
 		return nil
 	}
+	if its := s.items.get(fp); its != nil {
+		return its
+	}
 	items := make([]state.Item, len(fp.Items))
 	for i, it := range fp.Items {
 		items[i] = state.Item{Kind: it.Kind, Name: it.Name, Hash: it.Hash}
 	}
 	its, err := status.NewItems(fp.SurfaceHash, items)
+	if err == nil {
+		s.items.put(its)
+	}
 	if err != nil {
 		s.log.Error().Err(err).Str("event_id", fp.EventId).Str("tenant", fp.Tenant).Str("server", fp.Server).
 			Str("variant", fp.Variant).Msg("fingerprint items do not make up its surface hash; keeping none")

@@ -6,7 +6,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/state"
+	"github.com/mcpdrift/mcpdrift/services/internal/status"
 )
 
 // DefaultStatusCacheRecords is the default number of decoded status records
@@ -143,4 +145,48 @@ func (s *Service) watchStatus(ctx context.Context) (stopped <-chan struct{}, err
 		}
 	}()
 	return done, nil
+}
+
+// maxCheckedItems bounds the itemsCache.
+const maxCheckedItems = 4096
+
+// itemsCache keeps item hashes that were checked to make up their surface
+// hash (status.NewItems: up to 16 hashes of the surface document), by that
+// hash. A fingerprint whose items are exactly those of a kept entry, same
+// order, is not checked again: the fleet sends the same manifest again and
+// again. The kept Items are shared and never changed.
+type itemsCache struct {
+	mu     sync.Mutex
+	max    int
+	byHash map[string]*status.Items
+}
+
+func newItemsCache(max int) *itemsCache {
+	return &itemsCache{max: max, byHash: make(map[string]*status.Items)}
+}
+
+// get returns the checked items of fp's surface hash when fp carries exactly
+// them; nil otherwise.
+func (c *itemsCache) get(fp *mcpdriftv1.Fingerprint) *status.Items {
+	c.mu.Lock()
+	its := c.byHash[fp.SurfaceHash]
+	c.mu.Unlock()
+	if its == nil || len(its.Items) != len(fp.Items) {
+		return nil
+	}
+	for i, it := range fp.Items {
+		if have := its.Items[i]; have.Kind != it.Kind || have.Name != it.Name || have.Hash != it.Hash {
+			return nil
+		}
+	}
+	return its
+}
+
+func (c *itemsCache) put(its *status.Items) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.byHash) >= c.max {
+		clear(c.byHash)
+	}
+	c.byHash[its.Surface] = its
 }
