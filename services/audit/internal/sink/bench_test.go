@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -108,7 +109,7 @@ func benchSink(b *testing.B, per int) {
 	cfg.Database = db
 
 	b.ResetTimer()
-	var sinkDur, rawDur time.Duration
+	var sinkDur, rawDur, consumeDur time.Duration
 	for range b.N {
 		// The sink, from a fresh consumer each round.
 		for _, k := range Consumers {
@@ -155,6 +156,11 @@ func benchSink(b *testing.B, per int) {
 			}
 		}
 		rawDur += time.Since(start)
+
+		// The floor from the bus side: an ack-only consumer of the same
+		// messages with the sink's consumer settings, until the server has
+		// every ack.
+		consumeDur += rawConsume(b, nb.JS, cfg, (n+per-1)/per)
 	}
 	b.StopTimer()
 	var got uint64
@@ -166,6 +172,53 @@ func benchSink(b *testing.B, per int) {
 	b.ReportMetric(rate, "events/s")
 	b.ReportMetric(rawRate, "raw-events/s")
 	b.ReportMetric(rate/rawRate, "ratio")
+	// consume-ratio is what the bus alone allows, as a ratio of the raw
+	// insert: the sink consumes and acks every message as well as inserting
+	// its rows, on the same CPUs.
+	consumeRate := float64(n*b.N) / consumeDur.Seconds()
+	b.ReportMetric(consumeRate, "consume-events/s")
+	b.ReportMetric(consumeRate/rawRate, "consume-ratio")
+}
+
+// rawConsume times an ack-only consumer of the observations stream with the
+// sink's consumer settings, from its creation until the server has every
+// one of msgs acks.
+func rawConsume(b *testing.B, js jetstream.JetStream, cfg Config, msgs int) time.Duration {
+	ctx := context.Background()
+	cc := cfg.ConsumerConfig(Consumers[0])
+	cc.Durable, cc.Description = "bench-raw", ""
+	_ = js.DeleteConsumer(ctx, Consumers[0].Stream, cc.Durable)
+	began := time.Now()
+	cons, err := js.CreateOrUpdateConsumer(ctx, Consumers[0].Stream, cc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var got atomic.Int64
+	done := make(chan struct{})
+	sub, err := cons.Consume(func(msg jetstream.Msg) {
+		_ = msg.Ack()
+		if got.Add(1) == int64(msgs) {
+			close(done)
+		}
+	}, jetstream.PullMaxMessages(cfg.Prefetch), jetstream.PullExpiry(bus.PullExpiry))
+	if err != nil {
+		b.Fatal(err)
+	}
+	<-done
+	for {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if info.NumPending == 0 && info.NumAckPending == 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	took := time.Since(began)
+	sub.Stop()
+	<-sub.Closed()
+	return took
 }
 
 func sliceCalls(r *callRows, from, to int) *callRows {

@@ -478,9 +478,23 @@ func StatusName(s mcpdriftv1.Status) string {
 	return strings.ToLower(strings.TrimPrefix(s.String(), "STATUS_"))
 }
 
+// outcomeName is the lower-case outcome name stored in ClickHouse
+// ("forwarded" for CALL_OUTCOME_FORWARDED). The known ones are named once:
+// a batch of calls names one per call.
 func outcomeName(o mcpdriftv1.CallOutcome) string {
+	if int(o) >= 0 && int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
 	return strings.ToLower(strings.TrimPrefix(o.String(), "CALL_OUTCOME_"))
 }
+
+var outcomeNames = func() []string {
+	names := make([]string, len(mcpdriftv1.CallOutcome_name))
+	for i := range names {
+		names[i] = strings.ToLower(strings.TrimPrefix(mcpdriftv1.CallOutcome(i).String(), "CALL_OUTCOME_"))
+	}
+	return names
+}()
 
 func clip(s string, n int) string {
 	if len(s) > n {
