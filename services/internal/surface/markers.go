@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -23,28 +24,36 @@ type Marker struct {
 	Match string `json:"match"` // what matched, clipped; invisible characters shown as U+XXXX
 }
 
-var markerRules = []struct {
+// markerRules are compiled on first use, not when the package starts: a
+// process that only fingerprints (driftctl fingerprint, the fingerprint
+// service) never scans for markers, and compiling them took a sixth of
+// driftctl's start-up (GODEBUG=inittrace=1: 0.64 ms and 430 KB).
+var markerRules = sync.OnceValue(func() []markerRule {
+	return []markerRule{
+		{MarkerHiddenInstructions, regexp.MustCompile(`(?i)<\s*/?\s*(important|system|instructions?|secret|hidden|admin|assistant)\s*>` +
+			`|\bignore\s+(all\s+)?(the\s+)?(previous|prior|above|earlier|other)\s+(instructions|prompts|rules)` +
+			`|\b(do\s+not|don't|never)\s+(tell|mention|inform|reveal|show|alert|notify)\b[^.]{0,60}\b(user|human|operator)` +
+			`|\bwithout\s+(telling|informing|notifying|alerting)\s+the\s+(user|human)` +
+			`|\b(before|prior\s+to)\s+(using|calling|invoking)\s+(this|any|the)\s+tool\b[^.]{0,40}\b(you\s+must|must|always|first)` +
+			`|\b(before|prior\s+to)\s+(answering|responding|replying|using|calling)\b[^.]{0,20}\b(read|call|send|include|fetch|open|run)\b` +
+			`|\byou\s+(must|should)\s+(first\s+)?(read|call|include|send|pass|fetch|run)\b` +
+			`|\bthis\s+is\s+(very\s+)?important\b` +
+			`|\b(system|developer)\s+(prompt|message|override)\b`)},
+		{MarkerExfiltration, regexp.MustCompile(`(?i)\b(send|post|upload|forward|transmit|exfiltrate|leak|copy|email)\b[^.]{0,80}` +
+			`(https?://|\bwebhook\b|\bendpoint\b|\b[a-z0-9._%+-]+@[a-z0-9-]+\.[a-z]{2,}\b)` +
+			`|\b(pastebin|requestbin|ngrok|webhook\.site|pipedream|burpcollaborator|interact\.sh)\b` +
+			`|\b(pass|put|include|send|append|embed)\s+(it|them|this|that|its\s+contents?|the\s+(contents?|file|key|token|secret))\s+(in|into|as|via|through)\s+(the\s+)?[\w-]+\s+(field|parameter|argument|param)\b` +
+			`|\b(include|put|pass|append|embed)\b[^.]{0,40}\b(contents?|full\s+text|entire)\b[^.]{0,40}\b(in|into|as)\b[^.]{0,30}\b(parameter|argument|field|sidenote|notes?)\b`)},
+		{MarkerSecretPath, regexp.MustCompile(`(?i)~?/\.ssh\b|\bid_(rsa|dsa|ecdsa|ed25519)\b|\.aws/credentials|/etc/(passwd|shadow|sudoers)\b` +
+			`|\.git-credentials|\.netrc\b|\.npmrc\b|\.pypirc\b|\.kube/config|\.docker/config\.json|\.gnupg\b` +
+			`|(^|[\s/"'(])\.env\b|\bmcp\.json\b|\.cursor/|claude_desktop_config\.json|\bprivate[\s_-]?key\b|\bkeychain\b`)},
+		{MarkerEncodedBlob, regexp.MustCompile(`[A-Za-z0-9+/]{60,}={0,2}|[A-Za-z0-9_-]{80,}|\b[0-9a-fA-F]{64,}\b`)},
+	}
+})
+
+type markerRule struct {
 	kind string
 	re   *regexp.Regexp
-}{
-	{MarkerHiddenInstructions, regexp.MustCompile(`(?i)<\s*/?\s*(important|system|instructions?|secret|hidden|admin|assistant)\s*>` +
-		`|\bignore\s+(all\s+)?(the\s+)?(previous|prior|above|earlier|other)\s+(instructions|prompts|rules)` +
-		`|\b(do\s+not|don't|never)\s+(tell|mention|inform|reveal|show|alert|notify)\b[^.]{0,60}\b(user|human|operator)` +
-		`|\bwithout\s+(telling|informing|notifying|alerting)\s+the\s+(user|human)` +
-		`|\b(before|prior\s+to)\s+(using|calling|invoking)\s+(this|any|the)\s+tool\b[^.]{0,40}\b(you\s+must|must|always|first)` +
-		`|\b(before|prior\s+to)\s+(answering|responding|replying|using|calling)\b[^.]{0,20}\b(read|call|send|include|fetch|open|run)\b` +
-		`|\byou\s+(must|should)\s+(first\s+)?(read|call|include|send|pass|fetch|run)\b` +
-		`|\bthis\s+is\s+(very\s+)?important\b` +
-		`|\b(system|developer)\s+(prompt|message|override)\b`)},
-	{MarkerExfiltration, regexp.MustCompile(`(?i)\b(send|post|upload|forward|transmit|exfiltrate|leak|copy|email)\b[^.]{0,80}` +
-		`(https?://|\bwebhook\b|\bendpoint\b|\b[a-z0-9._%+-]+@[a-z0-9-]+\.[a-z]{2,}\b)` +
-		`|\b(pastebin|requestbin|ngrok|webhook\.site|pipedream|burpcollaborator|interact\.sh)\b` +
-		`|\b(pass|put|include|send|append|embed)\s+(it|them|this|that|its\s+contents?|the\s+(contents?|file|key|token|secret))\s+(in|into|as|via|through)\s+(the\s+)?[\w-]+\s+(field|parameter|argument|param)\b` +
-		`|\b(include|put|pass|append|embed)\b[^.]{0,40}\b(contents?|full\s+text|entire)\b[^.]{0,40}\b(in|into|as)\b[^.]{0,30}\b(parameter|argument|field|sidenote|notes?)\b`)},
-	{MarkerSecretPath, regexp.MustCompile(`(?i)~?/\.ssh\b|\bid_(rsa|dsa|ecdsa|ed25519)\b|\.aws/credentials|/etc/(passwd|shadow|sudoers)\b` +
-		`|\.git-credentials|\.netrc\b|\.npmrc\b|\.pypirc\b|\.kube/config|\.docker/config\.json|\.gnupg\b` +
-		`|(^|[\s/"'(])\.env\b|\bmcp\.json\b|\.cursor/|claude_desktop_config\.json|\bprivate[\s_-]?key\b|\bkeychain\b`)},
-	{MarkerEncodedBlob, regexp.MustCompile(`[A-Za-z0-9+/]{60,}={0,2}|[A-Za-z0-9_-]{80,}|\b[0-9a-fA-F]{64,}\b`)},
 }
 
 // invisible reports characters that render as nothing or reorder text:
@@ -72,7 +81,7 @@ func scanText(dst []Marker, path, s string) []Marker {
 			dst = append(dst, Marker{Kind: MarkerInvisibleChars, Path: path, Match: "U+" + strings.ToUpper(hex4(r))})
 		}
 	}
-	for _, rule := range markerRules {
+	for _, rule := range markerRules() {
 		for _, loc := range rule.re.FindAllStringIndex(s, -1) {
 			dst = append(dst, Marker{Kind: rule.kind, Path: path, Match: visible(clipText(s[loc[0]:loc[1]]))})
 		}
