@@ -40,6 +40,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -199,16 +200,20 @@ type front struct {
 type tracked struct {
 	s *session.Session
 
+	// used is when a request last used the session (Unix nanoseconds):
+	// written by every request on it and read by the eviction sweep of
+	// another session's registration, so atomic rather than under mu.
+	used atomic.Int64
+
 	mu      sync.Mutex
 	id      string      // Mcp-Session-Id
 	headers http.Header // what the proxy's own requests carry: version, authorization
-	used    time.Time
 }
 
 func (t *tracked) note(r *http.Request) {
+	t.used.Store(time.Now().UnixNano())
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.used = time.Now()
 	for _, h := range []string{"Mcp-Protocol-Version", "Authorization"} {
 		if v := r.Header.Get(h); v != "" {
 			t.headers.Set(h, v)
@@ -217,7 +222,8 @@ func (t *tracked) note(r *http.Request) {
 }
 
 func (f *front) newTracked() *tracked {
-	t := &tracked{headers: http.Header{}, used: time.Now()}
+	t := &tracked{headers: http.Header{}}
+	t.used.Store(time.Now().UnixNano())
 	t.s = session.New(f.up.Session, f.up.Gate, f.up.Observer, discard, func(b []byte) error {
 		f.p.spawn(func() { f.own(t.s, t.ownHeaders(), b) })
 		return nil
@@ -270,21 +276,20 @@ func (f *front) register(t *tracked, id string) bool {
 // least recently used one.
 func (f *front) addLocked(t *tracked) {
 	if len(f.sessions) >= f.p.cfg.MaxSessions {
-		var oldest *tracked
+		idleSince := time.Now().Add(-f.p.cfg.SessionIdle).UnixNano()
+		oldestID, oldestUsed := "", int64(0)
 		for id, s := range f.sessions {
-			s.mu.Lock()
-			idle, used := time.Since(s.used) > f.p.cfg.SessionIdle, s.used
-			s.mu.Unlock()
-			if idle {
+			used := s.used.Load() // once: requests on s write it meanwhile
+			if used < idleSince {
 				delete(f.sessions, id)
 				continue
 			}
-			if oldest == nil || used.Before(oldest.used) {
-				oldest = s
+			if oldestID == "" || used < oldestUsed {
+				oldestID, oldestUsed = id, used
 			}
 		}
-		if len(f.sessions) >= f.p.cfg.MaxSessions && oldest != nil {
-			delete(f.sessions, oldest.id)
+		if len(f.sessions) >= f.p.cfg.MaxSessions && oldestID != "" {
+			delete(f.sessions, oldestID)
 		}
 	}
 	f.sessions[t.id] = t
