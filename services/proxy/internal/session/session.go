@@ -186,6 +186,9 @@ type Session struct {
 	lastItems [5]map[string]surface.Digest // per kind: the items of the last complete listing
 	order     orderQueue                   // what a serial transport delivers, in order
 	work      sync.WaitGroup               // decisions made off the reader
+
+	pubMu   sync.Mutex
+	lastPub map[string]publication // by variant: what this session published last (publish)
 }
 
 // ParamBinding is one tool parameter that a 2026-07-28 client mirrors into
@@ -700,7 +703,54 @@ func (s *Session) finishListing(k surface.Kind, by int) {
 	s.published[variant] = true
 	s.assembling = false
 	s.mu.Unlock()
+	s.publish(variant, capture)
+}
+
+// publication is the surface a session last published in a variant.
+type publication struct {
+	hash surface.Digest
+	at   time.Time
+}
+
+// publish hands a whole surface to the observer, once: a surface whose
+// hash equals the one this session last published in variant (the
+// client's listing after the proxy's own, a re-listing that found nothing
+// new) is not published again, since the pipeline's verdict on it is
+// known or on its way, unless the verdict needs asking for again: the gate
+// knows none for variant although the first-sight bound has passed since
+// that publication. A capture that is not a surface (a listing that
+// failed) is always published. Judging is not affected: every listing is
+// judged where it passes.
+func (s *Session) publish(variant string, capture []byte) {
+	var hash surface.Digest
+	sf, err := surface.Parse(capture, surface.Options{})
+	if err == nil {
+		hash = sf.Hash
+	}
+	s.pubMu.Lock()
+	defer s.pubMu.Unlock() // one publication at a time: the last one recorded is the last one published
+	last, ok := s.lastPub[variant]
+	if err == nil && ok && last.hash == hash && (time.Since(last.at) < s.cfg.Timeout || s.verdictKnown(variant)) {
+		return
+	}
+	if s.lastPub == nil {
+		s.lastPub = map[string]publication{}
+	}
+	if err != nil {
+		delete(s.lastPub, variant)
+	} else {
+		s.lastPub[variant] = publication{hash: hash, at: time.Now()}
+	}
 	s.obs.Listing(variant, capture)
+}
+
+// verdictKnown asks the gate, without waiting, whether it holds a verdict
+// on variant.
+func (s *Session) verdictKnown(variant string) bool {
+	now, cancel := context.WithCancel(context.Background())
+	cancel() // answer from what the gate holds
+	_, ok := s.gate.View(now, variant, false, 0)
+	return ok
 }
 
 // reportFollowed publishes what a following session (a stateless client's
@@ -732,7 +782,7 @@ func (s *Session) reportFollowed(k surface.Kind, items map[string]surface.Digest
 	capture := s.captureLocked()
 	s.complete[k] = saved
 	s.mu.Unlock()
-	s.obs.Listing(variant, capture)
+	s.publish(variant, capture)
 }
 
 // driftedFrom reports whether the last complete tools listing differs from

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -785,5 +786,59 @@ func TestCallObservedAfterDelivery(t *testing.T) {
 	seen.Report()
 	if len(obs.calls) != 2 {
 		t.Errorf("after the report: %d calls observed, want 2", len(obs.calls))
+	}
+}
+
+// A surface is published once per session: the client's listing after the
+// proxy's own, showing the same surface, is judged but not published again
+// (it made a second trip through fingerprint and drift); a listing that
+// shows another surface is published, and so is the same surface again once
+// the verdict on it is overdue (issue 15).
+func TestSurfacePublishedOnce(t *testing.T) {
+	r := newRig(t)
+	r.s.cfg.Timeout = time.Hour // the verdict on a publication is never overdue here
+	r.gate.v, r.gate.ok = baseline(readTool), true
+	r.client(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}`)
+	r.server(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}}`)
+	r.client(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	r.server(`{"jsonrpc":"2.0","id":` + r.ownID(0) + `,"result":{"tools":[` + readTool + `]}}`)
+	published := func() int {
+		r.obs.mu.Lock()
+		defer r.obs.mu.Unlock()
+		return len(r.obs.listings)
+	}
+	if n := published(); n != 1 {
+		t.Fatalf("the proxy's own listing: %d observations, want 1", n)
+	}
+	for i, tc := range []struct {
+		name, tools string
+		served      string
+		want        int
+	}{
+		{"same surface", readTool, "read", 1},
+		{"same surface again", readTool, "read", 1},
+		{"another surface", readTool + `,` + writeTool, "read", 2},
+		{"back to the first", readTool, "read", 3},
+	} {
+		id := strconv.Itoa(10 + i)
+		r.client(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/list"}`)
+		r.server(`{"jsonrpc":"2.0","id":` + id + `,"result":{"tools":[` + tc.tools + `]}}`)
+		if got := strings.Join(names(t, r.lastClient()), ","); got != tc.served {
+			t.Fatalf("%s: served %q, want %q (every listing is judged)", tc.name, got, tc.served)
+		}
+		if n := published(); n != tc.want {
+			t.Fatalf("%s: %d observations in all, want %d", tc.name, n, tc.want)
+		}
+	}
+	// The verdict is overdue (the bound passed) and the gate knows
+	// nothing of the variant: the same surface asks for it again.
+	r.s.cfg.Timeout = time.Nanosecond
+	r.gate.mu.Lock()
+	r.gate.ok = false
+	r.gate.mu.Unlock()
+	r.client(`{"jsonrpc":"2.0","id":20,"method":"tools/list"}`)
+	r.server(`{"jsonrpc":"2.0","id":20,"result":{"tools":[` + readTool + `]}}`)
+	if n := published(); n != 4 {
+		t.Fatalf("an overdue verdict: %d observations in all, want 4", n)
 	}
 }

@@ -1,6 +1,8 @@
 package streamhttp
 
 import (
+	"bytes"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -46,11 +48,12 @@ func TestMonitorFallsBack(t *testing.T) {
 			}
 			// The fallback is remembered: later rounds list without asking
 			// server/discover again.
-			listings, _ := r.gate.counts()
+			// (A round that finds the same surface is not published again:
+			// count the listings the server is asked for.)
+			listings := r.ownListings()
 			before := r.discovers()
 			waitFor(t, "two more rounds of the proxy's own listing", func() bool {
-				n, _ := r.gate.counts()
-				return n >= listings+2
+				return r.ownListings() >= listings+2
 			})
 			if after := r.discovers(); after != before {
 				t.Errorf("the proxy asked server/discover %d more times after falling back", after-before)
@@ -71,6 +74,13 @@ type countingRig struct {
 	*rig
 	mu       sync.Mutex
 	discover int
+	ownLists int // tools/list requests of the proxy's own
+}
+
+func (r *countingRig) ownListings() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ownLists
 }
 
 func (r *countingRig) discovers() int {
@@ -88,6 +98,15 @@ func newCountingRig(t *testing.T, srv *mcp.Server, m mode, log zerolog.Logger) *
 			r.mu.Lock()
 			r.discover++
 			r.mu.Unlock()
+		}
+		if req.Method == http.MethodPost {
+			body, _ := io.ReadAll(req.Body)
+			if bytes.Contains(body, []byte(`"method":"tools/list"`)) && bytes.Contains(body, []byte(`"id":"mcpdrift-`)) {
+				r.mu.Lock()
+				r.ownLists++
+				r.mu.Unlock()
+			}
+			req.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		h.ServeHTTP(w, req)
 	}))
