@@ -279,7 +279,10 @@ func serveStdio(ctx context.Context, cfg Config, js jetstream.JetStream, base ze
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	code, serveErr := p.Serve(ctx, sess, stdin, sigs)
-	sess.Wait() // decisions made off the reader report what they saw before the flush
+	// Decisions made off the reader report what they saw before the flush.
+	if werr := sess.Wait(); werr != nil && serveErr == nil {
+		log.Warn().Err(werr).Msg("a decision made off the reader failed")
+	}
 
 	// The server is gone: flush what is queued (to NATS or the outbox).
 	stopBG()

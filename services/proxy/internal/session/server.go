@@ -66,16 +66,19 @@ func (s *Session) FromServerFramed(ctx context.Context, raw []byte, frame func([
 	sl := s.order.push()
 	out, later, seen, err := s.judgeServer(ctx, raw, true)
 	if later == nil {
-		s.settle(sl, frame(out), seen)
+		s.settle(sl, frame(out), seen, nil)
 	} else {
+		// Owned by the session: Wait joins it and returns its error, which
+		// the reader's next message returns too.
 		s.work.Add(1)
-		go func() {
+		go func(ctx context.Context) {
 			defer s.work.Done()
-			s.settle(sl, frame(later()), seen)
-		}()
+			out, err := later(ctx)
+			s.settle(sl, frame(out), seen, err)
+		}(ctx)
 	}
 	if werr := s.order.failed(); werr != nil {
-		return werr
+		return errors.Join(err, werr)
 	}
 	return err
 }
@@ -113,18 +116,31 @@ func (o Seen) Report() {
 func (s *Session) ServerLater(ctx context.Context, raw []byte) ([]byte, Seen, error) {
 	out, later, seen, err := s.judgeServer(ctx, raw, true)
 	if later != nil {
-		out = later()
+		var lerr error
+		out, lerr = later(ctx)
+		err = errors.Join(err, lerr)
 	}
 	return out, seen, err
 }
 
-// Wait waits for the decisions the session is making off the reader.
-func (s *Session) Wait() { s.work.Wait() }
+// Wait waits for the decisions the session is making off the reader
+// (FromServerFramed on a serial transport) and returns the first error
+// one of them met (a write to the client or to the server that failed),
+// nil when none did. A transport calls it once its reader has stopped.
+func (s *Session) Wait() error {
+	s.work.Wait()
+	return s.order.firstErr()
+}
+
+// decision is the part of a decision on a server message that waits (for
+// a verdict, or the proxy's own re-listing): it returns the bytes to
+// deliver and the error of what it sent the server meanwhile.
+type decision func(ctx context.Context) ([]byte, error)
 
 // judgeServer decides on one message from the server. It returns the bytes
 // to deliver now, or later, a decision to run before delivering (only for
 // a message that came alone and mayWait).
-func (s *Session) judgeServer(ctx context.Context, raw []byte, mayWait bool) (out []byte, later func() []byte, seen Seen, err error) {
+func (s *Session) judgeServer(ctx context.Context, raw []byte, mayWait bool) (out []byte, later decision, seen Seen, err error) {
 	seen = Seen{s: s}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, nil, seen, nil // no message at all (an empty body): nothing to deliver or judge
@@ -386,7 +402,7 @@ func by(p pendingReq) listing { return listing{own: p.own, gen: p.gen} }
 // came alone and its decision may wait for what is due (a verdict, the
 // proxy's own re-listing): it then returns later, to run before
 // delivering, and no out. The calls it answers go to seen.
-func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message, mayWait bool, seen *Seen) (out []byte, later func() []byte, err error) {
+func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message, mayWait bool, seen *Seen) (out []byte, later decision, err error) {
 	raw := m.Raw
 	switch m.Kind {
 	case jsonrpc.KindNotification:
@@ -405,11 +421,11 @@ func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message, mayWait
 		// Judged before it is forwarded: the client hears of the change
 		// once the proxy has re-listed, so that what it lists or calls next
 		// is decided on the new listing.
-		return nil, func() []byte {
+		return nil, func(ctx context.Context) ([]byte, error) {
 			for _, k := range kinds {
 				j.waitRelisted(ctx, k)
 			}
-			return raw
+			return raw, nil
 		}, nil
 	case jsonrpc.KindRequest:
 		return s.serverRequest(ctx, m, mayWait)
@@ -499,38 +515,42 @@ func idKey(raw []byte) (string, bool) {
 // serverRequest decides on a request of the server's (sampling,
 // elicitation, roots, ping): it reaches the client only while the server
 // is served. Otherwise the server gets an error in the client's stead.
-func (s *Session) serverRequest(ctx context.Context, m *jsonrpc.Message, mayWait bool) ([]byte, func() []byte, error) {
+func (s *Session) serverRequest(ctx context.Context, m *jsonrpc.Message, mayWait bool) ([]byte, decision, error) {
 	if m.Method == "ping" {
 		return m.Raw, nil, nil
 	}
 	variant := s.currentVariant()
-	decide := func(awaiting bool) []byte {
+	decide := func(ctx context.Context, awaiting bool) ([]byte, error) {
 		v, ok := s.view(ctx, variant, awaiting)
 		if ok && v.Serve && (v.Alert || !s.judge().driftedFrom(v, ok)) {
-			return m.Raw
+			return m.Raw, nil
 		}
 		status := "unknown"
 		if ok {
 			status = v.Status
 		}
 		s.Dropped(DropServerClosed)
-		_ = s.toServer(jsonrpc.ErrorResponseData(m.ID, -32603, "mcpdrift proxy: server "+strconv.Quote(s.cfg.Server)+" is "+status+"; its requests do not reach the client", DropServerClosed))
-		return nil
+		if err := s.toServer(jsonrpc.ErrorResponseData(m.ID, -32603, "mcpdrift proxy: server "+strconv.Quote(s.cfg.Server)+" is "+status+"; its requests do not reach the client", DropServerClosed)); err != nil {
+			return nil, fmt.Errorf("answering the server's %s request in the client's stead: %w", m.Method, err)
+		}
+		return nil, nil
 	}
 	if !mayWait || !s.awaits(variant) {
-		return decide(false), nil, nil
+		out, err := decide(ctx, false)
+		return out, nil, err
 	}
 	if _, ok := s.view(ctx, variant, false); ok {
-		return decide(false), nil, nil
+		out, err := decide(ctx, false)
+		return out, nil, err
 	}
-	return nil, func() []byte { return decide(true) }, nil
+	return nil, func(ctx context.Context) ([]byte, error) { return decide(ctx, true) }, nil
 }
 
 // listPage decides on the items of one page and returns the message to
 // forward: the original bytes, or the page with unapproved items removed.
 // A page whose verdict is due is judged in later when mayWait, so that a
 // serial transport reads on meanwhile.
-func (s *Session) listPage(ctx context.Context, k surface.Kind, m *jsonrpc.Message, mayWait bool) ([]byte, func() []byte, error) {
+func (s *Session) listPage(ctx context.Context, k surface.Kind, m *jsonrpc.Message, mayWait bool) ([]byte, decision, error) {
 	if m.Result == nil {
 		// An error answer lists nothing, and the client learns so; what the
 		// server lists is not trusted until a listing is judged, as when
@@ -546,15 +566,19 @@ func (s *Session) listPage(ctx context.Context, k surface.Kind, m *jsonrpc.Messa
 	if !mayWait || !s.awaits(variant) {
 		// With no verdict due, the gate answers at once; in a batch the
 		// page cannot wait alone.
-		return s.judgePage(ctx, k, m, variant, false, items, last, err), nil, nil
+		out, jerr := s.judgePage(ctx, k, m, variant, false, items, last, err)
+		return out, nil, jerr
 	}
 	// The page's bytes may belong to the transport's reader: judge a copy.
 	msgs, _, perr := jsonrpc.Split(bytes.Clone(m.Raw), jsonrpc.Limits{})
 	if perr != nil || len(msgs) != 1 {
-		return s.judgePage(ctx, k, m, variant, false, items, last, err), nil, nil
+		out, jerr := s.judgePage(ctx, k, m, variant, false, items, last, err)
+		return out, nil, jerr
 	}
 	page := msgs[0]
-	return nil, func() []byte { return s.judgePage(ctx, k, page, variant, true, items, last, err) }, nil
+	return nil, func(ctx context.Context) ([]byte, error) {
+		return s.judgePage(ctx, k, page, variant, true, items, last, err)
+	}, nil
 }
 
 // relist asks the server for a listing on the proxy's own account, so that
@@ -685,7 +709,9 @@ func (s *Session) waitRelisted(ctx context.Context, kind surface.Kind) bool {
 type orderQueue struct {
 	mu    sync.Mutex
 	slots []*slot
-	err   error // the first write to the client that failed
+	err   error // the first write to the client that failed: nothing more is written
+	first error // the first error of a write or a decision made off the reader (Wait)
+	fresh error // decisions' errors the reader has not returned yet
 	write sync.Mutex
 }
 
@@ -703,16 +729,45 @@ func (q *orderQueue) push() *slot {
 	return sl
 }
 
+// failed returns what the reader returns: the failed write to the client
+// (every time) and the errors of decisions made off the reader since it
+// last asked (once).
 func (q *orderQueue) failed() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.err
+	err := errors.Join(q.err, q.fresh)
+	q.fresh = nil
+	return err
 }
 
-// settle records what sl delivers and writes every settled message at the
-// head of the queue, in order.
-func (s *Session) settle(sl *slot, out []byte, seen Seen) {
+func (q *orderQueue) firstErr() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.first
+}
+
+// record keeps err (a decision's, or a write's when write is set).
+func (q *orderQueue) record(err error, write bool) {
+	if err == nil {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.first == nil {
+		q.first = err
+	}
+	if write {
+		q.err = err
+	} else {
+		q.fresh = errors.Join(q.fresh, err)
+	}
+}
+
+// settle records what sl delivers (and the error of its decision) and
+// writes every settled message at the head of the queue, in order.
+func (s *Session) settle(sl *slot, out []byte, seen Seen, err error) {
 	q := &s.order
+	q.record(err, false)
 	q.mu.Lock()
 	sl.done, sl.out, sl.seen = true, out, seen
 	q.mu.Unlock()
@@ -731,9 +786,7 @@ func (s *Session) settle(sl *slot, out []byte, seen Seen) {
 		q.mu.Unlock()
 		if len(head.out) > 0 && !failed {
 			if err := s.toClient(head.out); err != nil {
-				q.mu.Lock()
-				q.err = err
-				q.mu.Unlock()
+				q.record(err, true)
 			}
 		}
 		head.seen.Report()

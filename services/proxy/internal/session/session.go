@@ -405,14 +405,14 @@ func (s *Session) awaits(variant string) bool {
 // judgePage asks the gate about a page's items (waiting for a verdict when
 // awaiting) and returns the page to forward.
 func (s *Session) judgePage(ctx context.Context, k surface.Kind, m *jsonrpc.Message, variant string, awaiting bool,
-	items []surface.PageItem, last bool, err error) []byte {
+	items []surface.PageItem, last bool, err error) ([]byte, error) {
 	if err != nil {
 		// Not a listing the proxy can read as a client would: none of it
 		// reaches the client, not even what the filter would leave.
 		if s.cfg.Meter != nil {
 			s.cfg.Meter.Withheld(k, len(items))
 		}
-		return jsonrpc.ErrorResponseData(m.ID, -32603, "mcpdrift proxy: the server's "+k.ListKey()+" listing could not be judged ("+codeOf(err)+"); it is withheld", "listing_invalid")
+		return jsonrpc.ErrorResponseData(m.ID, -32603, "mcpdrift proxy: the server's "+k.ListKey()+" listing could not be judged ("+codeOf(err)+"); it is withheld", "listing_invalid"), nil
 	}
 	v, ok := s.view(ctx, variant, awaiting)
 	serve := ok && v.Serve
@@ -435,6 +435,7 @@ func (s *Session) judgePage(ctx context.Context, k surface.Kind, m *jsonrpc.Mess
 			}
 		}
 	}
+	var relistErr error
 	if f := s.cfg.Follow; f != nil && last && k == surface.KindTool && s.sameVariantAs(f) && s.driftedFrom(v, ok) {
 		// A client's listing shows what the leader's last did not: the
 		// leader holds the server closed against this baseline whatever
@@ -446,7 +447,9 @@ func (s *Session) judgePage(ctx context.Context, k surface.Kind, m *jsonrpc.Mess
 			f.driftSeen = v.BaselineHash
 			f.mu.Unlock()
 		}
-		_ = f.relist(surface.KindTool, "")
+		if rerr := f.relist(surface.KindTool, ""); rerr != nil {
+			relistErr = fmt.Errorf("re-listing the server's tools: %w", rerr)
+		}
 	}
 	out, withheld, ferr := jsonrpc.FilterList(m, k.ListKey(), nameKey[k], func(name string, _ []byte) bool { return keep[name] })
 	if withheld > 0 && s.cfg.Meter != nil {
@@ -454,9 +457,9 @@ func (s *Session) judgePage(ctx context.Context, k surface.Kind, m *jsonrpc.Mess
 	}
 	if ferr != nil {
 		// Not a list result we can read: withhold it whole.
-		return jsonrpc.ErrorResponse(m.ID, -32603, "mcpdrift proxy: the server's "+k.ListKey()+" listing could not be read; it is withheld")
+		return jsonrpc.ErrorResponse(m.ID, -32603, "mcpdrift proxy: the server's "+k.ListKey()+" listing could not be read; it is withheld"), relistErr
 	}
-	return out
+	return out, relistErr
 }
 
 // sameVariantAs reports whether this following session's requests are in

@@ -103,6 +103,11 @@ func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		delete(f.legacy, l.id)
 		f.mu.Unlock()
+		// Decisions still made off the reader (bounded by the first-sight
+		// wait) deliver, in order, before the stream ends.
+		if err := l.s.Wait(); err != nil && !errors.Is(err, errClientGone) {
+			f.log.Warn().Err(err).Msg("a decision made off the reader failed")
+		}
 		l.mu.Lock()
 		l.closed = true
 		l.mu.Unlock()
