@@ -172,7 +172,7 @@ func TestPublisherPublishes(t *testing.T) {
 				t.Fatalf("subject %s, want the calls subject", m.subject)
 			}
 			o := m.callObs
-			if o.Outcome != c.wantOutcome || o.Tool != c.call.Tool || o.RefusalCode != c.call.RefusalCode || o.AlertCode != c.call.AlertCode ||
+			if o.Outcome != c.wantOutcome || o.Tool != c.call.Tool || o.RefusalCode != string(c.call.RefusalCode) || o.AlertCode != string(c.call.AlertCode) ||
 				o.LatencyUs != c.call.Latency.Microseconds() || o.ArgumentsDigest != c.call.ArgsDigest || string(o.Arguments) != string(c.call.Arguments) ||
 				o.Tenant != tenant || o.Server != "mem" || o.Proxy != "px1" || o.ObservedAtUnixMs == 0 {
 				t.Errorf("call observation = %v", o)

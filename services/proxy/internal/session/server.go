@@ -186,7 +186,7 @@ func (s *Session) unreadable(raw []byte, perr error) []byte {
 		code = DropAmbiguous
 	}
 	s.Dropped(code)
-	why := "the server sent a message the proxy could not read (" + code + ")"
+	why := "the server sent a message the proxy could not read (" + string(code) + ")"
 	var answers [][]byte
 	matched := false
 	for _, id := range looseIDs(raw) {
@@ -214,7 +214,7 @@ func (s *Session) unreadable(raw []byte, perr error) []byte {
 // answer to its pending request id: an error with the drop's code (nil
 // when id is not pending, or is the proxy's own; matched says it was one of
 // the two). A listing it answered fails, and is published as failing.
-func (s *Session) unreadableAnswer(id []byte, code, why string) (answer []byte, matched bool) {
+func (s *Session) unreadableAnswer(id []byte, code Code, why string) (answer []byte, matched bool) {
 	s.mu.Lock()
 	own, isOwn := s.own[string(id)]
 	p, isPending := s.pending[string(id)]
@@ -232,7 +232,7 @@ func (s *Session) unreadableAnswer(id []byte, code, why string) (answer []byte, 
 	case p.kind != 0:
 		s.failListing(p.kind, by(p), why, true)
 	}
-	return jsonrpc.ErrorResponseData(id, -32603, "mcpdrift proxy: the server's answer could not be read exactly as a client would read it, so it was dropped", code), true
+	return ErrorResponse(id, -32603, "mcpdrift proxy: the server's answer could not be read exactly as a client would read it, so it was dropped", code), true
 }
 
 // looseIDs reads the ids of a message the strict parser refused, the way a
@@ -444,7 +444,7 @@ func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message, mayWait
 		return s.unmatched(m), nil, nil
 	}
 	switch {
-	case p.method == "initialize" || p.method == "server/discover":
+	case p.method == jsonrpc.MethodInitialize || p.method == jsonrpc.MethodDiscover:
 		if m.Result == nil {
 			return raw, nil, nil
 		}
@@ -455,7 +455,7 @@ func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message, mayWait
 		return s.pinInstructions(ctx, s.currentVariant(), m), nil, nil
 	case p.kind != 0:
 		return s.listPage(ctx, p.kind, m, mayWait)
-	case p.method == "tools/call":
+	case p.method == jsonrpc.MethodToolsCall:
 		seen.calls = append(seen.calls, Call{Tool: p.tool, Error: m.Error != nil || isToolError(m.Result), Latency: time.Since(p.start), ArgsDigest: p.digest, AlertCode: p.alert, Arguments: p.args})
 	}
 	return raw, nil, nil
@@ -488,7 +488,7 @@ func (s *Session) unmatched(m *jsonrpc.Message) []byte {
 		return nil
 	}
 	s.Dropped(DropAmbiguous)
-	return jsonrpc.ErrorResponseData(hit, -32603, "mcpdrift proxy: the server answered with the id "+string(m.ID)+", not as this request's id was written; the answer was dropped", DropAmbiguous)
+	return ErrorResponse(hit, -32603, "mcpdrift proxy: the server answered with the id "+string(m.ID)+", not as this request's id was written; the answer was dropped", DropAmbiguous)
 }
 
 // idKey is the value a lenient client takes an id for: a number's value,
@@ -516,7 +516,7 @@ func idKey(raw []byte) (string, bool) {
 // elicitation, roots, ping): it reaches the client only while the server
 // is served. Otherwise the server gets an error in the client's stead.
 func (s *Session) serverRequest(ctx context.Context, m *jsonrpc.Message, mayWait bool) ([]byte, decision, error) {
-	if m.Method == "ping" {
+	if m.Method == jsonrpc.MethodPing {
 		return m.Raw, nil, nil
 	}
 	variant := s.currentVariant()
@@ -530,7 +530,7 @@ func (s *Session) serverRequest(ctx context.Context, m *jsonrpc.Message, mayWait
 			status = v.Status
 		}
 		s.Dropped(DropServerClosed)
-		if err := s.toServer(jsonrpc.ErrorResponseData(m.ID, -32603, "mcpdrift proxy: server "+strconv.Quote(s.cfg.Server)+" is "+status+"; its requests do not reach the client", DropServerClosed)); err != nil {
+		if err := s.toServer(ErrorResponse(m.ID, -32603, "mcpdrift proxy: server "+strconv.Quote(s.cfg.Server)+" is "+status+"; its requests do not reach the client", DropServerClosed)); err != nil {
 			return nil, fmt.Errorf("answering the server's %s request in the client's stead: %w", m.Method, err)
 		}
 		return nil, nil
@@ -607,7 +607,8 @@ func (s *Session) relist(k surface.Kind, cursor string) error {
 	s.mu.Unlock()
 	b := []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":{`)
 	if meta != nil {
-		b = append(append(b, `"_meta":`...), meta...)
+		b = append(strconv.AppendQuote(b, jsonrpc.MetaKey), ':')
+		b = append(b, meta...)
 	}
 	if cursor != "" {
 		if meta != nil {

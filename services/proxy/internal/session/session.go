@@ -68,49 +68,21 @@ type Meter interface {
 	Withheld(kind surface.Kind, n int)
 	// Dropped counts one message from upstream that the proxy did not
 	// deliver because it could not judge it, by one of DropCodes.
-	Dropped(code string)
+	Dropped(code Code)
 }
-
-// Why a message from upstream is dropped rather than delivered (the code
-// label of mcpdrift_proxy_dropped_messages_total and the mcpdrift/code of
-// the error a pending request gets instead). One home for them: the
-// transports use these too.
-const (
-	// DropUnreadable: the proxy's strict parser refuses the message
-	// (invalid JSON or UTF-8, duplicate or case-variant member names, lone
-	// surrogates, absurd nesting or size): a client's parser might read it
-	// some other way, so nobody reads it.
-	DropUnreadable = "upstream_unreadable"
-	// DropAmbiguous: the message parses but can be read two ways (a result
-	// that carries a JSON-RPC envelope of its own, ids a client coerces).
-	DropAmbiguous = "upstream_ambiguous"
-	// DropUnmatched: a response for no request the client has pending (a
-	// second answer, an answer to nothing, an id written another way).
-	DropUnmatched = "response_unmatched"
-	// DropFraming: the transport could not frame a message exactly as a
-	// client would (an SSE stream, a Content-Type or Content-Encoding it
-	// cannot read the clients' way).
-	DropFraming = "framing_invalid"
-	// DropServerClosed: a request or notification of a server whose status
-	// does not serve (sampling, elicitation, roots of a closed server).
-	DropServerClosed = "server_closed"
-)
-
-// DropCodes lists every drop code.
-var DropCodes = []string{DropUnreadable, DropAmbiguous, DropUnmatched, DropFraming, DropServerClosed}
 
 // Call is one tools/call as the proxy handled it.
 type Call struct {
 	Tool        string
 	Refused     bool
-	RefusalCode string
+	RefusalCode Code
 	Error       bool // forwarded, and the server answered with an error
 	Latency     time.Duration
 	ArgsDigest  string
 	// AlertCode is the code the call would have been refused with under
 	// the block posture (server_changed, tool_not_approved), set only on a
 	// call forwarded because the server's drift policy is alert.
-	AlertCode string
+	AlertCode Code
 	// Arguments are the call's arguments as the client wrote them, only
 	// when Config.FullArguments is set (nil otherwise, and when the call
 	// has none).
@@ -207,30 +179,23 @@ type pendingReq struct {
 	start  time.Time
 	digest string
 	args   []byte // with Config.FullArguments
-	alert  string // the refusal code a call was forwarded despite (alert posture)
+	alert  Code   // the refusal code a call was forwarded despite (alert posture)
 	gen    int    // the proxy's own listing a page request belongs to
 	own    bool   // a request of the proxy's own
 }
 
-// The _meta keys of a 2026-07-28 request that name its protocol version
-// and the client's capabilities.
-const (
-	metaVersion      = "io.modelcontextprotocol/protocolVersion"
-	metaCapabilities = "io.modelcontextprotocol/clientCapabilities"
-)
-
 var listKinds = map[string]surface.Kind{
-	"tools/list":               surface.KindTool,
-	"prompts/list":             surface.KindPrompt,
-	"resources/list":           surface.KindResource,
-	"resources/templates/list": surface.KindResourceTemplate,
+	jsonrpc.MethodToolsList:             surface.KindTool,
+	jsonrpc.MethodPromptsList:           surface.KindPrompt,
+	jsonrpc.MethodResourcesList:         surface.KindResource,
+	jsonrpc.MethodResourceTemplatesList: surface.KindResourceTemplate,
 }
 
 // listChanged maps each list_changed notification to the listings to redo.
 var listChanged = map[string][]surface.Kind{
-	"notifications/tools/list_changed":     {surface.KindTool},
-	"notifications/prompts/list_changed":   {surface.KindPrompt},
-	"notifications/resources/list_changed": {surface.KindResource, surface.KindResourceTemplate},
+	jsonrpc.MethodToolsListChanged:     {surface.KindTool},
+	jsonrpc.MethodPromptsListChanged:   {surface.KindPrompt},
+	jsonrpc.MethodResourcesListChanged: {surface.KindResource, surface.KindResourceTemplate},
 }
 
 var nameKey = map[surface.Kind]string{
@@ -252,7 +217,7 @@ func New(cfg Config, gate Gate, obs Observer, toClient, toServer func([]byte) er
 
 // Dropped counts a message from upstream that the transport did not
 // deliver (code is one of DropCodes).
-func (s *Session) Dropped(code string) {
+func (s *Session) Dropped(code Code) {
 	if s.cfg.Meter != nil {
 		s.cfg.Meter.Dropped(code)
 	}
@@ -412,7 +377,7 @@ func (s *Session) judgePage(ctx context.Context, k surface.Kind, m *jsonrpc.Mess
 		if s.cfg.Meter != nil {
 			s.cfg.Meter.Withheld(k, len(items))
 		}
-		return jsonrpc.ErrorResponseData(m.ID, -32603, "mcpdrift proxy: the server's "+k.ListKey()+" listing could not be judged ("+codeOf(err)+"); it is withheld", "listing_invalid"), nil
+		return ErrorResponse(m.ID, -32603, "mcpdrift proxy: the server's "+k.ListKey()+" listing could not be judged ("+codeOf(err)+"); it is withheld", RefuseListingInvalid), nil
 	}
 	v, ok := s.view(ctx, variant, awaiting)
 	serve := ok && v.Serve
@@ -844,7 +809,7 @@ func (s *Session) captureLocked() []byte {
 		b.WriteByte(':')
 	}
 	if s.initRes != nil {
-		member("initialize")
+		member(jsonrpc.MethodInitialize)
 		b.Write(s.initRes)
 	}
 	for _, k := range []surface.Kind{surface.KindTool, surface.KindPrompt, surface.KindResource, surface.KindResourceTemplate} {
@@ -884,7 +849,7 @@ func (s *Session) pinInstructions(ctx context.Context, variant string, m *jsonrp
 		// A result that reads two ways: removing "instructions" would
 		// leave what a case-insensitive reader takes for them.
 		s.Dropped(DropAmbiguous)
-		return jsonrpc.ErrorResponseData(m.ID, -32603, "mcpdrift proxy: the server's initialize result reads two ways ("+string(se.Code)+"); it is withheld", DropAmbiguous)
+		return ErrorResponse(m.ID, -32603, "mcpdrift proxy: the server's initialize result reads two ways ("+string(se.Code)+"); it is withheld", DropAmbiguous)
 	}
 	if err == nil {
 		if v, ok := s.view(ctx, variant, false); ok && v.Serve && (v.Alert || v.Items[ItemKey{surface.KindInstructions, ""}] == items[0].Hash) {
@@ -949,9 +914,9 @@ func variantOf(params []byte) string {
 	var caps []string
 	if d := object(params); d != nil {
 		at, versionKey, capsKey := canonjson.Root, "protocolVersion", "capabilities"
-		if meta, ok := d.Get(canonjson.Root, "_meta"); ok && d.Kind(meta) == canonjson.Object {
-			if _, ok := d.Get(meta, metaVersion); ok {
-				at, versionKey, capsKey = meta, metaVersion, metaCapabilities
+		if meta, ok := d.Get(canonjson.Root, jsonrpc.MetaKey); ok && d.Kind(meta) == canonjson.Object {
+			if _, ok := d.Get(meta, jsonrpc.MetaProtocolVersion); ok {
+				at, versionKey, capsKey = meta, jsonrpc.MetaProtocolVersion, jsonrpc.MetaClientCapabilities
 			}
 		}
 		if v, ok := d.Get(at, versionKey); ok && d.Kind(v) == canonjson.String {

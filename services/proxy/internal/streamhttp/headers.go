@@ -27,25 +27,22 @@ import (
 // (2026-07-28).
 const codeHeaderMismatch = -32020
 
-// modernVersion is the first protocol version with request metadata headers.
-const modernVersion = "2026-07-28"
-
-const (
-	paramPrefix    = "Mcp-Param-"
-	metaVersionKey = "io.modelcontextprotocol/protocolVersion"
-)
+// paramPrefix begins the name of a Mcp-Param-<Name> header. The first
+// protocol version with request metadata headers is
+// jsonrpc.ProtocolStateless.
+const paramPrefix = "Mcp-Param-"
 
 // nameParam is the params member that Mcp-Name mirrors, per method.
 var nameParam = map[string]string{
-	"tools/call":            "name",
-	"prompts/get":           "name",
-	"resources/read":        "uri",
-	"resources/subscribe":   "uri",
-	"resources/unsubscribe": "uri",
+	jsonrpc.MethodToolsCall:            "name",
+	jsonrpc.MethodPromptsGet:           "name",
+	jsonrpc.MethodResourcesRead:        "uri",
+	jsonrpc.MethodResourcesSubscribe:   "uri",
+	jsonrpc.MethodResourcesUnsubscribe: "uri",
 }
 
 // nameRequired are the methods whose 2026-07-28 requests must carry Mcp-Name.
-var nameRequired = map[string]bool{"tools/call": true, "prompts/get": true, "resources/read": true}
+var nameRequired = map[string]bool{jsonrpc.MethodToolsCall: true, jsonrpc.MethodPromptsGet: true, jsonrpc.MethodResourcesRead: true}
 
 // headerMismatch checks Mcp-Method, Mcp-Name and MCP-Protocol-Version
 // against the body and returns why they disagree, or "". Headers a request
@@ -64,13 +61,13 @@ func headerMismatch(h http.Header, msgs []*jsonrpc.Message, batch bool) string {
 		return ""
 	}
 	m := msgs[0]
-	required := m.Kind == jsonrpc.KindRequest && h.Get("Mcp-Protocol-Version") >= modernVersion
+	required := m.Kind == jsonrpc.KindRequest && h.Get("Mcp-Protocol-Version") >= jsonrpc.ProtocolStateless
 	if vs, ok := h["Mcp-Method"]; ok {
 		if len(vs) != 1 || vs[0] != m.Method {
 			return fmt.Sprintf("the Mcp-Method header %q does not match the body's method %q", vs, m.Method)
 		}
 	} else if required {
-		return fmt.Sprintf("a %s request without the Mcp-Method header", modernVersion)
+		return fmt.Sprintf("a %s request without the Mcp-Method header", jsonrpc.ProtocolStateless)
 	}
 	// The params are parsed only when a header needs them (not on the hot
 	// path of older clients).
@@ -85,15 +82,15 @@ func headerMismatch(h http.Header, msgs []*jsonrpc.Message, batch bool) string {
 		}
 		return d
 	}
-	if v := h.Get("Mcp-Protocol-Version"); v != "" && bytes.Contains(m.Params, []byte(metaVersionKey)) {
-		if body, ok := metaString(params(), metaVersionKey); ok && body != v {
+	if v := h.Get("Mcp-Protocol-Version"); v != "" && bytes.Contains(m.Params, []byte(jsonrpc.MetaProtocolVersion)) {
+		if body, ok := metaString(params(), jsonrpc.MetaProtocolVersion); ok && body != v {
 			return fmt.Sprintf("the MCP-Protocol-Version header %q does not match the protocol version %q in the body's _meta", v, body)
 		}
 	}
 	vs, ok := h["Mcp-Name"]
 	if !ok {
 		if required && nameRequired[m.Method] {
-			return fmt.Sprintf("a %s %s request without the Mcp-Name header", modernVersion, m.Method)
+			return fmt.Sprintf("a %s %s request without the Mcp-Name header", jsonrpc.ProtocolStateless, m.Method)
 		}
 		return ""
 	}
@@ -139,7 +136,7 @@ func describesOne(key string) bool {
 //     client lists the tools and tries again, as the transport tells it to
 //     do after a HeaderMismatch.
 func paramMismatch(ctx context.Context, h http.Header, m *jsonrpc.Message, sess *session.Session) string {
-	if m.Kind != jsonrpc.KindRequest || m.Method != "tools/call" {
+	if m.Kind != jsonrpc.KindRequest || m.Method != jsonrpc.MethodToolsCall {
 		return ""
 	}
 	var sent []string
@@ -148,7 +145,7 @@ func paramMismatch(ctx context.Context, h http.Header, m *jsonrpc.Message, sess 
 			sent = append(sent, k)
 		}
 	}
-	required := h.Get("Mcp-Protocol-Version") >= modernVersion
+	required := h.Get("Mcp-Protocol-Version") >= jsonrpc.ProtocolStateless
 	if len(sent) == 0 && !required {
 		return "" // the common case: nothing to check
 	}
@@ -287,7 +284,7 @@ func headerSafe(v string) bool {
 
 // metaString returns a string member of the params' _meta.
 func metaString(d *canonjson.Doc, key string) (string, bool) {
-	meta, ok := d.Get(canonjson.Root, "_meta")
+	meta, ok := d.Get(canonjson.Root, jsonrpc.MetaKey)
 	if !ok || d.Kind(meta) != canonjson.Object {
 		return "", false
 	}

@@ -63,12 +63,12 @@ func (l *legacySession) write(b []byte) error { return l.toClient(b) }
 func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", "GET")
-		httpError(w, http.StatusMethodNotAllowed, nil, "method_not_allowed", r.Method+" is not a method of the event stream")
+		httpError(w, http.StatusMethodNotAllowed, nil, CodeMethodNotAllowed, r.Method+" is not a method of the event stream")
 		return
 	}
 	resp, err := f.send(r.Context(), http.MethodGet, f.up.SSEURL, forwardHeaders(r.Header, false), nil)
 	if err != nil {
-		httpError(w, http.StatusBadGateway, nil, "upstream_unreachable", "the MCP server behind this proxy could not be reached")
+		httpError(w, http.StatusBadGateway, nil, CodeUpstreamUnreachable, "the MCP server behind this proxy could not be reached")
 		return
 	}
 	defer resp.Body.Close()
@@ -82,7 +82,7 @@ func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 		if why == "" {
 			why = "not an event stream"
 		}
-		f.log.Warn().Str("code", session.DropFraming).Str("why", why).Msg("upstream answer not passed on")
+		f.log.Warn().Str("code", string(session.DropFraming)).Str("why", why).Msg("upstream answer not passed on")
 		httpError(w, http.StatusBadGateway, nil, session.DropFraming, "the MCP server's event stream cannot be read as clients read it ("+why+")")
 		return
 	}
@@ -142,7 +142,7 @@ func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 			endpoint, why := resolveEndpoint(base, ev.Data)
 			if why != "" {
 				l.s.Dropped(session.DropFraming)
-				f.log.Warn().Str("code", session.DropFraming).Str("why", why).Msg("unusable endpoint event")
+				f.log.Warn().Str("code", string(session.DropFraming)).Str("why", why).Msg("unusable endpoint event")
 				return
 			}
 			named = true
@@ -210,30 +210,30 @@ func appendNamed(dst []byte, name, data string) []byte {
 func (f *front) legacyPost(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
-		httpError(w, http.StatusMethodNotAllowed, nil, "method_not_allowed", r.Method+" is not a method of the message endpoint")
+		httpError(w, http.StatusMethodNotAllowed, nil, CodeMethodNotAllowed, r.Method+" is not a method of the message endpoint")
 		return
 	}
 	f.mu.Lock()
 	l := f.legacy[r.URL.Query().Get("session")]
 	f.mu.Unlock()
 	if l == nil {
-		httpError(w, http.StatusNotFound, nil, "unknown_session", "no open event stream with this session id")
+		httpError(w, http.StatusNotFound, nil, CodeUnknownStream, "no open event stream with this session id")
 		return
 	}
 	body, err := readAll(r.Body, f.p.cfg.MaxMessage)
 	if err != nil {
-		httpError(w, http.StatusRequestEntityTooLarge, nil, "message_too_large", err.Error())
+		httpError(w, http.StatusRequestEntityTooLarge, nil, CodeMessageTooLarge, err.Error())
 		return
 	}
 	msgs, batch, err := jsonrpc.Split(body, jsonrpc.Limits{})
 	if err != nil {
-		httpError(w, http.StatusBadRequest, nil, "invalid_message", "unreadable JSON-RPC message: "+err.Error())
+		httpError(w, http.StatusBadRequest, nil, CodeInvalidMessage, "unreadable JSON-RPC message: "+err.Error())
 		return
 	}
 	o := l.s.ClientSplit(r.Context(), body, msgs, batch)
 	if o.Reply != nil {
 		if err := l.reply(o.Reply); err != nil {
-			httpError(w, http.StatusGone, nil, "stream_closed", err.Error())
+			httpError(w, http.StatusGone, nil, CodeStreamClosed, err.Error())
 			return
 		}
 	}
@@ -247,13 +247,13 @@ func (f *front) legacyPost(w http.ResponseWriter, r *http.Request) {
 	ids := requestIDs(o.Forward, body, msgs)
 	if endpoint == "" {
 		l.s.Unanswered(ids)
-		httpError(w, http.StatusConflict, nil, "no_endpoint", "the server has not named its message endpoint yet")
+		httpError(w, http.StatusConflict, nil, CodeNoEndpoint, "the server has not named its message endpoint yet")
 		return
 	}
 	resp, err := f.send(r.Context(), http.MethodPost, endpoint, forwardHeaders(r.Header, !bytes.Equal(o.Forward, body)), o.Forward)
 	if err != nil {
 		l.s.Unanswered(ids)
-		httpError(w, http.StatusBadGateway, nil, "upstream_unreachable", "the MCP server behind this proxy could not be reached")
+		httpError(w, http.StatusBadGateway, nil, CodeUpstreamUnreachable, "the MCP server behind this proxy could not be reached")
 		return
 	}
 	defer resp.Body.Close()

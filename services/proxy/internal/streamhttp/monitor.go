@@ -50,8 +50,9 @@ func (mon *monitor) ownHeaders() http.Header {
 }
 
 const (
-	defaultLegacyVersion = "2025-06-18"
-	firstModernVersion   = "2026-07-28"
+	// defaultLegacyVersion is what a monitor opens an older server in
+	// when nothing names a version.
+	defaultLegacyVersion = jsonrpc.Protocol20250618
 	// codeUnsupportedVersion is the JSON-RPC error of a request in a
 	// protocol version the server does not speak (2026-07-28); its data's
 	// "supported" lists the versions it does.
@@ -196,14 +197,14 @@ func openingOf(r *http.Request, msgs []*jsonrpc.Message) opening {
 	}
 	o := opening{version: r.Header.Get("Mcp-Protocol-Version"), caps: emptyCapabilities}
 	for _, m := range msgs {
-		if bytes.Contains(m.Params, []byte(`"io.modelcontextprotocol/protocolVersion"`)) || m.Method == "server/discover" {
+		if bytes.Contains(m.Params, quotedMetaVersion) || m.Method == jsonrpc.MethodDiscover {
 			o.modern = true
 			if o.version == "" {
 				o.version, _ = session.MetaVersion(m.Params)
 			}
 		}
 	}
-	o.modern = o.modern || o.version >= firstModernVersion
+	o.modern = o.modern || o.version >= jsonrpc.ProtocolStateless
 	if o.version == "" {
 		o.version = defaultLegacyVersion
 	}
@@ -219,12 +220,18 @@ func (o opening) withoutCapabilities() opening {
 	return o
 }
 
+// The quoted keys whose absence from a request's bytes spares parsing it.
+var (
+	quotedMetaKey     = []byte(`"` + jsonrpc.MetaKey + `"`)
+	quotedMetaVersion = []byte(`"` + jsonrpc.MetaProtocolVersion + `"`)
+)
+
 // metaOpening reads the protocol version and the client capabilities
 // object of a 2026-07-28 request's _meta (an absent one, or one that is
 // not an object, declares nothing); ok is false when the _meta names no
 // protocol version, or declares more than maxCapabilities bytes of them.
 func metaOpening(params []byte) (version string, caps []byte, ok bool) {
-	if !bytes.Contains(params, []byte(`"_meta"`)) && !bytes.Contains(params, []byte(`\u`)) {
+	if !bytes.Contains(params, quotedMetaKey) && !bytes.Contains(params, []byte(`\u`)) {
 		return "", nil, false // the key could be written with an escape
 	}
 	d := canonjson.Borrow()
@@ -232,16 +239,16 @@ func metaOpening(params []byte) (version string, caps []byte, ok bool) {
 	if d.Parse(params, canonjson.Limits{LaxNumbers: true}) != nil || d.Kind(canonjson.Root) != canonjson.Object {
 		return "", nil, false
 	}
-	meta, ok := d.Get(canonjson.Root, "_meta")
+	meta, ok := d.Get(canonjson.Root, jsonrpc.MetaKey)
 	if !ok || d.Kind(meta) != canonjson.Object {
 		return "", nil, false
 	}
-	v, ok := d.Get(meta, metaVersionKey)
+	v, ok := d.Get(meta, jsonrpc.MetaProtocolVersion)
 	if !ok || d.Kind(v) != canonjson.String || d.Text(v) == "" {
 		return "", nil, false
 	}
 	caps = emptyCapabilities
-	if c, ok := d.Get(meta, "io.modelcontextprotocol/clientCapabilities"); ok && d.Kind(c) == canonjson.Object {
+	if c, ok := d.Get(meta, jsonrpc.MetaClientCapabilities); ok && d.Kind(c) == canonjson.Object {
 		raw := d.Raw(c)
 		if len(raw) > maxCapabilities {
 			return "", nil, false
@@ -284,18 +291,18 @@ func (f *front) newMonitor(r *http.Request, o opening) *monitor {
 // openMessage is what the monitor opens with: server/discover, or
 // initialize for an older server.
 func (mon *monitor) openMessage() string {
-	method := `"initialize"`
+	method := jsonrpc.MethodInitialize
 	if mon.modern {
-		method = `"server/discover"`
+		method = jsonrpc.MethodDiscover
 	}
-	return `{"jsonrpc":"2.0","id":"mcpdrift-open","method":` + method + `,"params":` + string(openParams(mon.modern, mon.version, mon.caps)) + `}`
+	return `{"jsonrpc":"2.0","id":"mcpdrift-open","method":"` + method + `","params":` + string(openParams(mon.modern, mon.version, mon.caps)) + `}`
 }
 
 // openParams are the params of a monitor's opening message: _meta naming
 // version and caps (2026-07-28), or those of initialize.
 func openParams(modern bool, version string, caps []byte) []byte {
 	if modern {
-		return append(append([]byte(`{"_meta":`), ownMeta(version, caps)...), '}')
+		return append(append([]byte(`{"`+jsonrpc.MetaKey+`":`), ownMeta(version, caps)...), '}')
 	}
 	b := canonjson.AppendString([]byte(`{"protocolVersion":`), version)
 	b = append(append(append(b, `,"capabilities":`...), caps...), `,"clientInfo":{"name":"mcpdrift-proxy","version":"1"}}`...)
@@ -306,9 +313,9 @@ func openParams(modern bool, version string, caps []byte) []byte {
 func (mon *monitor) meta() []byte { return ownMeta(mon.version, mon.caps) }
 
 func ownMeta(version string, caps []byte) []byte {
-	b := []byte(`{"io.modelcontextprotocol/protocolVersion":`)
+	b := []byte(`{"` + jsonrpc.MetaProtocolVersion + `":`)
 	b = canonjson.AppendString(b, version)
-	b = append(b, `,"io.modelcontextprotocol/clientInfo":{"name":"mcpdrift-proxy","version":"1"},"io.modelcontextprotocol/clientCapabilities":`...)
+	b = append(b, `,"`+jsonrpc.MetaClientInfo+`":{"name":"mcpdrift-proxy","version":"1"},"`+jsonrpc.MetaClientCapabilities+`":`...)
 	return append(append(b, caps...), '}')
 }
 
@@ -333,8 +340,8 @@ func (f *front) monitorRound(mon *monitor) {
 		return
 	}
 	if !mon.modern {
-		if err := f.ownExchange(ctx, mon, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); err != nil {
-			f.log.Warn().Err(err).Msg("notifications/initialized")
+		if err := f.ownExchange(ctx, mon, `{"jsonrpc":"2.0","method":"`+jsonrpc.MethodInitialized+`"}`); err != nil {
+			f.log.Warn().Err(err).Msg("sending notifications/initialized")
 			return
 		}
 	}
@@ -407,9 +414,9 @@ func (mon *monitor) fallBack(supported []string) bool {
 	for _, v := range supported {
 		switch {
 		case !isVersion(v):
-		case v >= firstModernVersion && v < mon.version && v > modern:
+		case v >= jsonrpc.ProtocolStateless && v < mon.version && v > modern:
 			modern = v
-		case v < firstModernVersion && v > legacy:
+		case v < jsonrpc.ProtocolStateless && v > legacy:
 			legacy = v
 		}
 	}
@@ -541,7 +548,7 @@ func (f *front) feed(ctx context.Context, sess *session.Session, resp *http.Resp
 func (f *front) listen(ctx context.Context, mon *monitor) {
 	ctx, cancel := context.WithTimeout(ctx, f.p.cfg.Relist)
 	defer cancel()
-	body := `{"jsonrpc":"2.0","id":"mcpdrift-listen","method":"subscriptions/listen","params":{"_meta":` + string(mon.meta()) +
+	body := `{"jsonrpc":"2.0","id":"mcpdrift-listen","method":"` + jsonrpc.MethodSubscriptionsListen + `","params":{"` + jsonrpc.MetaKey + `":` + string(mon.meta()) +
 		`,"notifications":{"toolsListChanged":true,"promptsListChanged":true,"resourcesListChanged":true}}}`
 	resp, err := f.ownPost(ctx, f.up.URL, mon.ownHeaders(), []byte(body))
 	if err != nil {

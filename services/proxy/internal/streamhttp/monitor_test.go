@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/syncbuf"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
 
@@ -142,7 +143,7 @@ func TestFallBack(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			modern := tt.from >= firstModernVersion
+			modern := tt.from >= jsonrpc.ProtocolStateless
 			mon := &monitor{modern: modern, version: tt.from, headers: http.Header{}}
 			mon.s = session.New(session.Config{}, newTofu(), newTofu(), discard, discard)
 			if ok := mon.fallBack(tt.supported); ok != tt.wantOK || mon.version != tt.wantVersion || mon.modern != tt.wantModern {

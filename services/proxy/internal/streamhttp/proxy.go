@@ -169,7 +169,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id, route, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
 	f := p.fronts[id]
 	if f == nil {
-		httpError(w, http.StatusNotFound, nil, "unknown_server", fmt.Sprintf("no MCP server %q behind this proxy", id))
+		httpError(w, http.StatusNotFound, nil, CodeUnknownServer, fmt.Sprintf("no MCP server %q behind this proxy", id))
 		return
 	}
 	switch {
@@ -180,7 +180,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case route == "messages" && f.up.SSEURL != "":
 		f.legacyPost(w, r)
 	default:
-		httpError(w, http.StatusNotFound, nil, "unknown_route", fmt.Sprintf("server %q has no route %q here", id, "/"+route))
+		httpError(w, http.StatusNotFound, nil, CodeUnknownRoute, fmt.Sprintf("server %q has no route %q here", id, "/"+route))
 	}
 }
 
@@ -313,7 +313,7 @@ func (f *front) firstSightWait() time.Duration {
 func (f *front) streamable(w http.ResponseWriter, r *http.Request) {
 	if len(r.Header.Values("Mcp-Session-Id")) > 1 {
 		// The proxy would judge by one, the server might serve another.
-		httpError(w, http.StatusBadRequest, nil, "invalid_message", "more than one Mcp-Session-Id header")
+		httpError(w, http.StatusBadRequest, nil, CodeInvalidMessage, "more than one Mcp-Session-Id header")
 		return
 	}
 	switch r.Method {
@@ -325,19 +325,19 @@ func (f *front) streamable(w http.ResponseWriter, r *http.Request) {
 		f.delete(w, r)
 	default:
 		w.Header().Set("Allow", "GET, POST, DELETE")
-		httpError(w, http.StatusMethodNotAllowed, nil, "method_not_allowed", r.Method+" is not an MCP method of this endpoint")
+		httpError(w, http.StatusMethodNotAllowed, nil, CodeMethodNotAllowed, r.Method+" is not an MCP method of this endpoint")
 	}
 }
 
 func (f *front) post(w http.ResponseWriter, r *http.Request) {
 	body, err := readAll(r.Body, f.p.cfg.MaxMessage)
 	if err != nil {
-		httpError(w, http.StatusRequestEntityTooLarge, nil, "message_too_large", err.Error())
+		httpError(w, http.StatusRequestEntityTooLarge, nil, CodeMessageTooLarge, err.Error())
 		return
 	}
 	msgs, batch, err := jsonrpc.Split(body, jsonrpc.Limits{})
 	if err != nil {
-		httpError(w, http.StatusBadRequest, nil, "invalid_message", "unreadable JSON-RPC message: "+err.Error())
+		httpError(w, http.StatusBadRequest, nil, CodeInvalidMessage, "unreadable JSON-RPC message: "+err.Error())
 		return
 	}
 	if text := headerMismatch(r.Header, msgs, batch); text != "" {
@@ -381,7 +381,7 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		f.log.Warn().Err(err).Msg("upstream unreachable")
 		sess.Unanswered(ids)
-		writeJSON(w, http.StatusBadGateway, errorBody(batch, ids, codeInvalidRequest, "mcpdrift proxy: the MCP server behind this proxy could not be reached", "upstream_unreachable"))
+		writeJSON(w, http.StatusBadGateway, errorBody(batch, ids, codeInvalidRequest, "mcpdrift proxy: the MCP server behind this proxy could not be reached", CodeUpstreamUnreachable))
 		return
 	}
 	defer resp.Body.Close()
@@ -398,7 +398,7 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 				"the MCP server named its session in an unreadable Mcp-Session-Id header", "unreadable Mcp-Session-Id")
 			return
 		case !f.register(t, nsids[0]):
-			f.refuse(w, sess, batch, o.Reply, ids, http.StatusBadGateway, codeSessionConflict,
+			f.refuse(w, sess, batch, o.Reply, ids, http.StatusBadGateway, CodeSessionConflict,
 				"the MCP server named a session that is already open; its answer is not passed on", "session id already tracked")
 			return
 		default:
@@ -446,7 +446,7 @@ func (f *front) answer(w http.ResponseWriter, ctx context.Context, resp *http.Re
 		raw, err := readAll(b.r, f.p.cfg.MaxMessage)
 		if errors.Is(err, errTooLarge) {
 			sess.Dropped(session.DropFraming)
-			f.refuse(w, sess, batch, reply, ids, http.StatusBadGateway, "upstream_message_too_large", "the MCP server's answer is too large: "+err.Error(), err.Error())
+			f.refuse(w, sess, batch, reply, ids, http.StatusBadGateway, CodeUpstreamTooLarge, "the MCP server's answer is too large: "+err.Error(), err.Error())
 			return
 		}
 		if err != nil {
@@ -460,7 +460,7 @@ func (f *front) answer(w http.ResponseWriter, ctx context.Context, resp *http.Re
 			f.log.Warn().Err(err).Msg("re-listing the server")
 		}
 	}
-	errs := unansweredErrors(sess, ids, codeNoResponse, "mcpdrift proxy: the MCP server's answer held no response to this request")
+	errs := unansweredErrors(sess, ids, CodeNoResponse, "mcpdrift proxy: the MCP server's answer held no response to this request")
 	out = joinAnswers(batch, reply, out, errs)
 	if out == nil {
 		w.WriteHeader(http.StatusAccepted)
@@ -480,12 +480,12 @@ func (f *front) answer(w http.ResponseWriter, ctx context.Context, resp *http.Re
 // request still unanswered an error with code, which is also the drop
 // counted when it is one of session.DropCodes. what names it in the log
 // when not "".
-func (f *front) refuse(w http.ResponseWriter, sess *session.Session, batch bool, reply []byte, ids [][]byte, status int, code, text, what string) {
+func (f *front) refuse(w http.ResponseWriter, sess *session.Session, batch bool, reply []byte, ids [][]byte, status int, code session.Code, text, what string) {
 	if slices.Contains(session.DropCodes, code) {
 		sess.Dropped(code)
 	}
 	if what != "" {
-		f.log.Warn().Str("code", code).Str("why", what).Msg("upstream answer not passed on")
+		f.log.Warn().Str("code", string(code)).Str("why", what).Msg("upstream answer not passed on")
 	}
 	out := joinAnswers(batch, reply, unansweredErrors(sess, ids, code, "mcpdrift proxy: "+text))
 	if out == nil {
@@ -525,9 +525,9 @@ func (f *front) refuseStatus(w http.ResponseWriter, ctx context.Context, resp *h
 		judged = f.judgedErrors(ctx, resp, sess)
 	}
 	text := fmt.Sprintf("mcpdrift proxy: the MCP server answered HTTP %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
-	errs := unansweredErrors(sess, ids, codeUpstreamHTTP, text)
+	errs := unansweredErrors(sess, ids, CodeUpstreamHTTP, text)
 	if len(judged) == 0 && len(errs) == 0 {
-		errs = [][]byte{errorBody(true, ids, codeInternal, text, codeUpstreamHTTP)}
+		errs = [][]byte{errorBody(true, ids, codeInternal, text, CodeUpstreamHTTP)}
 	}
 	out := joinAnswers(batch, reply, judged, errs)
 	writeJSON(w, status, out)
@@ -585,7 +585,7 @@ func (f *front) get(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, err := f.send(r.Context(), http.MethodGet, f.up.URL, forwardHeaders(r.Header, false), nil)
 	if err != nil {
-		httpError(w, http.StatusBadGateway, nil, "upstream_unreachable", "the MCP server behind this proxy could not be reached")
+		httpError(w, http.StatusBadGateway, nil, CodeUpstreamUnreachable, "the MCP server behind this proxy could not be reached")
 		return
 	}
 	defer resp.Body.Close()
@@ -611,7 +611,7 @@ func (f *front) get(w http.ResponseWriter, r *http.Request) {
 			why = "a JSON body on a GET stream"
 		}
 		sess.Dropped(session.DropFraming)
-		f.log.Warn().Str("code", session.DropFraming).Str("why", why).Msg("upstream answer not passed on")
+		f.log.Warn().Str("code", string(session.DropFraming)).Str("why", why).Msg("upstream answer not passed on")
 		httpError(w, http.StatusBadGateway, nil, session.DropFraming, "the MCP server's stream cannot be read as clients read it ("+why+")")
 	}
 }
@@ -624,7 +624,7 @@ func (f *front) delete(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, err := f.send(r.Context(), http.MethodDelete, f.up.URL, forwardHeaders(r.Header, false), nil)
 	if err != nil {
-		httpError(w, http.StatusBadGateway, nil, "upstream_unreachable", "the MCP server behind this proxy could not be reached")
+		httpError(w, http.StatusBadGateway, nil, CodeUpstreamUnreachable, "the MCP server behind this proxy could not be reached")
 		return
 	}
 	defer resp.Body.Close()
@@ -674,7 +674,7 @@ func (f *front) pipeSSE(w http.ResponseWriter, ctx context.Context, body io.Read
 				}
 				return
 			}
-			code := codeNoResponse
+			code := CodeNoResponse
 			if !errors.Is(err, io.EOF) {
 				f.log.Warn().Err(err).Msg("upstream event stream ended")
 				sess.Dropped(session.DropFraming)
@@ -749,7 +749,7 @@ func (f *front) relay(buf []byte, ctx context.Context, sess *session.Session, ev
 // dropEvent counts and logs an event the proxy does not deliver.
 func (f *front) dropEvent(sess *session.Session, why string, ev *event) {
 	sess.Dropped(session.DropFraming)
-	f.log.Warn().Str("code", session.DropFraming).Str("why", why).Int("bytes", len(ev.Data)).Msg("upstream event dropped")
+	f.log.Warn().Str("code", string(session.DropFraming)).Str("why", why).Int("bytes", len(ev.Data)).Msg("upstream event dropped")
 }
 
 // own sends a request the proxy makes itself (a listing) and feeds its
@@ -818,7 +818,7 @@ func (f *front) send(ctx context.Context, method, target string, h http.Header, 
 // opens reports a message that opens a session (initialize).
 func opens(msgs []*jsonrpc.Message) bool {
 	for _, m := range msgs {
-		if m.Kind == jsonrpc.KindRequest && m.Method == "initialize" {
+		if m.Kind == jsonrpc.KindRequest && m.Method == jsonrpc.MethodInitialize {
 			return true
 		}
 	}
@@ -910,15 +910,6 @@ func readAll(r io.Reader, max int) ([]byte, error) {
 	return b, nil
 }
 
-// The stable codes of what the proxy answers itself on HTTP, beside
-// session.DropCodes.
-const (
-	codeUpstreamHTTP    = "upstream_http_error" // the upstream answered other than 2xx
-	codeSessionUnknown  = "session_unknown"     // a session id the proxy did not register
-	codeSessionConflict = "session_conflict"    // an initialize answer named a session already open
-	codeNoResponse      = "response_missing"    // the upstream's answer held no response to a request
-)
-
 // JSON-RPC error codes of the proxy's own errors.
 const (
 	codeInvalidRequest = -32600
@@ -945,26 +936,26 @@ func requestIDs(forward, body []byte, msgs []*jsonrpc.Message) [][]byte {
 
 // unansweredErrors returns an error response for each of ids that sess
 // still has pending (and forgets them), with code as mcpdrift/code.
-func unansweredErrors(sess *session.Session, ids [][]byte, code, text string) [][]byte {
+func unansweredErrors(sess *session.Session, ids [][]byte, code session.Code, text string) [][]byte {
 	if len(ids) == 0 {
 		return nil
 	}
 	var out [][]byte
 	for _, id := range sess.Unanswered(ids) {
-		out = append(out, jsonrpc.ErrorResponseData(id, codeInternal, text, code))
+		out = append(out, session.ErrorResponse(id, codeInternal, text, code))
 	}
 	return out
 }
 
 // errorBody is one error for each of ids (one with a null id when there
 // are none), as a batch when the client sent one or there are several.
-func errorBody(batch bool, ids [][]byte, code int, text, stable string) []byte {
+func errorBody(batch bool, ids [][]byte, code int, text string, stable session.Code) []byte {
 	if len(ids) == 0 {
-		return jsonrpc.ErrorResponseData(nil, code, text, stable)
+		return session.ErrorResponse(nil, code, text, stable)
 	}
 	var errs [][]byte
 	for _, id := range ids {
-		errs = append(errs, jsonrpc.ErrorResponseData(id, code, text, stable))
+		errs = append(errs, session.ErrorResponse(id, code, text, stable))
 	}
 	return joinAnswers(batch, errs)
 }
@@ -1013,7 +1004,7 @@ func joinAnswers(batch bool, parts ...any) []byte {
 // unknownSession answers a request naming a session the proxy did not
 // register: 404, so that the client opens a new one.
 func unknownSession(w http.ResponseWriter, id []byte) {
-	httpError(w, http.StatusNotFound, id, codeSessionUnknown, "no session with this Mcp-Session-Id is open through this proxy; initialize a new one")
+	httpError(w, http.StatusNotFound, id, CodeSessionUnknown, "no session with this Mcp-Session-Id is open through this proxy; initialize a new one")
 }
 
 // validSessionID reports a session id as the transport allows them:
@@ -1038,14 +1029,14 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 
 // httpError answers with a JSON-RPC error carrying a stable code in its
 // data, so that clients that read only JSON-RPC learn why too.
-func httpError(w http.ResponseWriter, status int, id []byte, code, text string) {
-	writeJSON(w, status, jsonrpc.ErrorResponseData(id, -32600, "mcpdrift proxy: "+text, code))
+func httpError(w http.ResponseWriter, status int, id []byte, code session.Code, text string) {
+	writeJSON(w, status, session.ErrorResponse(id, codeInvalidRequest, "mcpdrift proxy: "+text, code))
 }
 
 // headerError refuses a request whose headers disagree with its body:
 // HTTP 400 with the HeaderMismatch error of the transport (2026-07-28).
 func headerError(w http.ResponseWriter, id []byte, text string) {
-	writeJSON(w, http.StatusBadRequest, jsonrpc.ErrorResponseData(id, codeHeaderMismatch, "mcpdrift proxy: "+text, "header_mismatch"))
+	writeJSON(w, http.StatusBadRequest, session.ErrorResponse(id, codeHeaderMismatch, "mcpdrift proxy: "+text, CodeHeaderMismatch))
 }
 
 func newID() string {
