@@ -2,11 +2,13 @@ package session
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session/sessiontest"
 )
@@ -287,7 +289,12 @@ func TestListChangedIsJudgedBeforeItIsForwarded(t *testing.T) {
 			if serial {
 				<-done // the reader goes on
 			}
-			waitUntil(t, "the proxy's re-listing", func() bool { return strings.Contains(lastOf(r), `tools/list`) && r.ownID(-1) != r.ownID(0) })
+			poll.Eventually(t, 5*time.Second, func() error {
+				if last := lastOf(r); !strings.Contains(last, `tools/list`) || r.ownID(-1) == r.ownID(0) {
+					return fmt.Errorf("the proxy's last message to the server is %s, want its re-listing", last)
+				}
+				return nil
+			})
 			for _, m := range clientMessages(r) {
 				if strings.Contains(m, "list_changed") {
 					t.Fatal("list_changed reached the client before the proxy re-listed")
@@ -374,17 +381,6 @@ func TestEnvelopeInAListing(t *testing.T) {
 	r.server(`{"jsonrpc":"2.0","id":1,"result":{"jsonrpc":"2.0","id":1,"result":{"tools":[` + readTool + `]},"tools":[` + evilRead + `]}}`)
 	if got := r.lastClient(); strings.Contains(got, "id_rsa") || strings.Contains(got, `"name":"read"`) {
 		t.Fatalf("the client got %s", got)
-	}
-}
-
-func waitUntil(t *testing.T, what string, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session/sessiontest"
 )
@@ -153,10 +154,7 @@ func newHostileRig(t *testing.T, cfg Config) *hostileRig {
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("notifications/initialized: HTTP %d %s", resp.StatusCode, body)
 	}
-	waitFor(t, "the proxy's own listing to be approved", func() bool {
-		n, _ := g.counts()
-		return n > 0
-	})
+	poll.Eventually(t, 10*time.Second, g.approvedOnce)
 	return r
 }
 
@@ -854,7 +852,12 @@ func TestHostileLegacy(t *testing.T) {
 	// An endpoint of another origin ends the stream.
 	cancel()
 	resp.Body.Close()
-	waitFor(t, "the first stream to end upstream", func() bool { return streams.Load() == 0 })
+	poll.Eventually(t, 10*time.Second, func() error {
+		if n := streams.Load(); n != 0 {
+			return fmt.Errorf("%d streams still open upstream, want the first one ended", n)
+		}
+		return nil
+	})
 	ctx2, cancel2 := contextWithTimeout(10 * time.Second)
 	defer cancel2()
 	req, _ = http.NewRequestWithContext(ctx2, http.MethodGet, srv.URL+"/l/sse", nil)
@@ -940,10 +943,7 @@ func TestHostileGoClient(t *testing.T) {
 			defer srv.Close()
 			r := &rig{mode: mode{opts: &mcp.StreamableHTTPOptions{}, version: "2025-06-18"}}
 			cs := r.connect(t, srv.URL+"/h/mcp")
-			waitFor(t, "the proxy's own listing to be approved", func() bool {
-				n, _ := g.counts()
-				return n > 0
-			})
+			poll.Eventually(t, 10*time.Second, g.approvedOnce)
 			for _, tool := range listTools(t, cs) {
 				if tool.Name == evilTool {
 					t.Fatalf("the Go SDK client listed %s", evilTool)

@@ -2,6 +2,7 @@ package streamhttp
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/syncbuf"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
@@ -53,8 +55,11 @@ func TestMonitorFallsBack(t *testing.T) {
 			// count the listings the server is asked for.)
 			listings := r.ownListings()
 			before := r.discovers()
-			waitFor(t, "two more rounds of the proxy's own listing", func() bool {
-				return r.ownListings() >= listings+2
+			poll.Eventually(t, 10*time.Second, func() error {
+				if n := r.ownListings(); n < listings+2 {
+					return fmt.Errorf("%d rounds of the proxy's own listing since, want 2", n-listings)
+				}
+				return nil
 			})
 			if after := r.discovers(); after != before {
 				t.Errorf("the proxy asked server/discover %d more times after falling back", after-before)
