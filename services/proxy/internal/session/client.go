@@ -142,7 +142,7 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) (refusa
 		s.mu.Lock()
 		s.pending[string(m.ID)] = pendingReq{method: m.Method, kind: listKinds[m.Method]}
 		if stringParam(m.Params, "cursor") == "" {
-			s.startListing(listKinds[m.Method], client)
+			s.startListing(listKinds[m.Method], byClient)
 		}
 		s.mu.Unlock()
 	case m.Method == jsonrpc.MethodToolsCall:

@@ -224,13 +224,13 @@ func (s *Session) unreadableAnswer(id []byte, code Code, why string) (answer []b
 	switch {
 	case isOwn:
 		if own.kind != 0 {
-			s.failListing(own.kind, by(own), why, true)
+			s.failListing(own.kind, refOf(own), why, true)
 		}
 		return nil, true
 	case !isPending:
 		return nil, false
 	case p.kind != 0:
-		s.failListing(p.kind, by(p), why, true)
+		s.failListing(p.kind, refOf(p), why, true)
 	}
 	return ErrorResponse(id, -32603, "mcpdrift proxy: the server's answer could not be read exactly as a client would read it, so it was dropped", code), true
 }
@@ -305,25 +305,21 @@ func looseIDs(raw []byte) [][]byte {
 // for the unreadable bytes, which never enter a capture. Without it (the
 // transport refused an answer, or the server answered with an HTTP error)
 // the failure is this session's alone.
-func (s *Session) failListing(k surface.Kind, by listing, why string, publish bool) {
+func (s *Session) failListing(k surface.Kind, ref listingRef, why string, publish bool) {
 	s.mu.Lock()
-	if by.own && by.gen != s.ownGen[k] {
+	if ref.by == byProxy && ref.gen != s.kinds[k].gen {
 		s.mu.Unlock()
 		return // a newer listing of this kind started
 	}
-	w := client
-	if by.own {
-		w = own
-	}
+	a := &s.kinds[k].listing[ref.by]
 	if !publish {
-		s.failure[w][k] = why
-		s.builders[w][k] = nil
+		a.failure, a.builder = why, nil
 		follow := s.cfg.Follow
 		if k == surface.KindTool && follow == nil {
 			s.lastTools, s.drifted, s.listErr = nil, true, why
 		}
 		s.mu.Unlock()
-		if by.own {
+		if ref.by == byProxy {
 			s.endRelist(k)
 		}
 		if follow != nil && k == surface.KindTool {
@@ -331,15 +327,14 @@ func (s *Session) failListing(k surface.Kind, by listing, why string, publish bo
 		}
 		return
 	}
-	if s.builders[w][k] == nil {
-		s.startListing(k, w)
+	if a.builder == nil {
+		s.startListing(k, ref.by)
 	}
-	s.pages[w][k] = append(s.pages[w][k], []byte(`{"mcpdrift/unreadable":`+strconv.Quote(why)+`}`))
-	s.complete[k] = s.pages[w][k]
-	s.failure[w][k] = why
-	s.builders[w][k] = nil
+	a.pages = append(a.pages, []byte(`{"mcpdrift/unreadable":`+strconv.Quote(why)+`}`))
+	s.kinds[k].complete = a.pages
+	a.failure, a.builder = why, nil
 	s.mu.Unlock()
-	s.finishListing(k, w)
+	s.finishListing(k, ref.by)
 }
 
 // poison makes the session that judges this one distrust the server's
@@ -352,7 +347,7 @@ func (s *Session) poison(why string) {
 	j.lastTools, j.drifted, j.listErr = nil, true, why
 	// One re-listing at a time: a server that answers it with what the
 	// proxy cannot read again does not start another.
-	relist := j.initRes != nil && slices.Contains(j.declared, surface.KindTool) && j.relisting[surface.KindTool] == nil
+	relist := j.initRes != nil && slices.Contains(j.declared, surface.KindTool) && j.kinds[surface.KindTool].relisting == nil
 	j.mu.Unlock()
 	if relist {
 		j.beginRelist(surface.KindTool)
@@ -389,14 +384,19 @@ func (s *Session) adoptTools(items map[string]surface.Digest, why string) {
 // errorAnswer is why a listing answered with a JSON-RPC error failed.
 const errorAnswer = "the server answered the listing with an error"
 
-// listing says which listing a page request belongs to: the client's, or
-// the proxy's own of generation gen.
-type listing struct {
-	own bool
+// listingRef says which listing a page request belongs to: the client's,
+// or the proxy's own of generation gen.
+type listingRef struct {
+	by  owner
 	gen int
 }
 
-func by(p pendingReq) listing { return listing{own: p.own, gen: p.gen} }
+func refOf(p pendingReq) listingRef {
+	if p.own {
+		return listingRef{by: byProxy, gen: p.gen}
+	}
+	return listingRef{by: byClient}
+}
 
 // serverMessage decides on one message. mayWait says that the message
 // came alone and its decision may wait for what is due (a verdict, the
@@ -555,12 +555,12 @@ func (s *Session) listPage(ctx context.Context, k surface.Kind, m *jsonrpc.Messa
 		// An error answer lists nothing, and the client learns so; what the
 		// server lists is not trusted until a listing is judged, as when
 		// the transport could not read its answer (Unanswered).
-		s.failListing(k, listing{}, errorAnswer, false)
+		s.failListing(k, listingRef{}, errorAnswer, false)
 		return m.Raw, nil, nil
 	}
-	items, last, err := s.addPage(k, client, m.Result)
+	items, last, err := s.addPage(k, byClient, m.Result)
 	if last {
-		s.finishListing(k, client) // published before waiting for a verdict on it
+		s.finishListing(k, byClient) // published before waiting for a verdict on it
 	}
 	variant := s.currentVariant()
 	if !mayWait || !s.awaits(variant) {
@@ -600,9 +600,9 @@ func (s *Session) relist(k surface.Kind, cursor string) error {
 		}
 	}
 	if cursor == "" {
-		s.startListing(k, own)
+		s.startListing(k, byProxy)
 	}
-	s.own[id] = pendingReq{method: method, kind: k, gen: s.ownGen[k], own: true}
+	s.own[id] = pendingReq{method: method, kind: k, gen: s.kinds[k].gen, own: true}
 	meta := s.cfg.OwnMeta
 	s.mu.Unlock()
 	b := []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":{`)
@@ -624,7 +624,7 @@ func (s *Session) ownResponse(p pendingReq, m *jsonrpc.Message) error {
 		return nil
 	}
 	s.mu.Lock()
-	superseded := p.gen != s.ownGen[p.kind]
+	superseded := p.gen != s.kinds[p.kind].gen
 	s.mu.Unlock()
 	if superseded {
 		return nil // a newer listing of this kind started (list_changed): this one's pages would mix with it
@@ -632,28 +632,29 @@ func (s *Session) ownResponse(p pendingReq, m *jsonrpc.Message) error {
 	if m.Result == nil {
 		// The server refused its own listing: nothing of it can be trusted
 		// until it lists again. Not published: an error is no surface.
-		s.failListing(p.kind, by(p), errorAnswer, false)
+		s.failListing(p.kind, refOf(p), errorAnswer, false)
 		return nil
 	}
-	_, last, err := s.addPage(p.kind, own, m.Result)
+	_, last, err := s.addPage(p.kind, byProxy, m.Result)
 	if err == nil && !last {
 		next := stringParam(m.Result, "nextCursor")
 		s.mu.Lock()
-		repeated := s.cursors[p.kind][next]
+		ks := &s.kinds[p.kind]
+		repeated := ks.cursors[next]
 		if repeated {
-			s.failure[own][p.kind] = fmt.Sprintf("the server gave the cursor %q a second time: the listing would never end", next)
+			ks.listing[byProxy].failure = fmt.Sprintf("the server gave the cursor %q a second time: the listing would never end", next)
 		} else {
-			if s.cursors[p.kind] == nil {
-				s.cursors[p.kind] = map[string]bool{}
+			if ks.cursors == nil {
+				ks.cursors = map[string]bool{}
 			}
-			s.cursors[p.kind][next] = true
+			ks.cursors[next] = true
 		}
 		s.mu.Unlock()
 		if !repeated {
 			return s.relist(p.kind, next)
 		}
 	}
-	s.finishListing(p.kind, own)
+	s.finishListing(p.kind, byProxy)
 	return nil
 }
 
@@ -662,8 +663,8 @@ func (s *Session) ownResponse(p pendingReq, m *jsonrpc.Message) error {
 func (s *Session) beginRelist(k surface.Kind) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.relisting[k] == nil {
-		s.relisting[k] = make(chan struct{})
+	if s.kinds[k].relisting == nil {
+		s.kinds[k].relisting = make(chan struct{})
 	}
 }
 
@@ -671,9 +672,9 @@ func (s *Session) beginRelist(k surface.Kind) {
 func (s *Session) endRelist(k surface.Kind) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ch := s.relisting[k]; ch != nil {
+	if ch := s.kinds[k].relisting; ch != nil {
 		close(ch)
-		s.relisting[k] = nil
+		s.kinds[k].relisting = nil
 	}
 }
 
@@ -682,8 +683,8 @@ func (s *Session) endRelist(k surface.Kind) {
 func (s *Session) waitRelisted(ctx context.Context, kind surface.Kind) bool {
 	var chans []chan struct{}
 	s.mu.Lock()
-	for k, ch := range s.relisting {
-		if ch != nil && (kind == 0 || surface.Kind(k) == kind) {
+	for k := range s.kinds {
+		if ch := s.kinds[k].relisting; ch != nil && (kind == 0 || surface.Kind(k) == kind) {
 			chans = append(chans, ch)
 		}
 	}

@@ -124,21 +124,13 @@ type Session struct {
 	toClient func([]byte) error
 	toServer func([]byte) error
 
-	mu      sync.Mutex
-	variant string
-	pending map[string]pendingReq // client requests we answer for, by raw id
-	own     map[string]pendingReq // requests the proxy sent itself
-	ownSeq  int
-	// The listing in progress per kind: [client] is the client's own
-	// listing, [own] the proxy's, assembled apart so that the two never
-	// mix their pages when they overlap.
-	builders  [2][5]*surface.Builder
-	pages     [2][5][][]byte     // raw result bytes of that listing's pages
-	failure   [2][5]string       // why that listing cannot be assembled ("" while it can)
-	cursors   [5]map[string]bool // cursors the proxy's own listing followed
-	ownGen    [5]int             // the proxy's own listing under way, by kind: answers of an older one are dropped
-	complete  [5][][]byte        // the last complete listing's pages
-	initRes   []byte             // the raw initialize result
+	mu        sync.Mutex
+	variant   string
+	pending   map[string]pendingReq // client requests we answer for, by raw id
+	own       map[string]pendingReq // requests the proxy sent itself
+	ownSeq    int
+	kinds     [surface.KindResourceTemplate + 1]kindState // by the kind of listing
+	initRes   []byte                                      // the raw initialize result
 	live      map[ItemKey]surface.Digest
 	declared  []surface.Kind            // the listings the server's capabilities announce
 	lastTools map[string]surface.Digest // the last complete tools listing
@@ -153,11 +145,9 @@ type Session struct {
 	published       map[string]bool // variants whose whole surface this session published
 	assembling      bool            // ListAll ran and the whole surface is not published yet
 
-	ownPrefix string                       // the prefix of the ids of the proxy's own requests
-	relisting [5]chan struct{}             // per kind: closed when the re-listing list_changed asked for is done
-	lastItems [5]map[string]surface.Digest // per kind: the items of the last complete listing
-	order     orderQueue                   // what a serial transport delivers, in order
-	work      sync.WaitGroup               // decisions made off the reader
+	ownPrefix string         // the prefix of the ids of the proxy's own requests
+	order     orderQueue     // what a serial transport delivers, in order
+	work      sync.WaitGroup // decisions made off the reader
 
 	pubMu   sync.Mutex
 	lastPub map[string]publication // by variant: what this session published last (publish)
@@ -251,7 +241,7 @@ func (s *Session) Unanswered(ids [][]byte) [][]byte {
 	}
 	s.mu.Unlock()
 	for _, k := range lists {
-		s.failListing(k, listing{}, "the server's answer to the listing could not be judged", false)
+		s.failListing(k, listingRef{}, "the server's answer to the listing could not be judged", false)
 	}
 	return out
 }
@@ -312,19 +302,39 @@ func joinBatch(msgs [][]byte) []byte {
 	return append(append([]byte{'['}, bytes.Join(msgs, []byte{','})...), ']')
 }
 
-// The two listings of a kind a session assembles.
+// owner says whose listing of a kind a page belongs to.
+type owner uint8
+
+// The two listings of a kind a session assembles, apart, so that the two
+// never mix their pages when they overlap.
 const (
-	client = 0 // the client's own listing
-	own    = 1 // the proxy's listing on its own account
+	byClient owner = iota // the client's own listing
+	byProxy               // the proxy's listing on its own account
 )
 
-func (s *Session) startListing(k surface.Kind, by int) {
-	s.builders[by][k] = surface.NewBuilder(surface.Options{})
-	s.pages[by][k] = nil
-	s.failure[by][k] = ""
-	if by == own {
-		s.cursors[k] = nil
-		s.ownGen[k]++
+// assembly is one listing in progress: of one kind, by one owner.
+type assembly struct {
+	builder *surface.Builder // nil when none is in progress
+	pages   [][]byte         // the raw result bytes of its pages
+	failure string           // why it cannot be assembled ("" while it can)
+}
+
+// kindState is what a session holds of one kind of listing.
+type kindState struct {
+	listing   [byProxy + 1]assembly     // in progress, by owner
+	cursors   map[string]bool           // cursors the proxy's own listing followed
+	gen       int                       // the proxy's own listing under way: answers of an older one are dropped
+	complete  [][]byte                  // the last complete listing's pages
+	lastItems map[string]surface.Digest // the items of the last complete listing
+	relisting chan struct{}             // closed when the re-listing list_changed asked for is done
+}
+
+// startListing starts k's listing by by afresh; s.mu held.
+func (s *Session) startListing(k surface.Kind, by owner) {
+	s.kinds[k].listing[by] = assembly{builder: surface.NewBuilder(surface.Options{})}
+	if by == byProxy {
+		s.kinds[k].cursors = nil
+		s.kinds[k].gen++
 	}
 }
 
@@ -452,7 +462,7 @@ func codeOf(err error) string {
 // listing_invalid, and the alert posture serves none of its items).
 func (s *Session) assembles(k surface.Kind) bool {
 	s.mu.Lock()
-	ok := s.failure[client][k] == ""
+	ok := s.kinds[k].listing[byClient].failure == ""
 	s.mu.Unlock()
 	if !ok || k != surface.KindTool {
 		return ok
@@ -478,22 +488,22 @@ func hasDuplicates(items []surface.PageItem) bool {
 
 // addPage feeds a page to the listing in progress; last reports that the
 // listing is complete.
-func (s *Session) addPage(k surface.Kind, by int, result []byte) ([]surface.PageItem, bool, error) {
+func (s *Session) addPage(k surface.Kind, by owner, result []byte) ([]surface.PageItem, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.builders[by][k] == nil {
+	a := &s.kinds[k].listing[by]
+	if a.builder == nil {
 		s.startListing(k, by) // a page without its first: judge it on its own
 	}
-	s.pages[by][k] = append(s.pages[by][k], bytes.Clone(result))
-	cursor, err := s.builders[by][k].AddPage(k, result)
+	a.pages = append(a.pages, bytes.Clone(result))
+	cursor, err := a.builder.AddPage(k, result)
 	if err != nil {
 		// Hostile or broken: nothing of it is served, and the pipeline hears of it.
-		s.complete[k] = s.pages[by][k]
-		s.builders[by][k] = nil
-		s.failure[by][k] = err.Error()
+		s.kinds[k].complete = a.pages
+		a.builder, a.failure = nil, err.Error()
 		return nil, true, err
 	}
-	items := s.builders[by][k].LastPage()
+	items := a.builder.LastPage()
 	for _, it := range items {
 		s.live[ItemKey{k, it.Name}] = it.Hash
 	}
@@ -510,8 +520,8 @@ func (s *Session) addPage(k surface.Kind, by int, result []byte) ([]surface.Page
 	if k == surface.KindTool {
 		s.noteParams(items, result)
 	}
-	if cursor != "" && len(s.pages[by][k]) >= s.cfg.MaxPages {
-		s.failure[by][k] = fmt.Sprintf("the listing went on past the limit of %d pages", s.cfg.MaxPages)
+	if cursor != "" && len(a.pages) >= s.cfg.MaxPages {
+		a.failure = fmt.Sprintf("the listing went on past the limit of %d pages", s.cfg.MaxPages)
 		return items, true, nil
 	}
 	return items, cursor == "", nil
@@ -603,12 +613,13 @@ func (s *Session) WaitToolsListed(ctx context.Context) bool {
 // from the baseline is judged at the next decision (driftedFrom), so that
 // publishing never waits for a verdict, which on first sight waits for
 // this very listing.
-func (s *Session) finishListing(k surface.Kind, by int) {
+func (s *Session) finishListing(k surface.Kind, by owner) {
 	s.mu.Lock()
-	failure := s.failure[by][k]
+	a := &s.kinds[k].listing[by]
+	failure := a.failure
 	var sf *surface.Surface
-	if b := s.builders[by][k]; b != nil {
-		s.complete[k] = s.pages[by][k]
+	if b := a.builder; b != nil {
+		s.kinds[k].complete = a.pages
 		var err error
 		if sf, err = b.Surface(); err != nil && failure == "" {
 			failure = err.Error()
@@ -623,7 +634,7 @@ func (s *Session) finishListing(k surface.Kind, by int) {
 			items[it.Name] = it.Hash
 		}
 	}
-	s.lastItems[k] = items
+	s.kinds[k].lastItems = items
 	if k == surface.KindTool {
 		if failure == "" {
 			// Tools alone against the baseline's tools: the surface hash also
@@ -637,12 +648,12 @@ func (s *Session) finishListing(k surface.Kind, by int) {
 			s.lastTools, s.drifted, s.listErr = nil, true, failure
 		}
 	}
-	s.builders[by][k] = nil
+	a.builder = nil
 	if k == surface.KindTool {
 		s.toolsListedOnce.Do(func() { close(s.toolsListed) })
 	}
 	if f := s.cfg.Follow; f != nil {
-		pages, variant := s.pages[by][k], s.variant
+		pages, variant := a.pages, s.variant
 		s.mu.Unlock()
 		if k == surface.KindTool && s.sameVariantAs(f) {
 			// What this agent was listed is the server's live listing in
@@ -652,11 +663,11 @@ func (s *Session) finishListing(k surface.Kind, by int) {
 		f.reportFollowed(k, items, pages, variant)
 		return
 	}
-	if by == own {
+	if by == byProxy {
 		defer s.endRelist(k)
 	}
 	for _, d := range s.declared {
-		if s.complete[d] == nil {
+		if s.kinds[d].complete == nil {
 			// Not the whole surface yet: publishing part of it would read
 			// as drift. The listing of the missing kind publishes it all.
 			s.mu.Unlock()
@@ -733,7 +744,7 @@ func (s *Session) reportFollowed(k surface.Kind, items map[string]surface.Digest
 	if variant == "" {
 		variant = s.variant
 	}
-	mine := s.lastItems[k]
+	mine := s.kinds[k].lastItems
 	same := items != nil && mine != nil && len(items) == len(mine)
 	for name, h := range items {
 		if !same {
@@ -745,10 +756,10 @@ func (s *Session) reportFollowed(k surface.Kind, items map[string]surface.Digest
 		s.mu.Unlock()
 		return // nothing new, or nothing of this session's to set it in yet
 	}
-	saved := s.complete[k]
-	s.complete[k] = pages
+	saved := s.kinds[k].complete
+	s.kinds[k].complete = pages
 	capture := s.captureLocked()
-	s.complete[k] = saved
+	s.kinds[k].complete = saved
 	s.mu.Unlock()
 	s.publish(variant, capture)
 }
@@ -813,12 +824,12 @@ func (s *Session) captureLocked() []byte {
 		b.Write(s.initRes)
 	}
 	for _, k := range []surface.Kind{surface.KindTool, surface.KindPrompt, surface.KindResource, surface.KindResourceTemplate} {
-		if len(s.complete[k]) == 0 {
+		if len(s.kinds[k].complete) == 0 {
 			continue
 		}
 		member(k.ListKey())
 		b.WriteString(`{"pages":[`)
-		b.Write(bytes.Join(s.complete[k], []byte{','}))
+		b.Write(bytes.Join(s.kinds[k].complete, []byte{','}))
 		b.WriteString(`]}`)
 	}
 	b.WriteByte('}')
