@@ -93,7 +93,7 @@ func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 	cfg := f.up.Session
 	cfg.SerialServer = true // every server message comes on this one stream
 	l.s = session.New(cfg, f.up.Gate, f.up.Observer, l.toClient, func(b []byte) error {
-		f.p.spawn(func() { f.legacySend(l, b) })
+		f.p.spawn(func(ctx context.Context) { f.legacySend(ctx, l, b) })
 		return nil
 	})
 	f.mu.Lock()
@@ -275,8 +275,8 @@ func (f *front) legacyPost(w http.ResponseWriter, r *http.Request) {
 
 // legacySend posts one of the proxy's own messages; its answer arrives on
 // the event stream, where the session keeps it to itself.
-func (f *front) legacySend(l *legacySession, b []byte) {
-	ctx, cancel := context.WithTimeout(f.p.ctx, f.p.cfg.OwnTimeout)
+func (f *front) legacySend(ctx context.Context, l *legacySession, b []byte) {
+	ctx, cancel := context.WithTimeout(ctx, f.p.cfg.OwnTimeout)
 	defer cancel()
 	l.mu.Lock()
 	endpoint, h := l.endpoint, l.headers.Clone()

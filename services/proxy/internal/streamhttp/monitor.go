@@ -35,9 +35,9 @@ type monitor struct {
 	caps    []byte // the client capabilities it declares (a JSON object); never changes
 	primed  []byte // the first opening message, already decided on
 
-	ctx  context.Context    // ends its work: on Proxy.Close, or when it is forgotten
-	stop context.CancelFunc //
-	used atomic.Int64       // when a request was last judged by it, in Unix nanoseconds
+	quit     chan struct{} // closed when it is forgotten (stop); Proxy.Close ends it too
+	stopOnce sync.Once
+	used     atomic.Int64 // when a request was last judged by it, in Unix nanoseconds
 
 	mu      sync.Mutex
 	headers http.Header // version, authorization, the session id a server may hand out
@@ -178,7 +178,7 @@ func (f *front) startMonitor(r *http.Request, o opening) *monitor {
 		f.mons.byVariant = map[string]*monitor{}
 	}
 	f.mons.byVariant[o.variant] = mon
-	f.p.spawn(func() { f.runMonitor(mon) })
+	f.p.spawn(func(ctx context.Context) { f.runMonitor(ctx, mon) })
 	return mon
 }
 
@@ -259,8 +259,7 @@ func metaOpening(params []byte) (version string, caps []byte, ok bool) {
 }
 
 func (f *front) newMonitor(r *http.Request, o opening) *monitor {
-	mon := &monitor{headers: http.Header{}, modern: o.modern, version: o.version, caps: o.caps}
-	mon.ctx, mon.stop = context.WithCancel(f.p.ctx)
+	mon := &monitor{headers: http.Header{}, modern: o.modern, version: o.version, caps: o.caps, quit: make(chan struct{})}
 	mon.used.Store(time.Now().UnixNano())
 	if v := r.Header.Get("Authorization"); v != "" {
 		mon.headers.Set("Authorization", v)
@@ -277,7 +276,7 @@ func (f *front) newMonitor(r *http.Request, o opening) *monitor {
 		cfg.OwnMeta = mon.meta()
 	}
 	mon.s = session.New(cfg, f.up.Gate, f.up.Observer, discard, func(b []byte) error {
-		f.p.spawn(func() { f.own(mon.s, mon.ownHeaders(), b) })
+		f.p.spawn(func(ctx context.Context) { f.own(ctx, mon.s, mon.ownHeaders(), b) })
 		return nil
 	})
 	// The session learns its variant from the opening message now, so that
@@ -322,19 +321,33 @@ func ownMeta(version string, caps []byte) []byte {
 // runMonitor opens, lists and listens until the proxy closes; every round
 // ends after Config.Relist (or when the change stream ends) and starts
 // again, so a server that sends no notifications is still looked at.
-func (f *front) runMonitor(mon *monitor) {
+func (f *front) runMonitor(ctx context.Context, mon *monitor) {
+	ctx, cancel := until(ctx, mon.quit) // ended by Close, or by stop
+	defer cancel()
 	for {
-		f.monitorRound(mon)
+		f.monitorRound(ctx, mon)
 		select {
-		case <-mon.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-time.After(f.p.cfg.Relist):
 		}
 	}
 }
 
-func (f *front) monitorRound(mon *monitor) {
-	ctx := mon.ctx
+// stop ends the monitor's work: it was forgotten.
+func (mon *monitor) stop() { mon.stopOnce.Do(func() { close(mon.quit) }) }
+
+// stopped reports whether the monitor was told to stop.
+func (mon *monitor) stopped() bool {
+	select {
+	case <-mon.quit:
+		return true
+	default:
+		return false
+	}
+}
+
+func (f *front) monitorRound(ctx context.Context, mon *monitor) {
 	if err := f.open(ctx, mon); err != nil {
 		f.log.Warn().Err(err).Msg("opening the server")
 		return

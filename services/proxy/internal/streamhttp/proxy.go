@@ -107,27 +107,23 @@ func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastR
 type Proxy struct {
 	cfg    Config
 	fronts map[string]*front
-	ctx    context.Context // ends the proxy's own work on Close
-	stop   context.CancelFunc
+	done   chan struct{} // closed by Close: ends the proxy's own work
+	closed sync.Once
 	wg     sync.WaitGroup
 }
 
 // New checks the upstreams and returns the proxy.
 func New(cfg Config, ups []Upstream) (*Proxy, error) {
 	cfg = cfg.withDefaults()
-	ctx, stop := context.WithCancel(context.Background())
-	p := &Proxy{cfg: cfg, fronts: map[string]*front{}, ctx: ctx, stop: stop}
+	p := &Proxy{cfg: cfg, fronts: map[string]*front{}, done: make(chan struct{})}
 	for _, u := range ups {
 		if u.ID == "" || strings.ContainsAny(u.ID, "/?#") {
-			stop()
 			return nil, fmt.Errorf("upstream id %q: want a server id", u.ID)
 		}
 		if _, dup := p.fronts[u.ID]; dup {
-			stop()
 			return nil, fmt.Errorf("upstream %s given twice", u.ID)
 		}
 		if u.URL == "" && u.SSEURL == "" {
-			stop()
 			return nil, fmt.Errorf("upstream %s: no URL", u.ID)
 		}
 		for _, raw := range []string{u.URL, u.SSEURL} {
@@ -135,7 +131,6 @@ func New(cfg Config, ups []Upstream) (*Proxy, error) {
 				continue
 			}
 			if pu, err := url.Parse(raw); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
-				stop()
 				return nil, fmt.Errorf("upstream %s: %q is not an http(s) URL", u.ID, raw)
 			}
 		}
@@ -150,17 +145,34 @@ func New(cfg Config, ups []Upstream) (*Proxy, error) {
 
 // Close ends the proxy's own work (listings, streams it holds upstream).
 func (p *Proxy) Close() {
-	p.stop()
+	p.closed.Do(func() { close(p.done) })
 	p.wg.Wait()
 }
 
-// go runs f as the proxy's own work, ended by Close.
-func (p *Proxy) spawn(f func()) {
+// spawn runs f as the proxy's own work, on a context that Close ends; Close
+// waits for it.
+func (p *Proxy) spawn(f func(ctx context.Context)) {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		f()
+		ctx, cancel := until(context.Background(), p.done)
+		defer cancel()
+		f(ctx)
 	}()
+}
+
+// until returns a context of parent that also ends once done is closed;
+// cancel it to release what it holds.
+func until(parent context.Context, done <-chan struct{}) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	go func() {
+		select {
+		case <-done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 // ServeHTTP routes /<server-id>/mcp (Streamable HTTP), /<server-id>/sse and
@@ -225,7 +237,7 @@ func (f *front) newTracked() *tracked {
 	t := &tracked{headers: http.Header{}}
 	t.used.Store(time.Now().UnixNano())
 	t.s = session.New(f.up.Session, f.up.Gate, f.up.Observer, discard, func(b []byte) error {
-		f.p.spawn(func() { f.own(t.s, t.ownHeaders(), b) })
+		f.p.spawn(func(ctx context.Context) { f.own(ctx, t.s, t.ownHeaders(), b) })
 		return nil
 	})
 	return t
@@ -754,8 +766,8 @@ func (f *front) dropEvent(sess *session.Session, why string, ev *event) {
 
 // own sends a request the proxy makes itself (a listing) and feeds its
 // answer to sess, which keeps it to itself.
-func (f *front) own(sess *session.Session, h http.Header, body []byte) {
-	ctx, cancel := context.WithTimeout(f.p.ctx, f.p.cfg.OwnTimeout)
+func (f *front) own(ctx context.Context, sess *session.Session, h http.Header, body []byte) {
+	ctx, cancel := context.WithTimeout(ctx, f.p.cfg.OwnTimeout)
 	defer cancel()
 	resp, err := f.ownPost(ctx, f.up.URL, h, body)
 	if err != nil {

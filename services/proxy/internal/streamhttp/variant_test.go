@@ -472,7 +472,7 @@ func TestMonitorIdleForgotten(t *testing.T) {
 	if n != 1 || def != nil || after[firstVariant] != nil {
 		t.Fatalf("after the idle monitor was forgotten: %d monitors, default %p, the idle one kept: %v", n, def, after[firstVariant] != nil)
 	}
-	if first.ctx.Err() == nil {
+	if !first.stopped() {
 		t.Error("the forgotten monitor still runs")
 	}
 	// The new monitor is recent: the sampling variant, back, is judged by
