@@ -22,27 +22,6 @@ var openMethods = map[string]bool{
 	jsonrpc.MethodResourcesUnsubscribe: true, jsonrpc.MethodSubscriptionsListen: true,
 }
 
-// FromClient handles one message from the client (a batch is handled
-// element by element) on a stream transport: the proxy's answers go to the
-// client, the rest to the server.
-func (s *Session) FromClient(ctx context.Context, raw []byte) error {
-	o := s.Client(ctx, raw)
-	if o.Reply != nil {
-		if err := s.toClient(o.Reply); err != nil {
-			return err
-		}
-	}
-	if o.Forward != nil {
-		if err := s.toServer(o.Forward); err != nil {
-			return err
-		}
-	}
-	if o.Opened {
-		return s.ListAll()
-	}
-	return nil
-}
-
 // ClientSplit is Client for a transport that has already split raw with
 // jsonrpc.Split (to check its headers against it).
 func (s *Session) ClientSplit(ctx context.Context, raw []byte, msgs []*jsonrpc.Message, batch bool) Outcome {

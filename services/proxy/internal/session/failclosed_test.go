@@ -273,7 +273,10 @@ func TestListChangedIsJudgedBeforeItIsForwarded(t *testing.T) {
 			name = "serial"
 		}
 		t.Run(name, func(t *testing.T) {
-			r, _ := meteredRig(t, Config{SerialServer: serial, Timeout: 5 * time.Second})
+			r, _ := meteredRig(t, Config{Timeout: 5 * time.Second})
+			if serial {
+				r.io.serial()
+			}
 			r.client(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}`)
 			r.server(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"s","version":"1"}}}`)
 			r.client(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
@@ -282,7 +285,7 @@ func TestListChangedIsJudgedBeforeItIsForwarded(t *testing.T) {
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				if err := r.s.FromServer(context.Background(), []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)); err != nil {
+				if err := r.io.fromServer(context.Background(), []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)); err != nil {
 					t.Error(err)
 				}
 			}()
@@ -348,10 +351,10 @@ func TestFollowerListingIsReported(t *testing.T) {
 	}
 	lead.server(`{"jsonrpc":"2.0","id":` + lead.ownID(0) + `,"result":{"tools":[` + readTool + `]}}`)
 	obs := &variantObs{}
-	f := New(Config{Server: "fs", Follow: lead.s}, lead.gate, obs, func([]byte) error { return nil }, func([]byte) error { return nil })
+	f := New(Config{Server: "fs", Follow: lead.s}, lead.gate, obs, func([]byte) error { return nil })
 	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}`
 	f.Client(context.Background(), []byte(`{"jsonrpc":"2.0","id":8,"method":"tools/list","params":{`+meta+`}}`))
-	out, err := f.Server(context.Background(), []byte(`{"jsonrpc":"2.0","id":8,"result":{"tools":[`+evilRead+`]}}`))
+	out, err := serverNow(f, `{"jsonrpc":"2.0","id":8,"result":{"tools":[`+evilRead+`]}}`)
 	if err != nil || strings.Contains(string(out), "id_rsa") {
 		t.Fatalf("the follower got %s (%v)", out, err)
 	}

@@ -15,7 +15,7 @@ import (
 
 // TestOffReaderWorkIsJoined: on a serial transport a page of the client's
 // listing whose verdict is due is judged off the reader, on a goroutine
-// the session owns: Wait returns only once it has ended, and returns the
+// the transport's ordered.Queue owns: Wait returns only once it has ended, and returns the
 // error it met (here the client's end of the pipe broke while it waited),
 // which the reader's next message returns too (issue 15: the goroutine
 // was joined, but what it failed at went nowhere).
@@ -24,34 +24,35 @@ func TestOffReaderWorkIsJoined(t *testing.T) {
 	g := &blockingGate{waiting: make(chan struct{}, 1), release: make(chan struct{})}
 	broken := errors.New("the client's pipe is broken")
 	var clientGone atomic.Bool
-	s := New(Config{Server: "fs", SerialServer: true}, g, &fakeObs{},
-		func([]byte) error {
+	toServer := func([]byte) error { return nil }
+	p := &stream{s: New(Config{Server: "fs"}, g, &fakeObs{}, toServer), toServer: toServer,
+		toClient: func([]byte) error {
 			if clientGone.Load() {
 				return broken
 			}
 			return nil
-		},
-		func([]byte) error { return nil })
+		}}
+	p.serial()
 	ctx := context.Background()
 	for _, m := range []string{
 		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}`,
 	} {
-		if err := s.FromClient(ctx, []byte(m)); err != nil {
+		if err := p.fromClient(ctx, []byte(m)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.FromServer(ctx, []byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}}`)); err != nil {
+	if err := p.fromServer(ctx, []byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}}`)); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range []string{
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`, // the proxy lists tools: a verdict is due
 		`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
 	} {
-		if err := s.FromClient(ctx, []byte(m)); err != nil {
+		if err := p.fromClient(ctx, []byte(m)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.FromServer(ctx, []byte(`{"jsonrpc":"2.0","id":1,"result":{"tools":[`+readTool+`]}}`)); err != nil {
+	if err := p.fromServer(ctx, []byte(`{"jsonrpc":"2.0","id":1,"result":{"tools":[`+readTool+`]}}`)); err != nil {
 		t.Fatalf("a page judged off the reader: %v", err)
 	}
 	<-g.waiting // the page awaits its verdict, off the reader
@@ -60,7 +61,7 @@ func TestOffReaderWorkIsJoined(t *testing.T) {
 	}
 	clientGone.Store(true)
 	waited := make(chan error, 1)
-	go func() { waited <- s.Wait() }()
+	go func() { waited <- p.q.Wait() }()
 	select {
 	case err := <-waited:
 		t.Fatalf("Wait returned %v while a decision was still under way", err)
@@ -75,7 +76,7 @@ func TestOffReaderWorkIsJoined(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Wait did not return once the decision was made")
 	}
-	if err := s.FromServer(ctx, []byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}`)); !errors.Is(err, broken) {
+	if err := p.fromServer(ctx, []byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}`)); !errors.Is(err, broken) {
 		t.Fatalf("the reader's next message: %v, want the failed write", err)
 	}
 	poll.Eventually(t, 5*time.Second, func() error {
@@ -95,14 +96,15 @@ func TestOffReaderDecisionErrorIsReported(t *testing.T) {
 	broken := errors.New("the server's pipe is broken")
 	var serverGone atomic.Bool
 	var delivered atomic.Int64
-	s := New(Config{Server: "fs", SerialServer: true}, g, &fakeObs{},
-		func([]byte) error { delivered.Add(1); return nil },
-		func([]byte) error {
-			if serverGone.Load() {
-				return broken
-			}
-			return nil
-		})
+	toServer := func([]byte) error {
+		if serverGone.Load() {
+			return broken
+		}
+		return nil
+	}
+	p := &stream{s: New(Config{Server: "fs"}, g, &fakeObs{}, toServer), toServer: toServer,
+		toClient: func([]byte) error { delivered.Add(1); return nil }}
+	p.serial()
 	ctx := context.Background()
 	must := func(err error) {
 		t.Helper()
@@ -110,24 +112,24 @@ func TestOffReaderDecisionErrorIsReported(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(s.FromClient(ctx, []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}`)))
-	must(s.FromServer(ctx, []byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}}`)))
-	must(s.FromClient(ctx, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)))
+	must(p.fromClient(ctx, []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}`)))
+	must(p.fromServer(ctx, []byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}}`)))
+	must(p.fromClient(ctx, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)))
 	// The server asks the client for its roots before any verdict: it is
 	// decided off the reader.
-	must(s.FromServer(ctx, []byte(`{"jsonrpc":"2.0","id":"r1","method":"roots/list"}`)))
+	must(p.fromServer(ctx, []byte(`{"jsonrpc":"2.0","id":"r1","method":"roots/list"}`)))
 	<-g.waiting
 	serverGone.Store(true)
 	close(g.release) // no verdict: the request is refused in the client's stead
-	err := s.Wait()
+	err := p.q.Wait()
 	if !errors.Is(err, broken) || !strings.Contains(err.Error(), "roots/list") {
 		t.Fatalf("Wait = %v, want the failed answer to roots/list", err)
 	}
-	if err := s.FromServer(ctx, []byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}`)); !errors.Is(err, broken) {
+	if err := p.fromServer(ctx, []byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}`)); !errors.Is(err, broken) {
 		t.Fatalf("the reader's next message: %v, want the decision's error", err)
 	}
 	n := delivered.Load()
-	if err := s.FromServer(ctx, []byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"y"}}`)); err != nil {
+	if err := p.fromServer(ctx, []byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"y"}}`)); err != nil {
 		t.Fatalf("the reader's message after that: %v, want nil (the error is returned once)", err)
 	}
 	if delivered.Load() != n+1 {

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
@@ -29,67 +28,55 @@ import (
 // ambiguous, answers nothing pending, or comes from a server that is not
 // served is dropped and counted (DropCodes).
 
-// FromServer handles one message from the upstream server on a stream
-// transport: what the client must see goes to it, and then what the
-// message showed is reported.
-func (s *Session) FromServer(ctx context.Context, raw []byte) error {
-	return s.FromServerFramed(ctx, raw, nil)
-}
-
-// FromServerFramed is FromServer for a transport that wraps each message it
-// delivers (an SSE event with the upstream event's id): frame gets the
-// bytes to deliver, nil when the message is dropped or kept by the proxy,
-// and returns what to write to the client (nil: nothing). frame nil writes
-// the message as it is.
-//
-// On a serial transport (Config.SerialServer) a message whose decision must
-// wait (a listing page whose verdict is due, a server request on first
-// sight, a list_changed held until the proxy has re-listed) is judged off
-// the reader, so that the server's next messages (the proxy's own listing
-// among them) are read meanwhile; what reaches the client still goes out
-// in the order the server sent it.
-func (s *Session) FromServerFramed(ctx context.Context, raw []byte, frame func([]byte) []byte) error {
-	if frame == nil {
-		frame = func(b []byte) []byte { return b }
-	}
-	if !s.cfg.SerialServer {
-		out, seen, err := s.ServerLater(ctx, raw)
-		if b := frame(out); len(b) > 0 {
-			if werr := s.toClient(b); werr != nil {
-				seen.Report()
-				return werr
-			}
-		}
-		seen.Report()
-		return err
-	}
-	sl := s.order.push()
+// Server decides on one message from the upstream server: the one way
+// bytes from upstream reach a client. It never waits itself: a decision
+// that must wait (a listing page whose verdict is due, a server request on
+// first sight, a list_changed held until the proxy has re-listed) is left
+// to Judged.Decide, which a serial transport runs off its reader
+// (package ordered) and any other transport at once (Judged.Wait).
+func (s *Session) Server(ctx context.Context, raw []byte) Judged {
 	out, later, seen, err := s.judgeServer(ctx, raw, true)
-	if later == nil {
-		s.settle(sl, frame(out), seen, nil)
-	} else {
-		// Owned by the session: Wait joins it and returns its error, which
-		// the reader's next message returns too.
-		s.work.Add(1)
-		go func(ctx context.Context) {
-			defer s.work.Done()
-			out, err := later(ctx)
-			s.settle(sl, frame(out), seen, err)
-		}(ctx)
-	}
-	if werr := s.order.failed(); werr != nil {
-		return errors.Join(err, werr)
-	}
-	return err
+	return Judged{out: out, later: later, seen: seen, err: err}
 }
 
-// Server decides on one message from the upstream server and returns the
-// bytes to deliver to the client, or nil when the message was the proxy's
-// own business (an answer to its own listing) or was dropped.
-func (s *Session) Server(ctx context.Context, raw []byte) ([]byte, error) {
-	out, seen, err := s.ServerLater(ctx, raw)
-	seen.Report()
-	return out, err
+// Judged is the session's decision on one message from the server: the
+// bytes to deliver (the original, a listing with unapproved items taken
+// out, the proxy's own error for the client's pending request, or nothing
+// when the message is dropped or is the proxy's own business), possibly
+// still to be made, and what the message showed, to report once it is
+// delivered.
+type Judged struct {
+	out   []byte
+	later decision
+	seen  Seen
+	err   error
+}
+
+// Now returns the bytes to deliver when the decision is made (waits
+// false), and the error of what the session sent the server meanwhile (a
+// re-listing).
+func (j Judged) Now() (out []byte, waits bool, err error) { return j.out, j.later != nil, j.err }
+
+// Decide makes a decision that waits, bounded by Config.Timeout, and
+// returns the bytes to deliver and the error of what it sent the server;
+// for a decision already made it returns Now's bytes.
+func (j Judged) Decide(ctx context.Context) ([]byte, error) {
+	if j.later == nil {
+		return j.out, nil
+	}
+	return j.later(ctx)
+}
+
+// Report hands what the message showed (the calls it answered) to the
+// observer; call it once the message is delivered.
+func (j Judged) Report() { j.seen.Report() }
+
+// Wait is Now and Decide at once, for a transport that may wait on its
+// reader (each answer on its own stream): the bytes to deliver, what to
+// report once they are, and every error.
+func (j Judged) Wait(ctx context.Context) ([]byte, Seen, error) {
+	out, err := j.Decide(ctx)
+	return out, j.seen, errors.Join(j.err, err)
 }
 
 // Seen is what handling a server message observed (the calls it answered),
@@ -106,30 +93,6 @@ func (o Seen) Report() {
 	for _, c := range o.calls {
 		o.s.obs.Call(c)
 	}
-}
-
-// ServerLater is Server, leaving the report of what the message showed to
-// the caller, once it has delivered the message. A decision that must wait
-// is waited for here, bounded by Config.Timeout: a serial transport, where
-// waiting would hold the reader its own answers come on, uses
-// FromServerFramed instead.
-func (s *Session) ServerLater(ctx context.Context, raw []byte) ([]byte, Seen, error) {
-	out, later, seen, err := s.judgeServer(ctx, raw, true)
-	if later != nil {
-		var lerr error
-		out, lerr = later(ctx)
-		err = errors.Join(err, lerr)
-	}
-	return out, seen, err
-}
-
-// Wait waits for the decisions the session is making off the reader
-// (FromServerFramed on a serial transport) and returns the first error
-// one of them met (a write to the client or to the server that failed),
-// nil when none did. A transport calls it once its reader has stopped.
-func (s *Session) Wait() error {
-	s.work.Wait()
-	return s.order.firstErr()
 }
 
 // decision is the part of a decision on a server message that waits (for
@@ -704,93 +667,4 @@ func (s *Session) waitRelisted(ctx context.Context, kind surface.Kind) bool {
 		}
 	}
 	return true
-}
-
-// orderQueue keeps what a serial transport delivers in the order the
-// server sent it, while some of it is decided off the reader.
-type orderQueue struct {
-	mu    sync.Mutex
-	slots []*slot
-	err   error // the first write to the client that failed: nothing more is written
-	first error // the first error of a write or a decision made off the reader (Wait)
-	fresh error // decisions' errors the reader has not returned yet
-	write sync.Mutex
-}
-
-type slot struct {
-	done bool
-	out  []byte
-	seen Seen
-}
-
-func (q *orderQueue) push() *slot {
-	sl := &slot{}
-	q.mu.Lock()
-	q.slots = append(q.slots, sl)
-	q.mu.Unlock()
-	return sl
-}
-
-// failed returns what the reader returns: the failed write to the client
-// (every time) and the errors of decisions made off the reader since it
-// last asked (once).
-func (q *orderQueue) failed() error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	err := errors.Join(q.err, q.fresh)
-	q.fresh = nil
-	return err
-}
-
-func (q *orderQueue) firstErr() error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.first
-}
-
-// record keeps err (a decision's, or a write's when write is set).
-func (q *orderQueue) record(err error, write bool) {
-	if err == nil {
-		return
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.first == nil {
-		q.first = err
-	}
-	if write {
-		q.err = err
-	} else {
-		q.fresh = errors.Join(q.fresh, err)
-	}
-}
-
-// settle records what sl delivers (and the error of its decision) and
-// writes every settled message at the head of the queue, in order.
-func (s *Session) settle(sl *slot, out []byte, seen Seen, err error) {
-	q := &s.order
-	q.record(err, false)
-	q.mu.Lock()
-	sl.done, sl.out, sl.seen = true, out, seen
-	q.mu.Unlock()
-	q.write.Lock()
-	defer q.write.Unlock()
-	for {
-		q.mu.Lock()
-		if len(q.slots) == 0 || !q.slots[0].done {
-			q.mu.Unlock()
-			return
-		}
-		head := q.slots[0]
-		q.slots[0] = nil
-		q.slots = q.slots[1:]
-		failed := q.err != nil
-		q.mu.Unlock()
-		if len(head.out) > 0 && !failed {
-			if err := s.toClient(head.out); err != nil {
-				q.record(err, true)
-			}
-		}
-		head.seen.Report()
-	}
 }

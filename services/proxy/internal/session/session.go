@@ -107,12 +107,6 @@ type Config struct {
 	FullArguments bool
 	// Meter, when set, counts what the session withholds.
 	Meter Meter
-	// SerialServer says that the server's messages reach the session one
-	// after another on one reader (stdio, HTTP+SSE): a page of the
-	// client's listing whose verdict is due is then judged off the reader
-	// and sent with toClient, so that the server's next messages (the
-	// proxy's own listing among them) do not wait behind it.
-	SerialServer bool
 }
 
 // Session is one client connection. Its methods are safe for concurrent use
@@ -121,7 +115,6 @@ type Session struct {
 	cfg      Config
 	gate     Gate
 	obs      Observer
-	toClient func([]byte) error
 	toServer func([]byte) error
 
 	mu        sync.Mutex
@@ -145,9 +138,7 @@ type Session struct {
 	published       map[string]bool // variants whose whole surface this session published
 	assembling      bool            // ListAll ran and the whole surface is not published yet
 
-	ownPrefix string         // the prefix of the ids of the proxy's own requests
-	order     orderQueue     // what a serial transport delivers, in order
-	work      sync.WaitGroup // decisions made off the reader
+	ownPrefix string // the prefix of the ids of the proxy's own requests
 
 	pubMu   sync.Mutex
 	lastPub map[string]publication // by variant: what this session published last (publish)
@@ -192,15 +183,17 @@ var nameKey = map[surface.Kind]string{
 	surface.KindTool: "name", surface.KindPrompt: "name", surface.KindResource: "uri", surface.KindResourceTemplate: "uriTemplate",
 }
 
-// New returns a session; toClient and toServer write one message each.
-func New(cfg Config, gate Gate, obs Observer, toClient, toServer func([]byte) error) *Session {
+// New returns a session; toServer writes one message of the proxy's own to
+// the server (a listing, an error in the client's stead). What reaches the
+// client is what the transport delivers of Client and Server.
+func New(cfg Config, gate Gate, obs Observer, toServer func([]byte) error) *Session {
 	if cfg.MaxPages <= 0 {
 		cfg.MaxPages = 1000
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 2 * time.Second
 	}
-	return &Session{cfg: cfg, gate: gate, obs: obs, toClient: toClient, toServer: toServer,
+	return &Session{cfg: cfg, gate: gate, obs: obs, toServer: toServer,
 		pending: map[string]pendingReq{}, own: map[string]pendingReq{}, live: map[ItemKey]surface.Digest{},
 		toolsListed: make(chan struct{})}
 }

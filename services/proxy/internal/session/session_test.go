@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/ordered"
 )
 
 // fakeGate serves a fixed view and records whether each View awaited a
@@ -54,9 +55,64 @@ func (o *fakeObs) Call(c Call) {
 	o.calls = append(o.calls, c)
 }
 
+// stream passes messages through a session as a stream transport does
+// (stdio.Bind): the proxy's answers and what the session delivers go to
+// toClient, what it forwards to toServer. With q (a serial transport) the
+// server's messages are delivered in order, the decisions that wait made
+// off the reader; without, they are waited for at once.
+type stream struct {
+	s                  *Session
+	toClient, toServer func([]byte) error
+	q                  *ordered.Queue
+}
+
+func (p *stream) fromClient(ctx context.Context, raw []byte) error {
+	o := p.s.Client(ctx, raw)
+	if o.Reply != nil {
+		if err := p.toClient(o.Reply); err != nil {
+			return err
+		}
+	}
+	if o.Forward != nil {
+		if err := p.toServer(o.Forward); err != nil {
+			return err
+		}
+	}
+	if o.Opened {
+		return p.s.ListAll()
+	}
+	return nil
+}
+
+func (p *stream) fromServer(ctx context.Context, raw []byte) error {
+	if p.q != nil {
+		return p.q.Push(ctx, p.s.Server(ctx, raw), nil)
+	}
+	out, seen, err := p.s.Server(ctx, raw).Wait(ctx)
+	defer seen.Report()
+	if len(out) > 0 {
+		if werr := p.toClient(out); werr != nil {
+			return werr
+		}
+	}
+	return err
+}
+
+// serial makes the stream a serial transport's.
+func (p *stream) serial() { p.q = ordered.New(p.toClient) }
+
+// serverNow is what the session delivers of raw, decided at once, its
+// observations reported.
+func serverNow(s *Session, raw string) ([]byte, error) {
+	out, seen, err := s.Server(context.Background(), []byte(raw)).Wait(context.Background())
+	seen.Report()
+	return out, err
+}
+
 type rig struct {
 	t        testing.TB
 	s        *Session
+	io       *stream
 	gate     *fakeGate
 	obs      *fakeObs
 	mu       sync.Mutex // toClient: a page judged off the reader arrives from its own goroutine
@@ -75,19 +131,19 @@ func (r *rig) newSession(cfg Config, g Gate) { r.newSessionObserved(cfg, g, r.ob
 
 // newSessionObserved is newSession with observer o.
 func (r *rig) newSessionObserved(cfg Config, g Gate, o Observer) {
-	r.s = New(cfg, g, o,
-		func(b []byte) error {
-			r.mu.Lock()
-			r.toClient = append(r.toClient, string(b))
-			r.mu.Unlock()
-			return nil
-		},
-		func(b []byte) error {
-			r.mu.Lock()
-			r.toServer = append(r.toServer, string(b))
-			r.mu.Unlock()
-			return nil
-		})
+	toServer := func(b []byte) error {
+		r.mu.Lock()
+		r.toServer = append(r.toServer, string(b))
+		r.mu.Unlock()
+		return nil
+	}
+	r.s = New(cfg, g, o, toServer)
+	r.io = &stream{s: r.s, toServer: toServer, toClient: func(b []byte) error {
+		r.mu.Lock()
+		r.toClient = append(r.toClient, string(b))
+		r.mu.Unlock()
+		return nil
+	}}
 	// As if initialized: most tests start past the handshake, and a
 	// session that has not named its variant knows nothing.
 	r.s.variant = "vtest"
@@ -95,14 +151,14 @@ func (r *rig) newSessionObserved(cfg Config, g Gate, o Observer) {
 
 func (r *rig) client(msg string) {
 	r.t.Helper()
-	if err := r.s.FromClient(context.Background(), []byte(msg)); err != nil {
+	if err := r.io.fromClient(context.Background(), []byte(msg)); err != nil {
 		r.t.Fatal(err)
 	}
 }
 
 func (r *rig) server(msg string) {
 	r.t.Helper()
-	if err := r.s.FromServer(context.Background(), []byte(msg)); err != nil {
+	if err := r.io.fromServer(context.Background(), []byte(msg)); err != nil {
 		r.t.Fatal(err)
 	}
 }
@@ -387,13 +443,13 @@ func TestFollowerJudgedByLeader(t *testing.T) {
 	}
 	f := newRig(t)
 	f.gate = lead.gate
-	f.s = New(Config{Server: "fs", Follow: lead.s}, f.gate, f.obs, func([]byte) error { return nil }, func([]byte) error { return nil })
+	f.s = New(Config{Server: "fs", Follow: lead.s}, f.gate, f.obs, func([]byte) error { return nil })
 	o := f.s.Client(context.Background(), []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"read"}}`))
 	if o.Forward != nil || !strings.Contains(string(o.Reply), "server_changed") {
 		t.Fatalf("a follower of a drifted leader forwarded the call: %+v", o)
 	}
 	f.s.Client(context.Background(), []byte(`{"jsonrpc":"2.0","id":8,"method":"tools/list"}`))
-	out, err := f.s.Server(context.Background(), []byte(`{"jsonrpc":"2.0","id":8,"result":{"tools":[`+evilRead+`]}}`))
+	out, err := serverNow(f.s, `{"jsonrpc":"2.0","id":8,"result":{"tools":[`+evilRead+`]}}`)
 	if err != nil || len(names(t, string(out))) != 0 {
 		t.Fatalf("follower served %s (%v)", out, err)
 	}
@@ -538,7 +594,9 @@ func TestAwaitsOnlyWhatIsDue(t *testing.T) {
 	for _, serial := range []bool{false, true} {
 		t.Run(fmt.Sprintf("serial_%v", serial), func(t *testing.T) {
 			r := newRig(t)
-			r.s.cfg.SerialServer = serial
+			if serial {
+				r.io.serial()
+			}
 			r.gate.ok = false // first sight: nothing known
 			r.client(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}`)
 			r.server(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"instructions":"Be careful.","serverInfo":{"name":"s","version":"1"}}}`)
@@ -608,7 +666,8 @@ func (g *blockingGate) View(ctx context.Context, variant string, awaiting bool, 
 func TestSerialPageDoesNotHoldTheReader(t *testing.T) {
 	g := &blockingGate{waiting: make(chan struct{}, 1), release: make(chan struct{})}
 	r := newRig(t)
-	r.newSession(Config{Server: "fs", SerialServer: true}, g)
+	r.newSession(Config{Server: "fs"}, g)
+	r.io.serial()
 	r.client(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}`)
 	r.server(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}}`)
 	r.client(`{"jsonrpc":"2.0","method":"notifications/initialized"}`) // the proxy lists tools: a verdict is due
@@ -779,7 +838,7 @@ func TestCallObservedAfterDelivery(t *testing.T) {
 	}
 	// Server, for transports that deliver themselves, reports at once.
 	r.client(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read","arguments":{}}}`)
-	out, seen, err := r.s.ServerLater(context.Background(), []byte(`{"jsonrpc":"2.0","id":2,"result":{"content":[]}}`))
+	out, seen, err := r.s.Server(context.Background(), []byte(`{"jsonrpc":"2.0","id":2,"result":{"content":[]}}`)).Wait(context.Background())
 	if err != nil || !strings.Contains(string(out), `"id":2`) || len(obs.sentYet) != 1 {
 		t.Fatalf("ServerLater: %s %v, observed %v before the report", out, err, obs.sentYet)
 	}

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/ordered"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
 
@@ -21,8 +22,9 @@ import (
 type legacySession struct {
 	id       string
 	s        *session.Session
-	endpoint string      // the upstream's message URL
-	headers  http.Header // what the proxy's own requests carry (authorization)
+	q        *ordered.Queue // what the session delivers, in the order the server sent it
+	endpoint string         // the upstream's message URL
+	headers  http.Header    // what the proxy's own requests carry (authorization)
 
 	mu     sync.Mutex // one writer of the client's stream at a time
 	w      http.ResponseWriter
@@ -31,7 +33,7 @@ type legacySession struct {
 }
 
 // toClient writes what the session delivers to the client's stream: an
-// event framed already (FromServerFramed).
+// event framed already (ordered.Queue.Push).
 func (l *legacySession) toClient(b []byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -90,9 +92,10 @@ func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 	if v := r.Header.Get("Authorization"); v != "" {
 		l.headers.Set("Authorization", v)
 	}
-	cfg := f.up.Session
-	cfg.SerialServer = true // every server message comes on this one stream
-	l.s = session.New(cfg, f.up.Gate, f.up.Observer, l.toClient, func(b []byte) error {
+	// Every server message comes on this one stream: decisions that must
+	// wait are made off it, and delivered in order (package ordered).
+	l.q = ordered.New(l.toClient)
+	l.s = session.New(f.up.Session, f.up.Gate, f.up.Observer, func(b []byte) error {
 		f.p.spawn(func(ctx context.Context) { f.legacySend(ctx, l, b) })
 		return nil
 	})
@@ -105,7 +108,7 @@ func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 		f.mu.Unlock()
 		// Decisions still made off the reader (bounded by the first-sight
 		// wait) deliver, in order, before the stream ends.
-		if err := l.s.Wait(); err != nil && !errors.Is(err, errClientGone) {
+		if err := l.q.Wait(); err != nil && !errors.Is(err, errClientGone) {
 			f.log.Warn().Err(err).Msg("a decision made off the reader failed")
 		}
 		l.mu.Lock()
@@ -161,7 +164,7 @@ func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 			// SDK reads every event after the endpoint as a message), and
 			// goes out as a message event, in the order the server sent
 			// it.
-			err = l.s.FromServerFramed(ctx, ev.Data, func(out []byte) []byte {
+			err = l.q.Push(ctx, l.s.Server(ctx, ev.Data), func(out []byte) []byte {
 				if out == nil {
 					return nil
 				}

@@ -118,7 +118,7 @@ func (f *front) follower(r *http.Request, msgs []*jsonrpc.Message) *session.Sess
 	mon.used.Store(time.Now().UnixNano())
 	cfg := f.up.Session
 	cfg.Follow = mon.s
-	return session.New(cfg, f.up.Gate, f.up.Observer, discard, discard)
+	return session.New(cfg, f.up.Gate, f.up.Observer, discard)
 }
 
 // monitorFor returns the monitor that judges a request opened as o,
@@ -275,7 +275,7 @@ func (f *front) newMonitor(r *http.Request, o opening) *monitor {
 	if mon.modern {
 		cfg.OwnMeta = mon.meta()
 	}
-	mon.s = session.New(cfg, f.up.Gate, f.up.Observer, discard, func(b []byte) error {
+	mon.s = session.New(cfg, f.up.Gate, f.up.Observer, func(b []byte) error {
 		f.p.spawn(func(ctx context.Context) { f.own(ctx, mon.s, mon.ownHeaders(), b) })
 		return nil
 	})
@@ -514,6 +514,14 @@ func (f *front) ownExchange(ctx context.Context, mon *monitor, msg string) error
 	return err
 }
 
+// ownAnswer passes a message of the answer to a request of the proxy's own
+// to sess, which keeps it to itself (nothing of it reaches a client).
+func ownAnswer(ctx context.Context, sess *session.Session, raw []byte) error {
+	_, seen, err := sess.Server(ctx, raw).Wait(ctx)
+	seen.Report()
+	return err
+}
+
 // feed passes the messages of an answer (JSON or an event stream) to sess,
 // and to inspect when it is not nil; with untilResponse an event stream is
 // left once a response arrived.
@@ -530,8 +538,7 @@ func (f *front) feed(ctx context.Context, sess *session.Session, resp *http.Resp
 		if inspect != nil {
 			inspect(raw)
 		}
-		_, err = sess.Server(ctx, raw)
-		return err
+		return ownAnswer(ctx, sess, raw)
 	case mediaSSE:
 		rd := newSSEReader(b.r, f.p.cfg.MaxMessage)
 		for {
@@ -545,7 +552,7 @@ func (f *front) feed(ctx context.Context, sess *session.Session, resp *http.Resp
 			if inspect != nil {
 				inspect(ev.Data)
 			}
-			if _, err := sess.Server(ctx, ev.Data); err != nil {
+			if err := ownAnswer(ctx, sess, ev.Data); err != nil {
 				f.log.Warn().Err(err).Msg("re-listing the server")
 			}
 			if m, err := jsonrpc.Parse(ev.Data, jsonrpc.Limits{}); untilResponse && err == nil && m.Kind == jsonrpc.KindResponse {

@@ -150,7 +150,7 @@ func TestFallBack(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			modern := tt.from >= jsonrpc.ProtocolStateless
 			mon := &monitor{modern: modern, version: tt.from, headers: http.Header{}}
-			mon.s = session.New(session.Config{}, newTofu(), newTofu(), discard, discard)
+			mon.s = session.New(session.Config{}, newTofu(), newTofu(), discard)
 			if ok := mon.fallBack(tt.supported); ok != tt.wantOK || mon.version != tt.wantVersion || mon.modern != tt.wantModern {
 				t.Fatalf("fallBack = %v, version %s modern %v; want %v, %s %v", ok, mon.version, mon.modern, tt.wantOK, tt.wantVersion, tt.wantModern)
 			}

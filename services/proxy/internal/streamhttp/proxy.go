@@ -236,7 +236,7 @@ func (t *tracked) note(r *http.Request) {
 func (f *front) newTracked() *tracked {
 	t := &tracked{headers: http.Header{}}
 	t.used.Store(time.Now().UnixNano())
-	t.s = session.New(f.up.Session, f.up.Gate, f.up.Observer, discard, func(b []byte) error {
+	t.s = session.New(f.up.Session, f.up.Gate, f.up.Observer, func(b []byte) error {
 		f.p.spawn(func(ctx context.Context) { f.own(ctx, t.s, t.ownHeaders(), b) })
 		return nil
 	})
@@ -466,7 +466,7 @@ func (f *front) answer(w http.ResponseWriter, ctx context.Context, resp *http.Re
 			return
 		}
 		var seen session.Seen
-		out, seen, err = sess.ServerLater(ctx, raw)
+		out, seen, err = sess.Server(ctx, raw).Wait(ctx)
 		defer seen.Report() // once the answer is written
 		if err != nil {
 			f.log.Warn().Err(err).Msg("re-listing the server")
@@ -557,7 +557,7 @@ func (f *front) judgedErrors(ctx context.Context, resp *http.Response, sess *ses
 	if err != nil {
 		return nil
 	}
-	out, seen, _ := sess.ServerLater(ctx, raw)
+	out, seen, _ := sess.Server(ctx, raw).Wait(ctx)
 	seen.Report()
 	if out == nil {
 		return nil
@@ -744,7 +744,7 @@ func (f *front) relay(buf []byte, ctx context.Context, sess *session.Session, ev
 		f.dropEvent(sess, "an event with data under a name no client reads as a message", ev)
 		return appendIDOnly(buf, ev), session.Seen{}
 	}
-	out, seen, err := sess.ServerLater(ctx, ev.Data)
+	out, seen, err := sess.Server(ctx, ev.Data).Wait(ctx)
 	if err != nil {
 		f.log.Warn().Err(err).Msg("re-listing the server")
 	}

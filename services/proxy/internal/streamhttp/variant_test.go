@@ -426,7 +426,7 @@ func TestMonitorVariantIsTheRequests(t *testing.T) {
 			if !strings.Contains(mon.openMessage(), `"method":"server/discover"`) {
 				t.Fatalf("the monitor opens with %s", mon.openMessage())
 			}
-			follower := session.New(session.Config{Follow: mon.s, Timeout: time.Millisecond}, g, g, discard, discard)
+			follower := session.New(session.Config{Follow: mon.s, Timeout: time.Millisecond}, g, g, discard)
 			if out := follower.Client(context.Background(), []byte(body)); out.Reply == nil {
 				t.Fatalf("a call with no verdict was not refused: %+v", out)
 			}
