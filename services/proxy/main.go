@@ -278,9 +278,11 @@ func serveStdio(ctx context.Context, cfg Config, js jetstream.JetStream, base ze
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	code, serveErr := p.Serve(ctx, h, stdin, sigs)
-	// Decisions made off the reader report what they saw before the flush.
-	if werr := h.Wait(); werr != nil && serveErr == nil {
-		log.Warn().Err(werr).Msg("a decision made off the reader failed")
+	// Decisions made off the reader report what they saw before the flush;
+	// what the server's messages failed at (Serve returns the client's
+	// side) is logged.
+	if werr := h.Wait(); werr != nil {
+		log.Warn().Err(werr).Msg("delivering the server's messages")
 	}
 
 	// The server is gone: flush what is queued (to NATS or the outbox).

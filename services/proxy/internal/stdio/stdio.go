@@ -43,6 +43,9 @@ type Bound struct {
 	s     *session.Session
 	pipes *Pipes
 	q     *ordered.Queue
+
+	mu    sync.Mutex
+	first error // the first error FromServer returned: it stops the server's pump, which drops it
 }
 
 // Bind binds s to pipes. The session's own messages to the server must go
@@ -75,15 +78,33 @@ func (b *Bound) FromClient(ctx context.Context, raw []byte) error {
 // FromServer passes one message of the server's through the session, in
 // order; it returns at once when the decision must wait.
 func (b *Bound) FromServer(ctx context.Context, raw []byte) error {
-	return b.q.Push(ctx, b.s.Server(ctx, raw), nil)
+	err := b.q.Push(ctx, b.s.Server(ctx, raw), nil)
+	if err != nil {
+		b.mu.Lock()
+		if b.first == nil {
+			b.first = err
+		}
+		b.mu.Unlock()
+	}
+	return err
 }
 
 // Oversized tells the session of a server message dropped for its size.
 func (b *Bound) Oversized() { b.s.Oversized() }
 
 // Wait waits for the decisions made off the reader and returns the first
-// error one of them met; call it once Serve has returned.
-func (b *Bound) Wait() error { return b.q.Wait() }
+// error the server's messages met (a write to the agent or to the server
+// that failed, on the reader or off it), nil when none did; call it once
+// Serve has returned.
+func (b *Bound) Wait() error {
+	err := b.q.Wait()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.first != nil {
+		return b.first
+	}
+	return err
+}
 
 // Config says what to run.
 type Config struct {
