@@ -22,9 +22,11 @@ var openMethods = map[string]bool{
 	jsonrpc.MethodResourcesUnsubscribe: true, jsonrpc.MethodSubscriptionsListen: true,
 }
 
-// ClientSplit is Client for a transport that has already split raw with
-// jsonrpc.Split (to check its headers against it).
-func (s *Session) ClientSplit(ctx context.Context, raw []byte, msgs []*jsonrpc.Message, batch bool) Outcome {
+// Client decides on one message from the client (a batch element by
+// element), as the transport split it (jsonrpc.Split: what cannot be split
+// is the transport's to refuse, in its own way), and says what to send
+// where: the one way a client's message reaches the server.
+func (s *Session) Client(ctx context.Context, raw []byte, msgs []*jsonrpc.Message, batch bool) Outcome {
 	if batch {
 		return s.clientBatch(ctx, raw, msgs)
 	}

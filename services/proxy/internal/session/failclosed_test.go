@@ -306,7 +306,7 @@ func TestListChangedIsJudgedBeforeItIsForwarded(t *testing.T) {
 			// A call sent now waits for the new listing.
 			call := make(chan Outcome, 1)
 			go func() {
-				call <- r.s.Client(context.Background(), []byte(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"read"}}`))
+				call <- clientOf(context.Background(), r.s, []byte(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"read"}}`))
 			}()
 			select {
 			case o := <-call:
@@ -353,7 +353,7 @@ func TestFollowerListingIsReported(t *testing.T) {
 	obs := &variantObs{}
 	f := New(Config{Server: "fs", Follow: lead.s}, lead.gate, obs, func([]byte) error { return nil })
 	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}`
-	f.Client(context.Background(), []byte(`{"jsonrpc":"2.0","id":8,"method":"tools/list","params":{`+meta+`}}`))
+	clientOf(context.Background(), f, []byte(`{"jsonrpc":"2.0","id":8,"method":"tools/list","params":{`+meta+`}}`))
 	out, err := serverNow(f, `{"jsonrpc":"2.0","id":8,"result":{"tools":[`+evilRead+`]}}`)
 	if err != nil || strings.Contains(string(out), "id_rsa") {
 		t.Fatalf("the follower got %s (%v)", out, err)

@@ -246,18 +246,6 @@ type Outcome struct {
 	Opened  bool   // the client opened the session: call ListAll once Forward is sent
 }
 
-// Client decides on one message from the client (a batch element by
-// element) and says what to send where; transports that answer per request
-// (HTTP) do the sending themselves.
-func (s *Session) Client(ctx context.Context, raw []byte) Outcome {
-	msgs, batch, err := jsonrpc.Split(raw, jsonrpc.Limits{})
-	if err != nil {
-		// Not ours to judge beyond refusing to pass on what we cannot read.
-		return Outcome{Reply: jsonrpc.ErrorResponse(nil, -32700, "mcpdrift proxy: unreadable message: "+err.Error())}
-	}
-	return s.ClientSplit(ctx, raw, msgs, batch)
-}
-
 // SetOwnMeta replaces Config.OwnMeta (nil: the proxy's own requests carry
 // no _meta), for a session that falls back to an older protocol version.
 func (s *Session) SetOwnMeta(meta []byte) {

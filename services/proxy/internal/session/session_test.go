@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/ordered"
 )
 
@@ -67,7 +68,7 @@ type stream struct {
 }
 
 func (p *stream) fromClient(ctx context.Context, raw []byte) error {
-	o := p.s.Client(ctx, raw)
+	o := clientOf(ctx, p.s, raw)
 	if o.Reply != nil {
 		if err := p.toClient(o.Reply); err != nil {
 			return err
@@ -96,6 +97,16 @@ func (p *stream) fromServer(ctx context.Context, raw []byte) error {
 		}
 	}
 	return err
+}
+
+// clientOf is what s decides on raw from the client, raw split as a stream
+// transport splits it (stdio.Bound).
+func clientOf(ctx context.Context, s *Session, raw []byte) Outcome {
+	msgs, batch, err := jsonrpc.Split(raw, jsonrpc.Limits{})
+	if err != nil {
+		return Outcome{Reply: jsonrpc.ErrorResponse(nil, -32700, "mcpdrift proxy: unreadable message: "+err.Error())}
+	}
+	return s.Client(ctx, raw, msgs, batch)
 }
 
 // serial makes the stream a serial transport's.
@@ -444,11 +455,11 @@ func TestFollowerJudgedByLeader(t *testing.T) {
 	f := newRig(t)
 	f.gate = lead.gate
 	f.s = New(Config{Server: "fs", Follow: lead.s}, f.gate, f.obs, func([]byte) error { return nil })
-	o := f.s.Client(context.Background(), []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"read"}}`))
+	o := clientOf(context.Background(), f.s, []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"read"}}`))
 	if o.Forward != nil || !strings.Contains(string(o.Reply), "server_changed") {
 		t.Fatalf("a follower of a drifted leader forwarded the call: %+v", o)
 	}
-	f.s.Client(context.Background(), []byte(`{"jsonrpc":"2.0","id":8,"method":"tools/list"}`))
+	clientOf(context.Background(), f.s, []byte(`{"jsonrpc":"2.0","id":8,"method":"tools/list"}`))
 	out, err := serverNow(f.s, `{"jsonrpc":"2.0","id":8,"result":{"tools":[`+evilRead+`]}}`)
 	if err != nil || len(names(t, string(out))) != 0 {
 		t.Fatalf("follower served %s (%v)", out, err)

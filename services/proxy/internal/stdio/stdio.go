@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/ordered"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
@@ -58,7 +59,13 @@ func Bind(s *session.Session, pipes *Pipes) *Bound {
 // proxy's answers go to the agent, the rest to the server; once the agent
 // has opened the session, the proxy lists the server's whole surface.
 func (b *Bound) FromClient(ctx context.Context, raw []byte) error {
-	o := b.s.Client(ctx, raw)
+	msgs, batch, err := jsonrpc.Split(raw, jsonrpc.Limits{})
+	if err != nil {
+		// Not the proxy's to judge beyond refusing to pass on what it
+		// cannot read.
+		return b.pipes.ToClient(jsonrpc.ErrorResponse(nil, -32700, "mcpdrift proxy: unreadable message: "+err.Error()))
+	}
+	o := b.s.Client(ctx, raw, msgs, batch)
 	if o.Reply != nil {
 		if err := b.pipes.ToClient(o.Reply); err != nil {
 			return err

@@ -233,7 +233,7 @@ func (f *front) legacyPost(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, nil, CodeInvalidMessage, "unreadable JSON-RPC message: "+err.Error())
 		return
 	}
-	o := l.s.ClientSplit(r.Context(), body, msgs, batch)
+	o := l.s.Client(r.Context(), body, msgs, batch)
 	if o.Reply != nil {
 		if err := l.reply(o.Reply); err != nil {
 			httpError(w, http.StatusGone, nil, CodeStreamClosed, err.Error())

@@ -282,7 +282,7 @@ func (f *front) newMonitor(r *http.Request, o opening) *monitor {
 	// The session learns its variant from the opening message now, so that
 	// the first stateless request is judged in it; its listing is on the
 	// way, so decisions await the verdict on it.
-	mon.primed = mon.s.Client(context.Background(), []byte(mon.openMessage())).Forward
+	mon.primed = ownClient(context.Background(), mon.s, mon.openMessage())
 	mon.s.WillList()
 	return mon
 }
@@ -479,7 +479,7 @@ func (f *front) ownExchange(ctx context.Context, mon *monitor, msg string) error
 	if forward != nil {
 		mon.primed = nil
 	} else {
-		forward = mon.s.Client(ctx, []byte(msg)).Forward
+		forward = ownClient(ctx, mon.s, msg)
 	}
 	if forward == nil {
 		return nil
@@ -512,6 +512,17 @@ func (f *front) ownExchange(ctx context.Context, mon *monitor, msg string) error
 		return versionErr
 	}
 	return err
+}
+
+// ownClient passes a message of the proxy's own to sess as its client's,
+// and returns what to forward (nil: nothing, or the message did not split,
+// which a message of the proxy's own always does).
+func ownClient(ctx context.Context, sess *session.Session, msg string) []byte {
+	msgs, batch, err := jsonrpc.Split([]byte(msg), jsonrpc.Limits{})
+	if err != nil {
+		return nil
+	}
+	return sess.Client(ctx, []byte(msg), msgs, batch).Forward
 }
 
 // ownAnswer passes a message of the answer to a request of the proxy's own

@@ -383,7 +383,7 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	o := sess.ClientSplit(r.Context(), body, msgs, batch)
+	o := sess.Client(r.Context(), body, msgs, batch)
 	if o.Forward == nil {
 		writeJSON(w, http.StatusOK, o.Reply)
 		return

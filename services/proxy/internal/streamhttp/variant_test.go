@@ -427,7 +427,11 @@ func TestMonitorVariantIsTheRequests(t *testing.T) {
 				t.Fatalf("the monitor opens with %s", mon.openMessage())
 			}
 			follower := session.New(session.Config{Follow: mon.s, Timeout: time.Millisecond}, g, g, discard)
-			if out := follower.Client(context.Background(), []byte(body)); out.Reply == nil {
+			msgs, batch, err := jsonrpc.Split([]byte(body), jsonrpc.Limits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out := follower.Client(context.Background(), []byte(body), msgs, batch); out.Reply == nil {
 				t.Fatalf("a call with no verdict was not refused: %+v", out)
 			}
 			g.mu.Lock()
