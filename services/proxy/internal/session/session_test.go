@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/ordered"
@@ -209,21 +210,19 @@ func (r *rig) lastClient() string {
 // returns it.
 func (r *rig) delivered(want string) string {
 	r.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var got string
+	poll.Eventually(r.t, 10*time.Second, func() error {
 		r.mu.Lock()
+		defer r.mu.Unlock()
 		for _, m := range r.toClient {
 			if strings.Contains(m, want) {
-				r.mu.Unlock()
-				return m
+				got = m
+				return nil
 			}
 		}
-		r.mu.Unlock()
-		if time.Now().After(deadline) {
-			r.t.Fatalf("the client never got a message with %s", want)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return fmt.Errorf("the client got %d messages, none with %s; the last: %.300s", len(r.toClient), want, strings.Join(r.toClient[max(0, len(r.toClient)-1):], ""))
+	})
+	return got
 }
 
 const (
