@@ -102,6 +102,15 @@ type Config struct {
 	// OwnMeta, when set, is the _meta object of the proxy's own requests
 	// (a 2026-07-28 request names its protocol version there).
 	OwnMeta []byte
+	// ToolsPage, when set, sees every page of tools this session judges
+	// (its own listings and its client's): the names of the tools on it
+	// and the result's bytes, for a transport that keeps what it needs of
+	// their definitions (streamhttp: the x-mcp-header bindings a
+	// 2026-07-28 client mirrors into Mcp-Param-* headers). It is called
+	// with the session's lock held, in the order the pages are judged: it
+	// must not block, keep page, or call the session. A session following
+	// another (Follow) leaves it unset: calls are judged by the leader's.
+	ToolsPage func(names []string, page []byte)
 	// FullArguments makes every Call carry the call's arguments, not only
 	// their digest (they can hold secrets: off by default).
 	FullArguments bool
@@ -131,7 +140,6 @@ type Session struct {
 	drifted   bool                      // that listing differed from the baseline ...
 	driftBase string                    // ... whose hash was this ("" not judged yet)
 	driftSeen string                    // a baseline some listing of this session (or a follower's) differed from
-	params    map[string][]ParamBinding // x-mcp-header bindings of the tools last listed, by tool
 
 	toolsListed     chan struct{} // closed once a tools listing was complete
 	toolsListedOnce sync.Once
@@ -142,15 +150,6 @@ type Session struct {
 
 	pubMu   sync.Mutex
 	lastPub map[string]publication // by variant: what this session published last (publish)
-}
-
-// ParamBinding is one tool parameter that a 2026-07-28 client mirrors into
-// an Mcp-Param-<Header> HTTP header: a property of the tool's input schema
-// annotated with x-mcp-header, reached from the schema root through
-// "properties" alone.
-type ParamBinding struct {
-	Path   []string // property names, from the arguments object down
-	Header string   // the header's name after "Mcp-Param-"
 }
 
 type pendingReq struct {
@@ -498,8 +497,12 @@ func (s *Session) addPage(k surface.Kind, by owner, result []byte) ([]surface.Pa
 		}
 		f.mu.Unlock()
 	}
-	if k == surface.KindTool {
-		s.noteParams(items, result)
+	if k == surface.KindTool && s.cfg.ToolsPage != nil {
+		names := make([]string, len(items))
+		for i, it := range items {
+			names[i] = it.Name
+		}
+		s.cfg.ToolsPage(names, result)
 	}
 	if cursor != "" && len(a.pages) >= s.cfg.MaxPages {
 		a.failure = fmt.Sprintf("the listing went on past the limit of %d pages", s.cfg.MaxPages)
@@ -508,74 +511,18 @@ func (s *Session) addPage(k surface.Kind, by owner, result []byte) ([]surface.Pa
 	return items, cursor == "", nil
 }
 
-// noteParams records the x-mcp-header bindings of the tools of one page
-// (the definitions a 2026-07-28 client mirrors arguments from).
-func (s *Session) noteParams(items []surface.PageItem, page []byte) {
-	for _, it := range items {
-		delete(s.params, it.Name)
-	}
-	if !bytes.Contains(page, []byte("x-mcp-header")) {
-		return // the common case: nothing to read
-	}
-	d := object(page)
-	if d == nil {
-		return
-	}
-	tools, ok := d.Get(canonjson.Root, "tools")
-	if !ok || d.Kind(tools) != canonjson.Array || d.Len(tools) == 0 {
-		return
-	}
-	for t, i := d.First(tools), 0; i < d.Len(tools); t, i = d.Next(t), i+1 {
-		if d.Kind(t) != canonjson.Object {
-			continue
-		}
-		n, ok := d.Get(t, "name")
-		schema, ok2 := d.Get(t, "inputSchema")
-		if !ok || !ok2 || d.Kind(n) != canonjson.String {
-			continue
-		}
-		if b := paramBindings(d, schema, nil, nil); len(b) > 0 {
-			if s.params == nil {
-				s.params = map[string][]ParamBinding{}
-			}
-			s.params[d.Text(n)] = b
-		}
-	}
-}
-
-// paramBindings collects the x-mcp-header annotations under schema's
-// "properties", recursively.
-func paramBindings(d *canonjson.Doc, schema canonjson.NodeID, path []string, out []ParamBinding) []ParamBinding {
-	if d.Kind(schema) != canonjson.Object {
-		return out
-	}
-	props, ok := d.Get(schema, "properties")
-	if !ok || d.Kind(props) != canonjson.Object {
-		return out
-	}
-	for i := range d.Len(props) {
-		k, v := d.Member(props, i)
-		if d.Kind(v) != canonjson.Object {
-			continue
-		}
-		p := append(slices.Clip(path), d.Text(k))
-		if h, ok := d.Get(v, "x-mcp-header"); ok && d.Kind(h) == canonjson.String {
-			out = append(out, ParamBinding{Path: p, Header: d.Text(h)})
-		}
-		out = paramBindings(d, v, p, out)
-	}
-	return out
-}
-
-// ParamHeaders returns the x-mcp-header bindings of tool as last listed to
-// the session that judges this one's calls; known is false when that
-// session has not seen the tool listed (its bindings are then unknown).
-func (s *Session) ParamHeaders(tool string) (bindings []ParamBinding, known bool) {
+// ToolListed reports whether the session that judges this one's calls
+// has seen tool listed (by any listing of its variant: its own, its
+// client's, a follower's). A transport that keeps something of the tools'
+// definitions (Config.ToolsPage) asks this first, then reads what it kept:
+// the pages that made the judge list the tool itself were handed to
+// ToolsPage under the same lock, before this could be true.
+func (s *Session) ToolListed(tool string) bool {
 	judge := s.judge()
 	judge.mu.Lock()
 	defer judge.mu.Unlock()
-	_, known = judge.live[ItemKey{surface.KindTool, tool}]
-	return judge.params[tool], known
+	_, ok := judge.live[ItemKey{surface.KindTool, tool}]
+	return ok
 }
 
 // WaitToolsListed waits until the session that judges this one's calls has

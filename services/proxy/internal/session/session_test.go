@@ -532,32 +532,38 @@ func TestInstructionsPinned(t *testing.T) {
 	}
 }
 
-// The x-mcp-header bindings of each listed tool are known to the session,
-// from the last listing (nested properties included, other places not).
-func TestParamHeaderBindings(t *testing.T) {
+// Every page of tools the session judges is handed to Config.ToolsPage
+// (streamhttp keeps the x-mcp-header bindings from it), with the names of
+// its tools, before ToolListed says the tool is listed.
+func TestToolsPageAndToolListed(t *testing.T) {
 	r := newRig(t)
+	var names [][]string
+	var pages []string
+	r.s.cfg.ToolsPage = func(n []string, page []byte) {
+		if r.s.mu.TryLock() {
+			t.Error("ToolsPage called without the session's lock")
+			r.s.mu.Unlock()
+		}
+		names, pages = append(names, n), append(pages, string(page))
+	}
 	r.gate.v, r.gate.ok = baseline(readTool), true
-	sql := `{"name":"sql","inputSchema":{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},` +
-		`"target":{"type":"object","properties":{"zone":{"type":"string","x-mcp-header":"Zone"}}},` +
-		`"list":{"type":"array","items":{"type":"object","properties":{"x":{"type":"string","x-mcp-header":"X"}}}}}}}`
-	if _, known := r.s.ParamHeaders("sql"); known {
-		t.Fatal("a tool never listed is known")
+	sql := `{"name":"sql","inputSchema":{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}}`
+	if r.s.ToolListed("sql") {
+		t.Fatal("a tool never listed is listed")
 	}
 	r.client(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
 	r.server(`{"jsonrpc":"2.0","id":1,"result":{"tools":[` + readTool + `,` + sql + `]}}`)
-	b, known := r.s.ParamHeaders("sql")
-	got, _ := json.Marshal(b)
-	if want := `[{"Path":["region"],"Header":"Region"},{"Path":["target","zone"],"Header":"Zone"}]`; !known || string(got) != want {
-		t.Fatalf("bindings %s (known %v), want %s", got, known, want)
+	if !r.s.ToolListed("sql") || !r.s.ToolListed("read") || r.s.ToolListed("write") {
+		t.Fatalf("listed: sql %v, read %v, write %v", r.s.ToolListed("sql"), r.s.ToolListed("read"), r.s.ToolListed("write"))
 	}
-	if b, known := r.s.ParamHeaders("read"); !known || len(b) != 0 {
-		t.Fatalf("read: %v %v", b, known)
+	if len(names) != 1 || strings.Join(names[0], ",") != "read,sql" || !strings.Contains(pages[0], `"x-mcp-header":"Region"`) {
+		t.Fatalf("ToolsPage saw %q, %q", names, pages)
 	}
-	// A later listing without the annotation replaces it.
-	r.client(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
-	r.server(`{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"sql","inputSchema":{"type":"object"}}]}}`)
-	if b, known := r.s.ParamHeaders("sql"); !known || len(b) != 0 {
-		t.Fatalf("after the annotation went: %v %v", b, known)
+	// Prompts are no tools.
+	r.client(`{"jsonrpc":"2.0","id":2,"method":"prompts/list"}`)
+	r.server(`{"jsonrpc":"2.0","id":2,"result":{"prompts":[{"name":"p"}]}}`)
+	if len(names) != 1 {
+		t.Fatalf("ToolsPage saw a prompts page: %q", names)
 	}
 }
 

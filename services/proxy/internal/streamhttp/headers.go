@@ -119,7 +119,8 @@ func describesOne(key string) bool {
 
 // paramMismatch checks the Mcp-Param-* headers of a tools/call against its
 // arguments, by the x-mcp-header annotations of the tool's definition as
-// sess knows it, and returns why they disagree, or "":
+// the session that judges sess's calls was listed it (book), and returns
+// why they disagree, or "":
 //
 //   - an annotated argument that is present (not null) must have its
 //     header, equal to it once decoded (strings as they are, integers by
@@ -135,7 +136,7 @@ func describesOne(key string) bool {
 //     one until ctx ends; a tool still unknown then is refused, and the
 //     client lists the tools and tries again, as the transport tells it to
 //     do after a HeaderMismatch.
-func paramMismatch(ctx context.Context, h http.Header, m *jsonrpc.Message, sess *session.Session) string {
+func paramMismatch(ctx context.Context, h http.Header, m *jsonrpc.Message, sess *session.Session, book *paramBook) string {
 	if m.Kind != jsonrpc.KindRequest || m.Method != jsonrpc.MethodToolsCall {
 		return ""
 	}
@@ -160,9 +161,9 @@ func paramMismatch(ctx context.Context, h http.Header, m *jsonrpc.Message, sess 
 	if n, ok := d.Get(canonjson.Root, "name"); ok && d.Kind(n) == canonjson.String {
 		tool = d.Text(n)
 	}
-	bindings, known := sess.ParamHeaders(tool)
+	known := sess.ToolListed(tool)
 	if !known && len(sent) > 0 && sess.WaitToolsListed(ctx) {
-		bindings, known = sess.ParamHeaders(tool)
+		known = sess.ToolListed(tool)
 	}
 	if !known {
 		if len(sent) > 0 {
@@ -171,7 +172,7 @@ func paramMismatch(ctx context.Context, h http.Header, m *jsonrpc.Message, sess 
 		return ""
 	}
 	args, hasArgs := d.Get(canonjson.Root, "arguments")
-	for _, b := range bindings {
+	for _, b := range book.bindings(tool) { // after ToolListed: at least as new as the listing that made it known
 		header := paramPrefix + b.Header
 		vs := h.Values(header)
 		var at canonjson.NodeID

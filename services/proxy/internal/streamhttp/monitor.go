@@ -41,6 +41,8 @@ type monitor struct {
 
 	mu      sync.Mutex
 	headers http.Header // version, authorization, the session id a server may hand out
+
+	params paramBook // the x-mcp-header bindings of the tools it was listed
 }
 
 func (mon *monitor) ownHeaders() http.Header {
@@ -110,7 +112,7 @@ type opening struct {
 // follower returns a session for one stateless request, judged by the
 // upstream's monitor for the request's listing variant (started on first
 // use).
-func (f *front) follower(r *http.Request, msgs []*jsonrpc.Message) *session.Session {
+func (f *front) follower(r *http.Request, msgs []*jsonrpc.Message) (*session.Session, *paramBook) {
 	o := openingOf(r, msgs)
 	f.mu.Lock()
 	mon := f.monitorFor(r, o)
@@ -118,7 +120,7 @@ func (f *front) follower(r *http.Request, msgs []*jsonrpc.Message) *session.Sess
 	mon.used.Store(time.Now().UnixNano())
 	cfg := f.up.Session
 	cfg.Follow = mon.s
-	return session.New(cfg, f.up.Gate, f.up.Observer, discard)
+	return session.New(cfg, f.up.Gate, f.up.Observer, discard), &mon.params
 }
 
 // monitorFor returns the monitor that judges a request opened as o,
@@ -275,6 +277,7 @@ func (f *front) newMonitor(r *http.Request, o opening) *monitor {
 	if mon.modern {
 		cfg.OwnMeta = mon.meta()
 	}
+	cfg.ToolsPage = mon.params.note
 	mon.s = session.New(cfg, f.up.Gate, f.up.Observer, func(b []byte) error {
 		f.p.spawn(func(ctx context.Context) { f.own(ctx, mon.s, mon.ownHeaders(), b) })
 		return nil

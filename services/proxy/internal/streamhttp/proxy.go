@@ -220,6 +220,8 @@ type tracked struct {
 	mu      sync.Mutex
 	id      string      // Mcp-Session-Id
 	headers http.Header // what the proxy's own requests carry: version, authorization
+
+	params paramBook // the x-mcp-header bindings of the tools it was listed
 }
 
 func (t *tracked) note(r *http.Request) {
@@ -236,7 +238,9 @@ func (t *tracked) note(r *http.Request) {
 func (f *front) newTracked() *tracked {
 	t := &tracked{headers: http.Header{}}
 	t.used.Store(time.Now().UnixNano())
-	t.s = session.New(f.up.Session, f.up.Gate, f.up.Observer, func(b []byte) error {
+	cfg := f.up.Session
+	cfg.ToolsPage = t.params.note
+	t.s = session.New(cfg, f.up.Gate, f.up.Observer, func(b []byte) error {
 		f.p.spawn(func(ctx context.Context) { f.own(ctx, t.s, t.ownHeaders(), b) })
 		return nil
 	})
@@ -357,7 +361,7 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var t *tracked
-	sess := (*session.Session)(nil)
+	sess, book := (*session.Session)(nil), (*paramBook)(nil)
 	sid := r.Header.Get("Mcp-Session-Id")
 	switch {
 	case sid != "":
@@ -368,15 +372,15 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 	case opens(msgs):
 		t = f.newTracked() // kept once the upstream names the session
 	default:
-		sess = f.follower(r, msgs)
+		sess, book = f.follower(r, msgs)
 	}
 	if t != nil {
 		t.note(r)
-		sess = t.s
+		sess, book = t.s, &t.params
 	}
 	if !batch {
 		ctx, cancel := context.WithTimeout(r.Context(), f.firstSightWait())
-		text := paramMismatch(ctx, r.Header, msgs[0], sess)
+		text := paramMismatch(ctx, r.Header, msgs[0], sess, book)
 		cancel()
 		if text != "" {
 			headerError(w, msgs[0].ID, text)
@@ -593,7 +597,7 @@ func (f *front) get(w http.ResponseWriter, r *http.Request) {
 		t.note(r)
 		sess = t.s
 	} else {
-		sess = f.follower(r, nil)
+		sess, _ = f.follower(r, nil)
 	}
 	resp, err := f.send(r.Context(), http.MethodGet, f.up.URL, forwardHeaders(r.Header, false), nil)
 	if err != nil {
