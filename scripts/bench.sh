@@ -6,7 +6,7 @@ cd "$(dirname "$0")/../services"
 count=${COUNT:-5}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-go test ./internal/surface/ -run '^$' -bench 'Fingerprint|FastPath' -benchmem -count "$count" | tee "$out"
+go test ./internal/surface/ -run '^$' -bench 'Fingerprint' -benchmem -count "$count" | tee "$out"
 echo
 echo "== ratios (median of $count runs; higher is better for us)"
 awk '
@@ -23,12 +23,9 @@ END {
   s=median(v["BenchmarkFingerprint/impl=surface"])
   t=median(v["BenchmarkFingerprint/impl=jsontext"])
   j=median(v["BenchmarkFingerprint/impl=jcs"])
-  m=median(v["BenchmarkFastPath/path=memo"])
-  f=median(v["BenchmarkFastPath/path=full"])
   printf "fingerprint 66 KB manifest: %.0f ns/op = %.0f MiB/s\n", s, 66299/s*1e9/1048576
   printf "  speed-up vs jsontext Canonicalize+SHA-256: %.2fx (goal 3.5x)\n", t/s
   printf "  speed-up vs gowebpki/jcs+SHA-256:          %.2fx (goal 15x)\n", j/s
-  printf "fast path (same bytes as last verified): %.0f ns/op, %.0fx faster than a full fingerprint\n", m, f/m
   d4=median(v["BenchmarkFingerprintDepth/depth=4"]); d60=median(v["BenchmarkFingerprintDepth/depth=60"])
 }' "$out"
 grep -E '^BenchmarkFingerprintDepth' "$out" | awk '{print "  allocs/op at", $1, $(NF-1)}' | sort -u
@@ -37,6 +34,14 @@ echo
 echo "== fingerprint service throughput, as a ratio of a raw JetStream consume of the same messages (goal >= 0.5)"
 go test ./fingerprint/internal/fpsvc/ -run '^$' -bench BenchmarkThroughput -benchtime 5x -count 2 | grep '^Benchmark' |
   awk '{ for (i=3;i<=NF;i++) if ($(i+1)=="ratio") r=$i; print "  " $1 ": ratio " r }'
+
+echo
+echo "== hand-written protobuf framing of the fingerprint handler vs proto.Unmarshal/Marshal, same run (ADR 0008; above 1: the hand-written path is faster)"
+go test ./fingerprint/internal/fpsvc/ -run '^$' -bench BenchmarkWire -count 3 | grep '^Benchmark' |
+  awk '{ for (i=3;i<=NF;i++) if ($(i+1)=="std/hand") r=$i; print "  " $1 ": proto/hand " r }'
+echo "== the publisher's call batches vs one proto.Marshal of the batch, same run (ADR 0008; below 1: one Marshal would be faster)"
+go test ./proxy/internal/fleet/ -run '^$' -bench BenchmarkCallBatchEncode -count 3 | grep '^Benchmark' |
+  awk '{ for (i=3;i<=NF;i++) { if ($(i+1)=="whole/pub") r=$i; if ($(i+1)=="pub-ns/call") p=$i }; print "  " $1 ": " p " ns/call, whole/pub " r }'
 
 echo
 echo "== observation published to verdict received, through the real fingerprint and drift commands (goal p99 < 10 ms at 1000/s)"

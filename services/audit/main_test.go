@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,14 +21,16 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/audit/internal/sink"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/chtest"
+	"github.com/mcpdrift/mcpdrift/services/internal/cmdtest"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
 	"github.com/mcpdrift/mcpdrift/services/internal/ops"
 	"github.com/mcpdrift/mcpdrift/services/internal/ops/opstest"
 	"github.com/mcpdrift/mcpdrift/services/internal/options"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/syncbuf"
 )
 
-func TestMain(m *testing.M) { os.Exit(chtest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(cmdtest.Main(func() int { return chtest.Main(m) })) }
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
@@ -108,22 +109,11 @@ func TestInvalidConfig(t *testing.T) {
 	}
 }
 
-// build compiles the audit command.
-func build(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "audit")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // TestKilledMidBatchLosesNothing runs the real command, lets it write one
 // batch and hold the next, kills it with SIGKILL, and starts it again: every
 // event ends up in ClickHouse exactly once (as distinct rows).
 func TestKilledMidBatchLosesNothing(t *testing.T) {
-	bin := build(t)
+	bin := cmdtest.Path(t, "audit")
 	ch := chtest.Shared(t)
 	db := ch.Database(t)
 	b := natstest.StartBus(t)
@@ -164,14 +154,10 @@ func TestKilledMidBatchLosesNothing(t *testing.T) {
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 		return cmd, logs
 	}
-	waitFor := func(what string, logs *syncbuf.Buffer, cond func() bool) {
+	waitFor := func(logs *syncbuf.Buffer, cond func() error) {
 		t.Helper()
-		deadline := time.Now().Add(90 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("gave up waiting for %s; logs:\n%s", what, logs.String())
-			}
-			time.Sleep(20 * time.Millisecond)
+		if err := poll.Until(90*time.Second, cond); err != nil {
+			t.Fatalf("%v; logs:\n%s", err, logs.String())
 		}
 	}
 
@@ -187,9 +173,12 @@ func TestKilledMidBatchLosesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor("one batch written and the rest held", logs, func() bool {
+	waitFor(logs, func() error {
 		ap, p, floor := consumer()
-		return count("SELECT count() FROM DB.call_observations FINAL") == 400 && ap == n-400 && p == 0 && floor > 0
+		if rows := count("SELECT count() FROM DB.call_observations FINAL"); rows != 400 || ap != n-400 || p != 0 || floor == 0 {
+			return fmt.Errorf("%d rows, %d unacked, %d pending, ack floor %d; want one batch of 400 written and the rest held", rows, ap, p, floor)
+		}
+		return nil
 	})
 	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -202,9 +191,12 @@ func TestKilledMidBatchLosesNothing(t *testing.T) {
 	// Second run: JetStream redelivers what the killed instance held once
 	// the (now short) ack wait passes.
 	second, logs2 := start("MCPDRIFT_AUDIT_BATCH_AGE=50ms", "MCPDRIFT_AUDIT_ACK_WAIT=2s", "MCPDRIFT_AUDIT_WRITE_TIMEOUT=1s")
-	waitFor("every event written and acked", logs2, func() bool {
+	waitFor(logs2, func() error {
 		ap, p, _ := consumer()
-		return ap == 0 && p == 0 && count("SELECT uniqExact(event_id) FROM DB.call_observations") == n
+		if events := count("SELECT uniqExact(event_id) FROM DB.call_observations"); ap != 0 || p != 0 || events != n {
+			return fmt.Errorf("%d events written, %d unacked, %d pending; want all %d written and acked", events, ap, p, n)
+		}
+		return nil
 	})
 	if got := count("SELECT count() FROM DB.call_observations FINAL"); got != n {
 		t.Errorf("%d rows (FINAL), want %d", got, n)
@@ -233,7 +225,12 @@ func TestOpsEndpoints(t *testing.T) {
 	defer cancel()
 	var logs syncbuf.Buffer
 	done := make(chan error, 1)
+	// Joined however the test ends: done is buffered, so the goroutine
+	// never blocks on it.
+	exited := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-exited })
 	go func() {
+		defer close(exited)
 		done <- run(ctx, []string{"--ops-addr", "127.0.0.1:0"}, env(map[string]string{
 			"MCPDRIFT_NATS_URL": srv.ClientURL(), "MCPDRIFT_CLICKHOUSE_ADDR": ch.Addr, "MCPDRIFT_AUDIT_DATABASE": db,
 			// A batch is written when it holds 5 rows, not by age: the
@@ -323,16 +320,12 @@ func TestOpsEndpoints(t *testing.T) {
 		call(fmt.Sprintf("e-%d", i))
 	}
 	opstest.WaitValue(t, addr, 5, "mcpdrift_audit_rows_held")
-	deadline := time.Now().Add(opstest.Wait)
-	for {
-		if n, _ := opstest.Scrape(t, addr).Value("mcpdrift_audit_write_failures_total"); n > 0 {
-			break
+	poll.Eventually(t, opstest.Wait, func() error {
+		if n, _ := opstest.Scrape(t, addr).Value("mcpdrift_audit_write_failures_total"); n == 0 {
+			return errors.New("no write failure counted with ClickHouse down")
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no write failure counted with ClickHouse down")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	if err := ch.Restart(); err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/ops"
 	"github.com/mcpdrift/mcpdrift/services/internal/ops/opstest"
 	"github.com/mcpdrift/mcpdrift/services/internal/options"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 	"github.com/mcpdrift/mcpdrift/services/internal/syncbuf"
 )
@@ -63,11 +64,17 @@ func startStackWith(t *testing.T, edit func(*Config)) *stack {
 	if edit != nil {
 		edit(&cfg)
 	}
-	go func() { done <- serve(ctx, cfg) }()
+	exited := make(chan struct{})
+	go func() { defer close(exited); done <- serve(ctx, cfg) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
+		<-exited // done may have been read below, when serve failed
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		default:
 		}
 	})
 	select {
@@ -135,18 +142,16 @@ func (s *stack) observeVariant(server, variant, eventID, fixture string, at time
 
 func (s *stack) waitStatus(server, status string) admin.Show {
 	s.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var sv admin.ServerShow
+	poll.Eventually(s.t, 10*time.Second, func() error {
 		code, body := s.do("GET", "/v1/servers/acme/"+server+"?variant=v0", readSecret, nil)
-		var sv admin.ServerShow
-		if code == 200 && json.Unmarshal(body, &sv) == nil && len(sv.Variants) == 1 && string(sv.Variants[0].Record.Status) == status {
-			return sv.Variants[0]
+		sv = admin.ServerShow{}
+		if code != 200 || json.Unmarshal(body, &sv) != nil || len(sv.Variants) != 1 || string(sv.Variants[0].Record.Status) != status {
+			return fmt.Errorf("status of %s is not %s: %d %s", server, status, code, body)
 		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("status of %s never became %s: %d %s", server, status, code, body)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return sv.Variants[0]
 }
 
 func errorCode(body []byte) string {
@@ -270,16 +275,15 @@ func TestAdminAPIVariants(t *testing.T) {
 	s.observeVariant("mem", "v0", "o3", fx+"2026.8.31.json", t0.Add(2*time.Second))
 	s.waitStatus("mem", "changed")
 	var sv admin.ServerShow
-	deadline := time.Now().Add(10 * time.Second)
-	for len(sv.Variants) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the second variant never showed: %+v", sv)
-		}
+	poll.Eventually(t, 10*time.Second, func() error {
 		_, body := s.do("GET", "/v1/servers/acme/mem", readSecret, nil)
 		sv = admin.ServerShow{}
 		_ = json.Unmarshal(body, &sv)
-		time.Sleep(20 * time.Millisecond)
-	}
+		if len(sv.Variants) < 2 {
+			return fmt.Errorf("the second variant has not shown: %+v", sv)
+		}
+		return nil
+	})
 	if v1 := sv.Variants[1]; v1.Record.Status != "changed" || v1.Record.Reason != "variant_unmatched" || v1.Serve || v1.Diff == nil || sv.Serve {
 		t.Fatalf("a new variant with items no variant approved: %+v", v1)
 	}

@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/mcpdrift/mcpdrift/services/internal/coded"
 	"github.com/mcpdrift/mcpdrift/services/internal/options"
 	"github.com/mcpdrift/mcpdrift/services/internal/status"
 )
@@ -33,6 +34,12 @@ type apiError struct {
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
+
+// ErrorCode returns the API's code (package coded's Coder).
+func (e *apiError) ErrorCode() string { return e.Code }
+
+// ErrorMessage returns the API's sentence.
+func (e *apiError) ErrorMessage() string { return e.Message }
 
 // answerError reads an error answer: the API's {"error": {code, message}},
 // or, from something else, its status and the start of its body.
@@ -67,12 +74,12 @@ func (c *apiClient) do(ctx context.Context, method, path string, body, out any) 
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("api_unreachable: %w (is the drift service running at %s?)", err, c.base)
+		return coded.Errorf("api_unreachable", "%w (is the drift service running at %s?)", err, c.base)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return fmt.Errorf("api_unreachable: reading the answer: %w", err)
+		return coded.Errorf("api_unreachable", "reading the answer: %w", err)
 	}
 	if resp.StatusCode >= 300 {
 		return answerError(resp, data)
@@ -262,7 +269,7 @@ func tail(ctx context.Context, c *apiClient, stdout, stderr io.Writer) error {
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("api_unreachable: %w (is the drift service running at %s?)", err, c.base)
+		return coded.Errorf("api_unreachable", "%w (is the drift service running at %s?)", err, c.base)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -281,9 +288,9 @@ func tail(ctx context.Context, c *apiClient, stdout, stderr io.Writer) error {
 		return nil // interrupted: the normal end of a tail
 	}
 	if err := sc.Err(); err != nil {
-		return fmt.Errorf("api_unreachable: the verdict stream broke: %w", err)
+		return coded.Errorf("api_unreachable", "the verdict stream broke: %w", err)
 	}
-	return errors.New("api_unreachable: the drift service closed the verdict stream")
+	return coded.New("api_unreachable", "the drift service closed the verdict stream")
 }
 
 func short(h string) string {

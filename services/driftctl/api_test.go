@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +15,9 @@ import (
 
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/cmdtest"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 	"github.com/mcpdrift/mcpdrift/services/internal/syncbuf"
 )
@@ -30,12 +31,7 @@ const (
 // NATS, and returns its admin API URL.
 func startDrift(t *testing.T, natsURL string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "drift")
-	build := exec.Command("go", "build", "-o", bin, "../drift")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the drift command: %v\n%s", err, out)
-	}
-	cmd := exec.Command(bin)
+	cmd := exec.Command(cmdtest.Path(t, "drift"))
 	cmd.Env = append(os.Environ(), "MCPDRIFT_NATS_URL="+natsURL, "MCPDRIFT_ADMIN_ADDR=127.0.0.1:0",
 		"MCPDRIFT_ADMIN_TOKENS=ops:read:"+readTok+",alice:write:"+writeTok)
 	stderr, err := cmd.StderrPipe()
@@ -45,19 +41,10 @@ func startDrift(t *testing.T, natsURL string) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Error("drift did not stop on SIGINT within 10s")
-		}
-	})
 	addr := make(chan string, 1)
+	scanned := make(chan struct{}) // stderr read to its end: the process exited
 	go func() {
+		defer close(scanned)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			var line struct {
@@ -65,10 +52,25 @@ func startDrift(t *testing.T, natsURL string) string {
 				AdminAddr string `json:"admin_addr"`
 			}
 			if json.Unmarshal(sc.Bytes(), &line) == nil && line.AdminAddr != "" {
-				addr <- line.AdminAddr
+				select {
+				case addr <- line.AdminAddr:
+				default:
+				}
 			}
 		}
 	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		exited := make(chan struct{})
+		go func() { <-scanned; _ = cmd.Wait(); close(exited) }() // Wait only after the reads
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Error("drift did not stop on SIGINT within 10s")
+		}
+	})
 	select {
 	case a := <-addr:
 		return "http://" + a
@@ -129,34 +131,29 @@ func TestAdminCommands(t *testing.T) {
 		code := report(&errb, err)
 		return out.String(), errb.String(), code
 	}
-	poll := func(what string, cond func() bool) {
-		deadline := time.Now().Add(15 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(25 * time.Millisecond)
-		}
-	}
 	fx := "../internal/surface/testdata/real/filesystem/"
 	t0 := time.Now()
 	a := publishFingerprint(t, srv, "fs", "o1", fx+"2026.1.14.json", t0)
-	poll("verified", func() bool { out, _, _ := cli("status"); return strings.Contains(out, "verified") })
+	poll.Eventually(t, wait, func() error {
+		return contains("status", "verified", func() string { out, _, _ := cli("status"); return out })
+	})
 
 	// Follow verdicts while the server drifts.
 	tctx, stopTail := context.WithCancel(context.Background())
 	var tailOut, tailErr syncbuf.Buffer
 	tailDone := make(chan error, 1)
+	tailExited := make(chan struct{})
+	t.Cleanup(func() { stopTail(); <-tailExited })
 	go func() {
+		defer close(tailExited)
 		tailDone <- run(tctx, []string{"tail"}, func(k string) string { return env[k] }, strings.NewReader(""), &tailOut, &tailErr)
 	}()
-	poll("the tail to follow", func() bool { return strings.Contains(tailErr.String(), "following verdicts") })
+	poll.Eventually(t, wait, func() error { return contains("tail's stderr", "following verdicts", tailErr.String) })
 	b := publishFingerprint(t, srv, "fs", "o2", fx+"2026.8.31.json", t0.Add(time.Second))
-	poll("changed", func() bool {
-		out, _, _ := cli("show", "acme", "fs")
-		return strings.Contains(out, `"status": "changed"`)
+	poll.Eventually(t, wait, func() error {
+		return contains("show acme fs", `"status": "changed"`, func() string { out, _, _ := cli("show", "acme", "fs"); return out })
 	})
-	poll("the tail to print the verdict", func() bool { return strings.Contains(tailOut.String(), "STATUS_CHANGED") })
+	poll.Eventually(t, wait, func() error { return contains("tail", "STATUS_CHANGED", tailOut.String) })
 	stopTail()
 	if err := <-tailDone; err != nil {
 		t.Fatalf("tail: %v", err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 
+	"github.com/mcpdrift/mcpdrift/services/internal/coded"
 	"github.com/mcpdrift/mcpdrift/services/internal/options"
 )
 
@@ -136,9 +137,9 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		var ex *clickhouse.Exception
 		if errors.As(err, &ex) {
-			return fmt.Errorf("clickhouse_error: %s (code %d)", firstLine(ex.Message), ex.Code)
+			return coded.Errorf("clickhouse_error", "%s (code %d)", firstLine(ex.Message), ex.Code)
 		}
-		return fmt.Errorf("clickhouse_unreachable: %s: %v", addr, err)
+		return coded.Errorf("clickhouse_unreachable", "%s: %v", addr, err)
 	}
 	defer rows.Close()
 	cols := rows.Columns()
@@ -150,7 +151,7 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, st
 			vals[i] = reflect.New(ct.ScanType()).Interface()
 		}
 		if err := rows.Scan(vals...); err != nil {
-			return fmt.Errorf("clickhouse_error: reading a row: %v", err)
+			return coded.Errorf("clickhouse_error", "reading a row: %v", err)
 		}
 		for i := range vals {
 			vals[i] = reflect.ValueOf(vals[i]).Elem().Interface()
@@ -158,7 +159,7 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, st
 		out = append(out, vals)
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("clickhouse_error: %v", err)
+		return coded.Errorf("clickhouse_error", "%v", err)
 	}
 	if asJSON {
 		enc := json.NewEncoder(stdout)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,10 +17,12 @@ import (
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/chtest"
+	"github.com/mcpdrift/mcpdrift/services/internal/cmdtest"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 )
 
-func TestMain(m *testing.M) { os.Exit(chtest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(cmdtest.Main(func() int { return chtest.Main(m) })) }
 
 // TestAuditQueriesMatchTheDocs holds docs/analytics.md and the queries
 // driftctl runs together: each query's SQL is printed there verbatim.
@@ -45,12 +46,8 @@ func TestAuditCommands(t *testing.T) {
 	ch := chtest.Shared(t)
 	db := ch.Database(t)
 	b := natstest.StartBus(t)
-	bin := filepath.Join(t.TempDir(), "audit")
-	if out, err := exec.Command("go", "build", "-o", bin, "../audit").CombinedOutput(); err != nil {
-		t.Fatalf("building audit: %v\n%s", err, out)
-	}
 	var logs bytes.Buffer
-	cmd := exec.Command(bin)
+	cmd := exec.Command(cmdtest.Path(t, "audit"))
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	cmd.Env = append(os.Environ(), "MCPDRIFT_NATS_URL="+b.ClientURL(), "MCPDRIFT_CLICKHOUSE_ADDR="+ch.Addr,
 		"MCPDRIFT_AUDIT_DATABASE="+db, "MCPDRIFT_AUDIT_BATCH_AGE=20ms")
@@ -143,18 +140,16 @@ func TestAuditCommands(t *testing.T) {
 	// until every distinct event is in ClickHouse. A copy arriving later
 	// changes no answer below, since each query counts an event once.
 	const distinct = 20
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	if err := poll.Until(90*time.Second, func() error {
 		var written uint64
 		err := conn.QueryRow(context.Background(), `SELECT (SELECT uniqExact(event_id) FROM `+db+`.verdicts) + (SELECT uniqExact(event_id) FROM `+db+
 			`.admin_actions) + (SELECT uniqExact(event_id) FROM `+db+`.call_observations)`).Scan(&written)
-		if err == nil && written == distinct {
-			break
+		if err != nil || written != distinct {
+			return fmt.Errorf("events not in clickhouse (%d of %d, %v)", written, distinct, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("events not in clickhouse (%d of %d, %v); audit logs:\n%s", written, distinct, err, logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	}); err != nil {
+		t.Fatalf("%v; audit logs:\n%s", err, logs.String())
 	}
 	ts := func(s int64) string { return fmt.Sprint(t0 + s*1000) }
 	for _, tc := range []struct {

@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/coded"
 	"github.com/mcpdrift/mcpdrift/services/internal/options"
 )
 
@@ -62,11 +63,11 @@ func runBusSetup(ctx context.Context, args []string, getenv func(string) string,
 	}
 	replicas, err := strconv.Atoi(strings.TrimSpace(replicasText))
 	if err != nil || replicas < 1 || replicas > 5 {
-		return fmt.Errorf("invalid_replicas: replicas %q must be a number from 1 to 5 (1 on a single node, 3 in a cluster)", replicasText)
+		return coded.Errorf("invalid_replicas", "replicas %q must be a number from 1 to 5 (1 on a single node, 3 in a cluster)", replicasText)
 	}
 	if creds != "" {
 		if _, err := os.Stat(creds); err != nil {
-			return fmt.Errorf("creds_unreadable: %v", err)
+			return coded.Errorf("creds_unreadable", "%v", err)
 		}
 	}
 
@@ -83,16 +84,16 @@ func runBusSetup(ctx context.Context, args []string, getenv func(string) string,
 		}}, options.Logger(stderr, zerolog.InfoLevel, "driftctl"))
 	switch {
 	case errors.Is(err, bus.ErrNATSAuth):
-		return fmt.Errorf("permission_denied: %v", err)
+		return coded.Errorf("permission_denied", "%v", err)
 	case err != nil && (ctx.Err() != nil || isTimeout(err)):
-		return fmt.Errorf("nats_unreachable: no NATS server answered in time (--timeout): %v", err)
+		return coded.Errorf("nats_unreachable", "no NATS server answered in time (--timeout): %v", err)
 	case err != nil:
-		return fmt.Errorf("nats_unreachable: %v", err)
+		return coded.Errorf("nats_unreachable", "%v", err)
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return fmt.Errorf("nats_unreachable: %v", err)
+		return coded.Errorf("nats_unreachable", "%v", err)
 	}
 	b := busSetup{js: js, denied: denied, timeout: timeout, server: nc.ConnectedUrlRedacted()}
 	if check {
@@ -160,7 +161,7 @@ func (b busSetup) setup(ctx context.Context, replicas int, stdout io.Writer) err
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	for i, o := range bus.Objects() {
 		if after[i] == nil { // bus.Setup succeeded, so someone deleted it since
-			return fmt.Errorf("setup_failed: %s %s is missing right after the setup", o.Kind, o.Name)
+			return coded.Errorf("setup_failed", "%s %s is missing right after the setup", o.Kind, o.Name)
 		}
 		state := "unchanged"
 		switch {
@@ -211,17 +212,17 @@ func (b busSetup) classify(ctx context.Context, doing string, err error) error {
 	var apiErr *jetstream.APIError
 	switch {
 	case b.denied.get() != nil:
-		return fmt.Errorf("permission_denied: %s: the server refused a request (%v); bus-setup needs the NATS administrator's rights", doing, b.denied.get())
+		return coded.Errorf("permission_denied", "%s: the server refused a request (%v); bus-setup needs the NATS administrator's rights", doing, b.denied.get())
 	case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount), errors.Is(err, nats.ErrNoResponders):
-		return fmt.Errorf("jetstream_unavailable: %s: JetStream is not enabled on %s for this account", doing, b.server)
+		return coded.Errorf("jetstream_unavailable", "%s: JetStream is not enabled on %s for this account", doing, b.server)
 	case errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeReplicasNotSupported:
-		return fmt.Errorf("replicas_unavailable: %s: the server supports no more than 1 replica (it is not clustered): %v; use --replicas 1 on a single node", doing, err)
+		return coded.Errorf("replicas_unavailable", "%s: the server supports no more than 1 replica (it is not clustered): %v; use --replicas 1 on a single node", doing, err)
 	case errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeInsufficientResources:
-		return fmt.Errorf("replicas_unavailable: %s: the cluster cannot place the replicas: %v; --replicas must not exceed the number of nodes", doing, err)
+		return coded.Errorf("replicas_unavailable", "%s: the cluster cannot place the replicas: %v; --replicas must not exceed the number of nodes", doing, err)
 	case errors.As(err, &apiErr):
-		return fmt.Errorf("setup_refused: %s: %v", doing, err)
+		return coded.Errorf("setup_refused", "%s: %v", doing, err)
 	case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
-		return fmt.Errorf("timeout: %s: no answer from %s within %s (--timeout); is JetStream available and does this user have the administrator's rights?", doing, b.server, b.timeout)
+		return coded.Errorf("timeout", "%s: no answer from %s within %s (--timeout); is JetStream available and does this user have the administrator's rights?", doing, b.server, b.timeout)
 	}
-	return fmt.Errorf("nats_error: %s: %v", doing, err)
+	return coded.Errorf("nats_error", "%s: %v", doing, err)
 }

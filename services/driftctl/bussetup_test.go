@@ -202,8 +202,10 @@ func TestBusSetupErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { silent.Close() })
+	accepted := make(chan struct{})
+	t.Cleanup(func() { silent.Close(); <-accepted })
 	go func() {
+		defer close(accepted)
 		var conns []net.Conn
 		defer func() {
 			for _, c := range conns {

@@ -3,10 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/capture"
+	"github.com/mcpdrift/mcpdrift/services/internal/coded"
 	"github.com/mcpdrift/mcpdrift/services/internal/options"
 )
 
@@ -66,7 +66,7 @@ func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return options.Usagef("%v", err)
 	}
 	if err := capture.Run(ctx, cfg, stdout, stderr); err != nil {
-		return fmt.Errorf("capture_failed: %w", err)
+		return coded.Errorf("capture_failed", "%w", err)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"regexp"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 )
 
 // cliRig runs driftctl commands in-process against a real drift command.
@@ -39,15 +41,26 @@ func (r *cliRig) cli(args ...string) (string, string, int) {
 	return out.String(), errb.String(), code
 }
 
-func (r *cliRig) poll(what string, cond func() bool) {
-	r.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			r.t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(25 * time.Millisecond)
+// wait bounds every poll: it only stops a hung test.
+const wait = 15 * time.Second
+
+// contains returns nil when out() holds want, and otherwise what it held.
+func contains(what, want string, out func() string) error {
+	if got := out(); !strings.Contains(got, want) {
+		return fmt.Errorf("%s printed %q, want %q in it", what, got, want)
 	}
+	return nil
+}
+
+// waitVariant polls until the variant of server has status want.
+func (r *cliRig) waitVariant(server, variant, want string) {
+	r.t.Helper()
+	poll.Eventually(r.t, wait, func() error {
+		if got := r.variantStatus(server, variant); got != want {
+			return fmt.Errorf("variant %s of %s is %q, want %q", variant, server, got, want)
+		}
+		return nil
+	})
 }
 
 // variantStatus reads one variant's status with show --json.
@@ -75,12 +88,12 @@ func TestServerCommands(t *testing.T) {
 	fx := "../internal/surface/testdata/real/filesystem/"
 	t0 := time.Now()
 	a := publishVariant(t, r.srv, "fs", variantA, "o1", fx+"2026.1.14.json", t0)
-	r.poll("verified", func() bool { return r.variantStatus("fs", variantA) == "verified" })
+	r.waitVariant("fs", variantA, "verified")
 	b := publishVariant(t, r.srv, "fs", variantB, "o2", fx+"2026.8.31.json", t0.Add(time.Second))
-	r.poll("the new variant withheld", func() bool { return r.variantStatus("fs", variantB) == "changed" })
+	r.waitVariant("fs", variantB, "changed")
 	// A second drifted variant makes diff ambiguous.
 	publishVariant(t, r.srv, "fs", variantA, "o3", fx+"2026.8.31.json", t0.Add(2*time.Second))
-	r.poll("drift", func() bool { return r.variantStatus("fs", variantA) == "changed" })
+	r.waitVariant("fs", variantA, "changed")
 
 	tests := []struct {
 		name   string
@@ -131,7 +144,7 @@ func TestServerCommands(t *testing.T) {
 		t.Fatalf("quarantine: %d %s %s", code, out, errOut)
 	}
 	publishVariant(t, r.srv, "fs", "vnew", "o4", fx+"2026.8.31.json", t0.Add(3*time.Second))
-	r.poll("the later variant held", func() bool { return r.variantStatus("fs", "vnew") == "quarantined" })
+	r.waitVariant("fs", "vnew", "quarantined")
 	out, _, _ = r.cli("status", "acme", "fs")
 	if strings.Count(out, "quarantined (server held)") != 3 || strings.Contains(out, "true") {
 		t.Fatalf("status of a held server:\n%s", out)
@@ -167,9 +180,9 @@ func TestREADMECommands(t *testing.T) {
 	fx := "../internal/surface/testdata/real/filesystem/"
 	t0 := time.Now()
 	publishVariant(t, r.srv, "fs", variantA, "o1", fx+"2026.1.14.json", t0)
-	r.poll("verified", func() bool { return r.variantStatus("fs", variantA) == "verified" })
+	r.waitVariant("fs", variantA, "verified")
 	live := publishVariant(t, r.srv, "fs", variantA, "o2", fx+"2026.8.31.json", t0.Add(time.Second))
-	r.poll("changed", func() bool { return r.variantStatus("fs", variantA) == "changed" })
+	r.waitVariant("fs", variantA, "changed")
 	ran := 0
 	for _, line := range lines {
 		args := shellWords(t, strings.TrimPrefix(line, "driftctl "))

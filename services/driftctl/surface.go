@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/mcpdrift/mcpdrift/services/internal/coded"
 	"github.com/mcpdrift/mcpdrift/services/internal/options"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
@@ -34,17 +35,17 @@ func readInput(name string, stdin io.Reader) ([]byte, error) {
 	if name != "-" {
 		f, err := os.Open(name)
 		if err != nil {
-			return nil, fmt.Errorf("input_unreadable: %w", err)
+			return nil, coded.Errorf("input_unreadable", "%w", err)
 		}
 		defer f.Close()
 		r = f
 	}
 	b, err := io.ReadAll(io.LimitReader(r, maxInput+1))
 	if err != nil {
-		return nil, fmt.Errorf("input_unreadable: reading %s: %w", name, err)
+		return nil, coded.Errorf("input_unreadable", "reading %s: %w", name, err)
 	}
 	if len(b) > maxInput {
-		return nil, fmt.Errorf("too_large: %s is over %d bytes", name, maxInput)
+		return nil, coded.Errorf("too_large", "%s is over %d bytes", name, maxInput)
 	}
 	return b, nil
 }

@@ -40,6 +40,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/cmdtest"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
 )
 
@@ -93,26 +94,8 @@ type advEnv struct {
 
 const advAdminToken = "adv-write-token-0123456789"
 
-var (
-	driftctlOnce sync.Once
-	driftctlPath string
-	driftctlErr  error
-)
-
-// buildDriftctl builds the driftctl command once.
-func buildDriftctl(tb testing.TB) string {
-	driftctlOnce.Do(func() {
-		driftctlPath = filepath.Join(build(tb), "driftctl")
-		out, err := exec.Command("go", "build", "-o", driftctlPath, "../driftctl").CombinedOutput()
-		if err != nil {
-			driftctlErr = fmt.Errorf("building driftctl: %v\n%s", err, out)
-		}
-	})
-	if driftctlErr != nil {
-		tb.Fatal(driftctlErr)
-	}
-	return driftctlPath
-}
+// buildDriftctl returns the driftctl command, built once (cmdtest).
+func buildDriftctl(tb testing.TB) string { return cmdtest.Path(tb, "driftctl") }
 
 func startAdvEnv(t *testing.T) *advEnv {
 	t.Helper()

@@ -21,6 +21,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 )
 
 // This file runs the NATS configurations of deploy/nats as real nats-server
@@ -247,7 +249,7 @@ func (d *natsDeployment) waitHealthy(t testing.TB) {
 	t.Helper()
 	for _, n := range d.nodes {
 		u := fmt.Sprintf("http://127.0.0.1:%d/healthz", n.http)
-		natsWaitFor(t, 30*time.Second, "nats-server "+n.name+" healthy at "+u, func() (bool, string) {
+		poll.Eventually(t, 30*time.Second, func() error {
 			select {
 			case <-n.done:
 				b, _ := os.ReadFile(n.logFile)
@@ -256,12 +258,12 @@ func (d *natsDeployment) waitHealthy(t testing.TB) {
 			}
 			resp, err := http.Get(u)
 			if err != nil {
-				return false, err.Error()
+				return awaiting(false, "nats-server "+n.name+" healthy at "+u, err.Error())
 			}
 			defer resp.Body.Close()
 			var body bytes.Buffer
 			_, _ = body.ReadFrom(resp.Body)
-			return resp.StatusCode == http.StatusOK, body.String()
+			return awaiting(resp.StatusCode == http.StatusOK, "nats-server "+n.name+" healthy at "+u, body.String())
 		})
 	}
 }
@@ -368,22 +370,6 @@ func natsSubjectMatch(pattern, subject string) bool {
 		}
 	}
 	return len(p) == len(s)
-}
-
-// natsWaitFor polls f until it holds, or fails the test after the bound.
-func natsWaitFor(t testing.TB, bound time.Duration, what string, f func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(bound)
-	for {
-		ok, last := f()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v; last: %.300s", what, bound, last)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // opCtx bounds one NATS operation.

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 )
 
 // TestDeployConfigsValid: nats-server accepts every shipped configuration
@@ -45,9 +46,9 @@ func TestClusterRugPull(t *testing.T) {
 	admin := d.connect(t, "admin")
 
 	// The setup step: only the admin may create streams and buckets.
-	natsWaitFor(t, 60*time.Second, "bus setup with 3 replicas", func() (bool, string) {
+	poll.Eventually(t, 60*time.Second, func() error {
 		_, err := bus.Setup(natsOpCtx(t, 10*time.Second), admin.js, bus.Config{Replicas: 3})
-		return err == nil, natsErr(err)
+		return awaiting(err == nil, "bus setup with 3 replicas", natsErr(err))
 	})
 	for _, name := range []string{bus.StreamObservations, bus.StreamFingerprints, bus.StreamVerdicts, bus.StreamAdmin,
 		"KV_" + bus.BucketStatus, "KV_" + bus.BucketBaselines, "OBJ_" + bus.BucketManifests} {
@@ -72,13 +73,13 @@ func TestClusterRugPull(t *testing.T) {
 	a2.init()
 
 	// First sight: baseline v1, then both proxies serve.
-	eventually(t, "proxy 1 serves the approved tools", func() (bool, string) {
+	poll.Eventually(t, wait, func() error {
 		got := a1.call("tools/list", "{}")
-		return strings.Contains(got, `"name":"read"`) && strings.Contains(got, `"name":"rug"`), got
+		return awaiting(strings.Contains(got, `"name":"read"`) && strings.Contains(got, `"name":"rug"`), "proxy 1 serves the approved tools", got)
 	})
-	eventually(t, "proxy 2 serves the approved tools", func() (bool, string) {
+	poll.Eventually(t, wait, func() error {
 		got := a2.call("tools/list", "{}")
-		return strings.Contains(got, `"name":"read"`), got
+		return awaiting(strings.Contains(got, `"name":"read"`), "proxy 2 serves the approved tools", got)
 	})
 
 	// A node dies: the leader of the status bucket, which every proxy watches.
@@ -86,17 +87,17 @@ func TestClusterRugPull(t *testing.T) {
 	leader := natsStreamLeader(t, admin.js, kvStream)
 	d.kill(t, leader)
 	t.Logf("%v: killed %s, the leader of %s", time.Since(start).Round(time.Millisecond), leader, kvStream)
-	natsWaitFor(t, 30*time.Second, "a new leader of "+kvStream, func() (bool, string) {
+	poll.Eventually(t, 30*time.Second, func() error {
 		l := natsStreamLeaderNow(admin.js, kvStream)
-		return l != "" && l != leader, l
+		return awaiting(l != "" && l != leader, "a new leader of "+kvStream, l)
 	})
 
 	// The rug pull behind proxy 1, with one node of three down.
 	t.Logf("%v: rug pull", time.Since(start).Round(time.Millisecond))
 	a1.call("tools/call", `{"name":"rug","arguments":{}}`)
-	eventually(t, "proxy 1 refuses the poisoned tool", func() (bool, string) {
+	poll.Eventually(t, wait, func() error {
 		got := a1.call("tools/call", `{"name":"read","arguments":{}}`)
-		return strings.Contains(got, `"isError":true`), got
+		return awaiting(strings.Contains(got, `"isError":true`), "proxy 1 refuses the poisoned tool", got)
 	})
 	// The pipeline (fingerprint and drift consumers, whose leaders may have
 	// been on the dead node) writes the drift, then proxy 2 learns it.
@@ -104,10 +105,10 @@ func TestClusterRugPull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	natsWaitFor(t, 60*time.Second, "the drift service records the drift", func() (bool, string) {
+	poll.Eventually(t, 60*time.Second, func() error {
 		w, err := kv.Watch(natsOpCtx(t, 5*time.Second), "default.files.*")
 		if err != nil {
-			return false, err.Error()
+			return awaiting(false, "the drift service records the drift", err.Error())
 		}
 		defer func() { _ = w.Stop() }()
 		var last string
@@ -116,15 +117,15 @@ func TestClusterRugPull(t *testing.T) {
 				break // the initial values are all in
 			}
 			if last = string(e.Value()); strings.Contains(last, `"status":"changed"`) {
-				return true, last
+				return nil
 			}
 		}
-		return false, last
+		return awaiting(false, "the drift service records the drift", last)
 	})
 	t.Logf("%v: status changed", time.Since(start).Round(time.Millisecond))
-	natsWaitFor(t, 30*time.Second, "proxy 2 withholds the changed server (from the verdict alone)", func() (bool, string) {
+	poll.Eventually(t, 30*time.Second, func() error {
 		got := a2.call("tools/call", `{"name":"read","arguments":{}}`)
-		return strings.Contains(got, `"isError":true`) && strings.Contains(got, "server_changed"), got
+		return awaiting(strings.Contains(got, `"isError":true`) && strings.Contains(got, "server_changed"), "proxy 2 withholds the changed server (from the verdict alone)", got)
 	})
 	t.Logf("%v: proxy 2 withholds the server", time.Since(start).Round(time.Millisecond))
 	if got := a2.call("tools/list", "{}"); strings.Contains(got, `"name":"read"`) {

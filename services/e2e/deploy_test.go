@@ -35,6 +35,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/chtest"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 )
 
 // The deployment artifacts (deploy/) and the configuration reference
@@ -942,10 +943,10 @@ func TestClickHouseDeployment(t *testing.T) {
 	}
 	analytics := chConn(t, ch, "mcpdrift_analytics", analyticsPass)
 	ctx := natsOpCtx(t, 60*time.Second)
-	natsWaitFor(t, 30*time.Second, "the refused call in mcpdrift.call_observations", func() (bool, string) {
+	poll.Eventually(t, 30*time.Second, func() error {
 		var n uint64
 		err := analytics.QueryRow(ctx, "SELECT count() FROM mcpdrift.call_observations WHERE event_id = 'deploy-test-1'").Scan(&n)
-		return err == nil && n == 1, fmt.Sprint(n, err)
+		return awaiting(err == nil && n == 1, "the refused call in mcpdrift.call_observations", fmt.Sprint(n, err))
 	})
 	dc := exec.Command(filepath.Join(bin, "driftctl"), "audit", "refused", "--clickhouse", ch, "--user", "mcpdrift_analytics")
 	dc.Env = append(os.Environ(), "MCPDRIFT_CLICKHOUSE_PASSWORD="+analyticsPass)
@@ -1032,12 +1033,12 @@ func startDeployClickHouse(t *testing.T, auditPass, analyticsPass string) string
 		"CLICKHOUSE_MCPDRIFT_AUDIT_PASSWORD_SHA256=" + sha256OfString(auditPass),
 		"CLICKHOUSE_MCPDRIFT_ANALYTICS_PASSWORD_SHA256=" + sha256OfString(analyticsPass),
 	})
-	natsWaitFor(t, 60*time.Second, "clickhouse-server with deploy/clickhouse answering mcpdrift_audit", func() (bool, string) {
+	poll.Eventually(t, 60*time.Second, func() error {
 		c, err := tryConn(srv.Addr, "mcpdrift_audit", auditPass)
 		if err == nil {
 			_ = c.Close()
 		}
-		return err == nil, fmt.Sprint(err)
+		return awaiting(err == nil, "clickhouse-server with deploy/clickhouse answering mcpdrift_audit", fmt.Sprint(err))
 	})
 	return srv.Addr
 }
@@ -1077,10 +1078,11 @@ func waitLogged(t *testing.T, cmd *exec.Cmd, name, msg string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	seen := make(chan struct{})
+	seen, scanned := make(chan struct{}), make(chan struct{})
 	var tail []string
 	var mu sync.Mutex
 	go func() {
+		defer close(scanned)
 		sc := bufio.NewScanner(stderr)
 		once := sync.Once{}
 		for sc.Scan() {
@@ -1093,15 +1095,15 @@ func waitLogged(t *testing.T, cmd *exec.Cmd, name, msg string) {
 			}
 		}
 	}()
-	stopOnCleanup(t, cmd, name)
-	natsWaitFor(t, 60*time.Second, name+" logs "+msg, func() (bool, string) {
+	stopOnCleanup(t, cmd, name, scanned)
+	poll.Eventually(t, 60*time.Second, func() error {
 		select {
 		case <-seen:
-			return true, ""
+			return nil
 		default:
 			mu.Lock()
 			defer mu.Unlock()
-			return false, strings.Join(tail, "\n")
+			return awaiting(false, name+" logs "+msg, strings.Join(tail, "\n"))
 		}
 	})
 }

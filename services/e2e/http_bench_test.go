@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 )
 
 // BenchmarkHTTPProxyCommandOverhead: tools/call latency and throughput of
@@ -129,18 +131,15 @@ func startDemoserver(b *testing.B) string {
 		b.Fatal(err)
 	}
 	stopOnCleanup(b, cmd, "demoserver")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.Eventually(b, 30*time.Second, func() error {
 		resp, err := http.Get("http://" + addr + "/control/release")
-		if err == nil {
-			resp.Body.Close()
-			return "http://" + addr + "/mcp"
+		if err != nil {
+			return fmt.Errorf("demoserver has not started: %w", err)
 		}
-		if time.Now().After(deadline) {
-			b.Fatalf("demoserver did not start: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return nil
+	})
+	return "http://" + addr + "/mcp"
 }
 
 func benchHTTPCommand(b *testing.B, upstream, tool string, args map[string]any) {
@@ -177,17 +176,7 @@ func benchHTTPCommand(b *testing.B, upstream, tool string, args map[string]any) 
 	}
 	direct, relay, via := connect(upstream), connect(startRelay(b, upstream)), connect(base+"/up/mcp")
 	// The first listing becomes the baseline; go on once the proxy serves.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := call(via)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("the proxy never served %s: %v", tool, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	poll.Eventually(b, 30*time.Second, func() error { return call(via) })
 	concurrent := func(cs *mcp.ClientSession, calls int) time.Duration {
 		var (
 			next atomic.Int64

@@ -45,11 +45,13 @@ func TestFirstSightNoStall(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	answers := make(chan string, 64)
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
+		for range answers { // the reader ends when Wait closed its pipe
+		}
 	})
-	answers := make(chan string, 64)
 	go func() {
 		sc := bufio.NewScanner(out)
 		sc.Buffer(make([]byte, 1<<20), 16<<20)

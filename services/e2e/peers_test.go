@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 )
 
 // The transports an endpoint can name.
@@ -381,9 +382,10 @@ func startEverythingHTTP(t testing.TB, n *npmPeers) string {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		listening := make(chan bool, 1)
+		listening, scanned := make(chan bool, 1), make(chan struct{})
 		tail := new(stderrTail)
 		go func() {
+			defer close(scanned)
 			sc := bufio.NewScanner(stderr)
 			said := false
 			for sc.Scan() {
@@ -407,6 +409,7 @@ func startEverythingHTTP(t testing.TB, n *npmPeers) string {
 				_ = cmd.Process.Kill()
 				<-done
 			}
+			<-scanned
 		}
 		select {
 		case ok := <-listening:
@@ -504,20 +507,17 @@ func waitServed(t *testing.T, c client, ep endpoint, roots []string, direct tran
 	t.Helper()
 	want := toolNames(direct.Steps[0])
 	start := time.Now()
-	deadline := start.Add(60 * time.Second)
-	for try := 1; ; try++ {
+	try := 0
+	poll.Eventually(t, 60*time.Second, func() error {
+		try++
 		tr := c.run(t, ep, roots, []step{{Method: "tools/list"}})
 		got := toolNames(tr.Steps[0])
 		t.Logf("try %d after %s: %d tools", try, time.Since(start), len(got))
-		if slices.Equal(got, want) {
-			return
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("%s: the proxy does not serve the server's tools (no verified verdict?): listed %q, want %q", c.name(), got, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: the proxy did not serve the server's tools within 60s (no verified verdict?): listed %q, want %q",
-				c.name(), got, want)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func toolNames(r stepRecord) []string {

@@ -22,35 +22,15 @@ import (
 
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/cmdtest"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
 )
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
-
-// build compiles the service commands once per test binary.
+// build returns the directory of the service commands, built once per test
+// binary (cmdtest).
 func build(tb testing.TB) string {
 	tb.Helper()
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "mcpdrift-e2e-")
-		if buildErr != nil {
-			return
-		}
-		for _, cmd := range []string{"fingerprint", "drift", "proxy", "audit", "demoserver"} {
-			out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, cmd), "../"+cmd).CombinedOutput()
-			if err != nil {
-				buildErr = fmt.Errorf("building %s: %v\n%s", cmd, err, out)
-				return
-			}
-		}
-	})
-	if buildErr != nil {
-		tb.Fatal(buildErr)
-	}
-	return binDir
+	return cmdtest.Dir(tb, "fingerprint", "drift", "proxy", "audit", "demoserver", "driftctl")
 }
 
 // runService starts a service command and stops it with SIGINT at the end.
@@ -65,8 +45,9 @@ func runService(tb testing.TB, name string, env ...string) {
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
-	started := make(chan struct{})
+	started, scanned := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(scanned)
 		sc := bufio.NewScanner(stderr)
 		once := sync.Once{}
 		for sc.Scan() {
@@ -81,7 +62,7 @@ func runService(tb testing.TB, name string, env ...string) {
 			}
 		}
 	}()
-	stopOnCleanup(tb, cmd, name)
+	stopOnCleanup(tb, cmd, name, scanned)
 	select {
 	case <-started:
 	case <-time.After(30 * time.Second):
@@ -91,7 +72,10 @@ func runService(tb testing.TB, name string, env ...string) {
 
 // stopOnCleanup stops a started command with SIGINT when the test ends and
 // fails the test when it exits with an error or does not stop within 15 s.
-func stopOnCleanup(tb testing.TB, cmd *exec.Cmd, name string) {
+// scanned are closed by the goroutines that read the command's pipes when
+// they return: the cleanup waits for them after cmd.Wait, which closes the
+// pipes, so that none outlives the test.
+func stopOnCleanup(tb testing.TB, cmd *exec.Cmd, name string, scanned ...<-chan struct{}) {
 	tb.Cleanup(func() {
 		_ = cmd.Process.Signal(os.Interrupt)
 		done := make(chan error, 1)
@@ -103,7 +87,11 @@ func stopOnCleanup(tb testing.TB, cmd *exec.Cmd, name string) {
 			}
 		case <-time.After(15 * time.Second):
 			_ = cmd.Process.Kill()
+			<-done
 			tb.Errorf("%s did not stop on SIGINT within 15s", name)
+		}
+		for _, s := range scanned {
+			<-s
 		}
 	})
 }
@@ -194,6 +182,7 @@ func BenchmarkPipelineLatency(b *testing.B) {
 		sent := make([]time.Time, n)
 		lat := make([]time.Duration, 0, n)
 		done := make(chan struct{})
+		defer func() { <-done }() // also when publish fails the benchmark
 		go func() {
 			for range n {
 				select {

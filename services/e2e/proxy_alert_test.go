@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 )
 
 // TestAlertPostureRugPull: the drift service runs with --on-drift alert. A
@@ -54,19 +55,19 @@ func TestAlertPostureRugPull(t *testing.T) {
 
 	a := startProxy(t, url, "node-1")
 	a.init()
-	eventually(t, "the proxy serves the approved tools", func() (bool, string) {
+	poll.Eventually(t, wait, func() error {
 		got := a.call("tools/list", "{}")
-		return strings.Contains(got, `"name":"read"`) && strings.Contains(got, `"name":"rug"`), got
+		return awaiting(strings.Contains(got, `"name":"read"`) && strings.Contains(got, `"name":"rug"`), "the proxy serves the approved tools", got)
 	})
 
 	// The rug pull: the server rewrites "read" and announces it.
 	if got := a.call("tools/call", `{"name":"rug","arguments":{}}`); strings.Contains(got, `"isError":true`) {
 		t.Fatalf("the rug call was refused: %s", got)
 	}
-	eventually(t, "the pipeline holds the server changed", func() (bool, string) {
+	poll.Eventually(t, wait, func() error {
 		keys, err := b.Handles.Status.ListKeys(ctx)
 		if err != nil {
-			return false, err.Error()
+			return awaiting(false, "the pipeline holds the server changed", err.Error())
 		}
 		last := ""
 		for k := range keys.Keys() {
@@ -83,10 +84,10 @@ func TestAlertPostureRugPull(t *testing.T) {
 			_ = json.Unmarshal(e.Value(), &rec)
 			last = string(e.Value())
 			if rec.Status == "changed" && rec.Policy.OnDrift == "alert" {
-				return true, last
+				return nil
 			}
 		}
-		return false, last
+		return awaiting(false, "the pipeline holds the server changed", last)
 	})
 
 	// Served, changed description included, and callable.
@@ -96,17 +97,17 @@ func TestAlertPostureRugPull(t *testing.T) {
 	if got := a.call("tools/call", `{"name":"read","arguments":{"path":"/tmp/x"}}`); strings.Contains(got, `"isError":true`) {
 		t.Fatalf("under alert the changed tool was refused: %s", got)
 	}
-	eventually(t, "the call observation carries the alert code", func() (bool, string) {
+	poll.Eventually(t, wait, func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		var seen []string
 		for _, o := range calls {
 			seen = append(seen, o.GetTool()+":"+o.GetOutcome().String()+":"+o.GetAlertCode())
 			if o.GetTool() == "read" && o.GetOutcome() == mcpdriftv1.CallOutcome_CALL_OUTCOME_FORWARDED && o.GetAlertCode() == "server_changed" {
-				return true, ""
+				return nil
 			}
 		}
-		return false, strings.Join(seen, " ")
+		return awaiting(false, "the call observation carries the alert code", strings.Join(seen, " "))
 	})
 	mu.Lock()
 	defer mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/chtest"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 )
 
 // TestAuditFullArguments: proxies run with --arguments full, on stdio and on
@@ -33,17 +34,17 @@ func TestAuditFullArguments(t *testing.T) {
 	if _, err := fmt.Fprintln(a.in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the stdio proxy serves read", func() (bool, string) {
+	poll.Eventually(t, wait, func() error {
 		got := a.call("tools/call", `{"name":"read","arguments":{"path":"/tmp/stdio","auth":"`+token+`"}}`)
-		return !strings.Contains(got, `"isError":true`), got
+		return awaiting(!strings.Contains(got, `"isError":true`), "the stdio proxy serves read", got)
 	})
 	// HTTP: a Go SDK server, tool "echo".
 	_, upURL := httpUpstream(t, nil)
 	base := runHTTPProxy(t, "audit-http", "--nats-url", natsURL, "--upstream", "web="+upURL, "--arguments", "full")
 	cs := httpClient(t, base+"/web/mcp", "2025-11-25")
-	eventually(t, "the HTTP proxy serves echo", func() (bool, string) {
+	poll.Eventually(t, wait, func() error {
 		got, isErr := echo(cs, "through http "+token)
-		return !isErr, got
+		return awaiting(!isErr, "the HTTP proxy serves echo", got)
 	})
 
 	conn, err := clickhouse.Open(ch.Options(db))
@@ -55,17 +56,17 @@ func TestAuditFullArguments(t *testing.T) {
 		{"files", "read", `"path":"/tmp/stdio"`},
 		{"web", "echo", `"text":"through http [REDACTED]"`},
 	} {
-		eventually(t, fmt.Sprintf("the audit stores the arguments of %s/%s", c.server, c.tool), func() (bool, string) {
+		poll.Eventually(t, wait, func() error {
 			var args, digest string
 			err := conn.QueryRow(context.Background(), `SELECT arguments, arguments_digest FROM `+db+`.call_observations FINAL
 				WHERE server = ? AND tool = ? AND outcome = 'forwarded' AND arguments != '' ORDER BY at_ms DESC LIMIT 1`, c.server, c.tool).Scan(&args, &digest)
 			if err != nil {
-				return false, err.Error()
+				return awaiting(false, fmt.Sprintf("the audit stores the arguments of %s/%s", c.server, c.tool), err.Error())
 			}
 			if strings.Contains(args, token) {
 				t.Fatalf("the audit stored a secret: %s", args)
 			}
-			return strings.Contains(args, c.want) && strings.HasPrefix(digest, "sha256:"), args + " " + digest
+			return awaiting(strings.Contains(args, c.want) && strings.HasPrefix(digest, "sha256:"), fmt.Sprintf("the audit stores the arguments of %s/%s", c.server, c.tool), args+" "+digest)
 		})
 	}
 }

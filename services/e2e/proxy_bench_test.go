@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/mcptest"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/syncbuf"
 )
 
@@ -48,7 +49,9 @@ func startPeer(tb testing.TB, cmd *exec.Cmd) *stdioPeer {
 		tb.Fatal(err)
 	}
 	p := &stdioPeer{in: in, waiters: map[string]chan string{}}
+	scanned := make(chan struct{})
 	go func() {
+		defer close(scanned)
 		sc := bufio.NewScanner(out)
 		sc.Buffer(make([]byte, 1<<20), 16<<20)
 		for sc.Scan() {
@@ -76,7 +79,9 @@ func startPeer(tb testing.TB, cmd *exec.Cmd) *stdioPeer {
 		case <-done:
 		case <-time.After(15 * time.Second):
 			_ = cmd.Process.Kill()
+			<-done
 		}
+		<-scanned
 	})
 	return p
 }
@@ -245,17 +250,12 @@ func benchStdio(b *testing.B, s benchServer) {
 	p := open(exec.Command(filepath.Join(build(b), "proxy"), append([]string{"--server-id", "bench", "--outbox-dir", b.TempDir(), "--"}, command...)...),
 		"MCPDRIFT_NATS_URL="+pl.nc.ConnectedUrl())
 	// The first listing becomes the baseline; wait until the proxy serves.
-	deadline := time.Now().Add(30 * time.Second)
-	for i := 0; ; i++ {
+	i := 0
+	poll.Eventually(b, 30*time.Second, func() error {
+		i++
 		out := p.call(b, fmt.Sprint("list-", i), "tools/list", "{}")
-		if strings.Contains(out, `"name":"`+s.tool+`"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("the proxy never served the tools: %s", out)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return awaiting(strings.Contains(out, `"name":"`+s.tool+`"`), "the proxy serves the tools", out)
+	})
 	paths := [numPaths]*stdioPeer{pathDirect: d, pathRelay: r, pathProxy: p}
 	for i, peer := range paths {
 		s.calls(b, peer, workers, 2000, fmt.Sprint("w", i)) // warm up

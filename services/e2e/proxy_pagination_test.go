@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
 
@@ -239,14 +240,14 @@ func TestPaginationEndToEnd(t *testing.T) {
 		t.Fatalf("the observed surface has %d tools, want 12", n)
 	}
 	// The baseline is the whole set.
-	eventually(t, "the whole surface becomes the baseline", func() (bool, string) {
+	poll.Eventually(t, wait, func() error {
 		status, baseline := statusRecord(t, p, "paged", obs.Variant)
-		return status == "verified" && baseline == sf.Hash.String(), status + " " + baseline
+		return awaiting(status == "verified" && baseline == sf.Hash.String(), "the whole surface becomes the baseline", status+" "+baseline)
 	})
 	// An agent following the cursors is served all four pages.
-	eventually(t, "the agent is served every page", func() (bool, string) {
+	poll.Eventually(t, wait, func() error {
 		names, pages := listAll(a)
-		return len(names) == 12 && pages == 4, fmt.Sprint(pages, " pages: ", names)
+		return awaiting(len(names) == 12 && pages == 4, "the agent is served every page", fmt.Sprint(pages, " pages: ", names))
 	})
 	if got := a.call("tools/call", `{"name":"t11","arguments":{}}`); strings.Contains(got, `"isError":true`) {
 		t.Fatalf("a tool of the last page: %s", got)
@@ -268,13 +269,13 @@ func TestPaginationEndToEnd(t *testing.T) {
 
 	// The rug pull on page 3.
 	a.call("tools/call", `{"name":"mutate","arguments":{}}`)
-	eventually(t, "the proxy refuses calls after the change on page 3", func() (bool, string) {
+	poll.Eventually(t, wait, func() error {
 		got := a.call("tools/call", `{"name":"t01","arguments":{}}`)
-		return strings.Contains(got, `"isError":true`) && strings.Contains(got, "server_changed"), got
+		return awaiting(strings.Contains(got, `"isError":true`) && strings.Contains(got, "server_changed"), "the proxy refuses calls after the change on page 3", got)
 	})
-	eventually(t, "the pipeline says changed", func() (bool, string) {
+	poll.Eventually(t, wait, func() error {
 		status, _ := statusRecord(t, p, "paged", obs.Variant)
-		return status == "changed", status
+		return awaiting(status == "changed", "the pipeline says changed", status)
 	})
 	names, _ := listAll(a)
 	if len(names) != 0 {
@@ -304,16 +305,16 @@ func TestPaginationHostile(t *testing.T) {
 			defer sub.Unsubscribe()
 			a := startPagedProxy(t, p.nc.ConnectedUrl(), tt.mode, tt.mode)
 			obs := nextObservation(t, sub)
-			eventually(t, "the call is refused with the reason", func() (bool, string) {
+			poll.Eventually(t, wait, func() error {
 				got := a.call("tools/call", `{"name":"`+tt.tool+`","arguments":{}}`)
-				return strings.Contains(got, `"listing_invalid"`) && strings.Contains(got, tt.why), got
+				return awaiting(strings.Contains(got, `"listing_invalid"`) && strings.Contains(got, tt.why), "the call is refused with the reason", got)
 			})
 			if got := a.call("ping", "{}"); !strings.Contains(got, `"result"`) {
 				t.Fatalf("the proxy stopped serving: %s", got)
 			}
-			eventually(t, "the pipeline holds the server pending", func() (bool, string) {
+			poll.Eventually(t, wait, func() error {
 				status, _ := statusRecord(t, p, tt.mode, obs.Variant)
-				return status == "pending", status
+				return awaiting(status == "pending", "the pipeline holds the server pending", status)
 			})
 		})
 	}

@@ -12,16 +12,20 @@ import (
 	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/chtest"
+	"github.com/mcpdrift/mcpdrift/services/internal/cmdtest"
 	"github.com/mcpdrift/mcpdrift/services/internal/mcptest"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 )
 
 func TestMain(m *testing.M) {
-	pipeRelayMain()         // a stdio relay (proxy_bench_test.go), before the server it may relay to
-	mcptest.Main()          // the upstream MCP server the proxies run
-	pagedMain()             // the paginating one (proxy_pagination_test.go)
-	relayMain()             // a TCP relay (http_bench_test.go)
-	advRelayMain()          // the adversarial suite's stdio relay (adversarial_upstream_test.go)
-	os.Exit(chtest.Main(m)) // stops the ClickHouse server of the audit tests
+	pipeRelayMain() // a stdio relay (proxy_bench_test.go), before the server it may relay to
+	mcptest.Main()  // the upstream MCP server the proxies run
+	pagedMain()     // the paginating one (proxy_pagination_test.go)
+	relayMain()     // a TCP relay (http_bench_test.go)
+	advRelayMain()  // the adversarial suite's stdio relay (adversarial_upstream_test.go)
+	// Stops the ClickHouse server of the audit tests, then removes the
+	// commands built.
+	os.Exit(cmdtest.Main(func() int { return chtest.Main(m) }))
 }
 
 // agent is an MCP client speaking to a proxy command over stdio.
@@ -75,7 +79,10 @@ func runAgent(t *testing.T, cmd *exec.Cmd, name string) *agent {
 		case <-done:
 		case <-time.After(15 * time.Second):
 			_ = cmd.Process.Kill()
+			<-done
 			t.Errorf("proxy %s did not end after end of input", name)
+		}
+		for range a.lines { // the reader ends when Wait closed its pipe
 		}
 	})
 	return a
@@ -112,20 +119,16 @@ func (a *agent) init() {
 	}
 }
 
-// eventually retries f until it holds or 20 s pass.
-func eventually(t *testing.T, what string, f func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ok, last := f()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: never happened; last: %.300s", what, last)
-		}
-		time.Sleep(100 * time.Millisecond)
+// wait bounds the polls of these tests: it only stops a hung test.
+const wait = 20 * time.Second
+
+// awaiting is nil when ok, and otherwise an error that says what a poll
+// awaits and what it last saw.
+func awaiting(ok bool, what, last string) error {
+	if ok {
+		return nil
 	}
+	return fmt.Errorf("%s: not yet; last seen: %.300s", what, last)
 }
 
 // TestFleetRugPull: two proxies front the same server id. The first proxy's
@@ -144,13 +147,13 @@ func TestFleetRugPull(t *testing.T) {
 	a2.init()
 
 	// First sight: the first listing becomes baseline v1 (discovery), then both serve.
-	eventually(t, "proxy 1 serves the approved tools", func() (bool, string) {
+	poll.Eventually(t, wait, func() error {
 		got := a1.call("tools/list", "{}")
-		return strings.Contains(got, `"name":"read"`) && strings.Contains(got, `"name":"rug"`), got
+		return awaiting(strings.Contains(got, `"name":"read"`) && strings.Contains(got, `"name":"rug"`), "proxy 1 serves the approved tools", got)
 	})
-	eventually(t, "proxy 2 serves the approved tools", func() (bool, string) {
+	poll.Eventually(t, wait, func() error {
 		got := a2.call("tools/list", "{}")
-		return strings.Contains(got, `"name":"read"`), got
+		return awaiting(strings.Contains(got, `"name":"read"`), "proxy 2 serves the approved tools", got)
 	})
 	if got := a2.call("tools/call", `{"name":"read","arguments":{"path":"/tmp/x"}}`); strings.Contains(got, `"isError":true`) {
 		t.Fatalf("a verified call was refused: %s", got)
@@ -158,17 +161,17 @@ func TestFleetRugPull(t *testing.T) {
 
 	// The rug pull behind proxy 1.
 	a1.call("tools/call", `{"name":"rug","arguments":{}}`)
-	eventually(t, "proxy 1 refuses the poisoned tool", func() (bool, string) {
+	poll.Eventually(t, wait, func() error {
 		got := a1.call("tools/call", `{"name":"read","arguments":{}}`)
-		return strings.Contains(got, `"isError":true`), got
+		return awaiting(strings.Contains(got, `"isError":true`), "proxy 1 refuses the poisoned tool", got)
 	})
 	if got := a1.call("tools/list", "{}"); strings.Contains(got, `"name":"read"`) {
 		t.Fatalf("proxy 1 still lists the poisoned tool: %s", got)
 	}
 	// Proxy 2 never saw the change; the verdict reaches it.
-	eventually(t, "proxy 2 withholds the changed server", func() (bool, string) {
+	poll.Eventually(t, wait, func() error {
 		got := a2.call("tools/call", `{"name":"read","arguments":{}}`)
-		return strings.Contains(got, `"isError":true`) && strings.Contains(got, "server_changed"), got
+		return awaiting(strings.Contains(got, `"isError":true`) && strings.Contains(got, "server_changed"), "proxy 2 withholds the changed server", got)
 	})
 	if got := a2.call("tools/list", "{}"); strings.Contains(got, `"name":"read"`) {
 		t.Fatalf("proxy 2 still lists tools of a changed server: %s", got)

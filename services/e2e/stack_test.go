@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/chtest"
+	"github.com/mcpdrift/mcpdrift/services/internal/cmdtest"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/syncbuf"
 )
 
@@ -29,7 +31,7 @@ var stackCommands = []string{"stack", "demoserver", "fingerprint", "drift", "aud
 // stack cleanly, and a second start must resume with the same state, which
 // the demo then plays from again.
 func TestStackRunAndDemo(t *testing.T) {
-	bin := buildCommands(t, stackCommands)
+	bin := cmdtest.Dir(t, stackCommands...)
 	ch := chtest.Shared(t)
 	data := t.TempDir()
 	base := freePortRange(t, 21)
@@ -98,7 +100,7 @@ func TestStackRunAndDemo(t *testing.T) {
 // runs without the audit service, and the demo says there are no audit
 // rows to read back.
 func TestStackWithoutClickHouse(t *testing.T) {
-	bin := buildCommands(t, stackCommands)
+	bin := cmdtest.Dir(t, stackCommands...)
 	data := t.TempDir()
 	env := append(os.Environ(),
 		"MCPDRIFT_STACK_DIR="+data,
@@ -159,26 +161,30 @@ func startStack(t *testing.T, env []string, data string) *runningStack {
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { s.done <- s.cmd.Wait() }()
-	t.Cleanup(func() { _ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL) })
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if b, err := os.ReadFile(filepath.Join(data, "stack.json")); err == nil && json.Unmarshal(b, &s.info) == nil {
-			break
-		}
+	exited := make(chan struct{})
+	go func() { defer close(exited); s.done <- s.cmd.Wait() }()
+	t.Cleanup(func() { _ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL); <-exited })
+	if err := poll.Until(2*time.Minute, func() error {
 		select {
 		case err := <-s.done:
 			t.Fatalf("the stack exited while starting: %v\n%s\nlogs:\n%s", err, stderr.String(), logTails(data))
-		case <-time.After(100 * time.Millisecond):
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the stack did not start within 2 minutes\n%s", logTails(data))
+		b, err := os.ReadFile(filepath.Join(data, "stack.json"))
+		if err != nil {
+			return err
 		}
+		return json.Unmarshal(b, &s.info)
+	}); err != nil {
+		t.Fatalf("the stack did not start within 2 minutes: %v\n%s", err, logTails(data))
 	}
 	// The banner is printed right after stack.json is written.
-	for !strings.Contains(s.banner(), "Ctrl-C") && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Eventually(t, 30*time.Second, func() error {
+		if b := s.banner(); !strings.Contains(b, "Ctrl-C") {
+			return fmt.Errorf("the banner lacks Ctrl-C: %q", b)
+		}
+		return nil
+	})
 	return s
 }
 
@@ -282,20 +288,6 @@ func runPrintedCommands(t *testing.T, bin string, in stackInfo, demoOut string) 
 	if ran < 2 {
 		t.Errorf("the demo printed %d driftctl commands, want its diff --live and approve", ran)
 	}
-}
-
-// buildCommands builds service commands into a directory of the test's.
-func buildCommands(t *testing.T, names []string) string {
-	t.Helper()
-	dir := t.TempDir()
-	args := []string{"build", "-o", dir + "/"}
-	for _, n := range names {
-		args = append(args, "../"+n)
-	}
-	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
-		t.Fatalf("building %v: %v\n%s", names, err, out)
-	}
-	return dir
 }
 
 // freePortRange finds n consecutive free loopback ports and returns the

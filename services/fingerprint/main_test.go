@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/ops"
 	"github.com/mcpdrift/mcpdrift/services/internal/ops/opstest"
 	"github.com/mcpdrift/mcpdrift/services/internal/options"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/syncbuf"
 )
 
@@ -112,7 +114,12 @@ func TestRunFingerprintsUntilCancelled(t *testing.T) {
 	defer cancel()
 	var logs syncbuf.Buffer
 	done := make(chan error, 1)
+	// Joined however the test ends: done is buffered, so the goroutine
+	// never blocks on it.
+	exited := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-exited })
 	go func() {
+		defer close(exited)
 		done <- run(ctx, nil, env(map[string]string{"MCPDRIFT_NATS_URL": srv.ClientURL(), "MCPDRIFT_LOG_LEVEL": "debug"}), &logs)
 	}()
 
@@ -126,29 +133,28 @@ func TestRunFingerprintsUntilCancelled(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Publish once run has created the streams.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := bus.Publish(ctx, js, bus.ListObservationSubject("acme", "memory"), data, obs.EventId); err == nil {
-			break
+	if err := poll.Until(20*time.Second, func() error {
+		if _, err := bus.Publish(ctx, js, bus.ListObservationSubject("acme", "memory"), data, obs.EventId); err != nil {
+			return fmt.Errorf("publishing the observation: %w", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the observation stream never appeared; logs:\n%s", logs.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+		return nil
+	}); err != nil {
+		t.Fatalf("%v; logs:\n%s", err, logs.String())
 	}
-	for {
+	if err := poll.Until(20*time.Second, func() error {
 		m, err := js.Stream(ctx, bus.StreamFingerprints)
-		if err == nil {
-			if _, err := m.GetLastMsgForSubject(ctx, bus.FingerprintSubject("acme", "memory")); err == nil {
-				break
-			} else if err != jetstream.ErrMsgNotFound {
+		if err != nil {
+			return err
+		}
+		if _, err := m.GetLastMsgForSubject(ctx, bus.FingerprintSubject("acme", "memory")); err != nil {
+			if err != jetstream.ErrMsgNotFound {
 				t.Fatal(err)
 			}
+			return fmt.Errorf("no fingerprint on %s", bus.FingerprintSubject("acme", "memory"))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no fingerprint; logs:\n%s", logs.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+		return nil
+	}); err != nil {
+		t.Fatalf("%v; logs:\n%s", err, logs.String())
 	}
 	cancel()
 	select {
@@ -177,7 +183,12 @@ func TestOpsEndpoints(t *testing.T) {
 	defer cancel()
 	var logs syncbuf.Buffer
 	done := make(chan error, 1)
+	// Joined however the test ends: done is buffered, so the goroutine
+	// never blocks on it.
+	exited := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-exited })
 	go func() {
+		defer close(exited)
 		done <- run(ctx, []string{"--ops-addr", "127.0.0.1:0"}, env(map[string]string{
 			"MCPDRIFT_NATS_URL": srv.ClientURL(), "MCPDRIFT_FINGERPRINT_DRAIN_TIMEOUT": "2s",
 		}), &logs)
@@ -218,9 +229,9 @@ func TestOpsEndpoints(t *testing.T) {
 	fams.Require(t, 1, obsTotal, "result", "ok")
 	fams.Require(t, 1, obsTotal, "result", "rejected")
 	fams.Require(t, 1, obsTotal, "result", "dead_lettered")
-	fams.Require(t, 1, "mcpdrift_fingerprint_dead_letters_total", "code", fpsvc.CodeSubjectMismatch)
-	fams.Require(t, 0, "mcpdrift_fingerprint_dead_letters_total", "code", fpsvc.CodeMalformedEvent)
-	fams.Require(t, 0, "mcpdrift_fingerprint_dead_letters_total", "code", fpsvc.CodeRetriesExhausted)
+	fams.Require(t, 1, "mcpdrift_fingerprint_dead_letters_total", "code", bus.CodeSubjectMismatch)
+	fams.Require(t, 0, "mcpdrift_fingerprint_dead_letters_total", "code", bus.CodeMalformedEvent)
+	fams.Require(t, 0, "mcpdrift_fingerprint_dead_letters_total", "code", bus.CodeRetriesExhausted)
 	fams.Require(t, 0, "mcpdrift_fingerprint_retries_total")
 	fams.Require(t, 2, "mcpdrift_fingerprint_duration_seconds") // the dead letter was never fingerprinted
 	fams.Require(t, 0, "mcpdrift_consumer_info_errors_total", "consumer", "fingerprint")

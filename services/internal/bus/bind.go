@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/coded"
 )
 
 // Bus setup modes of a service (--bus-setup).
@@ -46,9 +48,13 @@ func Objects() []Object {
 
 func (o Object) String() string { return o.Kind + " " + o.Name }
 
-// ErrMissing is returned (wrapped) by Bind in check mode when an object it
-// needs does not exist.
-var ErrMissing = errors.New("bus_incomplete")
+// CodeMissing is the code of the error Bind returns in check mode when an
+// object it needs does not exist.
+const CodeMissing = "bus_incomplete"
+
+// ErrMissing is the sentinel of that error: errors.Is(err, ErrMissing)
+// matches it.
+var ErrMissing = coded.New(CodeMissing, "")
 
 // Bind makes the bus ready for a service and returns the handles of the
 // buckets it needs: with SetupCreate it creates or updates everything
@@ -75,7 +81,7 @@ func Bind(ctx context.Context, js jetstream.JetStream, mode string, cfg Config, 
 		}
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("%w: missing %s (run the bus setup first)", ErrMissing, strings.Join(missing, ", "))
+		return nil, coded.Errorf(CodeMissing, "missing %s (run the bus setup first)", strings.Join(missing, ", "))
 	}
 	h := new(Handles)
 	for _, o := range need {

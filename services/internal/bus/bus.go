@@ -1,7 +1,9 @@
 // Package bus is the mcpdrift side of NATS JetStream: subject names, the
 // streams, key-value buckets and object store every service relies on
-// (created or updated idempotently at start), and the encodings of events.
-// docs/bus.md is the reference for operators and subscribers.
+// (created or updated idempotently at start), the encodings of events, and
+// the one way a service settles a message it consumed (Settler: ack, nak
+// with backoff, dead letter and term) with the one list of dead-letter
+// codes. docs/bus.md is the reference for operators and subscribers.
 package bus
 
 import (
@@ -16,6 +18,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/coded"
 )
 
 // Prefix starts every subject.
@@ -53,9 +57,10 @@ const PullExpiry = 5 * time.Second
 // DefaultVariant names the listing variant of an observation that names none.
 const DefaultVariant = "default"
 
-// ErrInvalidID is returned for a tenant, server or variant that cannot be a
-// subject token or key part.
-var ErrInvalidID = errors.New("invalid_id")
+// ErrInvalidID is the sentinel of the errors ValidID returns (code
+// invalid_id) for a tenant, server or variant that cannot be a subject
+// token or key part: errors.Is(err, ErrInvalidID) matches them.
+var ErrInvalidID = coded.New(CodeInvalidID, "")
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
@@ -63,7 +68,7 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // so that it is one subject token and one key segment.
 func ValidID(kind, id string) error {
 	if !idPattern.MatchString(id) {
-		return fmt.Errorf("%w: %s %q must be 1 to 64 characters of A-Z, a-z, 0-9, _ and -", ErrInvalidID, kind, clip(id))
+		return coded.Errorf(CodeInvalidID, "%s %q must be 1 to 64 characters of A-Z, a-z, 0-9, _ and -", kind, clip(id))
 	}
 	return nil
 }

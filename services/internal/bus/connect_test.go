@@ -3,6 +3,7 @@ package bus_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/syncbuf"
 )
 
@@ -92,13 +94,12 @@ func TestConnectLogsEvents(t *testing.T) {
 
 func waitLogged(t *testing.T, logs *syncbuf.Buffer, want string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(logs.String(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s in 20s; logged:\n%s", want, logs.String())
+	poll.Eventually(t, 20*time.Second, func() error {
+		if got := logs.String(); !strings.Contains(got, want) {
+			return fmt.Errorf("no %s logged; logged:\n%s", want, got)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

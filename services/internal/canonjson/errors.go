@@ -31,6 +31,12 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s at byte %d: %s", e.Code, e.Offset, e.Msg)
 }
 
+// ErrorCode returns the code (package coded's Coder).
+func (e *Error) ErrorCode() string { return string(e.Code) }
+
+// ErrorMessage returns the sentence and where, without the code.
+func (e *Error) ErrorMessage() string { return fmt.Sprintf("%s (at byte %d)", e.Msg, e.Offset) }
+
 // Is reports whether target is an *Error with the same code, so that
 // errors.Is(err, &canonjson.Error{Code: canonjson.CodeDuplicateKey}) works.
 func (e *Error) Is(target error) bool {

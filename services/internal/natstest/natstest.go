@@ -48,15 +48,18 @@ func StartWith(t testing.TB, opts *server.Options) *Server {
 	if err != nil {
 		t.Fatalf("natstest: starting nats-server: %v", err)
 	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		s.Shutdown()
-		t.Fatal("natstest: nats-server not ready after 10s")
-	}
-	t.Cleanup(func() {
+	started := make(chan struct{})
+	go func() { defer close(started); s.Start() }()
+	stop := func() {
 		s.Shutdown()
 		s.WaitForShutdown()
-	})
+		<-started
+	}
+	if !s.ReadyForConnections(10 * time.Second) {
+		stop()
+		t.Fatal("natstest: nats-server not ready after 10s")
+	}
+	t.Cleanup(stop)
 	return &Server{Server: s, StoreDir: opts.StoreDir}
 }
 

@@ -138,23 +138,11 @@ func oneLine(s string) string {
 	return s
 }
 
-// ErrAddrInUse is returned by Run when another process holds the address.
+// ErrAddrInUse is returned by RunWith when another process holds the address.
 var ErrAddrInUse = errors.New("ops: address already in use")
 
 // ShutdownTimeout bounds the graceful shutdown of the ops listener.
 const ShutdownTimeout = 5 * time.Second
-
-// Run listens on addr and serves Handler until ctx ends, then shuts down
-// gracefully. It returns at once with an error if addr cannot be listened on
-// (ErrAddrInUse if another process holds it). The address it listens on is
-// logged as addr of "ops listening" (useful with port 0).
-func (s *Server) Run(ctx context.Context, addr string) error {
-	ln, err := listen(ctx, addr)
-	if err != nil {
-		return err
-	}
-	return s.serve(ctx, ln, addr)
-}
 
 // listen takes addr (ErrAddrInUse if another process holds it).
 func listen(ctx context.Context, addr string) (net.Listener, error) {

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
 	"github.com/mcpdrift/mcpdrift/services/internal/ops/opstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/syncbuf"
 )
 
@@ -140,7 +142,12 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	s := New("test", zerolog.New(&logs))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx, "127.0.0.1:0") }()
+	exited := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-exited })
+	go func() {
+		defer close(exited)
+		done <- s.RunWith(ctx, "127.0.0.1:0", func(ctx context.Context) error { <-ctx.Done(); return nil })
+	}()
 	addr := opstest.Addr(t, logs.String)
 	if status, _ := opstest.Get(t, addr, "/healthz"); status != http.StatusOK {
 		t.Fatalf("GET /healthz = %d", status)
@@ -160,16 +167,24 @@ func TestRunAddressInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	err = New("test", zerolog.Nop()).Run(context.Background(), ln.Addr().String())
+	err = New("test", zerolog.Nop()).RunWith(context.Background(), ln.Addr().String(), neverRun(t))
 	if !errors.Is(err, ErrAddrInUse) || !strings.Contains(err.Error(), ln.Addr().String()) || !strings.Contains(err.Error(), "--ops-addr") {
 		t.Fatalf("Run on a held address = %v, want ErrAddrInUse naming the address and --ops-addr", err)
 	}
 }
 
 func TestRunBadAddress(t *testing.T) {
-	err := New("test", zerolog.Nop()).Run(context.Background(), "127.0.0.1:http-nope")
+	err := New("test", zerolog.Nop()).RunWith(context.Background(), "127.0.0.1:http-nope", neverRun(t))
 	if err == nil || errors.Is(err, ErrAddrInUse) || !strings.Contains(err.Error(), "ops: listening on 127.0.0.1:http-nope") {
 		t.Fatalf("Run on a bad address = %v", err)
+	}
+}
+
+// neverRun is work that must not start: RunWith takes the address first.
+func neverRun(t *testing.T) func(context.Context) error {
+	return func(context.Context) error {
+		t.Error("the work ran although the address could not be taken")
+		return nil
 	}
 }
 
@@ -181,13 +196,12 @@ func TestNATSConnected(t *testing.T) {
 		t.Fatalf("connected: %v", err)
 	}
 	srv.Stop()
-	deadline := time.Now().Add(opstest.Wait)
-	for check(context.Background()) == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the check still passes with the server gone")
+	poll.Eventually(t, opstest.Wait, func() error {
+		if check(context.Background()) == nil {
+			return errors.New("the check still passes with the server gone")
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	if err := check(context.Background()); !strings.Contains(err.Error(), "not connected to NATS") {
 		t.Fatalf("disconnected: %v", err)
 	}
@@ -304,7 +318,11 @@ func TestRunWithTurnsNotReadyBeforeTheDrain(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	draining, drained := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
+	exited := make(chan struct{})
+	var finish sync.Once
+	t.Cleanup(func() { stop(); finish.Do(func() { close(drained) }); <-exited })
 	go func() {
+		defer close(exited)
 		done <- s.RunWith(ctx, "127.0.0.1:0", func(ctx context.Context) error {
 			<-ctx.Done()
 			close(draining)
@@ -323,7 +341,7 @@ func TestRunWithTurnsNotReadyBeforeTheDrain(t *testing.T) {
 	if status, _ := opstest.Get(t, addr, "/metrics"); status != http.StatusOK {
 		t.Fatalf("while draining: GET /metrics = %d", status)
 	}
-	close(drained)
+	finish.Do(func() { close(drained) })
 	if err := <-done; err == nil || err.Error() != "work result" {
 		t.Fatalf("RunWith = %v, want the work's error", err)
 	}

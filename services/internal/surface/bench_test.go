@@ -1,7 +1,6 @@
 package surface
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"os"
 	"testing"
@@ -92,36 +91,4 @@ func nestedToolList(depth int) string {
 		schema = `{"type":"object","required":["z","a"],"properties":{"a":` + schema + `,"z":{"type":["null","string"]}}}`
 	}
 	return `{"tools":[{"name":"deep","description":"d","inputSchema":` + schema + `}]}`
-}
-
-// BenchmarkFastPath is the proxy's check of a listing identical to the last
-// verified one: a byte comparison, against the full fingerprint in the same run.
-func BenchmarkFastPath(b *testing.B) {
-	src := loadBenign(b)
-	s, err := Parse(src, Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	var m Memo
-	m.Remember(s, src)
-	same := bytes.Clone(src)
-	b.Run("path=memo", func(b *testing.B) {
-		for b.Loop() {
-			if _, ok := m.Match(same); !ok {
-				b.Fatal("no match")
-			}
-		}
-	})
-	b.Run("path=full", func(b *testing.B) {
-		bd := NewBuilder(Options{})
-		for b.Loop() {
-			bd.Reset()
-			if _, err := bd.AddPage(KindTool, same); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := bd.Surface(); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
+	"github.com/mcpdrift/mcpdrift/services/internal/coded"
 )
 
 // Code names why a surface was rejected. Codes are stable: events, logs,
@@ -47,7 +48,14 @@ type Error struct {
 	Err  error  // the underlying canonjson error, if any
 }
 
-func (e *Error) Error() string {
+func (e *Error) Error() string { return string(e.Code) + ": " + e.ErrorMessage() }
+
+// ErrorCode returns the code (package coded's Coder).
+func (e *Error) ErrorCode() string { return string(e.Code) }
+
+// ErrorMessage returns where the problem is and the sentence, without the
+// code.
+func (e *Error) ErrorMessage() string {
 	where := ""
 	if e.Kind != 0 {
 		where = e.Kind.String()
@@ -59,7 +67,7 @@ func (e *Error) Error() string {
 		}
 		where += ": "
 	}
-	return fmt.Sprintf("%s: %s%s", e.Code, where, e.Msg)
+	return where + e.Msg
 }
 
 func (e *Error) Unwrap() error { return e.Err }
@@ -70,18 +78,9 @@ func (e *Error) Is(target error) bool {
 	return ok && t.Code == e.Code
 }
 
-// CodeOf returns the stable code of err, or "" when err carries none.
-func CodeOf(err error) Code {
-	var se *Error
-	if errors.As(err, &se) {
-		return se.Code
-	}
-	var ce *canonjson.Error
-	if errors.As(err, &ce) {
-		return ce.Code
-	}
-	return ""
-}
+// CodeOf returns the stable code of err (coded.CodeOf), or "" when err
+// carries none.
+func CodeOf(err error) Code { return Code(coded.CodeOf(err)) }
 
 func fail(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
@@ -91,7 +90,7 @@ func fail(code Code, format string, args ...any) *Error {
 func jsonFail(err error) *Error {
 	var ce *canonjson.Error
 	if errors.As(err, &ce) {
-		return &Error{Code: ce.Code, Msg: fmt.Sprintf("%s (at byte %d)", ce.Msg, ce.Offset), Err: err}
+		return &Error{Code: ce.Code, Msg: ce.ErrorMessage(), Err: err}
 	}
 	return &Error{Code: canonjson.CodeInvalidJSON, Msg: err.Error(), Err: err}
 }

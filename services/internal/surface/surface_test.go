@@ -251,39 +251,6 @@ func TestBuilderPagesMatchCapture(t *testing.T) {
 	}
 }
 
-func TestMemo(t *testing.T) {
-	raw, err := os.ReadFile("testdata/xxh64-collision/benign.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	poisoned, err := os.ReadFile("testdata/xxh64-collision/poisoned.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := mustParse(t, string(raw), Options{})
-	var m Memo
-	if _, ok := m.Match(raw); ok {
-		t.Fatal("empty memo matched")
-	}
-	m.Remember(s, raw)
-	same := bytes.Clone(raw)
-	raw[len(raw)-2] ^= 1 // the memo keeps its own copy: changing ours changes nothing
-	if got, ok := m.Match(same); !ok || got != s {
-		t.Fatal("identical bytes not recognized")
-	}
-	if _, ok := m.Match(raw); ok {
-		t.Fatal("bytes that differ in one bit matched")
-	}
-	// Same xxh64 of the canonical form, different bytes: never a match.
-	if _, ok := m.Match(poisoned); ok {
-		t.Fatal("poisoned manifest matched the memo")
-	}
-	m.Forget()
-	if _, ok := m.Match(same); ok {
-		t.Fatal("forgotten memo matched")
-	}
-}
-
 func TestDigestText(t *testing.T) {
 	s := mustParse(t, `{"tools":[]}`, Options{})
 	d, err := ParseDigest(s.Hash.String())

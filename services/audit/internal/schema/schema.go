@@ -22,14 +22,17 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/coded"
 )
 
-// ErrInvalidDatabase is returned for a database name that is not a plain
-// identifier.
-var ErrInvalidDatabase = errors.New("invalid_database")
+// ErrInvalidDatabase is the sentinel (package coded) of the error for a
+// database name that is not a plain identifier.
+var ErrInvalidDatabase = coded.New("invalid_database", "")
 
-// ErrUnsupported is returned when an option needs a newer server.
-var ErrUnsupported = errors.New("unsupported_by_server")
+// ErrUnsupported is the sentinel (package coded) of the error when an
+// option needs a newer server.
+var ErrUnsupported = coded.New("unsupported_by_server", "")
 
 var identPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 
@@ -37,7 +40,7 @@ var identPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 // A-Z a-z 0-9 _, so that it is used in DDL without quoting.
 func ValidDatabase(name string) error {
 	if !identPattern.MatchString(name) {
-		return fmt.Errorf("%w: database %q must be a letter or _ followed by up to 62 of A-Z, a-z, 0-9 and _", ErrInvalidDatabase, name)
+		return coded.Errorf(ErrInvalidDatabase.Code, "database %q must be a letter or _ followed by up to 62 of A-Z, a-z, 0-9 and _", name)
 	}
 	return nil
 }
@@ -225,7 +228,7 @@ func Migrate(ctx context.Context, conn driver.Conn, opts Options) (Result, error
 		return Result{}, err
 	}
 	if opts.RetentionDays > 0 && !f.TTL {
-		return Result{Features: f}, fmt.Errorf("%w: a retention (TTL) needs ClickHouse 19.6 or later; this server is %s", ErrUnsupported, f.Version)
+		return Result{Features: f}, coded.Errorf(ErrUnsupported.Code, "a retention (TTL) needs ClickHouse 19.6 or later; this server is %s", f.Version)
 	}
 	d := ddl{f: f, db: opts.Database, ttl: opts.RetentionDays}
 	db := opts.Database

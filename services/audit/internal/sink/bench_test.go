@@ -95,7 +95,7 @@ func benchSink(b *testing.B, per int) {
 		}
 		seq++
 		if p := svcForDecode.decode(envelope{subject: subj, seq: seq, stamp: time.Now()}, data, decoded); p != nil {
-			b.Fatal(p.text)
+			b.Fatal(p)
 		}
 	}
 	raw := &decoded.calls
@@ -122,9 +122,10 @@ func benchSink(b *testing.B, per int) {
 			b.Fatal(err)
 		}
 		runCtx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
+		done, exited := make(chan error, 1), make(chan struct{})
+		b.Cleanup(func() { cancel(); <-exited })
 		start := time.Now()
-		go func() { done <- svc.Run(runCtx) }()
+		go func() { defer close(exited); done <- svc.Run(runCtx) }()
 		for svc.Stats().Written < uint64(n) {
 			time.Sleep(2 * time.Millisecond)
 		}

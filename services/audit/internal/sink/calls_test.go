@@ -16,6 +16,8 @@ import (
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/chtest"
+	"github.com/mcpdrift/mcpdrift/services/internal/coded"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 )
 
 // batchCalls are the calls from to to-1 (callEvent), all on one server, as
@@ -83,7 +85,7 @@ func TestCallBatchesWriteARowPerCall(t *testing.T) {
 	sum := sha256.Sum256([]byte(bus.CallObservationsSubject("acme", "bare") + "\x00" + string(bareData)))
 	digest := "sha256:" + hex.EncodeToString(sum[:])
 
-	waitFor(t, "every batch settled", e.allSettled)
+	poll.Eventually(t, wait, e.allSettled)
 	const rows = 1 + 5 + 100 + 4 + 3 + 2
 	if st := e.svc.Stats(); st.Written != rows || st.Poison != 0 {
 		t.Fatalf("stats %+v: want %d written, no poison", st, rows)
@@ -133,7 +135,7 @@ func TestCallBatchDuplicatesCollapse(t *testing.T) {
 		data, _ := proto.Marshal(c)
 		e.publish(bus.CallObservationSubject("acme", "s1"), data, c.EventId+"-single")
 	}
-	waitFor(t, "every batch settled", e.allSettled)
+	poll.Eventually(t, wait, e.allSettled)
 	if got := e.svc.Stats().Written; got != 2*n+20 {
 		t.Fatalf("written %d rows, want %d (every copy)", got, 2*n+20)
 	}
@@ -159,14 +161,14 @@ func poisonedBatches(t testing.TB) []struct {
 		name, code string
 		data       []byte
 	}{
-		{"malformed", CodeMalformedEvent, []byte{0x0a, 0xff, 0xff}},
+		{"malformed", bus.CodeMalformedEvent, []byte{0x0a, 0xff, 0xff}},
 		// Two good calls, then a third whose bytes are no CallObservation.
-		{"malformed_call", CodeMalformedEvent, append(marshalBatch(t, batchCalls("malformed_call", 0, 2)), 0x0a, 0x03, 0xff, 0xff, 0xff)},
-		{"mismatch_tenant", CodeSubjectMismatch, bad("mismatch_tenant", 2, func(c *mcpdriftv1.CallObservation) { c.Tenant = "other" })},
-		{"mismatch_server", CodeSubjectMismatch, bad("mismatch_server", 4, func(c *mcpdriftv1.CallObservation) { c.Server = "other" })},
-		{"future_time", CodeInvalidTime, bad("future_time", 3, func(c *mcpdriftv1.CallObservation) { c.ObservedAtUnixMs = 5_000_000_000_000 })},
-		{"negative_time", CodeInvalidTime, bad("negative_time", 0, func(c *mcpdriftv1.CallObservation) { c.ObservedAtUnixMs = -1 })},
-		{"long_id", CodeInvalidEventID, bad("long_id", 1, func(c *mcpdriftv1.CallObservation) { c.EventId = strings.Repeat("x", MaxEventIDLen+1) })},
+		{"malformed_call", bus.CodeMalformedEvent, append(marshalBatch(t, batchCalls("malformed_call", 0, 2)), 0x0a, 0x03, 0xff, 0xff, 0xff)},
+		{"mismatch_tenant", bus.CodeSubjectMismatch, bad("mismatch_tenant", 2, func(c *mcpdriftv1.CallObservation) { c.Tenant = "other" })},
+		{"mismatch_server", bus.CodeSubjectMismatch, bad("mismatch_server", 4, func(c *mcpdriftv1.CallObservation) { c.Server = "other" })},
+		{"future_time", bus.CodeInvalidTime, bad("future_time", 3, func(c *mcpdriftv1.CallObservation) { c.ObservedAtUnixMs = 5_000_000_000_000 })},
+		{"negative_time", bus.CodeInvalidTime, bad("negative_time", 0, func(c *mcpdriftv1.CallObservation) { c.ObservedAtUnixMs = -1 })},
+		{"long_id", bus.CodeInvalidEventID, bad("long_id", 1, func(c *mcpdriftv1.CallObservation) { c.EventId = strings.Repeat("x", MaxEventIDLen+1) })},
 	}
 }
 
@@ -183,9 +185,9 @@ func TestCallBatchPoisonIsDeadLetteredWhole(t *testing.T) {
 	}
 	e.publishBatch("acme", "good", batchCalls("good", 3, 6), "")
 	e.publishCalls(10, 12, "")
-	waitFor(t, "every message settled", e.allSettled)
-	waitFor(t, "the dead letters in clickhouse", func() bool {
-		return e.count("SELECT count() FROM DB.dead_letters FINAL WHERE service = 'audit'") == uint64(len(cases))
+	poll.Eventually(t, wait, e.allSettled)
+	poll.Eventually(t, wait, func() error {
+		return e.hasCount(uint64(len(cases)), "SELECT count() FROM DB.dead_letters FINAL WHERE service = 'audit'")
 	})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -215,7 +217,7 @@ func TestEmptyCallBatchIsAcked(t *testing.T) {
 	e.publish(bus.CallObservationsSubject("acme", "s1"), nil, "empty-1")
 	e.publish(bus.CallObservationsSubject("acme", "s1"), marshalBatch(t, nil), "empty-2")
 	e.publishCalls(1, 2, "")
-	waitFor(t, "every message settled", e.allSettled)
+	poll.Eventually(t, wait, e.allSettled)
 	if st := e.svc.Stats(); st.Written != 1 || st.Poison != 0 {
 		t.Errorf("stats %+v: want 1 written (the single), no poison", st)
 	}
@@ -237,14 +239,14 @@ func TestDecodeCallBatchAllOrNothing(t *testing.T) {
 			b := &batch{}
 			good := envelope{subject: bus.CallObservationsSubject("acme", "good"), seq: 1, stamp: now}
 			if p := s.decode(good, marshalBatch(t, batchCalls("good", 0, 4)), b); p != nil {
-				t.Fatalf("good batch: %s: %s", p.code, p.text)
+				t.Fatalf("good batch: %v", p)
 			}
 			before := cloneCalls(&b.calls)
 			env := envelope{subject: bus.CallObservationsSubject("acme", tc.name), seq: 2, stamp: now,
 				msgID: func() string { return "bad-" + tc.name }}
 			p := s.decode(env, tc.data, b)
-			if p == nil || p.code != tc.code {
-				t.Fatalf("decode = %+v, want code %s", p, tc.code)
+			if p == nil || coded.CodeOf(p) != tc.code || !bus.IsPoison(p) {
+				t.Fatalf("decode = %v, want poison with code %s", p, tc.code)
 			}
 			if !reflect.DeepEqual(cloneCalls(&b.calls), before) || b.rows() != 4 {
 				t.Errorf("the failed batch changed the rows: %d rows, want the 4 there before", b.rows())
@@ -288,7 +290,7 @@ func FuzzDecodeCallBatch(f *testing.F) {
 		decodes := proto.Unmarshal(data, &ev) == nil
 		switch {
 		case p != nil && b.rows() != 0:
-			t.Fatalf("poison %s and %d rows", p.code, b.rows())
+			t.Fatalf("poison %s and %d rows", coded.CodeOf(p), b.rows())
 		case p == nil && !decodes:
 			t.Fatal("no poison for a payload that does not decode")
 		case p == nil && b.rows() != len(ev.Calls):

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 )
 
 // Tables are the audit tables rows are written to, the table label of
@@ -54,7 +56,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, t := range Tables {
 		m.rows.WithLabelValues(t)
 	}
-	for _, c := range []string{CodeMalformedEvent, CodeUnknownSubject, CodeSubjectMismatch, CodeInvalidTime, CodeInvalidEventID} {
+	for _, c := range bus.DeadLetterCodes {
 		m.deadLetters.WithLabelValues(c)
 	}
 	reg.MustRegister(m.rows, m.batches, m.batchTime, m.failures, m.deadLetters, m.held)

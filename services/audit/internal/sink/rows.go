@@ -15,15 +15,7 @@ import (
 
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
-)
-
-// Stable codes of messages that can never be written (dead letters).
-const (
-	CodeMalformedEvent  = "malformed_event"  // not the encoding its subject carries
-	CodeUnknownSubject  = "unknown_subject"  // a subject the audit does not know
-	CodeSubjectMismatch = "subject_mismatch" // the event names another tenant, server or service than its subject
-	CodeInvalidTime     = "invalid_time"     // a time before 1970 or after 2100
-	CodeInvalidEventID  = "invalid_event_id" // an event id longer than MaxEventIDLen
+	"github.com/mcpdrift/mcpdrift/services/internal/coded"
 )
 
 // MaxEventIDLen bounds an event id.
@@ -31,9 +23,6 @@ const MaxEventIDLen = 512
 
 // maxTimeMs is 2100-01-01: DateTime ends in 2106.
 const maxTimeMs = 4102444800000
-
-// poison is why a message can never be written.
-type poison struct{ code, text string }
 
 // batch holds decoded rows per table, column by column, and the messages
 // they came from (acked once every table's insert succeeded).
@@ -239,10 +228,10 @@ type envelope struct {
 
 // decode appends the message's rows to the batch (one, or one per call of a
 // CallObservations), or says why it never can; then it adds none.
-func (s *Service) decode(env envelope, data []byte, b *batch) *poison {
+func (s *Service) decode(env envelope, data []byte, b *batch) error {
 	tok := strings.Split(env.subject, ".")
 	if len(tok) < 3 || tok[0] != bus.Prefix {
-		return &poison{CodeUnknownSubject, "subject " + clip(env.subject, 200) + " is not an mcpdrift subject"}
+		return bus.Poisonf(bus.CodeUnknownSubject, "subject %s is not an mcpdrift subject", clip(env.subject, 200))
 	}
 	kind := tok[1]
 	if kind == "obs" && len(tok) == 5 {
@@ -254,7 +243,7 @@ func (s *Service) decode(env envelope, data []byte, b *batch) *poison {
 	case kind == "obs.list" && len(tok) == 4:
 		ev := new(mcpdriftv1.ListObservation)
 		if err := proto.Unmarshal(data, ev); err != nil {
-			return &poison{CodeMalformedEvent, "decoding ListObservation: " + err.Error()}
+			return bus.Poisonf(bus.CodeMalformedEvent, "decoding ListObservation: %w", err)
 		}
 		if p := matchSubject(tok[2], tok[3], ev.Tenant, ev.Server); p != nil {
 			return p
@@ -274,7 +263,7 @@ func (s *Service) decode(env envelope, data []byte, b *batch) *poison {
 		// The single form, which proxies before the batch form publish.
 		ev := new(mcpdriftv1.CallObservation)
 		if err := proto.Unmarshal(data, ev); err != nil {
-			return &poison{CodeMalformedEvent, "decoding CallObservation: " + err.Error()}
+			return bus.Poisonf(bus.CodeMalformedEvent, "decoding CallObservation: %w", err)
 		}
 		if p := matchSubject(tok[2], tok[3], ev.Tenant, ev.Server); p != nil {
 			return p
@@ -289,7 +278,7 @@ func (s *Service) decode(env envelope, data []byte, b *batch) *poison {
 	case kind == "drift" && len(tok) == 4:
 		ev := new(mcpdriftv1.Verdict)
 		if err := bus.UnmarshalJSON(data, ev); err != nil {
-			return &poison{CodeMalformedEvent, "decoding Verdict: " + err.Error()}
+			return bus.Poisonf(bus.CodeMalformedEvent, "decoding Verdict: %w", err)
 		}
 		if p := matchSubject(tok[2], tok[3], ev.Tenant, ev.Server); p != nil {
 			return p
@@ -310,7 +299,7 @@ func (s *Service) decode(env envelope, data []byte, b *batch) *poison {
 	case kind == "admin" && len(tok) == 4:
 		ev := new(mcpdriftv1.AdminAction)
 		if err := bus.UnmarshalJSON(data, ev); err != nil {
-			return &poison{CodeMalformedEvent, "decoding AdminAction: " + err.Error()}
+			return bus.Poisonf(bus.CodeMalformedEvent, "decoding AdminAction: %w", err)
 		}
 		tenant, server := unblank(tok[2]), unblank(tok[3])
 		if p := matchSubject(tenant, server, ev.Tenant, ev.Server); p != nil {
@@ -329,10 +318,10 @@ func (s *Service) decode(env envelope, data []byte, b *batch) *poison {
 	case kind == "dead" && len(tok) == 3:
 		ev := new(mcpdriftv1.DeadLetter)
 		if err := bus.UnmarshalJSON(data, ev); err != nil {
-			return &poison{CodeMalformedEvent, "decoding DeadLetter: " + err.Error()}
+			return bus.Poisonf(bus.CodeMalformedEvent, "decoding DeadLetter: %w", err)
 		}
 		if ev.Service != "" && ev.Service != tok[2] {
-			return &poison{CodeSubjectMismatch, fmt.Sprintf("dead letter of service %q on the subject of %q", clip(ev.Service, 64), tok[2])}
+			return bus.Poisonf(bus.CodeSubjectMismatch, "dead letter of service %q on the subject of %q", clip(ev.Service, 64), tok[2])
 		}
 		id, atMs, p := s.identity(env, data, ev.EventId, ev.AtUnixMs)
 		if p != nil {
@@ -343,7 +332,7 @@ func (s *Service) decode(env envelope, data []byte, b *batch) *poison {
 		r.service, r.subject, r.streamSequence = append(r.service, tok[2]), append(r.subject, ev.Subject), append(r.streamSequence, ev.StreamSequence)
 		r.errorCode, r.errorMessage = append(r.errorCode, ev.ErrorCode), append(r.errorMessage, ev.ErrorMessage)
 	default:
-		return &poison{CodeUnknownSubject, "subject " + clip(env.subject, 200) + " carries no event the audit knows"}
+		return bus.Poisonf(bus.CodeUnknownSubject, "subject %s carries no event the audit knows", clip(env.subject, 200))
 	}
 	return nil
 }
@@ -354,10 +343,10 @@ func (s *Service) decode(env envelope, data []byte, b *batch) *poison {
 // adds nothing and is acked. Each call's id is its own event_id; a call
 // without one takes the message's fallback id (see fallbackID) followed by
 // "#<index in the batch>", so that a redelivery gets the same ids.
-func (s *Service) decodeCalls(env envelope, data []byte, tenant, server string, r *callRows) *poison {
+func (s *Service) decodeCalls(env envelope, data []byte, tenant, server string, r *callRows) error {
 	ev := new(mcpdriftv1.CallObservations)
 	if err := proto.Unmarshal(data, ev); err != nil {
-		return &poison{CodeMalformedEvent, "decoding CallObservations: " + err.Error()}
+		return bus.Poisonf(bus.CodeMalformedEvent, "decoding CallObservations: %w", err)
 	}
 	type checked struct {
 		id   string
@@ -388,10 +377,9 @@ func (s *Service) decodeCalls(env envelope, data []byte, tenant, server string, 
 	return nil
 }
 
-// inCall says which call of a batch p is about.
-func inCall(p *poison, i, n int) *poison {
-	p.text = fmt.Sprintf("call %d of %d: %s", i, n, p.text)
-	return p
+// inCall says which call of a batch the poison p is about.
+func inCall(p error, i, n int) error {
+	return bus.Poisonf(coded.CodeOf(p), "call %d of %d: %s", i, n, coded.MessageOf(p))
 }
 
 // addCall appends one call's row.
@@ -412,7 +400,7 @@ func (s *Service) addCall(r *callRows, tenant, server, id string, atMs int64, se
 // identity is the row's event id and time. The id is the event's own (also
 // its Nats-Msg-Id); an event without one takes the message's fallback id.
 // A missing time is the time JetStream stored the message.
-func (s *Service) identity(env envelope, data []byte, eventID string, atMs int64) (string, int64, *poison) {
+func (s *Service) identity(env envelope, data []byte, eventID string, atMs int64) (string, int64, error) {
 	id := eventID
 	if id == "" {
 		id = fallbackID(env, data)
@@ -442,15 +430,15 @@ func fallbackID(env envelope, data []byte) string {
 
 // checkIdentity checks an event id's length and returns the event's time,
 // the time JetStream stored the message when the event has none.
-func checkIdentity(env envelope, id string, atMs int64) (int64, *poison) {
+func checkIdentity(env envelope, id string, atMs int64) (int64, error) {
 	if len(id) > MaxEventIDLen {
-		return 0, &poison{CodeInvalidEventID, fmt.Sprintf("event id of %d bytes; at most %d", len(id), MaxEventIDLen)}
+		return 0, bus.Poisonf(bus.CodeInvalidEventID, "event id of %d bytes; at most %d", len(id), MaxEventIDLen)
 	}
 	if atMs == 0 {
 		atMs = env.stamp.UnixMilli()
 	}
 	if atMs <= 0 || atMs >= maxTimeMs {
-		return 0, &poison{CodeInvalidTime, "event time " + strconv.FormatInt(atMs, 10) + " ms is outside 1970 to 2100"}
+		return 0, bus.Poisonf(bus.CodeInvalidTime, "event time %d ms is outside 1970 to 2100", atMs)
 	}
 	return atMs, nil
 }
@@ -458,10 +446,10 @@ func checkIdentity(env envelope, id string, atMs int64) (int64, *poison) {
 // matchSubject checks that an event names the tenant and server of its
 // subject (or none): publish permissions are per subject, so the subject is
 // what a publisher was allowed to say.
-func matchSubject(tenant, server, evTenant, evServer string) *poison {
+func matchSubject(tenant, server, evTenant, evServer string) error {
 	if (evTenant != "" && evTenant != tenant) || (evServer != "" && evServer != server) {
-		return &poison{CodeSubjectMismatch, fmt.Sprintf("event names %q/%q on the subject of %q/%q",
-			clip(evTenant, 64), clip(evServer, 64), tenant, server)}
+		return bus.Poisonf(bus.CodeSubjectMismatch, "event names %q/%q on the subject of %q/%q",
+			clip(evTenant, 64), clip(evServer, 64), tenant, server)
 	}
 	return nil
 }

@@ -12,7 +12,8 @@
 // becomes one row per call, all or none: one bad call dead-letters it whole.
 // Rows carry the event's (the call's) deterministic id in the sort key of
 // ReplacingMergeTree tables, so a redelivery after a crash collapses into
-// the row already written.
+// the row already written. A bus.Settler does every ack, hand-back and
+// dead letter.
 // docs/services/audit.md is the operator's reference.
 package sink
 
@@ -20,7 +21,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,7 +29,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 )
 
@@ -224,6 +223,8 @@ type Service struct {
 	now  func() time.Time
 	m    *Metrics
 
+	settler *bus.Settler
+
 	written, batches, failures, poisoned atomic.Uint64
 	down                                 atomic.Bool
 }
@@ -239,7 +240,26 @@ func New(cfg Config, d Deps) (*Service, error) {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	return &Service{cfg: cfg.WithDefaults(), js: d.JS, conn: d.Conn, log: d.Log, now: d.Now, m: d.Metrics}, nil
+	cfg = cfg.WithDefaults()
+	s := &Service{cfg: cfg, js: d.JS, conn: d.Conn, log: d.Log, now: d.Now, m: d.Metrics}
+	var err error
+	s.settler, err = bus.NewSettler(bus.SettleConfig{
+		// No delivery limit (ConsumerConfig): only poison is dead-lettered.
+		Service: ServiceName, MaxDeliver: -1, Timeout: cfg.WriteTimeout,
+		Backoff: bus.Backoff(cfg.RetryDelay, cfg.MaxRetryDelay),
+	}, bus.SettleDeps{JS: d.JS, Log: d.Log, Now: d.Now, Metrics: s.count})
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	return s, nil
+}
+
+// count is told of every settlement by the Settler.
+func (s *Service) count(o bus.Outcome, code string) {
+	if o == bus.DeadLettered {
+		s.poisoned.Add(1)
+		s.m.deadLetter(code)
+	}
 }
 
 // Stats returns the counters.
@@ -301,7 +321,7 @@ func (s *Service) Run(ctx context.Context) error {
 			select {
 			case in <- msg:
 			case <-workCtx.Done():
-				_ = msg.Nak() // past the drain deadline: hand it back now
+				s.settler.HandBack(msg) // past the drain deadline: hand it back now
 			}
 		},
 			jetstream.PullMaxMessages(s.cfg.Prefetch),
@@ -401,8 +421,8 @@ func (s *Service) add(ctx context.Context, msg jetstream.Msg, b *batch) {
 	env := envelope{subject: msg.Subject(), seq: md.Sequence.Stream, stamp: md.Timestamp,
 		msgID: func() string { return msg.Headers().Get("Nats-Msg-Id") }}
 	before := b.rows()
-	if p := s.decode(env, msg.Data(), b); p != nil {
-		s.deadLetter(ctx, msg, md, p)
+	if err := s.decode(env, msg.Data(), b); err != nil {
+		s.settler.Settle(ctx, msg, err) // poison: dead-lettered and terminated
 		return
 	}
 	if len(b.msgs) == 0 {
@@ -424,7 +444,7 @@ func (s *Service) flush(ctx context.Context, b *batch) {
 		if err == nil {
 			s.m.written(b, time.Since(start))
 			for _, m := range b.msgs {
-				_ = m.Ack() // a lost ack means a redelivery, which collapses
+				s.settler.Settle(ctx, m, nil) // a lost ack means a redelivery, which collapses
 			}
 			s.written.Add(uint64(b.rows()))
 			s.batches.Add(1)
@@ -443,7 +463,7 @@ func (s *Service) flush(ctx context.Context, b *batch) {
 		}
 		if ctx.Err() != nil {
 			for _, m := range b.msgs {
-				_ = m.Nak()
+				s.settler.HandBack(m)
 			}
 			s.m.handedBack(b)
 			s.log.Warn().Err(err).Int("rows", b.rows()).Msg("stopping with an unwritten batch; handed back to jetstream")
@@ -458,7 +478,7 @@ func (s *Service) flush(ctx context.Context, b *batch) {
 		// Keep the held messages from being redelivered while we wait.
 		if s.now().Sub(lastKeep) >= s.cfg.AckWait/3 {
 			for _, m := range b.msgs {
-				_ = m.InProgress()
+				s.settler.InProgress(m)
 			}
 			lastKeep = s.now()
 		}
@@ -479,37 +499,4 @@ func (s *Service) write(ctx context.Context, b *batch) error {
 		}
 	}
 	return nil
-}
-
-// deadLetter publishes a DeadLetter and terminates the message. When the
-// dead letter cannot be published the message is naked, so that the record
-// is not lost.
-func (s *Service) deadLetter(ctx context.Context, msg jetstream.Msg, md *jetstream.MsgMetadata, p *poison) {
-	seq := strconv.FormatUint(md.Sequence.Stream, 10)
-	dl := &mcpdriftv1.DeadLetter{
-		EventId:        "dead-" + ServiceName + "-" + md.Stream + "-" + seq,
-		Service:        ServiceName,
-		Subject:        msg.Subject(),
-		StreamSequence: seq,
-		ErrorCode:      p.code,
-		ErrorMessage:   clip(p.text, 1000),
-		AtUnixMs:       s.now().UnixMilli(),
-	}
-	data, err := bus.MarshalJSON(dl)
-	if err == nil {
-		pctx, cancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
-		_, err = bus.Publish(pctx, s.js, bus.DeadLetterSubject(ServiceName), data, dl.EventId)
-		cancel()
-	}
-	if err != nil {
-		s.log.Warn().Err(err).Str("subject", msg.Subject()).Uint64("stream_seq", md.Sequence.Stream).
-			Str("error_code", p.code).Msg("dead letter not published; will retry")
-		_ = msg.NakWithDelay(s.cfg.RetryDelay)
-		return
-	}
-	s.poisoned.Add(1)
-	s.m.deadLetter(p.code)
-	s.log.Warn().Str("subject", msg.Subject()).Str("stream", md.Stream).Uint64("stream_seq", md.Sequence.Stream).
-		Str("error_code", p.code).Str("reason", dl.ErrorMessage).Msg("event terminated")
-	_ = msg.TermWithReason(p.code)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/chtest"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 )
 
 func TestMain(m *testing.M) { os.Exit(chtest.Main(m)) }
@@ -107,17 +108,8 @@ func (e *env) publishCalls(from, to int, msgIDSuffix string) {
 	}
 }
 
-// waitFor polls cond; the deadline only stops a hung test.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// wait bounds every poll: it only stops a hung test.
+const wait = 90 * time.Second
 
 func (e *env) consumerInfo(durable, stream string) *jetstream.ConsumerInfo {
 	e.t.Helper()
@@ -134,10 +126,12 @@ func (e *env) consumerInfo(durable, stream string) *jetstream.ConsumerInfo {
 
 // settled reports whether the consumer acked (or terminated) everything in
 // its stream.
-func (e *env) settled(k Consumer) bool {
+// settled returns nil when k's consumer has acked all of its stream, and
+// otherwise what it holds.
+func (e *env) settled(k Consumer) error {
 	c, err := e.bus.JS.Consumer(context.Background(), k.Stream, k.Durable)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return false // the sink has not made it yet
+		return fmt.Errorf("consumer %s: not made yet", k.Durable)
 	}
 	if err != nil {
 		e.t.Fatal(err)
@@ -154,16 +148,28 @@ func (e *env) settled(k Consumer) bool {
 	if sinfo, err := si.Info(context.Background()); err == nil {
 		last = sinfo.State.LastSeq
 	}
-	return info.NumPending == 0 && info.NumAckPending == 0 && info.AckFloor.Stream == last
+	if info.NumPending != 0 || info.NumAckPending != 0 || info.AckFloor.Stream != last {
+		return fmt.Errorf("consumer %s: %d pending, %d unacked, ack floor %d of %d",
+			k.Durable, info.NumPending, info.NumAckPending, info.AckFloor.Stream, last)
+	}
+	return nil
 }
 
-func (e *env) allSettled() bool {
+func (e *env) allSettled() error {
 	for _, k := range Consumers {
-		if !e.settled(k) {
-			return false
+		if err := e.settled(k); err != nil {
+			return err
 		}
 	}
-	return true
+	return nil
+}
+
+// hasCount returns nil when the query q counts want, and otherwise the count.
+func (e *env) hasCount(want uint64, q string, args ...any) error {
+	if got := e.count(q, args...); got != want {
+		return fmt.Errorf("%s = %d, want %d", q, got, want)
+	}
+	return nil
 }
 
 func (e *env) count(q string, args ...any) uint64 {
@@ -199,7 +205,7 @@ func TestWritesEveryKind(t *testing.T) {
 		Subject: "mcpdrift.obs.list.acme.fs", StreamSequence: "7", ErrorCode: "malformed_event", AtUnixMs: 1_760_000_004_000})
 	e.publish(bus.DeadLetterSubject("fingerprint"), d, "dead-fingerprint-7")
 
-	waitFor(t, "every event settled", e.allSettled)
+	poll.Eventually(t, wait, e.allSettled)
 	for _, tc := range []struct {
 		name, q string
 		want    uint64
@@ -233,7 +239,7 @@ func TestDuplicatesCollapse(t *testing.T) {
 	const n = 300
 	e.publishCalls(0, n, "")
 	e.publishCalls(0, n, "-retry")
-	waitFor(t, "every event settled", e.allSettled)
+	poll.Eventually(t, wait, e.allSettled)
 	if got := e.svc.Stats().Written; got != 2*n {
 		t.Fatalf("written %d rows, want %d (every copy)", got, 2*n)
 	}
@@ -250,11 +256,16 @@ func TestOutageCatchUp(t *testing.T) {
 	const n = 1000
 	obs := Consumers[0]
 	e.publishCalls(0, n/2, "")
-	waitFor(t, "the first half settled", func() bool { return e.settled(obs) })
+	poll.Eventually(t, wait, func() error { return e.settled(obs) })
 
 	ch.Stop()
 	e.publishCalls(n/2, n, "")
-	waitFor(t, "failed writes", func() bool { st := e.svc.Stats(); return st.Down && st.WriteFailures >= 3 })
+	poll.Eventually(t, wait, func() error {
+		if st := e.svc.Stats(); !st.Down || st.WriteFailures < 3 {
+			return fmt.Errorf("stats %+v, want down after 3 failed writes", st)
+		}
+		return nil
+	})
 	info := e.consumerInfo(obs.Durable, obs.Stream)
 	if info.AckFloor.Stream != n/2 {
 		t.Fatalf("ack floor %d while ClickHouse is down, want %d (nothing new acked)", info.AckFloor.Stream, n/2)
@@ -266,7 +277,7 @@ func TestOutageCatchUp(t *testing.T) {
 	if err := ch.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "every event settled after the outage", func() bool { return e.settled(obs) })
+	poll.Eventually(t, wait, func() error { return e.settled(obs) })
 	if got := e.count("SELECT uniqExact(event_id) FROM DB.call_observations"); got != n {
 		t.Errorf("distinct events %d, want %d", got, n)
 	}
@@ -285,8 +296,11 @@ func TestGracefulShutdownWritesTheBatch(t *testing.T) {
 	const n = 250
 	e.publishCalls(0, n, "")
 	obs := Consumers[0]
-	waitFor(t, "the sink holding every event", func() bool {
-		return e.consumerInfo(obs.Durable, obs.Stream).NumAckPending == n
+	poll.Eventually(t, wait, func() error {
+		if got := e.consumerInfo(obs.Durable, obs.Stream).NumAckPending; got != n {
+			return fmt.Errorf("the sink holds %d events unacked, want %d", got, n)
+		}
+		return nil
 	})
 	if got := e.count("SELECT count() FROM DB.call_observations"); got != 0 {
 		t.Fatalf("%d rows written before shutdown; the batch should still be held", got)
@@ -297,7 +311,7 @@ func TestGracefulShutdownWritesTheBatch(t *testing.T) {
 	if got := e.count("SELECT count() FROM DB.call_observations FINAL"); got != n {
 		t.Errorf("rows after shutdown %d, want %d", got, n)
 	}
-	waitFor(t, "acks to arrive", func() bool { return e.settled(obs) })
+	poll.Eventually(t, wait, func() error { return e.settled(obs) })
 }
 
 // TestPoisonIsDeadLettered sends messages that can never be written: each
@@ -313,20 +327,20 @@ func TestPoisonIsDeadLettered(t *testing.T) {
 		data          []byte
 		code          string
 	}{
-		{"malformed_protobuf", bus.CallObservationSubject("acme", "s1"), []byte{0xff, 0xff, 0xff}, CodeMalformedEvent},
-		{"malformed_json", bus.VerdictSubject("acme", "s1"), []byte(`{"status": 12`), CodeMalformedEvent},
-		{"subject_mismatch", bus.CallObservationSubject("acme", "s1"), mismatch, CodeSubjectMismatch},
-		{"invalid_time", bus.CallObservationSubject("acme", "s1"), future, CodeInvalidTime},
-		{"unknown_subject", "mcpdrift.obs.other.acme.s1", good, CodeUnknownSubject},
+		{"malformed_protobuf", bus.CallObservationSubject("acme", "s1"), []byte{0xff, 0xff, 0xff}, bus.CodeMalformedEvent},
+		{"malformed_json", bus.VerdictSubject("acme", "s1"), []byte(`{"status": 12`), bus.CodeMalformedEvent},
+		{"subject_mismatch", bus.CallObservationSubject("acme", "s1"), mismatch, bus.CodeSubjectMismatch},
+		{"invalid_time", bus.CallObservationSubject("acme", "s1"), future, bus.CodeInvalidTime},
+		{"unknown_subject", "mcpdrift.obs.other.acme.s1", good, bus.CodeUnknownSubject},
 	}
 	for i, tc := range cases {
 		e.publish(tc.subject, tc.data, fmt.Sprintf("bad-%d", i))
 	}
 	e.publishCalls(1, 2, "")
-	waitFor(t, "every event settled", e.allSettled)
+	poll.Eventually(t, wait, e.allSettled)
 	// The audit's own dead letters reach ClickHouse through the admin stream.
-	waitFor(t, "the dead letters in clickhouse", func() bool {
-		return e.count("SELECT count() FROM DB.dead_letters FINAL WHERE service = 'audit'") == uint64(len(cases))
+	poll.Eventually(t, wait, func() error {
+		return e.hasCount(uint64(len(cases)), "SELECT count() FROM DB.dead_letters FINAL WHERE service = 'audit'")
 	})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -359,7 +373,7 @@ func TestArguments(t *testing.T) {
 			ev.Arguments = args
 			data, _ := proto.Marshal(ev)
 			e.publish(bus.CallObservationSubject(ev.Tenant, ev.Server), data, ev.EventId)
-			waitFor(t, "the call settled", e.allSettled)
+			poll.Eventually(t, wait, e.allSettled)
 			var stored, digest string
 			if err := e.conn.QueryRow(context.Background(), "SELECT arguments, arguments_digest FROM "+e.db+".call_observations FINAL").Scan(&stored, &digest); err != nil {
 				t.Fatal(err)

@@ -24,6 +24,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/state"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/coded"
 	"github.com/mcpdrift/mcpdrift/services/internal/status"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
@@ -110,7 +111,8 @@ type Deps struct {
 	// Follow subscribes to verdicts, calling fn with each (JSON), until stop
 	// is called. It returns once the subscription is in place.
 	Follow func(fn func(verdict []byte)) (stop func(), err error)
-	// Code maps a backend error to its stable code.
+	// Code maps a backend error that carries no code (package coded) to its
+	// stable code; without it such an error is internal.
 	Code func(error) string
 	Log  zerolog.Logger
 	Now  func() time.Time
@@ -188,10 +190,10 @@ func (h *handler) auth(need Role, action string, f apiFunc) http.HandlerFunc {
 		var err error
 		switch {
 		case !ok:
-			status, err = http.StatusUnauthorized, codedError{"unauthenticated", "a valid bearer token is required (Authorization: Bearer <token>)"}
+			status, err = http.StatusUnauthorized, coded.New("unauthenticated", "a valid bearer token is required (Authorization: Bearer <token>)")
 		case need == RoleWrite && tok.Role != RoleWrite:
 			a.Actor, a.Role = tok.Name, string(tok.Role)
-			status, err = http.StatusForbidden, codedError{"forbidden", fmt.Sprintf("%s needs the write role; token %q has %s", action, tok.Name, tok.Role)}
+			status, err = http.StatusForbidden, coded.Errorf("forbidden", "%s needs the write role; token %q has %s", action, tok.Name, tok.Role)
 		default:
 			a.Actor, a.Role = tok.Name, string(tok.Role)
 			if err = pathErr; err != nil {
@@ -254,40 +256,33 @@ func (h *handler) validPath(r *http.Request) error {
 	for _, p := range []string{"tenant", "server"} {
 		if v := r.PathValue(p); v != "" {
 			if err := bus.ValidID(p, v); err != nil {
-				return codedError{"invalid_id", err.Error()}
+				return coded.Errorf(bus.CodeInvalidID, "%w", err)
 			}
 		}
 	}
 	if v := r.URL.Query().Get("variant"); v != "" || r.URL.Query().Has("variant") {
 		if err := bus.ValidID("variant", v); err != nil {
-			return codedError{"invalid_id", err.Error()}
+			return coded.Errorf(bus.CodeInvalidID, "%w", err)
 		}
 	}
 	return nil
 }
 
-type codedError struct{ code, msg string }
-
-func (e codedError) Error() string { return e.code + ": " + e.msg }
-
 // candidates is an error that names the listing variants an action could
 // mean (driftsvc.AmbiguousError).
 type candidates interface{ CandidateVariants() []string }
 
+// describe returns the code and the sentence of an error for the API's
+// answer and the audit: the code it carries (coded.CodeOf), else the one
+// Deps.Code gives it, else internal.
 func (h *handler) describe(err error) (code, msg string) {
-	var ce codedError
-	if errors.As(err, &ce) {
-		return ce.code, ce.msg
+	if code = coded.CodeOf(err); code == "" {
+		code = "internal"
+		if h.d.Code != nil {
+			code = h.d.Code(err)
+		}
 	}
-	code = "internal"
-	if h.d.Code != nil {
-		code = h.d.Code(err)
-	}
-	msg = err.Error()
-	if rest, ok := strings.CutPrefix(msg, code+": "); ok {
-		msg = rest
-	}
-	return code, msg
+	return code, coded.MessageOf(err)
 }
 
 func httpStatus(code string) int {
@@ -347,7 +342,7 @@ func (h *handler) show(ctx context.Context, w http.ResponseWriter, r *http.Reque
 			}
 		}
 		if len(one) == 0 {
-			return 0, nil, codedError{"not_found", fmt.Sprintf("%s/%s has no listing variant %s", t, s, variant)}
+			return 0, nil, coded.Errorf(state.ErrNotFound.Code, "%s/%s has no listing variant %s", t, s, variant)
 		}
 		v.Variants = one
 	}
@@ -399,7 +394,7 @@ func decodeBody(r *http.Request, v any) error {
 	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 64<<10))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return codedError{"bad_request", "the body must be a JSON object of the documented shape: " + err.Error()}
+		return coded.Errorf("bad_request", "the body must be a JSON object of the documented shape: %w", err)
 	}
 	return nil
 }
@@ -412,12 +407,12 @@ func (h *handler) approve(ctx context.Context, w http.ResponseWriter, r *http.Re
 	c.action.Hash = req.Hash
 	if req.Variant != "" {
 		if err := bus.ValidID("variant", req.Variant); err != nil {
-			return 0, nil, codedError{"invalid_id", err.Error()}
+			return 0, nil, coded.Errorf(bus.CodeInvalidID, "%w", err)
 		}
 		c.action.Variant = req.Variant
 	}
 	if _, err := surface.ParseDigest(req.Hash); err != nil {
-		return 0, nil, codedError{"bad_request", "hash must be the sha256:<hex> you reviewed: " + err.Error()}
+		return 0, nil, coded.Errorf("bad_request", "hash must be the sha256:<hex> you reviewed: %w", err)
 	}
 	t, s := path(r)
 	v, approved, err := h.b.Approve(ctx, t, s, req.Variant, req.Hash, c.action.Actor)

@@ -1,8 +1,17 @@
 package admin
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpdrift/mcpdrift/services/drift/internal/state"
+	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/coded"
 )
 
 func TestParseTokens(t *testing.T) {
@@ -36,6 +45,47 @@ func TestParseTokens(t *testing.T) {
 			}
 			if err != nil && strings.Contains(err.Error(), "aaaaaaaa") {
 				t.Errorf("an error reveals a secret: %v", err)
+			}
+		})
+	}
+}
+
+// TestDescribe: the code and sentence of an error, as the API answers and
+// audits them, are read with coded.CodeOf and coded.MessageOf: the code an
+// error carries through wrapping, Deps.Code for one that carries none.
+func TestDescribe(t *testing.T) {
+	_, stale := state.Approve(&state.Record{LiveHash: "sha256:11"}, "sha256:22", "alice", nil, time.Now())
+	idErr := coded.Errorf(bus.CodeInvalidID, "%w", bus.ValidID("tenant", "a.b"))
+	keyErr := fmt.Errorf("reading acme.s1: %w", jetstream.ErrKeyNotFound)
+	notFound := func(err error) string {
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return "not_found"
+		}
+		return "internal"
+	}
+	for _, tc := range []struct {
+		name      string
+		err       error
+		code, msg string
+		withCode  bool // Deps.Code set
+	}{
+		{"admin_error", coded.New("unauthenticated", "a valid bearer token is required"), "unauthenticated", "a valid bearer token is required", true},
+		// The sentence keeps bus.ValidID's own text, code included, as
+		// the API has always answered it.
+		{"invalid_id", idErr, "invalid_id", `invalid_id: tenant "a.b" must be 1 to 64 characters of A-Z, a-z, 0-9, _ and -`, true},
+		{"state_error", stale, "stale_hash", "you approved sha256:22 but the live manifest is now sha256:11; review it and approve that hash", true},
+		{"wrapped_state_error", fmt.Errorf("approving: %w", stale), "stale_hash", "approving: " + stale.Error(), true},
+		{"uncoded_with_deps_code", keyErr, "not_found", keyErr.Error(), true},
+		{"uncoded_without_deps_code", keyErr, "internal", keyErr.Error(), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &handler{}
+			if tc.withCode {
+				h.d.Code = notFound
+			}
+			code, msg := h.describe(tc.err)
+			if code != tc.code || msg != tc.msg {
+				t.Errorf("describe = %q, %q; want %q, %q", code, msg, tc.code, tc.msg)
 			}
 		})
 	}

@@ -17,7 +17,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
@@ -25,9 +24,13 @@ import (
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/state"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/coded"
 	"github.com/mcpdrift/mcpdrift/services/internal/status"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
+
+// ServiceName names the service in dead letters.
+const ServiceName = "drift"
 
 // Config configures the service.
 type Config struct {
@@ -38,6 +41,10 @@ type Config struct {
 	MaxAckPending int           // messages in flight
 	Workers       int           // fingerprints applied at once (one server's always in order)
 	DrainTimeout  time.Duration // how long shutdown waits for messages in flight
+	// ManifestCacheBytes bounds the parsed manifests kept for diffs and
+	// variant comparisons, in bytes of their stored form; least recently
+	// used go first.
+	ManifestCacheBytes int
 }
 
 // DefaultConfig holds the defaults for zero fields.
@@ -49,6 +56,8 @@ var DefaultConfig = Config{
 	MaxAckPending: 1024,
 	Workers:       16,
 	DrainTimeout:  10 * time.Second,
+
+	ManifestCacheBytes: DefaultManifestCacheBytes,
 }
 
 func (c Config) withDefaults() Config {
@@ -78,6 +87,9 @@ func (c Config) withDefaults() Config {
 	if c.Workers > 0 {
 		d.Workers = c.Workers
 	}
+	if c.ManifestCacheBytes > 0 {
+		d.ManifestCacheBytes = c.ManifestCacheBytes
+	}
 	return d
 }
 
@@ -104,7 +116,12 @@ type Service struct {
 	log  zerolog.Logger
 	now  func() time.Time
 	m    *Metrics
-	surf sync.Map // surface hash -> *surface.Surface, parsed manifests
+	surf *manifestCache // parsed manifests, by surface hash
+	// beforeHandle, when set (by tests), is called by a worker before it
+	// handles a message.
+	beforeHandle func(subject string)
+
+	settler *bus.Settler
 
 	applied, redelivered, poison, conflicts atomic.Int64
 }
@@ -120,7 +137,16 @@ func New(cfg Config, d Deps) (*Service, error) {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	return &Service{cfg: cfg.withDefaults(), js: d.JS, h: d.Handles, log: d.Log, now: d.Now, m: d.Metrics}, nil
+	cfg = cfg.withDefaults()
+	s := &Service{cfg: cfg, js: d.JS, h: d.Handles, log: d.Log, now: d.Now, m: d.Metrics, surf: newManifestCache(cfg.ManifestCacheBytes)}
+	var err error
+	s.settler, err = bus.NewSettler(bus.SettleConfig{
+		Service: ServiceName, MaxDeliver: cfg.MaxDeliver, Backoff: retryDelay, Timeout: cfg.AckWait,
+	}, bus.SettleDeps{JS: d.JS, Log: d.Log, Now: d.Now, Metrics: s.count})
+	if err != nil {
+		return nil, fmt.Errorf("driftsvc: %w", err)
+	}
+	return s, nil
 }
 
 // Stats are counters for logs and metrics.
@@ -145,28 +171,29 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("creating consumer %s: %w", s.cfg.Durable, err)
 	}
-	// Workers apply fingerprints concurrently; a server's fingerprints go to
-	// one worker, by a hash of the subject (trusted: our own subject names),
-	// so that they are applied in order and do not fight over one record.
-	queues := make([]chan jetstream.Msg, s.cfg.Workers)
+	// Workers apply fingerprints concurrently, each server's in order on
+	// its lane (lanes); the callback never blocks on a busy lane.
+	ln := newLanes(s.cfg.Workers)
 	var wg sync.WaitGroup
-	for i := range queues {
-		queues[i] = make(chan jetstream.Msg, 64)
+	for i := range s.cfg.Workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for msg := range queues[i] {
+			for {
+				msg, ok := ln.next(i)
+				if !ok {
+					return
+				}
+				if s.beforeHandle != nil {
+					s.beforeHandle(msg.Subject())
+				}
 				s.handle(ctx, msg)
 			}
 		}()
 	}
-	cc, err := cons.Consume(func(msg jetstream.Msg) {
-		queues[xxhash.Sum64String(msg.Subject())%uint64(len(queues))] <- msg
-	}, jetstream.PullExpiry(bus.PullExpiry))
+	cc, err := cons.Consume(ln.push, jetstream.PullExpiry(bus.PullExpiry))
 	if err != nil {
-		for _, q := range queues {
-			close(q)
-		}
+		ln.close()
 		wg.Wait()
 		return fmt.Errorf("consuming %s: %w", bus.StreamFingerprints, err)
 	}
@@ -177,11 +204,9 @@ func (s *Service) Run(ctx context.Context) error {
 	case <-time.After(s.cfg.DrainTimeout):
 		s.log.Warn().Dur("timeout", s.cfg.DrainTimeout).Msg("drain timed out; unsettled messages will be redelivered")
 		cc.Stop()
-		<-cc.Closed() // no callback runs after this, so the queues can close
+		<-cc.Closed() // no callback runs after this, so the lanes can close
 	}
-	for _, q := range queues {
-		close(q)
-	}
+	ln.close()
 	wg.Wait()
 	return nil
 }
@@ -191,71 +216,56 @@ func (s *Service) handle(ctx context.Context, msg jetstream.Msg) {
 	// in hand finish and settle instead of leaving it half done.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.AckWait)
 	defer cancel()
+	s.settler.Settle(wctx, msg, s.apply(wctx, msg))
+}
+
+// apply checks and applies the fingerprint a message carries. Its error is
+// a bus.Poison when the message can never be applied, and transient
+// otherwise.
+func (s *Service) apply(ctx context.Context, msg jetstream.Msg) error {
 	var fp mcpdriftv1.Fingerprint
 	if err := proto.Unmarshal(msg.Data(), &fp); err != nil {
-		s.deadLetter(wctx, msg, CodeMalformedEvent, err.Error())
-		return
+		return bus.Poisonf(bus.CodeMalformedEvent, "%w", err)
 	}
 	if fp.Variant == "" {
 		fp.Variant = bus.DefaultVariant
 	}
 	for _, id := range [][2]string{{"tenant", fp.Tenant}, {"server", fp.Server}, {"variant", fp.Variant}} {
 		if err := bus.ValidID(id[0], id[1]); err != nil {
-			s.deadLetter(wctx, msg, CodeInvalidID, err.Error())
-			return
+			return bus.Poison(err)
 		}
 	}
 	if msg.Subject() != bus.FingerprintSubject(fp.Tenant, fp.Server) {
 		// NATS permissions apply to subjects: a body must not speak for
 		// another tenant or server than its subject does.
-		s.deadLetter(wctx, msg, CodeSubjectMismatch, fmt.Sprintf("the fingerprint for %s/%s came on %s", fp.Tenant, fp.Server, msg.Subject()))
-		return
+		return bus.Poisonf(bus.CodeSubjectMismatch, "the fingerprint for %s/%s came on %s", fp.Tenant, fp.Server, msg.Subject())
 	}
 	if fp.EventId == "" || (fp.SurfaceHash == "" && fp.ErrorCode == "") {
-		s.deadLetter(wctx, msg, CodeMalformedEvent, "a fingerprint needs an event_id and a surface_hash or an error_code")
-		return
+		return bus.Poisonf(bus.CodeMalformedEvent, "a fingerprint needs an event_id and a surface_hash or an error_code")
 	}
-	if err := s.Observe(wctx, &fp); err != nil {
-		meta, _ := msg.Metadata()
-		if meta != nil && s.cfg.MaxDeliver > 0 && meta.NumDelivered >= uint64(s.cfg.MaxDeliver) {
-			s.deadLetter(wctx, msg, CodeRetriesExhausted, fmt.Sprintf("gave up after %d deliveries: %v", meta.NumDelivered, err))
-			return
-		}
-		delay := time.Second
-		if meta != nil {
-			delay = min(time.Duration(meta.NumDelivered)*time.Second, 30*time.Second)
-		}
-		s.log.Warn().Err(err).Str("event_id", fp.EventId).Str("tenant", fp.Tenant).Str("server", fp.Server).Msg("applying fingerprint; will retry")
-		_ = msg.NakWithDelay(delay)
-		s.m.fingerprint(ResultRetried)
-		return
+	if err := s.Observe(ctx, &fp); err != nil {
+		return fmt.Errorf("applying fingerprint %s of %s/%s: %w", fp.EventId, fp.Tenant, fp.Server, err)
 	}
-	_ = msg.Ack()
-	s.m.fingerprint(ResultOK)
+	return nil
 }
 
-func (s *Service) deadLetter(ctx context.Context, msg jetstream.Msg, code, text string) {
-	s.poison.Add(1)
-	seq := ""
-	if meta, err := msg.Metadata(); err == nil {
-		seq = fmt.Sprint(meta.Sequence.Stream)
-	}
-	dl := &mcpdriftv1.DeadLetter{EventId: "dead-drift-" + seq, Service: "drift", Subject: msg.Subject(),
-		StreamSequence: seq, ErrorCode: code, ErrorMessage: text, AtUnixMs: s.now().UnixMilli()}
-	data, err := bus.MarshalJSON(dl)
-	if err == nil {
-		_, err = bus.Publish(ctx, s.js, bus.DeadLetterSubject("drift"), data, dl.EventId)
-	}
-	if err != nil {
-		// Not dead-lettered yet: let it come back rather than lose the record of it.
-		s.log.Warn().Err(err).Str("subject", msg.Subject()).Msg("publishing dead letter; will retry")
-		_ = msg.NakWithDelay(time.Second)
+// count is told of every settlement by the Settler.
+func (s *Service) count(o bus.Outcome, code string) {
+	switch o {
+	case bus.Acked:
+		s.m.fingerprint(ResultOK)
+	case bus.Retried:
 		s.m.fingerprint(ResultRetried)
-		return
+	case bus.DeadLettered:
+		s.poison.Add(1)
+		s.m.deadLetter(code)
 	}
-	s.log.Warn().Str("subject", msg.Subject()).Str("code", code).Str("stream_seq", seq).Msg("terminated a poison message")
-	_ = msg.Term()
-	s.m.deadLetter(code)
+}
+
+// retryDelay is the NakWithDelay delay after the given delivery (1-based)
+// failed: a second per delivery, at most 30.
+func retryDelay(delivered uint64) time.Duration {
+	return min(time.Duration(max(delivered, 1))*time.Second, 30*time.Second)
 }
 
 // Observe applies one fingerprint result.
@@ -507,6 +517,20 @@ func (s *Service) approvedItems(ctx context.Context, tenant, server string) ([]s
 // errConflict: another writer changed the record between read and write.
 var errConflict = errors.New("conflict")
 
+// maxConflicts bounds the compare-and-set attempts of one change.
+const maxConflicts = 20
+
+// again reports whether a compare-and-set that failed with err on the
+// given attempt is tried again (another writer was first), counting it.
+func (s *Service) again(err error, attempt int) bool {
+	if !errors.Is(err, errConflict) || attempt >= maxConflicts {
+		return false
+	}
+	s.conflicts.Add(1)
+	s.m.conflict()
+	return true
+}
+
 // transact reads a record, applies f, and writes the result with
 // compare-and-set, retrying on conflicts; then it keeps the new baseline
 // version and announces the verdict.
@@ -517,11 +541,8 @@ func (s *Service) transact(ctx context.Context, key, eventID string, f func(*sta
 			return nil, err
 		}
 		out, err := f(rec)
-		if errors.Is(err, errConflict) && attempt < 20 {
-			// f lost a compare-and-set of its own (the server record).
-			s.conflicts.Add(1)
-			s.m.conflict()
-			continue
+		if s.again(err, attempt) {
+			continue // f lost a compare-and-set of its own (the server record)
 		}
 		if err != nil {
 			return rec, err
@@ -538,18 +559,14 @@ func (s *Service) transact(ctx context.Context, key, eventID string, f func(*sta
 		}
 		if out.NewBaseline != nil {
 			if err := s.keepBaseline(ctx, &out.Record, out.NewBaseline); err != nil {
-				if errors.Is(err, errConflict) && attempt < 20 {
-					s.conflicts.Add(1)
-					s.m.conflict()
+				if s.again(err, attempt) {
 					continue
 				}
 				return nil, err
 			}
 		}
 		newRev, err := s.put(ctx, key, rec == nil, rev, &out.Record)
-		if errors.Is(err, errConflict) && attempt < 20 {
-			s.conflicts.Add(1)
-			s.m.conflict()
+		if s.again(err, attempt) {
 			continue
 		}
 		if err != nil {
@@ -565,18 +582,24 @@ func (s *Service) transact(ctx context.Context, key, eventID string, f func(*sta
 }
 
 func (s *Service) get(ctx context.Context, key string) (*state.Record, uint64, error) {
-	e, err := s.h.Status.Get(ctx, key)
+	return getJSON[state.Record](ctx, s.h.Status, key, "status")
+}
+
+// getJSON reads and decodes the JSON record at key of kv, with its
+// revision; nil and 0 when there is none. what names it in errors.
+func getJSON[T any](ctx context.Context, kv jetstream.KeyValue, key, what string) (*T, uint64, error) {
+	e, err := kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("reading status %s: %w", key, err)
+		return nil, 0, fmt.Errorf("reading %s %s: %w", what, key, err)
 	}
-	var rec state.Record
-	if err := json.Unmarshal(e.Value(), &rec); err != nil {
-		return nil, 0, fmt.Errorf("decoding status %s: %w", key, err)
+	v := new(T)
+	if err := json.Unmarshal(e.Value(), v); err != nil {
+		return nil, 0, fmt.Errorf("decoding %s %s: %w", what, key, err)
 	}
-	return &rec, e.Revision(), nil
+	return v, e.Revision(), nil
 }
 
 func (s *Service) put(ctx context.Context, key string, create bool, rev uint64, rec any) (uint64, error) {
@@ -678,8 +701,8 @@ func Verdict(rec *state.Record, prev state.Status) *mcpdriftv1.Verdict {
 
 // surfaceOf loads and parses a stored manifest.
 func (s *Service) surfaceOf(ctx context.Context, hash string) (*surface.Surface, error) {
-	if v, ok := s.surf.Load(hash); ok {
-		return v.(*surface.Surface), nil
+	if sf, ok := s.surf.get(hash); ok {
+		return sf, nil
 	}
 	r, err := s.h.Manifests.Get(ctx, bus.ManifestName(hash))
 	if err != nil {
@@ -697,7 +720,7 @@ func (s *Service) surfaceOf(ctx context.Context, hash string) (*surface.Surface,
 	if sf.Hash.String() != hash {
 		return nil, fmt.Errorf("manifest stored as %s hashes to %s", hash, sf.Hash)
 	}
-	s.surf.Store(hash, sf)
+	s.surf.put(hash, sf, len(raw))
 	return sf, nil
 }
 
@@ -713,17 +736,18 @@ func (s *Service) diffHashes(ctx context.Context, base, live string) (*surface.R
 	return surface.Diff(b, l), nil
 }
 
-// Errors of admin actions beside those of package state; each has a
-// stable code (its text).
+// Errors of admin actions beside those of package state: sentinels of
+// their stable codes (package coded), which errors.Is matches to every
+// error with the code.
 var (
 	// ErrNoBaseline: a diff was asked of a variant without a baseline.
-	ErrNoBaseline = errors.New("no_baseline")
+	ErrNoBaseline = coded.New("no_baseline", "")
 	// ErrVariantAmbiguous: the action needs one listing variant and the
 	// server has several it could mean (see AmbiguousError).
-	ErrVariantAmbiguous = errors.New("variant_ambiguous")
+	ErrVariantAmbiguous = coded.New("variant_ambiguous", "")
 	// ErrHeldAgain: the server was quarantined again while an approve
 	// lifted its hold.
-	ErrHeldAgain = errors.New("held_again")
+	ErrHeldAgain = coded.New("held_again", "")
 )
 
 // AmbiguousError names the variants an action could mean.
@@ -733,11 +757,18 @@ type AmbiguousError struct {
 	Variants               []string // the candidates' names
 }
 
-func (e *AmbiguousError) Error() string {
-	return fmt.Sprintf("%s: %s/%s has %d listing variants that %s could mean; name one as the variant: %s",
-		ErrVariantAmbiguous, e.Tenant, e.Server, len(e.Candidates), e.Action, strings.Join(e.Candidates, "; "))
+func (e *AmbiguousError) Error() string { return e.ErrorCode() + ": " + e.ErrorMessage() }
+
+// ErrorCode returns variant_ambiguous (package coded's Coder).
+func (e *AmbiguousError) ErrorCode() string { return ErrVariantAmbiguous.Code }
+
+// ErrorMessage names the candidates, without the code.
+func (e *AmbiguousError) ErrorMessage() string {
+	return fmt.Sprintf("%s/%s has %d listing variants that %s could mean; name one as the variant: %s",
+		e.Tenant, e.Server, len(e.Candidates), e.Action, strings.Join(e.Candidates, "; "))
 }
 
+// Is matches ErrVariantAmbiguous.
 func (e *AmbiguousError) Is(target error) bool { return target == ErrVariantAmbiguous }
 
 func ambiguous(tenant, server, action string, recs []state.Record) error {
@@ -754,19 +785,7 @@ func ambiguous(tenant, server, action string, recs []state.Record) error {
 }
 
 func (s *Service) getServer(ctx context.Context, tenant, server string) (*state.Server, uint64, error) {
-	key := bus.ServerKey(tenant, server)
-	e, err := s.h.Status.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, 0, nil
-	}
-	if err != nil {
-		return nil, 0, fmt.Errorf("reading server record %s: %w", key, err)
-	}
-	var srv state.Server
-	if err := json.Unmarshal(e.Value(), &srv); err != nil {
-		return nil, 0, fmt.Errorf("decoding server record %s: %w", key, err)
-	}
-	return &srv, e.Revision(), nil
+	return getJSON[state.Server](ctx, s.h.Status, bus.ServerKey(tenant, server), "server record")
 }
 
 // putServer writes the server record with compare-and-set (create when
@@ -792,9 +811,7 @@ func (s *Service) updateServer(ctx context.Context, tenant, server string, f fun
 			return srv, err
 		}
 		err = s.putServer(ctx, tenant, server, srv == nil, rev, &next)
-		if errors.Is(err, errConflict) && attempt < 20 {
-			s.conflicts.Add(1)
-			s.m.conflict()
+		if s.again(err, attempt) {
 			continue
 		}
 		if err != nil {
@@ -833,7 +850,7 @@ func (s *Service) variants(ctx context.Context, tenant, server string) ([]state.
 func (s *Service) Get(ctx context.Context, tenant, server, variant string) (*state.Record, error) {
 	rec, _, err := s.get(ctx, bus.StatusKey(tenant, server, variant))
 	if err == nil && rec == nil {
-		err = fmt.Errorf("%w: no status for %s/%s variant %s", state.ErrNotFound, tenant, server, variant)
+		err = coded.Errorf(state.ErrNotFound.Code, "no status for %s/%s variant %s", tenant, server, variant)
 	}
 	return rec, err
 }
@@ -850,7 +867,7 @@ func (s *Service) Server(ctx context.Context, tenant, server string) (*state.Vie
 		return nil, err
 	}
 	if srv == nil && len(recs) == 0 {
-		return nil, fmt.Errorf("%w: server %s/%s has never been observed or quarantined (driftctl status lists the servers there are)", state.ErrNotFound, tenant, server)
+		return nil, coded.Errorf(state.ErrNotFound.Code, "server %s/%s has never been observed or quarantined (driftctl status lists the servers there are)", tenant, server)
 	}
 	return &state.View{Tenant: tenant, Server: server, Hold: srv, Variants: recs}, nil
 }
@@ -921,11 +938,11 @@ func (s *Service) pick(v *state.View, variant, action string, candidate func(*st
 				return &v.Variants[i], nil
 			}
 		}
-		return nil, fmt.Errorf("%w: %s/%s has no listing variant %s (it has: %s)", state.ErrNotFound, v.Tenant, v.Server, variant, names(v.Variants))
+		return nil, coded.Errorf(state.ErrNotFound.Code, "%s/%s has no listing variant %s (it has: %s)", v.Tenant, v.Server, variant, names(v.Variants))
 	}
 	switch len(v.Variants) {
 	case 0:
-		return nil, fmt.Errorf("%w: no listing of %s/%s has been observed yet", state.ErrNotFound, v.Tenant, v.Server)
+		return nil, coded.Errorf(state.ErrNotFound.Code, "no listing of %s/%s has been observed yet", v.Tenant, v.Server)
 	case 1:
 		return &v.Variants[0], nil
 	}
@@ -1026,10 +1043,10 @@ func (s *Service) diffRecord(ctx context.Context, rec *state.Record) (*surface.R
 		base = rec.ReferenceHash
 	}
 	if base == "" {
-		return nil, fmt.Errorf("%w: variant %s of %s/%s has never been approved", ErrNoBaseline, rec.Variant, rec.Tenant, rec.Server)
+		return nil, coded.Errorf(ErrNoBaseline.Code, "variant %s of %s/%s has never been approved", rec.Variant, rec.Tenant, rec.Server)
 	}
 	if rec.LiveError != "" {
-		return nil, fmt.Errorf("%w: the live manifest could not be fingerprinted (%s)", state.ErrUnfingerprinted, rec.LiveError)
+		return nil, coded.Errorf(state.ErrUnfingerprinted.Code, "the live manifest could not be fingerprinted (%s)", rec.LiveError)
 	}
 	return s.diffHashes(ctx, base, rec.LiveHash)
 }
@@ -1074,10 +1091,9 @@ func (s *Service) Approve(ctx context.Context, tenant, server, variant, hash, ac
 		}
 		if len(targets) == 0 {
 			if len(v.Variants) == 0 {
-				return nil, nil, fmt.Errorf("%w: no listing of %s/%s has been observed yet; there is nothing to approve", state.ErrNothingToApprove, tenant, server)
+				return nil, nil, coded.Errorf(state.ErrNothingToApprove.Code, "no listing of %s/%s has been observed yet; there is nothing to approve", tenant, server)
 			}
-			return nil, nil, fmt.Errorf("%w: no variant of %s/%s is live at %s; review what is live now and approve that hash (%s)",
-				state.ErrStaleHash, tenant, server, hash, strings.Join(live, "; "))
+			return nil, nil, coded.Errorf(state.ErrStaleHash.Code, "no variant of %s/%s is live at %s; review what is live now and approve that hash (%s)", tenant, server, hash, strings.Join(live, "; "))
 		}
 	}
 	for _, t := range targets {
@@ -1091,7 +1107,7 @@ func (s *Service) Approve(ctx context.Context, tenant, server, variant, hash, ac
 	// is lifted, unless it was placed after this approve began.
 	if _, err := s.updateServer(ctx, tenant, server, func(srv *state.Server) (state.Server, bool, error) {
 		if srv != nil && srv.Held && srv.HeldAtMs > started.UnixMilli() {
-			return state.Server{}, false, fmt.Errorf("%w: %s quarantined %s/%s again while you approved; approve again to lift that hold", ErrHeldAgain, srv.HeldBy, tenant, server)
+			return state.Server{}, false, coded.Errorf(ErrHeldAgain.Code, "%s quarantined %s/%s again while you approved; approve again to lift that hold", srv.HeldBy, tenant, server)
 		}
 		next, write := state.Release(srv, actor, s.now())
 		return next, write, nil
@@ -1127,7 +1143,7 @@ func (s *Service) Quarantine(ctx context.Context, tenant, server, actor, reason 
 	if !preemptive {
 		if _, err := s.Server(ctx, tenant, server); err != nil {
 			if errors.Is(err, state.ErrNotFound) {
-				err = fmt.Errorf("%w: server %s/%s has never been observed; to hold it before its first listing, quarantine it pre-emptively (driftctl quarantine --preemptive, API \"preemptive\": true)", state.ErrNotFound, tenant, server)
+				err = coded.Errorf(state.ErrNotFound.Code, "server %s/%s has never been observed; to hold it before its first listing, quarantine it pre-emptively (driftctl quarantine --preemptive, API \"preemptive\": true)", tenant, server)
 			}
 			return nil, err
 		}
@@ -1160,17 +1176,12 @@ func (s *Service) quarantineVariant(ctx context.Context, tenant, server, variant
 	})
 }
 
-// Code returns the stable code of an error from this package or package
-// state, or "internal".
+// Code returns the stable code of an error of the service: the code it
+// carries (coded.CodeOf: this package's, package state's, package bus's,
+// the engine's), not_found for a missing key or object, or "internal".
 func Code(err error) string {
-	for _, known := range []error{state.ErrNotFound, state.ErrStaleHash, state.ErrUnfingerprinted, state.ErrNothingToApprove,
-		ErrNoBaseline, ErrVariantAmbiguous, ErrHeldAgain, bus.ErrInvalidID} {
-		if errors.Is(err, known) {
-			return known.Error()
-		}
-	}
-	if c := surface.CodeOf(err); c != "" {
-		return string(c)
+	if c := coded.CodeOf(err); c != "" {
+		return c
 	}
 	if errors.Is(err, jetstream.ErrObjectNotFound) || errors.Is(err, jetstream.ErrKeyNotFound) {
 		return "not_found"

@@ -20,6 +20,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/state"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
 
@@ -65,6 +66,11 @@ func (e *env) start(cfg Config) (*Service, context.CancelFunc) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	return svc, e.run(svc)
+}
+
+// run runs svc until the test ends (or the returned stop is called).
+func (e *env) run(svc *Service) context.CancelFunc {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(ctx) }()
@@ -76,7 +82,7 @@ func (e *env) start(cfg Config) (*Service, context.CancelFunc) {
 	}
 	var once sync.Once
 	e.t.Cleanup(func() { once.Do(stop) })
-	return svc, func() { once.Do(stop) }
+	return func() { once.Do(stop) }
 }
 
 // manifest stores a real capture and returns its fingerprint.
@@ -113,15 +119,31 @@ func (e *env) publish(server, eventID, hash, errCode string, at time.Time, msgID
 	}
 }
 
-// waitFor polls cond until it holds or 10 s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+// wait bounds every poll: it only stops a hung test.
+const wait = 10 * time.Second
+
+// hasRecord returns nil when the default variant's record of server
+// satisfies cond (named by want), and otherwise the record seen.
+func (e *env) hasRecord(svc *Service, server, want string, cond func(*state.Record) bool) func() error {
+	return func() error {
+		if r := e.record(svc, server); r == nil || !cond(r) {
+			return fmt.Errorf("record of %s: %+v, want %s", server, r, want)
 		}
-		time.Sleep(10 * time.Millisecond)
+		return nil
+	}
+}
+
+// hasVerdict returns nil once a verdict matching cond (named by want) is
+// on the bus, and otherwise the verdicts seen.
+func (e *env) hasVerdict(want string, cond func(map[string]any) bool) func() error {
+	return func() error {
+		vs := e.verdicts()
+		for _, v := range vs {
+			if cond(v) {
+				return nil
+			}
+		}
+		return fmt.Errorf("no verdict with %s among %d: %v", want, len(vs), vs)
 	}
 }
 
@@ -138,22 +160,31 @@ func (e *env) record(svc *Service, server string) *state.Record {
 
 // consumerDone reports whether the drift consumer has settled every message
 // in the stream: its ack floor has reached the stream's last sequence.
-func (e *env) consumerDone() bool {
+// consumerDone returns nil when the drift consumer has acked every
+// fingerprint, and otherwise what it holds.
+func (e *env) consumerDone() error {
 	ctx := context.Background()
 	st, err := e.js.Stream(ctx, bus.StreamFingerprints)
 	if err != nil {
-		return false
+		return err
 	}
 	sinfo, err := st.Info(ctx)
 	if err != nil {
-		return false
+		return err
 	}
 	c, err := e.js.Consumer(ctx, bus.StreamFingerprints, bus.ConsumerDrift)
 	if err != nil {
-		return false
+		return err
 	}
 	info, err := c.Info(ctx)
-	return err == nil && info.NumAckPending == 0 && info.NumPending == 0 && info.AckFloor.Stream >= sinfo.State.LastSeq
+	if err != nil {
+		return err
+	}
+	if info.NumAckPending != 0 || info.NumPending != 0 || info.AckFloor.Stream < sinfo.State.LastSeq {
+		return fmt.Errorf("consumer %s: %d unacked, %d pending, ack floor %d of %d",
+			bus.ConsumerDrift, info.NumAckPending, info.NumPending, info.AckFloor.Stream, sinfo.State.LastSeq)
+	}
+	return nil
 }
 
 func (e *env) verdicts() []map[string]any {
@@ -190,10 +221,10 @@ func TestDriftLifecycle(t *testing.T) {
 	t0 := time.Now()
 
 	e.publish("mem", "o1", a, "", t0, "")
-	waitFor(t, "verified", func() bool { r := e.record(svc, "mem"); return r != nil && r.Status == state.Verified })
+	poll.Eventually(t, wait, e.hasRecord(svc, "mem", "verified", func(r *state.Record) bool { return r.Status == state.Verified }))
 
 	e.publish("mem", "o2", b, "", t0.Add(time.Second), "")
-	waitFor(t, "changed", func() bool { return e.record(svc, "mem").Status == state.Changed })
+	poll.Eventually(t, wait, e.hasRecord(svc, "mem", "changed", func(r *state.Record) bool { return r.Status == state.Changed }))
 	r := e.record(svc, "mem")
 	if r.Severity != "medium" || r.Serve() || r.BaselineHash != a || r.LiveHash != b || r.DriftAtMs == 0 {
 		t.Fatalf("after drift: %+v", r)
@@ -201,12 +232,12 @@ func TestDriftLifecycle(t *testing.T) {
 
 	// Reverting does not restore it.
 	e.publish("mem", "o3", a, "", t0.Add(2*time.Second), "")
-	waitFor(t, "live back to the baseline", func() bool { return e.record(svc, "mem").LiveHash == a })
+	poll.Eventually(t, wait, e.hasRecord(svc, "mem", "live back to the baseline", func(r *state.Record) bool { return r.LiveHash == a }))
 	if s := e.record(svc, "mem").Status; s != state.Changed {
 		t.Fatalf("a revert changed the status to %s", s)
 	}
 	e.publish("mem", "o4", b, "", t0.Add(3*time.Second), "")
-	waitFor(t, "live b", func() bool { return e.record(svc, "mem").LiveHash == b })
+	poll.Eventually(t, wait, e.hasRecord(svc, "mem", "live b", func(r *state.Record) bool { return r.LiveHash == b }))
 
 	ctx := context.Background()
 	_, rep, err := svc.Diff(ctx, "acme", "mem", "")
@@ -235,7 +266,7 @@ func TestDriftLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.publish("mem", "o5", b, "", t0.Add(4*time.Second), "")
-	waitFor(t, "settled", e.consumerDone)
+	poll.Eventually(t, wait, e.consumerDone)
 	if s := e.record(svc, "mem").Status; s != state.Quarantined {
 		t.Fatalf("an observation lifted the quarantine: %s", s)
 	}
@@ -257,7 +288,7 @@ func TestStrictAndUnfingerprintable(t *testing.T) {
 	svc, _ := e.start(Config{Policy: state.Policy{Posture: state.Strict, OnDrift: state.Block}})
 	e.publish("s1", "o1", a, "", time.Now(), "")
 	e.publish("s2", "o2", "", "duplicate_item", time.Now(), "")
-	waitFor(t, "settled", e.consumerDone)
+	poll.Eventually(t, wait, e.consumerDone)
 	if r := e.record(svc, "s1"); r.Status != state.Pending || r.Serve() {
 		t.Fatalf("strict first sight: %+v", r)
 	}
@@ -289,10 +320,7 @@ func TestConcurrentFirstManifests(t *testing.T) {
 				go func() { defer wg.Done(); e.publish("race", fmt.Sprint("first-", i), h, "", at, "") }()
 			}
 			wg.Wait()
-			waitFor(t, "both applied", func() bool {
-				r := e.record(svc1, "race")
-				return r != nil && len(r.Applied) == 2
-			})
+			poll.Eventually(t, wait, e.hasRecord(svc1, "race", "both applied", func(r *state.Record) bool { return len(r.Applied) == 2 }))
 			r := e.record(svc1, "race")
 			if r.Status != state.Changed || r.BaselineVersion != 1 || r.BaselineHash == r.LiveHash {
 				t.Fatalf("after two first manifests: %+v", r)
@@ -315,14 +343,14 @@ func TestRedeliveryAndRestart(t *testing.T) {
 	e.publish("r", "o1", hashes[0], "", t0, "retry-o1")
 	e.publish("r", "o2", hashes[1], "", t0.Add(time.Second), "")
 	e.publish("r", "o2", hashes[1], "", t0.Add(time.Second), "retry-o2")
-	waitFor(t, "settled", e.consumerDone)
+	poll.Eventually(t, wait, e.consumerDone)
 	stop()
 
 	// Published while no drift service runs; a new one picks them up.
 	e.publish("r", "o3", hashes[2], "", t0.Add(2*time.Second), "")
 	e.publish("r", "o2", hashes[1], "", t0.Add(time.Second), "retry2-o2") // late and old
 	svc2, _ := e.start(Config{})
-	waitFor(t, "settled after restart", e.consumerDone)
+	poll.Eventually(t, wait, e.consumerDone)
 	r := e.record(svc2, "r")
 	if r.Status != state.Changed || r.BaselineVersion != 1 || r.LiveHash != hashes[2] {
 		t.Fatalf("after restart: %+v", r)
@@ -365,5 +393,5 @@ func TestPoisonIsDeadLettered(t *testing.T) {
 	if r := e.record(svc, "victim"); r != nil {
 		t.Fatalf("a mismatched fingerprint created a record: %+v", r)
 	}
-	waitFor(t, "the valid event applied after the poison one", func() bool { r := e.record(svc, "x"); return r != nil })
+	poll.Eventually(t, wait, e.hasRecord(svc, "x", "the valid event applied after the poison one", func(*state.Record) bool { return true }))
 }

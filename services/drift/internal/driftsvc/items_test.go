@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/state"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/status"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
@@ -119,14 +120,9 @@ func TestUpgradeFillsInItems(t *testing.T) {
 	if !sameItems(r.BaselineItems, itemsOfFixture(t, fixA)) || !r.Serve() || r.Status != state.Verified || r.BaselineVersion != 1 {
 		t.Fatalf("filled in: %+v", r)
 	}
-	waitFor(t, "a verdict that serves the filled-in record", func() bool {
-		for _, v := range e.verdicts() {
-			if v["server"] == "verified" && v["serve"] == true {
-				return true
-			}
-		}
-		return false
-	})
+	poll.Eventually(t, wait, e.hasVerdict("server verified, serve true", func(v map[string]any) bool {
+		return v["server"] == "verified" && v["serve"] == true
+	}))
 
 	v, _, err := svc.Approve(ctx, "acme", "changed", "v0", b, "alice")
 	if err != nil {

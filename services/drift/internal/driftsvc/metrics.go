@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/state"
+	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 )
 
 // Results of a fingerprint event, the result label of
@@ -12,14 +13,6 @@ const (
 	ResultOK           = "ok"            // applied to the status (or already applied) and acked
 	ResultRetried      = "retried"       // applying failed; handed back with a delay
 	ResultDeadLettered = "dead_lettered" // never processable, or out of deliveries
-)
-
-// Dead-letter codes of the drift service.
-const (
-	CodeMalformedEvent   = "malformed_event"
-	CodeInvalidID        = "invalid_id"
-	CodeSubjectMismatch  = "subject_mismatch"
-	CodeRetriesExhausted = "retries_exhausted"
 )
 
 // Metrics are the service's Prometheus metrics (docs/metrics.md). A nil
@@ -60,7 +53,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, r := range []string{ResultOK, ResultRetried, ResultDeadLettered} {
 		m.fingerprints.WithLabelValues(r)
 	}
-	for _, c := range []string{CodeMalformedEvent, CodeInvalidID, CodeSubjectMismatch, CodeRetriesExhausted} {
+	for _, c := range bus.DeadLetterCodes {
 		m.deadLetters.WithLabelValues(c)
 	}
 	for st := range statusOf {

@@ -15,6 +15,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/state"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
 
@@ -77,17 +78,13 @@ func (e *env) variant(svc *Service, server, variant string) *state.Record {
 func (e *env) waitVariant(svc *Service, server, variant string, cond func(*state.Record) bool) *state.Record {
 	e.t.Helper()
 	var last *state.Record
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		last = e.variant(svc, server, variant)
-		if last != nil && cond(last) {
-			return last
+	poll.Eventually(e.t, wait, func() error {
+		if last = e.variant(svc, server, variant); last == nil || !cond(last) {
+			return fmt.Errorf("variant %s of %s: last seen %+v", variant, server, last)
 		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("variant %s of %s: last seen %+v", variant, server, last)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
+	return last
 }
 
 // TestNewVariantComparedWithApproved: a variant first seen after another
@@ -145,14 +142,9 @@ func TestNewVariantComparedWithApproved(t *testing.T) {
 				t.Fatalf("a matched variant: %+v", r)
 			}
 			// Audited like any verdict.
-			waitFor(t, "the verdict", func() bool {
-				for _, v := range e.verdicts() {
-					if v["variant"] == "v2" && v["reason_code"] == state.ReasonVariantMatched && v["actor"] == state.ActorVariant {
-						return true
-					}
-				}
-				return false
-			})
+			poll.Eventually(t, wait, e.hasVerdict("variant v2 matched by "+state.ActorVariant, func(v map[string]any) bool {
+				return v["variant"] == "v2" && v["reason_code"] == state.ReasonVariantMatched && v["actor"] == state.ActorVariant
+			}))
 		})
 	}
 }
@@ -187,7 +179,7 @@ func TestQuarantineHoldsEveryVariant(t *testing.T) {
 	}
 	// The same manifest again does not lift it.
 	e.publishV("s", "v1", "o4", a, time.Now())
-	waitFor(t, "settled", e.consumerDone)
+	poll.Eventually(t, wait, e.consumerDone)
 	if r := e.variant(svc, "s", "v1"); r.Status != state.Quarantined {
 		t.Fatalf("an observation lifted the hold: %+v", r)
 	}
@@ -419,15 +411,13 @@ func TestGuardHistory(t *testing.T) {
 	if r.Status != state.Verified || r.Reason != state.ReasonAutoApproved || !r.Benign || r.Severity == "" {
 		t.Fatalf("a new tool under guard: %+v", r)
 	}
-	waitFor(t, "the auto_approved verdict", func() bool {
-		for _, v := range e.verdicts() {
-			if v["reason_code"] == state.ReasonAutoApproved {
-				if v["benign"] != true || v["severity"] != r.Severity || v["actor"] != state.ActorGuard {
-					t.Fatalf("auto_approved verdict: %v", v)
-				}
-				return true
-			}
+	poll.Eventually(t, wait, e.hasVerdict("reason "+state.ReasonAutoApproved, func(v map[string]any) bool {
+		if v["reason_code"] != state.ReasonAutoApproved {
+			return false
 		}
-		return false
-	})
+		if v["benign"] != true || v["severity"] != r.Severity || v["actor"] != state.ActorGuard {
+			t.Fatalf("auto_approved verdict: %v", v)
+		}
+		return true
+	}))
 }

@@ -7,12 +7,12 @@
 package state
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/mcpdrift/mcpdrift/services/internal/coded"
 	"github.com/mcpdrift/mcpdrift/services/internal/status"
 )
 
@@ -402,12 +402,13 @@ func cloneRecord(r *Record) Record {
 	return c
 }
 
-// Errors of admin actions; each has a stable code (its text).
+// Errors of admin actions: sentinels of their stable codes (package coded),
+// which errors.Is matches to every error with the code.
 var (
-	ErrNotFound         = errors.New("not_found")
-	ErrStaleHash        = errors.New("stale_hash")
-	ErrUnfingerprinted  = errors.New("unfingerprintable")
-	ErrNothingToApprove = errors.New("nothing_to_approve")
+	ErrNotFound         = coded.New("not_found", "")
+	ErrStaleHash        = coded.New("stale_hash", "")
+	ErrUnfingerprinted  = coded.New("unfingerprintable", "")
+	ErrNothingToApprove = coded.New("nothing_to_approve", "")
 )
 
 // Approve re-baselines rec to the live manifest, which must be the hash the
@@ -416,16 +417,16 @@ var (
 // they were kept): the caller's reading of the manifest, or nil.
 func Approve(rec *Record, hash, actor string, items *Items, now time.Time) (Outcome, error) {
 	if rec == nil {
-		return Outcome{}, fmt.Errorf("%w: no manifest of this server has been observed", ErrNotFound)
+		return Outcome{}, coded.Errorf(ErrNotFound.Code, "no manifest of this server has been observed")
 	}
 	if rec.LiveError != "" {
-		return Outcome{}, fmt.Errorf("%w: the live manifest could not be fingerprinted (%s); there is nothing sound to approve", ErrUnfingerprinted, rec.LiveError)
+		return Outcome{}, coded.Errorf(ErrUnfingerprinted.Code, "the live manifest could not be fingerprinted (%s); there is nothing sound to approve", rec.LiveError)
 	}
 	if rec.LiveHash == "" {
-		return Outcome{}, fmt.Errorf("%w: no live manifest", ErrNothingToApprove)
+		return Outcome{}, coded.Errorf(ErrNothingToApprove.Code, "no live manifest")
 	}
 	if hash != rec.LiveHash {
-		return Outcome{}, fmt.Errorf("%w: you approved %s but the live manifest is now %s; review it and approve that hash", ErrStaleHash, hash, rec.LiveHash)
+		return Outcome{}, coded.Errorf(ErrStaleHash.Code, "you approved %s but the live manifest is now %s; review it and approve that hash", hash, rec.LiveHash)
 	}
 	r := cloneRecord(rec)
 	out := Outcome{Previous: rec.Status}

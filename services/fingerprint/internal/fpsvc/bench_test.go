@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -203,6 +204,7 @@ func relayConsume(b *testing.B, js jetstream.JetStream, payload []byte, n int) t
 	if err != nil {
 		b.Fatal(err)
 	}
+	var closeCh sync.Once // the settler is joined however the benchmark ends
 	type pending struct {
 		msg jetstream.Msg
 		f   jetstream.PubAckFuture
@@ -236,15 +238,18 @@ func relayConsume(b *testing.B, js jetstream.JetStream, payload []byte, n int) t
 		ch <- pending{msg, f}
 	}, jetstream.PullMaxMessages(DefaultConfig.Prefetch))
 	if err != nil {
+		close(ch)
+		<-settled
 		b.Fatal(err)
 	}
+	b.Cleanup(func() { cc.Stop(); <-cc.Closed(); closeCh.Do(func() { close(ch) }); <-settled })
 	for streamMsgs(b, js, bus.StreamFingerprints) < uint64(n) {
 		time.Sleep(time.Millisecond)
 	}
 	took := time.Since(began)
 	cc.Drain()
 	<-cc.Closed()
-	close(ch)
+	closeCh.Do(func() { close(ch) })
 	<-settled
 	return took
 }
@@ -257,9 +262,10 @@ func serviceConsume(b *testing.B, js jetstream.JetStream, h *bus.Handles, n int)
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	runErr := make(chan error, 1)
+	runErr, exited := make(chan error, 1), make(chan struct{})
+	b.Cleanup(func() { cancel(); <-exited })
 	began := time.Now()
-	go func() { runErr <- svc.Run(ctx) }()
+	go func() { defer close(exited); runErr <- svc.Run(ctx) }()
 	for streamMsgs(b, js, bus.StreamFingerprints) < uint64(n) {
 		time.Sleep(time.Millisecond)
 	}

@@ -9,6 +9,7 @@
 // as a Fingerprint carrying the engine's error code (the drift service fails
 // closed on it) and acked; a failure to store or publish is retried with
 // NakWithDelay; a success is acked only after the publish was acknowledged.
+// A bus.Settler does each of these.
 // docs/services/fingerprint.md is the operator's reference.
 package fpsvc
 
@@ -165,11 +166,7 @@ func (c Config) Validate() error {
 
 // retryDelay is the NakWithDelay delay for the given delivery (1-based).
 func (c Config) retryDelay(delivered uint64) time.Duration {
-	d := c.RetryDelay
-	for i := uint64(1); i < delivered && d < c.MaxRetryDelay; i++ {
-		d *= 2
-	}
-	return min(d, c.MaxRetryDelay)
+	return bus.Backoff(c.RetryDelay, c.MaxRetryDelay)(delivered)
 }
 
 // Deps are what the service uses and does not own.
@@ -207,10 +204,11 @@ type Service struct {
 	now   func() time.Time
 	m     *Metrics
 
-	memo   *memo
-	known  *knownSet
-	flight flightGroup
-	stats  counters
+	settler *bus.Settler
+	memo    *memo
+	known   *knownSet
+	flight  flightGroup
+	stats   counters
 }
 
 // New checks the configuration and dependencies.
@@ -227,16 +225,26 @@ func New(cfg Config, d Deps) (*Service, error) {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	return &Service{
-		cfg:   cfg.WithDefaults(),
+	cfg = cfg.WithDefaults()
+	s := &Service{
+		cfg:   cfg,
 		js:    d.JS,
 		store: d.Manifests,
 		log:   d.Log,
 		now:   d.Now,
 		m:     d.Metrics,
-		memo:  newMemo(cfg.WithDefaults().MemoBytes),
+		memo:  newMemo(cfg.MemoBytes),
 		known: newKnownSet(4096, 10*time.Minute, d.Now),
-	}, nil
+	}
+	var err error
+	s.settler, err = bus.NewSettler(bus.SettleConfig{
+		Service: ServiceName, MaxDeliver: cfg.MaxDeliver, Timeout: cfg.OpTimeout,
+		Backoff: bus.Backoff(cfg.RetryDelay, cfg.MaxRetryDelay),
+	}, bus.SettleDeps{JS: d.JS, Log: d.Log, Now: d.Now, Metrics: s.count})
+	if err != nil {
+		return nil, fmt.Errorf("fingerprint: %w", err)
+	}
+	return s, nil
 }
 
 // Stats returns the counters.
@@ -264,7 +272,8 @@ func (c Config) ConsumerConfig() jetstream.ConsumerConfig {
 		// No BackOff: the server measures a NakWithDelay from AckWait but
 		// its deadline from BackOff[deliveries], so with a growing BackOff a
 		// short retry delay silently becomes BackOff[n]-AckWait longer.
-		// Retries are paced by NakWithDelay alone (Config.retryDelay).
+		// Retries are paced by NakWithDelay alone (Config.retryDelay, the
+		// Settler's Backoff).
 		MaxDeliver:    c.MaxDeliver,
 		MaxAckPending: c.MaxAckPending,
 	}
@@ -314,7 +323,7 @@ func (s *Service) Run(ctx context.Context) error {
 		case work <- msg:
 		case <-workCtx.Done():
 			// Past the drain deadline: hand it back at once.
-			_ = msg.Nak()
+			s.settler.HandBack(msg)
 		}
 	},
 		jetstream.PullMaxMessages(s.cfg.Prefetch),

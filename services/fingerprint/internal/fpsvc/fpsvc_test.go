@@ -20,6 +20,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
 
@@ -123,16 +124,16 @@ func publishRaw(t testing.TB, js jetstream.JetStream, subject string, data []byt
 	return ack.Sequence
 }
 
-// waitFor polls cond until it holds or 20 seconds pass.
-func waitFor(t testing.TB, what string, cond func() bool) {
+// wait bounds every poll: it only stops a hung test.
+const wait = 20 * time.Second
+
+// hasMsgs says how many messages stream holds when it is not n.
+func hasMsgs(t testing.TB, js jetstream.JetStream, stream string, n uint64) error {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if got := streamMsgs(t, js, stream); got != n {
+		return fmt.Errorf("%s holds %d messages, want %d", stream, got, n)
 	}
+	return nil
 }
 
 func streamMsgs(t testing.TB, js jetstream.JetStream, stream string) uint64 {
@@ -193,6 +194,15 @@ func fingerprints(t testing.TB, js jetstream.JetStream) []*mcpdriftv1.Fingerprin
 	return out
 }
 
+// hasDeadLetters says how many dead letters there are when there are not n.
+func hasDeadLetters(t testing.TB, js jetstream.JetStream, n int) error {
+	t.Helper()
+	if dls := deadLetters(t, js); len(dls) != n {
+		return fmt.Errorf("%d dead letters %v, want %d", len(dls), dls, n)
+	}
+	return nil
+}
+
 func deadLetters(t testing.TB, js jetstream.JetStream) []*mcpdriftv1.DeadLetter {
 	t.Helper()
 	var out []*mcpdriftv1.DeadLetter
@@ -216,18 +226,23 @@ func deadLetters(t testing.TB, js jetstream.JetStream) []*mcpdriftv1.DeadLetter 
 	return out
 }
 
-// consumerIdle reports that the durable consumer has nothing pending or unacked.
-func consumerIdle(t testing.TB, js jetstream.JetStream) bool {
+// consumerIdle returns nil when the durable consumer has nothing pending or
+// unacked, and otherwise what it has.
+func consumerIdle(t testing.TB, js jetstream.JetStream) error {
 	t.Helper()
 	c, err := js.Consumer(context.Background(), bus.StreamObservations, DefaultConfig.Durable)
 	if err != nil {
-		return false
+		return fmt.Errorf("consumer %s: %w", DefaultConfig.Durable, err)
 	}
 	info, err := c.Info(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return info.NumPending == 0 && info.NumAckPending == 0 && info.NumRedelivered == 0
+	if info.NumPending != 0 || info.NumAckPending != 0 || info.NumRedelivered != 0 {
+		return fmt.Errorf("consumer %s: %d pending, %d unacked, %d redelivered, want none",
+			DefaultConfig.Durable, info.NumPending, info.NumAckPending, info.NumRedelivered)
+	}
+	return nil
 }
 
 // terminations subscribes to the server's advisories for terminated messages.
@@ -252,7 +267,7 @@ func TestFingerprintsRealCapture(t *testing.T) {
 	obs := observation("obs-1", capture)
 	publishObs(t, e.js, obs, obs.EventId)
 
-	waitFor(t, "one fingerprint", func() bool { return streamMsgs(t, e.js, bus.StreamFingerprints) == 1 })
+	poll.Eventually(t, wait, func() error { return hasMsgs(t, e.js, bus.StreamFingerprints, 1) })
 	fp := fingerprints(t, e.js)[0]
 	if fp.ErrorCode != "" {
 		t.Fatalf("error %s: %s", fp.ErrorCode, fp.ErrorMessage)
@@ -280,7 +295,7 @@ func TestFingerprintsRealCapture(t *testing.T) {
 	if !bytes.Equal(manifest, capture) {
 		t.Error("stored manifest differs from the capture")
 	}
-	waitFor(t, "the observation acked", func() bool { return consumerIdle(t, e.js) })
+	poll.Eventually(t, wait, func() error { return consumerIdle(t, e.js) })
 	if st := svc.Stats(); st != (Stats{Processed: 1}) {
 		t.Errorf("stats %+v", st)
 	}
@@ -305,14 +320,14 @@ func TestPoisonIsTerminated(t *testing.T) {
 		data []byte
 		code string
 	}{
-		{"garbage", []byte("\xff\xff\xff not protobuf"), CodeMalformedEvent},
-		{"json_instead_of_protobuf", []byte(`{"event_id":"x"}`), CodeMalformedEvent},
-		{"empty_event_id", with(func(o *mcpdriftv1.ListObservation) { o.EventId = "" }), CodeMalformedEvent},
-		{"event_id_with_newline", with(func(o *mcpdriftv1.ListObservation) { o.EventId = "a\r\nb" }), CodeInvalidID},
-		{"event_id_too_long", with(func(o *mcpdriftv1.ListObservation) { o.EventId = strings.Repeat("e", 201) }), CodeInvalidID},
-		{"tenant_with_space", with(func(o *mcpdriftv1.ListObservation) { o.Tenant = "acme corp" }), CodeInvalidID},
-		{"variant_with_dot", with(func(o *mcpdriftv1.ListObservation) { o.Variant = "a.b" }), CodeInvalidID},
-		{"other_tenant_in_body", with(func(o *mcpdriftv1.ListObservation) { o.Tenant = "globex" }), CodeSubjectMismatch},
+		{"garbage", []byte("\xff\xff\xff not protobuf"), bus.CodeMalformedEvent},
+		{"json_instead_of_protobuf", []byte(`{"event_id":"x"}`), bus.CodeMalformedEvent},
+		{"empty_event_id", with(func(o *mcpdriftv1.ListObservation) { o.EventId = "" }), bus.CodeMalformedEvent},
+		{"event_id_with_newline", with(func(o *mcpdriftv1.ListObservation) { o.EventId = "a\r\nb" }), bus.CodeInvalidID},
+		{"event_id_too_long", with(func(o *mcpdriftv1.ListObservation) { o.EventId = strings.Repeat("e", 201) }), bus.CodeInvalidID},
+		{"tenant_with_space", with(func(o *mcpdriftv1.ListObservation) { o.Tenant = "acme corp" }), bus.CodeInvalidID},
+		{"variant_with_dot", with(func(o *mcpdriftv1.ListObservation) { o.Variant = "a.b" }), bus.CodeInvalidID},
+		{"other_tenant_in_body", with(func(o *mcpdriftv1.ListObservation) { o.Tenant = "globex" }), bus.CodeSubjectMismatch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -323,15 +338,13 @@ func TestPoisonIsTerminated(t *testing.T) {
 			good := observation("good-1", valid)
 			publishObs(t, e.js, good, good.EventId)
 
-			waitFor(t, "the valid observation fingerprinted", func() bool {
-				return streamMsgs(t, e.js, bus.StreamFingerprints) == 1
-			})
+			poll.Eventually(t, wait, func() error { return hasMsgs(t, e.js, bus.StreamFingerprints, 1) })
 			if fp := fingerprints(t, e.js)[0]; fp.EventId != "fp-good-1" || fp.ErrorCode != "" {
 				t.Fatalf("fingerprint %s error %q", fp.EventId, fp.ErrorCode)
 			}
-			waitFor(t, "a dead letter", func() bool { return len(deadLetters(t, e.js)) == 1 })
+			poll.Eventually(t, wait, func() error { return hasDeadLetters(t, e.js, 1) })
 			dl := deadLetters(t, e.js)[0]
-			wantID := fmt.Sprintf("dead-fingerprint-%d", badSeq)
+			wantID := fmt.Sprintf("dead-fingerprint-%s-%d", bus.StreamObservations, badSeq)
 			if dl.ErrorCode != tc.code || dl.EventId != wantID || dl.Service != ServiceName ||
 				dl.StreamSequence != fmt.Sprint(badSeq) || dl.Subject != bus.ListObservationSubject("acme", "memory") ||
 				dl.ErrorMessage == "" || dl.AtUnixMs == 0 {
@@ -351,7 +364,7 @@ func TestPoisonIsTerminated(t *testing.T) {
 			if a.StreamSeq != badSeq || a.Reason != tc.code {
 				t.Errorf("terminated seq %d reason %q, want %d %q", a.StreamSeq, a.Reason, badSeq, tc.code)
 			}
-			waitFor(t, "both settled", func() bool { return consumerIdle(t, e.js) })
+			poll.Eventually(t, wait, func() error { return consumerIdle(t, e.js) })
 			if st := svc.Stats(); st != (Stats{Processed: 1, Poison: 1}) {
 				t.Errorf("stats %+v", st)
 			}
@@ -375,7 +388,7 @@ func TestRejectedSurfaceIsPublished(t *testing.T) {
 			e := newEnv(t)
 			svc, _ := e.start(t, testConfig, Deps{})
 			publishObs(t, e.js, observation("obs-1", []byte(tc.capture)), "obs-1")
-			waitFor(t, "one fingerprint", func() bool { return streamMsgs(t, e.js, bus.StreamFingerprints) == 1 })
+			poll.Eventually(t, wait, func() error { return hasMsgs(t, e.js, bus.StreamFingerprints, 1) })
 			fp := fingerprints(t, e.js)[0]
 			if fp.ErrorCode != string(tc.code) || fp.ErrorMessage == "" || strings.HasPrefix(fp.ErrorMessage, string(tc.code)) {
 				t.Errorf("error_code %q message %q, want code %q and a sentence", fp.ErrorCode, fp.ErrorMessage, tc.code)
@@ -386,7 +399,7 @@ func TestRejectedSurfaceIsPublished(t *testing.T) {
 			if fp.EventId != "fp-obs-1" || fp.Tenant != "acme" || fp.Variant != "v2025" {
 				t.Errorf("identity fields: %v", fp)
 			}
-			waitFor(t, "the observation acked", func() bool { return consumerIdle(t, e.js) })
+			poll.Eventually(t, wait, func() error { return consumerIdle(t, e.js) })
 			if names, err := e.h.Manifests.List(context.Background()); !errors.Is(err, jetstream.ErrNoObjectsFound) {
 				t.Errorf("a rejected surface stored manifests %v (%v)", names, err)
 			}
@@ -408,7 +421,12 @@ func TestDuplicateObservationFingerprintedOnce(t *testing.T) {
 	if n := streamMsgs(t, e.js, bus.StreamObservations); n != 2 {
 		t.Fatalf("%d observations stored, want 2", n)
 	}
-	waitFor(t, "both observations processed", func() bool { return svc.Stats().Processed == 2 && consumerIdle(t, e.js) })
+	poll.Eventually(t, wait, func() error {
+		if st := svc.Stats(); st.Processed != 2 {
+			return fmt.Errorf("stats %+v, want 2 processed", st)
+		}
+		return consumerIdle(t, e.js)
+	})
 	fps := fingerprints(t, e.js)
 	if len(fps) != 1 || fps[0].EventId != "fp-obs-1" {
 		t.Fatalf("%d fingerprints stored for one observation, want 1", len(fps))
@@ -422,20 +440,29 @@ func TestInstancesShareTheConsumer(t *testing.T) {
 	cfg.Workers, cfg.Prefetch = 4, 8
 	a, _ := e.start(t, cfg, Deps{})
 	b, _ := e.start(t, cfg, Deps{})
-	waitFor(t, "both instances pulling", func() bool {
+	poll.Eventually(t, wait, func() error {
 		c, err := e.js.Consumer(context.Background(), bus.StreamObservations, DefaultConfig.Durable)
 		if err != nil {
-			return false
+			return err
 		}
 		info, err := c.Info(context.Background())
-		return err == nil && info.NumWaiting >= 2
+		if err != nil {
+			return err
+		}
+		if info.NumWaiting < 2 {
+			return fmt.Errorf("%d pull requests waiting, want both instances'", info.NumWaiting)
+		}
+		return nil
 	})
 	capture := readFixture(t)
 	for i := range n {
 		publishObs(t, e.js, observation(fmt.Sprintf("obs-%03d", i), capture), fmt.Sprintf("obs-%03d", i))
 	}
-	waitFor(t, "every observation processed", func() bool {
-		return a.Stats().Processed+b.Stats().Processed >= n && consumerIdle(t, e.js)
+	poll.Eventually(t, wait, func() error {
+		if got := a.Stats().Processed + b.Stats().Processed; got < n {
+			return fmt.Errorf("%d observations processed, want %d", got, n)
+		}
+		return consumerIdle(t, e.js)
 	})
 	seen := map[string]int{}
 	for _, fp := range fingerprints(t, e.js) {
@@ -541,7 +568,12 @@ func TestTransientFailureIsRetried(t *testing.T) {
 
 			began := time.Now()
 			publishObs(t, e.js, observation("obs-1", readFixture(t)), "obs-1")
-			waitFor(t, "the observation processed", func() bool { return svc.Stats().Processed == 1 })
+			poll.Eventually(t, wait, func() error {
+				if st := svc.Stats(); st.Processed != 1 {
+					return fmt.Errorf("stats %+v, want 1 processed", st)
+				}
+				return nil
+			})
 			// Two retries of 10ms and 20ms, not an AckWait: the NakWithDelay
 			// delay is what paces them.
 			if d := time.Since(began); d >= testConfig.AckWait && !tc.slow {
@@ -571,9 +603,9 @@ func TestRetriesExhaustedIsDeadLettered(t *testing.T) {
 	svc, _ := e.start(t, cfg, Deps{Manifests: store})
 
 	publishObs(t, e.js, observation("obs-1", readFixture(t)), "obs-1")
-	waitFor(t, "a dead letter", func() bool { return len(deadLetters(t, e.js)) == 1 })
+	poll.Eventually(t, wait, func() error { return hasDeadLetters(t, e.js, 1) })
 	dl := deadLetters(t, e.js)[0]
-	if dl.ErrorCode != CodeRetriesExhausted || !strings.Contains(dl.ErrorMessage, errInjected.Error()) {
+	if dl.ErrorCode != bus.CodeRetriesExhausted || !strings.Contains(dl.ErrorMessage, errInjected.Error()) {
 		t.Errorf("dead letter %+v", dl)
 	}
 	if _, err := terms.NextMsg(10 * time.Second); err != nil {
@@ -626,8 +658,8 @@ func TestRestartLosesNothing(t *testing.T) {
 	}
 
 	second, _ := e.start(t, cfg, Deps{})
-	waitFor(t, "every observation processed", func() bool {
-		return streamMsgs(t, e.js, bus.StreamFingerprints) == n && consumerIdle(t, e.js)
+	poll.Eventually(t, wait, func() error {
+		return errors.Join(hasMsgs(t, e.js, bus.StreamFingerprints, n), consumerIdle(t, e.js))
 	})
 	seen := map[string]bool{}
 	for _, fp := range fingerprints(t, e.js) {
@@ -804,12 +836,17 @@ func TestStopWithoutNATS(t *testing.T) {
 	cfg := testConfig
 	cfg.DrainTimeout = time.Second
 	_, stop := e.start(t, cfg, Deps{})
-	waitFor(t, "the consumer exists", func() bool {
+	poll.Eventually(t, wait, func() error {
 		_, err := e.js.Consumer(context.Background(), bus.StreamObservations, DefaultConfig.Durable)
-		return err == nil
+		return err
 	})
 	b.Server.Stop()
-	waitFor(t, "the client sees NATS gone", func() bool { return !e.nc.IsConnected() })
+	poll.Eventually(t, wait, func() error {
+		if e.nc.IsConnected() {
+			return fmt.Errorf("the client is still connected (%v) after NATS stopped", e.nc.Status())
+		}
+		return nil
+	})
 	began := time.Now()
 	err := stop()
 	if d := time.Since(began); d > 3*cfg.DrainTimeout {

@@ -10,9 +10,8 @@ import (
 // memo remembers, per tenant, server and variant, the last capture and the
 // fingerprint computed from it, so that an unchanged surface re-listed by
 // the fleet (the common case) is recognized by comparing bytes instead of
-// parsing and hashing again. Every byte is compared, as surface.Memo does: a
-// weak hash of bytes a hostile server chose is never taken as proof of
-// equality. The total of remembered capture bytes stays under budget by
+// parsing and hashing again. Every byte is compared: a weak hash of bytes a
+// hostile server chose is never taken as proof of equality. The total of remembered capture bytes stays under budget by
 // evicting arbitrary entries.
 type memo struct {
 	mu     sync.Mutex

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 )
 
 // Results of an observation, the result label of
@@ -48,7 +50,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
 		}),
 	}
-	for _, code := range []string{CodeMalformedEvent, CodeInvalidID, CodeSubjectMismatch, CodeRetriesExhausted} {
+	for _, code := range bus.DeadLetterCodes {
 		m.deadLetters.WithLabelValues(code)
 	}
 	reg.MustRegister(obs, m.retries, m.deadLetters, m.duration)

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 )
 
 // Wait bounds every poll of this package: a condition not met by then fails
@@ -34,19 +35,18 @@ const Wait = 30 * time.Second
 // "ops listening" line and returns its addr.
 func Addr(t testing.TB, logs func() string) string {
 	t.Helper()
-	deadline := time.Now().Add(Wait)
-	for {
+	var addr string
+	poll.Eventually(t, Wait, func() error {
 		for line := range strings.Lines(logs()) {
 			var rec struct{ Message, Addr string }
 			if json.Unmarshal([]byte(line), &rec) == nil && rec.Message == "ops listening" && rec.Addr != "" {
-				return rec.Addr
+				addr = rec.Addr
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("opstest: no \"ops listening\" log line; logs:\n%s", logs())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("opstest: no \"ops listening\" log line; logs:\n%s", logs())
+	})
+	return addr
 }
 
 var client = &http.Client{Timeout: 10 * time.Second}
@@ -69,17 +69,15 @@ func Get(t testing.TB, addr, path string) (int, string) {
 // WaitStatus polls http://addr/path until it answers status.
 func WaitStatus(t testing.TB, addr, path string, status int) string {
 	t.Helper()
-	deadline := time.Now().Add(Wait)
-	for {
-		got, body := Get(t, addr, path)
-		if got == status {
-			return body
+	var body string
+	poll.Eventually(t, Wait, func() error {
+		var got int
+		if got, body = Get(t, addr, path); got != status {
+			return fmt.Errorf("opstest: GET %s = %d %q, want %d", path, got, body, status)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("opstest: GET %s = %d %q, want %d", path, got, body, status)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return body
 }
 
 // Families is a parsed scrape, by metric name.
@@ -164,18 +162,15 @@ func (f Families) Names(prefix string) []string {
 // and returns that scrape.
 func WaitValue(t testing.TB, addr string, want float64, name string, labels ...string) Families {
 	t.Helper()
-	deadline := time.Now().Add(Wait)
-	for {
-		fams := Scrape(t, addr)
-		got, ok := fams.Value(name, labels...)
-		if ok && got == want {
-			return fams
+	var fams Families
+	poll.Eventually(t, Wait, func() error {
+		fams = Scrape(t, addr)
+		if got, ok := fams.Value(name, labels...); !ok || got != want {
+			return fmt.Errorf("opstest: %s%v = %v (present %v), want %v", name, labels, got, ok, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("opstest: %s%v = %v (present %v), want %v", name, labels, got, ok, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return fams
 }
 
 var docName = regexp.MustCompile("^\\|\\s*`(mcpdrift_[a-z0-9_]+)`")

@@ -3,7 +3,6 @@
 package optionstest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/syncbuf"
 )
 
 // Secret is the NATS password NATSPasswordNeverShows puts in the URL.
@@ -32,7 +33,9 @@ func NATSPasswordNeverShows(t *testing.T, run Run, env map[string]string, maySta
 	}
 	for _, args := range append([][]string{{"--help"}}, starts...) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		var stderr bytes.Buffer
+		// NATS calls its connection handlers on a goroutine of its own,
+		// which may still log after run returned.
+		var stderr syncbuf.Buffer
 		err := run(ctx, args, func(k string) string { return all[k] }, &stderr)
 		cancel()
 		if !slices.Equal(args, []string{"--help"}) && err == nil && !mayStart {

@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	mcpdriftv1 "github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
@@ -268,12 +267,9 @@ func (p *Publisher) Call(c session.Call) {
 		ArgumentsDigest: c.ArgsDigest, Arguments: c.Arguments, ObservedAtUnixMs: p.now().UnixMilli(),
 		AlertCode: string(c.AlertCode),
 	}
-	// A CallObservations batch of one, encoded in place: the calls field's
-	// tag and length, then the call.
-	size := proto.Size(obs)
-	batch := protowire.AppendTag(make([]byte, 0, size+16), callsField, protowire.BytesType)
-	batch = protowire.AppendVarint(batch, uint64(size))
-	batch, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(batch, obs)
+	// A CallObservations batch of one (mergeCalls joins them; ADR 0004,
+	// and ADR 0008 for why this is proto.Marshal and not framed by hand).
+	batch, err := proto.Marshal(&mcpdriftv1.CallObservations{Calls: []*mcpdriftv1.CallObservation{obs}})
 	if err != nil {
 		p.log.Error().Err(err).Str("event_id", id).Msg("encoding call observation")
 		p.noteDrop(true, 1)
@@ -281,9 +277,6 @@ func (p *Publisher) Call(c session.Call) {
 	}
 	p.enqueue(&event{id: id, subject: bus.CallObservationsSubject(p.cfg.Tenant, p.cfg.Server), call: true, n: 1, data: batch})
 }
-
-// callsField is the field number of CallObservations.calls.
-const callsField = 1
 
 // mergeCalls joins each run of consecutive call events of evs, all batches
 // of one, into batches of at most limit bytes: protobuf concatenates
