@@ -272,14 +272,18 @@ func serveStdio(ctx context.Context, cfg Config, js jetstream.JetStream, base ze
 		return nil
 	})
 	scfg := cfg.sessionConfig(cfg.ServerID)
-	scfg.SerialServer = true // one reader of the server's stdout
 	scfg.Meter = newLoggedMeter(m, log)
-	sess := session.New(scfg, gate, m.Observer(pub), p.Pipes().ToClient, p.Pipes().ToServer)
+	h := stdio.Bind(session.New(scfg, gate, m.Observer(pub), p.Pipes().ToServer), p.Pipes())
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
-	code, serveErr := p.Serve(ctx, sess, stdin, sigs)
-	sess.Wait() // decisions made off the reader report what they saw before the flush
+	code, serveErr := p.Serve(ctx, h, stdin, sigs)
+	// Decisions made off the reader report what they saw before the flush;
+	// what the server's messages failed at (Serve returns the client's
+	// side) is logged.
+	if werr := h.Wait(); werr != nil {
+		log.Warn().Err(werr).Msg("delivering the server's messages")
+	}
 
 	// The server is gone: flush what is queued (to NATS or the outbox).
 	stopBG()

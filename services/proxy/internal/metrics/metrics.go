@@ -10,6 +10,8 @@
 package metrics
 
 import (
+	"slices"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
@@ -24,15 +26,17 @@ const (
 	OutcomeError     = "error"     // passed, and the server answered with an error or a tool error
 )
 
-// RefusalCodes are the code label values of mcpdrift_proxy_refused_calls_total;
-// a code the proxy does not know (a status a newer drift service writes) is
-// counted as "other".
-var RefusalCodes = []string{"server_changed", "server_pending", "server_quarantined", "server_unknown",
-	"tool_not_approved", "listing_invalid", "listing_pending", "request_ambiguous", "other"}
+// CodeOther is the code label of a refusal the proxy does not know (a
+// status a newer drift service writes), or of an alert other than
+// session.AlertCodes.
+const CodeOther session.Code = "other"
 
-// AlertCodes are the code label values of mcpdrift_proxy_alerted_calls_total:
-// the refusals the alert posture forwards despite; any other is "other".
-var AlertCodes = []string{"server_changed", "tool_not_approved", "other"}
+// The code label values of mcpdrift_proxy_refused_calls_total and
+// mcpdrift_proxy_alerted_calls_total: the session's codes, and CodeOther.
+var (
+	refusalLabels = append(slices.Clone(session.RefusalCodes), CodeOther)
+	alertLabels   = append(slices.Clone(session.AlertCodes), CodeOther)
+)
 
 // Gate is what the metrics read of a server's gate (fleet.Gate).
 type Gate interface {
@@ -55,11 +59,11 @@ type Upstream struct {
 // Metrics are the proxy's metrics. A nil *Metrics counts nothing.
 type Metrics struct {
 	forwarded, refused, errored prometheus.Counter
-	refusals                    map[string]prometheus.Counter
-	alerts                      map[string]prometheus.Counter
+	refusals                    map[session.Code]prometheus.Counter
+	alerts                      map[session.Code]prometheus.Counter
 	listings                    prometheus.Counter
 	withheld                    [surface.KindInstructions + 1]prometheus.Counter
-	dropped                     map[string]prometheus.Counter
+	dropped                     map[session.Code]prometheus.Counter
 }
 
 // New registers the proxy's metrics on reg, reading the state of ups at
@@ -86,28 +90,28 @@ func New(reg prometheus.Registerer, ups []Upstream) *Metrics {
 		Help: "Messages from upstream servers the proxy did not deliver because it could not judge them, by code (session.DropCodes).",
 	}, []string{"code"})
 	m := &Metrics{
-		dropped:   map[string]prometheus.Counter{},
+		dropped:   map[session.Code]prometheus.Counter{},
 		forwarded: calls.WithLabelValues(OutcomeForwarded),
 		refused:   calls.WithLabelValues(OutcomeRefused),
 		errored:   calls.WithLabelValues(OutcomeError),
-		refusals:  map[string]prometheus.Counter{},
-		alerts:    map[string]prometheus.Counter{},
+		refusals:  map[session.Code]prometheus.Counter{},
+		alerts:    map[session.Code]prometheus.Counter{},
 		listings: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mcpdrift_proxy_listings_total",
 			Help: "Whole surfaces (every listing the server declares, all pages) the proxy observed and handed to its publisher.",
 		}),
 	}
-	for _, code := range RefusalCodes {
-		m.refusals[code] = refusals.WithLabelValues(code)
+	for _, code := range refusalLabels {
+		m.refusals[code] = refusals.WithLabelValues(string(code))
 	}
-	for _, code := range AlertCodes {
-		m.alerts[code] = alerts.WithLabelValues(code)
+	for _, code := range alertLabels {
+		m.alerts[code] = alerts.WithLabelValues(string(code))
 	}
 	for k := surface.KindTool; k <= surface.KindInstructions; k++ {
 		m.withheld[k] = withheld.WithLabelValues(k.String())
 	}
 	for _, code := range session.DropCodes {
-		m.dropped[code] = dropped.WithLabelValues(code)
+		m.dropped[code] = dropped.WithLabelValues(string(code))
 	}
 	reg.MustRegister(calls, refusals, alerts, withheld, dropped, m.listings, &state{ups: ups})
 	return m
@@ -138,7 +142,7 @@ func (o observer) Call(c session.Call) {
 		o.m.refused.Inc()
 		r, ok := o.m.refusals[c.RefusalCode]
 		if !ok {
-			r = o.m.refusals["other"]
+			r = o.m.refusals[CodeOther]
 		}
 		r.Inc()
 	case c.Error:
@@ -149,7 +153,7 @@ func (o observer) Call(c session.Call) {
 	if c.AlertCode != "" && !c.Refused {
 		a, ok := o.m.alerts[c.AlertCode]
 		if !ok {
-			a = o.m.alerts["other"]
+			a = o.m.alerts[CodeOther]
 		}
 		a.Inc()
 	}
@@ -164,7 +168,7 @@ func (m *Metrics) Withheld(kind surface.Kind, n int) {
 }
 
 // Dropped implements session.Meter.
-func (m *Metrics) Dropped(code string) {
+func (m *Metrics) Dropped(code session.Code) {
 	if m == nil {
 		return
 	}
