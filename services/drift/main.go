@@ -1,5 +1,6 @@
 // Command drift runs the mcpdrift drift service: the one writer of schema
-// status, and the admin API.
+// status, the admin API (under /v1) and the review console (at /, on the
+// same address).
 package main
 
 import (
@@ -18,6 +19,7 @@ import (
 
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/admin"
+	"github.com/mcpdrift/mcpdrift/services/drift/internal/console"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/driftsvc"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/state"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
@@ -123,6 +125,17 @@ func serveDrift(ctx context.Context, cfg Config, log zerolog.Logger, o *ops.Serv
 	if err != nil {
 		return err
 	}
+	follow := func(fn func([]byte)) (func(), error) {
+		sub, err := nc.Subscribe(bus.Prefix+".drift.>", func(m *nats.Msg) { fn(m.Data) })
+		if err != nil {
+			return nil, err
+		}
+		if err := nc.Flush(); err != nil { // the server has the subscription
+			_ = sub.Unsubscribe()
+			return nil, err
+		}
+		return func() { _ = sub.Unsubscribe() }, nil
+	}
 	api := admin.NewHandler(svc, cfg.Tokens, admin.Deps{
 		Audit: func(ctx context.Context, a *mcpdriftv1.AdminAction) error {
 			data, err := bus.MarshalJSON(a)
@@ -133,21 +146,22 @@ func serveDrift(ctx context.Context, cfg Config, log zerolog.Logger, o *ops.Serv
 			_, err = bus.Publish(ctx, js, subject, data, a.EventId)
 			return err
 		},
-		Follow: func(fn func([]byte)) (func(), error) {
-			sub, err := nc.Subscribe(bus.Prefix+".drift.>", func(m *nats.Msg) { fn(m.Data) })
-			if err != nil {
-				return nil, err
-			}
-			if err := nc.Flush(); err != nil { // the server has the subscription
-				_ = sub.Unsubscribe()
-				return nil, err
-			}
-			return func() { _ = sub.Unsubscribe() }, nil
-		},
+		Follow:  follow,
 		Code:    driftsvc.Code,
 		Log:     log,
 		Metrics: admin.NewMetrics(o.Registry()),
 	})
+	// The review console shares the address: the API under /v1, pages at /.
+	con, err := console.New(console.Config{Tokens: cfg.Tokens}, console.Deps{
+		Backend: svc, API: api, Manifest: svc.Manifest, Follow: follow, JS: js, Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", api)
+	mux.Handle("/healthz", api)
+	mux.Handle("/", con)
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.HTTPAddr, err)
@@ -161,7 +175,8 @@ func serveDrift(ctx context.Context, cfg Config, log zerolog.Logger, o *ops.Serv
 	}
 	o.AddConsumerLag(js, bus.StreamFingerprints, durable)
 	started()
-	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv.RegisterOnShutdown(con.Shutdown)
 	log.Info().Str("admin_addr", ln.Addr().String()).Str("nats", nc.ConnectedUrlRedacted()).
 		Str("posture", cfg.Drift.Policy.Posture).Str("on_drift", cfg.Drift.Policy.OnDrift).Bool("guard", cfg.Drift.Policy.Guard).
 		Msg("drift service started")
