@@ -101,8 +101,16 @@ func (c *Console) renderFrame(w http.ResponseWriter, r *http.Request, code int, 
 	_, _ = w.Write(buf.Bytes())
 }
 
-// fail answers an error: a page saying its code and sentence.
+// fail answers an error: a page saying its code and sentence, or to a
+// caller that does not ask for HTML (a script), the admin API's JSON error.
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, u *who, status int, code, msg string) {
+	if !strings.Contains(r.Header.Get("Accept"), "text/html") {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Mcpdrift-Error", code)
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(apiError(code, msg))
+		return
+	}
 	c.renderFrame(w, r, status, "error", &frame{Title: "Error", User: u, Error: &pageError{Code: code, Message: msg}})
 }
 
