@@ -46,7 +46,7 @@ func TestSecurityHeaders(t *testing.T) {
 		if got := a.hdr.Get("X-Content-Type-Options"); got != "nosniff" {
 			t.Errorf("%s: X-Content-Type-Options %q", path, got)
 		}
-		if got := a.hdr.Get("Referrer-Policy"); got != "no-referrer" {
+		if got := a.hdr.Get("Referrer-Policy"); got != "same-origin" {
 			t.Errorf("%s: Referrer-Policy %q", path, got)
 		}
 	}

@@ -300,6 +300,8 @@ func (c *Console) fleetView(views []status.View, q url.Values) *fleetView {
 type ItemView struct {
 	Kind, Name string
 	What       string // "changed", "added", "removed"
+	// OldLabel and NewLabel head the two sides.
+	OldLabel, NewLabel string
 	Severity   string
 	Benign     bool
 	Changes    []surface.Change
@@ -461,7 +463,8 @@ func (c *Console) diffView(ctx context.Context, oldHash, newHash, oldLabel, newL
 		return &it
 	}
 	draw := func(d surface.ItemDiff, what string) ItemView {
-		iv := ItemView{Kind: d.Kind, Name: d.Name, What: what, Severity: d.Severity.String(), Benign: d.Benign, Changes: d.Changes}
+		iv := ItemView{Kind: d.Kind, Name: d.Name, What: what, Severity: d.Severity.String(), Benign: d.Benign, Changes: d.Changes,
+			OldLabel: oldLabel, NewLabel: newLabel}
 		var o, n *surface.Item
 		if what != "added" {
 			o = find(old, d)
