@@ -302,12 +302,12 @@ type ItemView struct {
 	What       string // "changed", "added", "removed"
 	// OldLabel and NewLabel head the two sides.
 	OldLabel, NewLabel string
-	Severity   string
-	Benign     bool
-	Changes    []surface.Change
-	Rows       []Row
-	Cut        bool
-	Missing    string // why the item's content cannot be drawn
+	Severity           string
+	Benign             bool
+	Changes            []surface.Change
+	Rows               []Row
+	Cut                bool
+	Missing            string // why the item's content cannot be drawn
 }
 
 // DiffView is a classified diff, drawn.
