@@ -153,7 +153,7 @@ func serveDrift(ctx context.Context, cfg Config, log zerolog.Logger, o *ops.Serv
 	})
 	// The review console shares the address: the API under /v1, pages at /.
 	con, err := console.New(console.Config{Tokens: cfg.Tokens}, console.Deps{
-		Backend: svc, API: api, Manifest: svc.Manifest, Follow: follow, JS: js, Log: log,
+		Backend: svc, Fleet: svc.Fleet, API: api, Manifest: svc.Manifest, Follow: follow, JS: js, Log: log,
 	})
 	if err != nil {
 		return err

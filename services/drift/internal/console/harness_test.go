@@ -87,7 +87,7 @@ func startStack(t *testing.T) *stack {
 		},
 		Follow: follow, Code: driftsvc.Code, Log: zerolog.Nop(),
 	})
-	s.con, err = New(Config{Tokens: tokens, PageSize: 50}, Deps{Backend: svc, API: api, Manifest: svc.Manifest, Follow: follow, JS: b.JS, Log: zerolog.Nop()})
+	s.con, err = New(Config{Tokens: tokens, PageSize: 50}, Deps{Backend: svc, Fleet: svc.Fleet, API: api, Manifest: svc.Manifest, Follow: follow, JS: b.JS, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
