@@ -342,6 +342,9 @@ mcpdrift is running (NATS %s, state in %s).
     %s
     e.g. npx @modelcontextprotocol/inspector --cli %s --transport http --method tools/list
 
+  Review console: %s/
+    in a browser; log in with the MCPDRIFT_TOKEN below (write), or the viewer's read token from %s
+
   Admin API: %s  (tokens in %s)
     export MCPDRIFT_API=%s MCPDRIFT_TOKEN=%s
     bin/driftctl status
@@ -357,6 +360,6 @@ mcpdrift is running (NATS %s, state in %s).
 %s
 
   Logs: %s.  A scripted rug pull: make demo.  Stop: Ctrl-C.
-`, in.NATSURL, filepath.Dir(in.TokensFile), in.Server, in.MCPURL, in.MCPURL, in.AdminURL, in.TokensFile,
+`, in.NATSURL, filepath.Dir(in.TokensFile), in.Server, in.MCPURL, in.MCPURL, strings.TrimSuffix(in.AdminURL, "/"), in.TokensFile, in.AdminURL, in.TokensFile,
 		in.AdminURL, token, in.Tenant, in.Server, in.DemoControlURL, ch, strings.Join(ops, "\n"), in.Logs)
 }
