@@ -39,6 +39,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/admin"
+	"github.com/mcpdrift/mcpdrift/services/internal/auditq"
 	"github.com/mcpdrift/mcpdrift/services/internal/status"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
@@ -88,9 +89,12 @@ type Deps struct {
 	Follow func(fn func(verdict []byte)) (stop func(), err error)
 	// JS reads recent verdicts and admin actions for the activity page;
 	// nil: the page says there is nothing to read.
-	JS  jetstream.JetStream
-	Log zerolog.Logger
-	Now func() time.Time
+	JS jetstream.JetStream
+	// Audit asks one of the audit queries of ClickHouse (auditq.Run); nil:
+	// the drift service has no ClickHouse, and the activity page says so.
+	Audit func(ctx context.Context, q auditq.Query, sinceMs int64) (*auditq.Result, error)
+	Log   zerolog.Logger
+	Now   func() time.Time
 }
 
 // Console is the review console's HTTP handler.

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
+	"github.com/mcpdrift/mcpdrift/services/internal/auditq"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 )
 
@@ -110,12 +112,115 @@ type activityView struct {
 	Items       []Activity
 	Unavailable string
 	Limit       int
+	// Audit are the audit queries' answers, when ClickHouse is configured.
+	Audit      []AuditTable
+	AuditOff   bool
+	Since      string
+	SinceLinks []sinceLink
+}
+
+type sinceLink struct {
+	Label, Href string
+	On          bool
+}
+
+// AuditTable is one audit query's answer, drawn.
+type AuditTable struct {
+	Name, Help string
+	Columns    []string
+	Rows       [][]AuditCell
+	Error      string
+}
+
+// AuditCell is one value; a count gets a bar (a meter) scaled to the
+// column's largest.
+type AuditCell struct {
+	Text    string
+	Bar     bool
+	N, Max  float64
+	Numeric bool
+}
+
+// sinces are the periods the audit tables can cover.
+var sinces = []struct{ label, value string }{{"24 hours", "24h"}, {"7 days", "168h"}, {"30 days", "720h"}, {"all time", "0"}}
+
+func (c *Console) auditTables(ctx context.Context, since time.Duration) []AuditTable {
+	sinceMs := int64(0)
+	if since > 0 {
+		sinceMs = c.d.Now().Add(-since).UnixMilli()
+	}
+	var out []AuditTable
+	for _, q := range auditq.Queries {
+		t := AuditTable{Name: q.Name, Help: q.Help}
+		res, err := c.d.Audit(ctx, q, sinceMs)
+		if err != nil {
+			t.Error = err.Error()
+			out = append(out, t)
+			continue
+		}
+		t.Columns = res.Columns
+		maxOf := make([]float64, len(res.Columns))
+		for _, r := range res.Rows {
+			for i, v := range r {
+				if n, ok := count(v); ok {
+					maxOf[i] = max(maxOf[i], n)
+				}
+			}
+		}
+		for _, r := range res.Rows {
+			row := make([]AuditCell, len(r))
+			for i, v := range r {
+				cell := AuditCell{Text: auditq.Cell(res.Columns[i], v)}
+				if n, ok := count(v); ok && !strings.HasSuffix(res.Columns[i], "_ms") {
+					cell.Numeric, cell.N, cell.Max, cell.Bar = true, n, maxOf[i], maxOf[i] > 0
+				}
+				row[i] = cell
+			}
+			t.Rows = append(t.Rows, row)
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// count reads an unsigned or signed integer column's value.
+func count(v any) (float64, bool) {
+	switch n := v.(type) {
+	case uint64:
+		return float64(n), true
+	case uint32:
+		return float64(n), true
+	case int64:
+		return float64(n), true
+	case int32:
+		return float64(n), true
+	}
+	return 0, false
 }
 
 const activityLimit = 200
 
 func (c *Console) activity(w http.ResponseWriter, r *http.Request, u *who) {
-	av := &activityView{Limit: activityLimit}
+	av := &activityView{Limit: activityLimit, AuditOff: c.d.Audit == nil, Since: r.URL.Query().Get("since")}
+	if av.Since == "" {
+		av.Since = "720h"
+	}
+	since, err := time.ParseDuration(av.Since)
+	if av.Since == "0" {
+		since, err = 0, nil
+	}
+	if err != nil || since < 0 {
+		c.fail(w, r, u, http.StatusBadRequest, "bad_request", "since must be a duration such as 24h or 720h, or 0 for all time")
+		return
+	}
+	for _, s := range sinces {
+		av.SinceLinks = append(av.SinceLinks, sinceLink{Label: s.label, Href: "/activity?since=" + s.value, On: s.value == av.Since})
+	}
+	if c.d.Audit != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+		av.Audit = c.auditTables(ctx, since)
+		cancel()
+	}
 	if c.d.JS == nil {
 		av.Unavailable = "this drift service has no stream access for the timeline"
 	} else {
@@ -145,7 +250,7 @@ func (c *Console) activity(w http.ResponseWriter, r *http.Request, u *who) {
 			av.Unavailable = "reading the streams: " + err.Error()
 		}
 		av.Items = append(verdicts, actions...)
-		slices.SortStableFunc(av.Items, func(a, b Activity) int { return int(b.AtMs - a.AtMs) })
+		slices.SortStableFunc(av.Items, func(a, b Activity) int { return cmp.Compare(b.AtMs, a.AtMs) })
 		if len(av.Items) > activityLimit {
 			av.Items = av.Items[:activityLimit]
 		}
