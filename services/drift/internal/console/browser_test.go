@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 )
 
 const chromium = "/usr/bin/chromium"
@@ -87,16 +90,21 @@ func TestBrowser(t *testing.T) {
 			return
 		}
 		s.observe("acme", "notes", h)
-		deadline := time.Now().Add(10 * time.Second)
-		for time.Now().Before(deadline) {
+		err := poll.Until(10*time.Second, func() error {
 			v, err := s.svc.Server(r.Context(), "acme", "notes")
-			if err == nil && v.Variants[0].LiveHash == h && v.Variants[0].Status == "changed" {
-				w.Write([]byte(h))
-				return
+			if err != nil {
+				return err
 			}
-			time.Sleep(20 * time.Millisecond)
+			if rec := v.Variants[0]; rec.LiveHash != h || rec.Status != "changed" {
+				return fmt.Errorf("acme/notes is %s at %s, want changed at %s", rec.Status, rec.LiveHash, h)
+			}
+			return nil
+		})
+		if err != nil {
+			http.Error(w, "the drift service did not take the manifest: "+err.Error(), http.StatusGatewayTimeout)
+			return
 		}
-		http.Error(w, "the drift service did not take the manifest", http.StatusGatewayTimeout)
+		_, _ = w.Write([]byte(h))
 	}))
 	t.Cleanup(control.Close)
 

@@ -9,7 +9,7 @@
 // Pages are rendered on the server with html/template from embedded files;
 // one small embedded script (no inline script, no framework) refreshes the
 // fleet when a verdict arrives. Every value is escaped by the templates: no
-// attacker-written text reaches a page as markup (docs/adr/0008-review-console.md).
+// attacker-written text reaches a page as markup (docs/adr/0009-review-console.md).
 //
 // It authenticates with the API's tokens and roles: a login form turns a
 // token into a server-side session (cookie HttpOnly, SameSite=Strict, Secure

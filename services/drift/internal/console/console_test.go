@@ -3,11 +3,14 @@ package console
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 )
 
 func must(t *testing.T, a answer, code int) {
@@ -295,9 +298,15 @@ func TestStaleApproveRefused(t *testing.T) {
 	c.login(writeSecret)
 	token := c.csrf("/servers/acme/notes") // the page is drawn with h2
 	s.observe("acme", "notes", h3)         // and the server moves on
-	waitFor(t, func() bool {
+	poll.Eventually(t, 10*time.Second, func() error {
 		v, err := s.svc.Server(context.Background(), "acme", "notes")
-		return err == nil && v.Variants[0].LiveHash == h3
+		if err != nil {
+			return err
+		}
+		if v.Variants[0].LiveHash != h3 {
+			return fmt.Errorf("live hash %s, want %s", v.Variants[0].LiveHash, h3)
+		}
+		return nil
 	})
 	a := c.do(http.MethodPost, "/servers/acme/notes/approve", url.Values{"csrf": {token}, "hash": {h2}, "variant": {"v0"}}, nil)
 	must(t, a, http.StatusConflict)
@@ -306,17 +315,6 @@ func TestStaleApproveRefused(t *testing.T) {
 	}
 	contains(t, a.body, "changed since this page was drawn", `name="hash" value="`+h3+`"`, `data-name="wipe"`)
 	s.waitStatus("acme", "notes", "changed")
-}
-
-func waitFor(t *testing.T, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 10s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func TestQuarantineNeedsReason(t *testing.T) {

@@ -25,6 +25,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/driftsvc"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
 
@@ -48,6 +49,12 @@ type stack struct {
 }
 
 func startStack(t *testing.T) *stack {
+	t.Helper()
+	return startStackWith(t, nil)
+}
+
+// startStackWith starts the stack with edit applied to the console's Deps.
+func startStackWith(t *testing.T, edit func(*Deps)) *stack {
 	t.Helper()
 	b := natstest.StartBus(t)
 	svc, err := driftsvc.New(driftsvc.Config{}, driftsvc.Deps{JS: b.JS, Handles: b.Handles, Log: zerolog.Nop()})
@@ -87,7 +94,11 @@ func startStack(t *testing.T) *stack {
 		},
 		Follow: follow, Code: driftsvc.Code, Log: zerolog.Nop(),
 	})
-	s.con, err = New(Config{Tokens: tokens, PageSize: 50}, Deps{Backend: svc, Fleet: svc.Fleet, API: api, Manifest: svc.Manifest, Follow: follow, JS: b.JS, Log: zerolog.Nop()})
+	deps := Deps{Backend: svc, Fleet: svc.Fleet, API: api, Manifest: svc.Manifest, Follow: follow, JS: b.JS, Log: zerolog.Nop()}
+	if edit != nil {
+		edit(&deps)
+	}
+	s.con, err = New(Config{Tokens: tokens, PageSize: 50}, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,21 +169,16 @@ func (s *stack) observe(tenant, server, hash string) {
 // waitStatus polls until tenant/server's variant has status st.
 func (s *stack) waitStatus(tenant, server, st string) {
 	s.t.Helper()
-	var last string
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	poll.Eventually(s.t, 10*time.Second, func() error {
 		v, err := s.svc.Server(context.Background(), tenant, server)
-		if err == nil && len(v.Variants) > 0 {
-			last = string(v.Variants[0].Status)
-			if last == st {
-				return
-			}
-		} else if err != nil {
-			last = err.Error()
+		if err != nil {
+			return err
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	s.t.Fatalf("%s/%s did not become %s in 10s; last seen: %s", tenant, server, st, last)
+		if len(v.Variants) == 0 || string(v.Variants[0].Status) != st {
+			return fmt.Errorf("%s/%s is %+v, want %s", tenant, server, v.Variants, st)
+		}
+		return nil
+	})
 }
 
 func tool(name, desc string, required []string, props map[string]any, ann map[string]any) map[string]any {
