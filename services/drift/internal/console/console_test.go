@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpdrift/mcpdrift/services/drift/internal/driftsvc"
+	"github.com/mcpdrift/mcpdrift/services/drift/internal/state"
 	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 )
 
@@ -421,4 +423,24 @@ func TestFleetFiltersAndPages(t *testing.T) {
 	if sum != fv.Total || fv.Page != fv.Pages {
 		t.Errorf("counts add up to %d of %d; page %d of %d", sum, fv.Total, fv.Page, fv.Pages)
 	}
+}
+
+// TestPendingReview: under the strict posture a server never approved is
+// pending; its review shows its whole live surface as added, markers and
+// all, and an approve makes it baseline v1.
+func TestPendingReview(t *testing.T) {
+	s := startStackPolicy(t, driftsvc.Config{Policy: state.Policy{Posture: state.Strict}}, nil)
+	h := s.manifest(rugPullTools()...)
+	s.observe("acme", "fresh", h)
+	s.waitStatus("acme", "fresh", "pending")
+	c := s.client()
+	c.login(writeSecret)
+	a := c.get("/servers/acme/fresh")
+	must(t, a, http.StatusOK)
+	contains(t, a.body, "nothing approved yet", "Added (3)", `data-name="read_note"`, "marker_secret_path",
+		`class="frag ins marker mk-secret_path"`, `name="hash" value="`+h+`"`)
+	lacks(t, a.body, "nothing to compare")
+	a = c.do(http.MethodPost, "/servers/acme/fresh/approve", url.Values{"csrf": {c.csrf("/servers/acme/fresh")}, "hash": {h}, "variant": {"v0"}}, nil)
+	must(t, a, http.StatusSeeOther)
+	s.waitStatus("acme", "fresh", "verified")
 }

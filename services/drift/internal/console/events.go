@@ -266,7 +266,9 @@ func recent(ctx context.Context, js jetstream.JetStream, stream string, n int, f
 	}
 	info := s.CachedInfo()
 	var out []Activity
-	for seq := info.State.LastSeq; seq >= 1 && seq >= info.State.FirstSeq && len(out) < n; seq-- {
+	// At most 4n messages are read: the admin stream also holds dead
+	// letters, which are skipped.
+	for seq, read := info.State.LastSeq, 0; seq >= 1 && seq >= info.State.FirstSeq && len(out) < n && read < 4*n; seq, read = seq-1, read+1 {
 		m, err := s.GetMsg(ctx, seq)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue

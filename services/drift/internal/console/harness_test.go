@@ -56,8 +56,14 @@ func startStack(t *testing.T) *stack {
 // startStackWith starts the stack with edit applied to the console's Deps.
 func startStackWith(t *testing.T, edit func(*Deps)) *stack {
 	t.Helper()
+	return startStackPolicy(t, driftsvc.Config{}, edit)
+}
+
+// startStackPolicy starts the stack with the drift service configured by cfg.
+func startStackPolicy(t *testing.T, cfg driftsvc.Config, edit func(*Deps)) *stack {
+	t.Helper()
 	b := natstest.StartBus(t)
-	svc, err := driftsvc.New(driftsvc.Config{}, driftsvc.Deps{JS: b.JS, Handles: b.Handles, Log: zerolog.Nop()})
+	svc, err := driftsvc.New(cfg, driftsvc.Deps{JS: b.JS, Handles: b.Handles, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}

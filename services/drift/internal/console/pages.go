@@ -244,13 +244,13 @@ func (c *Console) fleetView(views []status.View, q url.Values) *fleetView {
 	fv.Page = max(fv.Page, 1)
 	counts := map[string]int{}
 	var tenants []string
+	seen := map[string]bool{}
 	var rows []FleetRow
 	for i := range views {
 		v := &views[i]
-		if n := len(tenants); n == 0 || tenants[n-1] != v.Tenant {
-			if !slices.Contains(tenants, v.Tenant) {
-				tenants = append(tenants, v.Tenant)
-			}
+		if !seen[v.Tenant] {
+			seen[v.Tenant] = true
+			tenants = append(tenants, v.Tenant)
 		}
 		if fv.Tenant != "" && v.Tenant != fv.Tenant {
 			continue
@@ -426,9 +426,12 @@ func (c *Console) reviewView(ctx context.Context, tenant, server, variant string
 	rv.Approvable = rec.LiveHash != "" && rec.LiveError == "" &&
 		(rec.LiveHash != rec.BaselineHash || rec.Status != status.Verified || rv.Held)
 	base := rv.Selected.CompareHash
-	if base != "" && rec.LiveHash != "" && rec.LiveError == "" && rec.LiveHash != base {
+	if rec.LiveHash != "" && rec.LiveError == "" && rec.LiveHash != base {
 		label := "approved baseline v" + strconv.FormatInt(rec.BaselineVersion, 10)
-		if rec.BaselineHash == "" {
+		switch {
+		case base == "": // pending under the strict posture: nothing approved to compare with
+			label = "nothing approved yet"
+		case rec.BaselineHash == "":
 			label = "approved for variant " + rec.ReferenceVariant
 		}
 		rv.Diff, err = c.diffView(ctx, base, rec.LiveHash, label, "live")
@@ -439,11 +442,24 @@ func (c *Console) reviewView(ctx context.Context, tenant, server, variant string
 	return rv, nil
 }
 
+// emptySurface is what a variant that was never approved is compared
+// with: its whole live surface shows as added.
+var emptySurface = func() *surface.Surface {
+	sf, err := surface.Parse([]byte(`{"tools":[]}`), surface.Options{})
+	if err != nil {
+		panic(err)
+	}
+	return sf
+}()
+
 // diffView diffs two stored manifests and draws every item of the diff.
 func (c *Console) diffView(ctx context.Context, oldHash, newHash, oldLabel, newLabel string) (*DiffView, error) {
-	old, err := c.d.Manifest(ctx, oldHash)
-	if err != nil {
-		return nil, err
+	old := emptySurface
+	if oldHash != "" {
+		var err error
+		if old, err = c.d.Manifest(ctx, oldHash); err != nil {
+			return nil, err
+		}
 	}
 	cur, err := c.d.Manifest(ctx, newHash)
 	if err != nil {
