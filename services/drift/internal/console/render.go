@@ -94,18 +94,18 @@ func shownAsCode(r rune) bool {
 func runs(s string) []Run {
 	var out []Run
 	start := 0
-	for i, r := range s {
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
 		if !shownAsCode(r) {
+			i += size
 			continue
 		}
 		if i > start {
 			out = append(out, Run{Text: s[start:i]})
 		}
 		out = append(out, Run{Text: fmt.Sprintf("U+%04X", r), Invisible: true, Name: invisibleName(r)})
-		start = i + utf8.RuneLen(r)
-		if r == utf8.RuneError {
-			start = i + 1
-		}
+		i += size
+		start = i
 	}
 	if start < len(s) {
 		out = append(out, Run{Text: s[start:]})

@@ -64,12 +64,12 @@ async function control(what) {
     watch(page);
     await login(page, env("WRITE_TOKEN"));
     check(await page.textContent("h1") === "Fleet", "the writer lands on the fleet page");
-    await page.waitForSelector("body[data-live-ready='1']", { timeout: 10000 });
+    await page.waitForSelector("body[data-live-ready='1']", { timeout: 30000 });
     check(true, "the fleet page listens to the verdict stream");
     check(await page.isVisible("tr[data-tenant='acme'][data-server='notes'][data-status='verified']"), "acme/notes is verified");
     await page.evaluate(() => { window.__sameDocument = true; });
     await control("rugpull");
-    await page.waitForSelector("tr[data-tenant='acme'][data-server='notes'][data-status='changed']", { timeout: 10000 });
+    await page.waitForSelector("tr[data-tenant='acme'][data-server='notes'][data-status='changed']", { timeout: 30000 });
     check(await page.evaluate(() => window.__sameDocument === true), "the rug pull appeared on the fleet page live, without a reload");
     const changedCount = await page.textContent(".count.st-changed b");
     check(changedCount.trim() === "2", "the counts at the top follow (2 changed)");
