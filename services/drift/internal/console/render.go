@@ -375,8 +375,8 @@ func isNode(v any) (string, bool) {
 	return "", false
 }
 
-// jsonText is a value as its JSON text would read, strings quoted only
-// when they are not the whole value of a member.
+// one is a cell of one side only: a node, or a value drawn whole as op
+// ("" unchanged, "ins", "del") with the markers found at path.
 func (t *tree) one(v any, op, path string, markers []surface.Change) *Cell {
 	if n, ok := isNode(v); ok {
 		return &Cell{Node: n}
