@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
+	"github.com/mcpdrift/mcpdrift/services/internal/auditq"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/chtest"
 	"github.com/mcpdrift/mcpdrift/services/internal/cmdtest"
@@ -31,9 +32,9 @@ func TestAuditQueriesMatchTheDocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range auditQueries {
-		if !strings.Contains(string(doc), "```sql\n"+q.sql+"\n```") {
-			t.Errorf("docs/analytics.md lacks the SQL of %q verbatim:\n%s", q.name, q.sql)
+	for _, q := range auditq.Queries {
+		if !strings.Contains(string(doc), "```sql\n"+q.SQL+"\n```") {
+			t.Errorf("docs/analytics.md lacks the SQL of %q verbatim:\n%s", q.Name, q.SQL)
 		}
 	}
 }
