@@ -34,6 +34,11 @@ FROM mcpdrift.verdicts
 WHERE reason_code = 'drift' AND at_ms >= SINCE_MS
 GROUP BY tenant, server
 ORDER BY drifts DESC, tenant, server`},
+	{"drifts-per-day", "drifts per day (UTC)", `SELECT toString(toDate(toDateTime(intDiv(at_ms, 1000), 'UTC'))) AS day, uniqExact(event_id) AS drifts
+FROM mcpdrift.verdicts
+WHERE reason_code = 'drift' AND at_ms >= SINCE_MS
+GROUP BY day
+ORDER BY day`},
 	{"approval-time", "time from drift to approval, per approval", `SELECT tenant, server, variant, approver, max(onset_ms) AS drift_ms, approved_ms,
        intDiv(approved_ms - drift_ms, 1000) AS seconds
 FROM (

@@ -67,6 +67,7 @@ func TestActivityAuditTables(t *testing.T) {
 			`data-query="drifts"`, `<span class="frag">notes</span>`, `<meter min="0" max="1" value="1"></meter>`,
 			`data-query="approvals"`, `<span class="frag">alice</span>`,
 			`data-query="approval-time"`,
+			`data-query="drifts-per-day"`, `<span class="frag">` + time.Now().UTC().Format("2006-01-02") + `</span>`,
 		} {
 			if !strings.Contains(page, want) {
 				return fmt.Errorf("the activity page lacks %q yet (audit log: %s)", want, logs.String())
