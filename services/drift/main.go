@@ -164,7 +164,7 @@ func serveDrift(ctx context.Context, cfg Config, log zerolog.Logger, o *ops.Serv
 		Metrics: admin.NewMetrics(o.Registry()),
 	})
 	// The review console shares the address: the API under /v1, pages at /.
-	cd := console.Deps{Backend: svc, Fleet: svc.Fleet, API: api, Manifest: svc.Manifest, Follow: follow, JS: js, Log: log}
+	cd := console.Deps{Backend: svc, API: api, Manifest: svc.Manifest, Follow: follow, JS: js, Log: log}
 	if ch := cfg.ClickHouse; ch.Addr != "" {
 		conn, err := auditq.Open(ch.Addr, ch.User, ch.Password)
 		if err != nil {

@@ -40,7 +40,6 @@ import (
 
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/admin"
 	"github.com/mcpdrift/mcpdrift/services/internal/auditq"
-	"github.com/mcpdrift/mcpdrift/services/internal/status"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
 
@@ -75,9 +74,6 @@ type Config struct {
 type Deps struct {
 	// Backend is what the pages read (*driftsvc.Service).
 	Backend admin.Backend
-	// Fleet reads every server for the fleet page, as Backend.List does
-	// but faster (driftsvc.Service.Fleet); nil: Backend.List.
-	Fleet func(ctx context.Context) ([]status.View, error)
 	// API is the admin API's handler: every write is a request to it, with
 	// the caller's token, so that it is checked and audited as the API's own.
 	API http.Handler
@@ -137,9 +133,6 @@ func New(cfg Config, d Deps) (*Console, error) {
 	}
 	if d.Now == nil {
 		d.Now = time.Now
-	}
-	if d.Fleet == nil {
-		d.Fleet = d.Backend.List
 	}
 	pages, err := parseTemplates()
 	if err != nil {

@@ -100,7 +100,7 @@ func startStackPolicy(t *testing.T, cfg driftsvc.Config, edit func(*Deps)) *stac
 		},
 		Follow: follow, Code: driftsvc.Code, Log: zerolog.Nop(),
 	})
-	deps := Deps{Backend: svc, Fleet: svc.Fleet, API: api, Manifest: svc.Manifest, Follow: follow, JS: b.JS, Log: zerolog.Nop()}
+	deps := Deps{Backend: svc, API: api, Manifest: svc.Manifest, Follow: follow, JS: b.JS, Log: zerolog.Nop()}
 	if edit != nil {
 		edit(&deps)
 	}

@@ -229,7 +229,7 @@ func fleetURL(tenant, st string, page int) string {
 }
 
 func (c *Console) fleet(w http.ResponseWriter, r *http.Request, u *who) {
-	views, err := c.d.Fleet(r.Context())
+	views, err := c.d.Backend.List(r.Context())
 	if err != nil {
 		c.failErr(w, r, u, err)
 		return

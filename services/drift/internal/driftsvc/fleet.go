@@ -12,12 +12,12 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/status"
 )
 
-// Fleet returns what List returns, every server with its variants ordered
-// by tenant and server, read in one pass over the status bucket (a watch
-// that delivers each key's latest value and stops) rather than a request
-// per key: the review console's fleet page, which at 10,000 servers List
-// takes most of a second to read.
-func (s *Service) Fleet(ctx context.Context) ([]state.View, error) {
+// List returns every server with its variants, ordered by tenant and
+// server (variants by name), read in one pass over the status bucket (a
+// watch that delivers each key's latest value and stops) rather than a
+// request per key: at 10,000 servers a request per key took most of a
+// second (the review console's fleet page, the admin API's status).
+func (s *Service) List(ctx context.Context) ([]state.View, error) {
 	w, err := s.h.Status.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, fmt.Errorf("watching the status bucket: %w", err)
