@@ -41,8 +41,9 @@ var (
 // watch of the server's keys in the status bucket: the server record
 // (<tenant>.<server>), whose hold quarantines every listing variant,
 // present and future, and the record of each listing variant.
-// Create it with NewGate and run it with Run; View may be called before Run
-// starts and after it returns (it then answers from what it last knew).
+// Create it with NewGate, give it its status copy with UseCopies, and run
+// it with Run; View may be called before Run starts and after it returns
+// (it then answers from what it last knew).
 type Gate struct {
 	js             jetstream.JetStream
 	tenant, server string
@@ -143,8 +144,11 @@ func NewGate(ctx context.Context, js jetstream.JetStream, tenant, server string,
 // while one can arrive soon: while the gate is still loading the records
 // that exist (its first watch has not delivered them yet), and, when
 // awaiting is set, while the verdict on a surface the proxy published is
-// due. With NATS down nothing can arrive and it answers at once. ok false
-// means nothing is known and the proxy fails closed.
+// due. With NATS down nothing can arrive and it answers at once: from
+// what it knows, or, when no watch has loaded since the proxy started, from
+// its status copy (UseCopies), which serves only verified variants and
+// never under the alert posture. ok false means nothing is known and the
+// proxy fails closed.
 //
 // A record is served by the serve rule (status.Record.Serve), and only with
 // its baseline's item hashes, which the record carries (the drift service
