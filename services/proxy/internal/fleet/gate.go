@@ -91,14 +91,6 @@ type Gate struct {
 	copyWriteErrors atomic.Uint64
 }
 
-// copied is what the gate answers from its status copy: the server's hold,
-// and each variant's record narrowed (fromCopy).
-type copied struct {
-	held    bool
-	records map[string]record
-	liveAt  time.Time
-}
-
 // record is what the gate keeps of one status record (status.Record).
 type record struct {
 	status       string
@@ -212,7 +204,7 @@ func (g *Gate) record(b *bounded, variant string, awaiting bool) (record, bool) 
 		}
 		connected := g.connected()
 		if cp != nil && !connected {
-			return cp.record(variant)
+			return g.fromCopyRecord(cp, variant)
 		}
 		if variant == "" || !connected || (loaded && !awaiting) {
 			return record{}, false

@@ -74,7 +74,8 @@ func (g *Gate) UseCopies(c *StatusCopies) {
 // closed; what it does not hold is unknown. A server record that cannot
 // be read holds the server.
 func (g *Gate) fromCopy(doc *copyDoc) *copied {
-	cp := &copied{records: make(map[string]record, len(doc.Variants)), liveAt: time.UnixMilli(doc.LiveAtMs)}
+	live := time.UnixMilli(doc.LiveAtMs)
+	cp := &copied{records: make(map[string]record, len(doc.Variants)), liveAt: live, expires: live.Add(g.copies.cfg.MaxAge)}
 	if doc.Hold != nil {
 		srv, err := status.DecodeServer(doc.Hold.Value)
 		cp.held = err != nil || srv.Held
@@ -92,8 +93,30 @@ func (g *Gate) fromCopy(doc *copyDoc) *copied {
 	return cp
 }
 
-// record answers a View from the copy: a held server holds every variant.
-func (cp *copied) record(variant string) (record, bool) {
+// copied is what the gate answers from its status copy: the server's hold,
+// and each variant's record narrowed (fromCopy).
+type copied struct {
+	held    bool
+	records map[string]record
+	liveAt  time.Time
+	expires time.Time // liveAt + MaxAge: too old from then on
+}
+
+// fromCopyRecord answers a View from the copy: a held server holds every
+// variant. A copy that grew older than MaxAge while it answered is dropped:
+// the gate then fails closed until a watch loads.
+func (g *Gate) fromCopyRecord(cp *copied, variant string) (record, bool) {
+	if !g.now().Before(cp.expires) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.copy == cp {
+			g.copy = nil
+			g.copyIgnored[slices.Index(CopyReasons, CopyExpired)].Add(1)
+			g.log.Warn().Time("live_at", cp.liveAt).Dur("max_age", g.copies.cfg.MaxAge).
+				Msg("status copy expired while nats is unreachable, failing closed")
+		}
+		return record{}, false
+	}
 	if cp.held {
 		return record{status: string(status.Quarantined)}, true
 	}
@@ -105,7 +128,7 @@ func (cp *copied) record(variant string) (record, bool) {
 // gate has one (no watch has loaded), NATS is unreachable, and no watch
 // delivered anything of the server since.
 func (g *Gate) copyInUseLocked() bool {
-	return g.copy != nil && !g.held && len(g.records) == 0 && !g.connected()
+	return g.copy != nil && !g.held && len(g.records) == 0 && !g.connected() && g.now().Before(g.copy.expires)
 }
 
 // notifyCopyLocked tells the copy writer that something changed.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -361,6 +362,26 @@ func TestGateCopyRefused(t *testing.T) {
 		writeCopy(t, c, tenant, server, nil, verified, time.Now())
 		checkView(t, gateWithCopy(t, offlineJS(t), server, c), "default", want{true, "verified", true}, nil)
 	})
+}
+
+// TestGateCopyExpiresInUse: a copy that grows older than the maximum age
+// while NATS stays away stops answering.
+func TestGateCopyExpiresInUse(t *testing.T) {
+	_, sf := fixture(t, "memory/2025.9.25.json")
+	var ahead atomic.Int64
+	c := openCopies(t, t.TempDir(), func(cfg *CopyConfig) {
+		cfg.Now = func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
+	})
+	writeCopy(t, c, tenant, "fs", nil, map[string][]byte{"default": recordJSON("verified", "block", sf)}, time.Now())
+	g := gateWithCopy(t, offlineJS(t), "fs", c)
+	checkView(t, g, "default", want{true, "verified", true}, nil)
+	ahead.Store(int64(time.Hour))
+	checkView(t, g, "default", want{false, "", false}, nil)
+	if st := g.CopyStats(); st.InUse || st.Ignored[CopyExpired] != 1 {
+		t.Errorf("after the copy expired: %+v", st)
+	}
+	ahead.Store(0) // a clock set back does not bring it back
+	checkView(t, g, "default", want{false, "", false}, nil)
 }
 
 // TestGateCopyNotWhileConnected: with NATS up, the copy never answers,

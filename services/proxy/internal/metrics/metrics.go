@@ -195,7 +195,7 @@ var (
 	descCopyInUse = prometheus.NewDesc("mcpdrift_proxy_status_copy_in_use",
 		"Servers whose gate answers from its on-disk status copy: started while NATS is unreachable, no status watch loaded yet.", nil, nil)
 	descCopyIgnored = prometheus.NewDesc("mcpdrift_proxy_status_copies_ignored_total",
-		"Status copies read at start and not used, by reason: corrupt (does not parse, or its HMAC does not match), foreign (another tenant's, server's or proxy's), expired (last live longer ago than --status-cache-max-age).", []string{"reason"}, nil)
+		"Status copies read at start and not used (or dropped while in use, expired), by reason: corrupt (does not parse, or its HMAC does not match), foreign (another tenant's, server's or proxy's), expired (last live longer ago than --status-cache-max-age).", []string{"reason"}, nil)
 	descCopyWriteErrors = prometheus.NewDesc("mcpdrift_proxy_status_copy_write_errors_total",
 		"Writes of a status copy that failed.", nil, nil)
 	descEvents = prometheus.NewDesc("mcpdrift_proxy_events_total",
