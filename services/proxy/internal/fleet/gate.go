@@ -82,11 +82,12 @@ type Gate struct {
 	liveAt time.Time
 	gen    uint64        // changes so far, for the copy writer
 	dirty  chan struct{} // a change to write to the copy (capacity 1)
-	// Written by the copy writer only (under copyMu).
-	copyMu          sync.Mutex
-	writtenGen      uint64
-	writtenLive     time.Time
-	writeFailing    bool
+	// The copy writer's, under copyMu: what it wrote last.
+	copyMu       sync.Mutex
+	writtenGen   uint64
+	writtenLive  time.Time
+	writeFailing bool
+	// Counters of CopyStats.
 	copyIgnored     [3]atomic.Uint64 // by CopyReasons
 	copyWriteErrors atomic.Uint64
 }

@@ -100,6 +100,7 @@ func OpenStatusCopies(cfg CopyConfig) (*StatusCopies, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("making the status copy directory: %w", err)
 	}
+	removeStaleTemps(cfg.Dir, cfg.Now())
 	key := cfg.Key
 	if key == nil {
 		var err error
@@ -111,6 +112,28 @@ func OpenStatusCopies(cfg CopyConfig) (*StatusCopies, error) {
 		return nil, fmt.Errorf("status copies: the key has %d bytes, want at least %d", len(key), minCopyKeyBytes)
 	}
 	return &StatusCopies{cfg: cfg, key: bytes.Clone(key)}, nil
+}
+
+// staleTemp is the age from which a temporary file in the copies'
+// directory is a crashed writer's, not a running proxy's.
+const staleTemp = 10 * time.Minute
+
+// removeStaleTemps removes the temporary files that writers which crashed
+// left in dir; a running proxy's, younger, are left alone.
+func removeStaleTemps(dir string, now time.Time) {
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, de := range des {
+		name := de.Name()
+		if !strings.HasPrefix(name, ".") || (!strings.HasSuffix(name, tmpSuffix) && !strings.HasPrefix(name, ".key-")) {
+			continue
+		}
+		if fi, err := de.Info(); err == nil && now.Sub(fi.ModTime()) > staleTemp {
+			_ = os.Remove(filepath.Join(dir, name))
+		}
+	}
 }
 
 // ReadCopyKey reads a status copy key file: its content, surrounding white

@@ -469,6 +469,23 @@ func TestStatusCopyKey(t *testing.T) {
 	if _, err := OpenStatusCopies(CopyConfig{Dir: dir, Proxy: copyProxy, MaxAge: time.Hour, Key: []byte("short")}); err == nil {
 		t.Error("a 5-byte key was taken")
 	}
+	// A crashed writer's temporary file goes; a running one's stays.
+	stale, fresh := filepath.Join(dir, ".acme.fs-1.tmp"), filepath.Join(dir, ".acme.fs-2.tmp")
+	for _, f := range []string{stale, fresh} {
+		if err := os.WriteFile(f, []byte("half"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chtimes(stale, time.Now().Add(-time.Hour), time.Now().Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	openCopies(t, dir, nil)
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a stale temporary file is still there: %v", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("a fresh temporary file was removed: %v", err)
+	}
 	keyFile := filepath.Join(t.TempDir(), "key")
 	if err := os.WriteFile(keyFile, []byte("  0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
 		t.Fatal(err)
