@@ -189,6 +189,8 @@ func TestOpsHTTP(t *testing.T) {
 	fams.Require(t, 0, "mcpdrift_proxy_withheld_items_total", "kind", "prompt")
 	fams.Require(t, 1, "mcpdrift_proxy_gate_connected")
 	fams.Require(t, 0, "mcpdrift_proxy_outbox_events")
+	fams.Require(t, 0, "mcpdrift_proxy_status_copy_in_use")
+	fams.Require(t, 0, "mcpdrift_proxy_status_copies_ignored_total", "reason", "corrupt")
 	fams.Require(t, 0, "mcpdrift_proxy_outbox_bytes")
 	fams.Require(t, 0, "mcpdrift_proxy_events_total", "result", "dropped")
 	fams.Require(t, 0, "mcpdrift_proxy_events_total", "result", "spooled")

@@ -42,6 +42,7 @@ var (
 type Gate interface {
 	Watching() bool
 	Serving() bool
+	CopyStats() fleet.CopyStats
 }
 
 // Publisher is what the metrics read of a server's publisher
@@ -191,20 +192,36 @@ var (
 		"Bytes of the events waiting in the on-disk outbox.", nil, nil)
 	descQueued = prometheus.NewDesc("mcpdrift_proxy_events_queued",
 		"Events in the in-memory queue, not published yet.", nil, nil)
+	descCopyInUse = prometheus.NewDesc("mcpdrift_proxy_status_copy_in_use",
+		"Servers whose gate answers from its on-disk status copy: started while NATS is unreachable, no status watch loaded yet.", nil, nil)
+	descCopyIgnored = prometheus.NewDesc("mcpdrift_proxy_status_copies_ignored_total",
+		"Status copies read at start and not used (or dropped while in use, expired), by reason: corrupt (does not parse, or its HMAC does not match), foreign (another tenant's, server's or proxy's), expired (last live longer ago than --status-cache-max-age).", []string{"reason"}, nil)
+	descCopyWriteErrors = prometheus.NewDesc("mcpdrift_proxy_status_copy_write_errors_total",
+		"Writes of a status copy that failed.", nil, nil)
 	descEvents = prometheus.NewDesc("mcpdrift_proxy_events_total",
 		"Observation events, by result: published (acknowledged by JetStream, directly or from the outbox), spooled (written to the outbox), dropped (lost to the outbox bounds or an unusable outbox), rejected (refused by JetStream for good).", []string{"result"}, nil)
 )
 
 func (s *state) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descServersWithheld, descGateConnected, descOutboxEvents, descOutboxBytes, descQueued, descEvents} {
+	for _, d := range []*prometheus.Desc{descServersWithheld, descGateConnected, descOutboxEvents, descOutboxBytes, descQueued, descEvents, descCopyInUse, descCopyIgnored, descCopyWriteErrors} {
 		ch <- d
 	}
 }
 
 func (s *state) Collect(ch chan<- prometheus.Metric) {
-	withheld, connected := 0, 1
+	withheld, connected, inUse := 0, 1, 0
 	var st fleet.Stats
+	ignored := map[string]uint64{}
+	var writeErrors uint64
 	for _, u := range s.ups {
+		cs := u.Gate.CopyStats()
+		if cs.InUse {
+			inUse++
+		}
+		for r, n := range cs.Ignored {
+			ignored[r] += n
+		}
+		writeErrors += cs.WriteErrors
 		if !u.Gate.Serving() {
 			withheld++
 		}
@@ -225,6 +242,11 @@ func (s *state) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descOutboxEvents, prometheus.GaugeValue, float64(st.OutboxDepth))
 	ch <- prometheus.MustNewConstMetric(descOutboxBytes, prometheus.GaugeValue, float64(st.OutboxBytes))
 	ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(st.Queued))
+	ch <- prometheus.MustNewConstMetric(descCopyInUse, prometheus.GaugeValue, float64(inUse))
+	for _, r := range fleet.CopyReasons {
+		ch <- prometheus.MustNewConstMetric(descCopyIgnored, prometheus.CounterValue, float64(ignored[r]), r)
+	}
+	ch <- prometheus.MustNewConstMetric(descCopyWriteErrors, prometheus.CounterValue, float64(writeErrors))
 	for _, e := range []struct {
 		result string
 		n      uint64
