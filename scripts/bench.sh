@@ -107,3 +107,15 @@ echo
 echo "== drift service throughput, as a ratio of a raw JetStream consume of the same messages (goal >= 0.5)"
 go test ./drift/internal/driftsvc/ -run '^$' -bench BenchmarkThroughput -benchtime 1x -count "$count" | grep '^Benchmark' |
   awk '{ for (i=3;i<=NF;i++) { if ($(i+1)=="ratio") r=$i; if ($(i+1)=="svc-msgs/s") m=$i }; printf "  %s: %.0f msgs/s, ratio %s\n", $1, m, r }'
+
+echo
+echo "== the review console's fleet page at 10,000 servers vs 100, same run (goal < 1 s a page; the page draws 200 servers)"
+go test ./drift/internal/console/ -run '^$' -bench BenchmarkFleetPage -count 3 | grep '^Benchmark' |
+  awk '{ name=$1; sub(/-[0-9]+$/, "", name); v[name]=v[name] " " $3 }
+  function median(s,   a, n, i, j, t) {
+    n=split(s, a, " ")
+    for (i=1;i<=n;i++) for (j=i+1;j<=n;j++) if (a[j]+0<a[i]+0) { t=a[i]; a[i]=a[j]; a[j]=t }
+    return (n%2) ? a[(n+1)/2] : (a[n/2]+a[n/2+1])/2
+  }
+  END { s=median(v["BenchmarkFleetPage/servers=100"]); l=median(v["BenchmarkFleetPage/servers=10000"])
+        printf "  10,000 servers: %.1f ms a page; %.1fx the page at 100 servers\n", l/1e6, l/s }'

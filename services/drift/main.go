@@ -1,5 +1,6 @@
 // Command drift runs the mcpdrift drift service: the one writer of schema
-// status, and the admin API.
+// status, the admin API (under /v1) and the review console (at /, on the
+// same address).
 package main
 
 import (
@@ -18,8 +19,10 @@ import (
 
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/admin"
+	"github.com/mcpdrift/mcpdrift/services/drift/internal/console"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/driftsvc"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/state"
+	"github.com/mcpdrift/mcpdrift/services/internal/auditq"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/ops"
 	"github.com/mcpdrift/mcpdrift/services/internal/options"
@@ -37,8 +40,11 @@ type Config struct {
 	HTTPAddr        string
 	Tokens          []admin.Token
 	Drift           driftsvc.Config
-	Ready           func(addr net.Addr) // tests learn the admin address
-	LogOutput       io.Writer
+	// ClickHouse, when Addr is set, is where the review console reads the
+	// audit queries (package auditq); the password is MCPDRIFT_CLICKHOUSE_PASSWORD.
+	ClickHouse struct{ Addr, User, Password, Database string }
+	Ready      func(addr net.Addr) // tests learn the admin address
+	LogOutput  io.Writer
 }
 
 const header = `drift: the mcpdrift drift service (schema status and admin API)
@@ -55,6 +61,7 @@ checked, admin API listening, not stopping) and Prometheus /metrics.
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
 	cfg := Config{HTTPAddr: "127.0.0.1:8470"}
+	cfg.ClickHouse.User, cfg.ClickHouse.Database = "default", "mcpdrift"
 	p := &cfg.Drift.Policy
 	p.Posture, p.OnDrift = state.Discovery, state.Block
 	var tokens, tokensFile string
@@ -65,6 +72,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		options.Opt("posture", "MCPDRIFT_POSTURE", "MODE", "first sight of a server: discovery (trust on first use) or strict", options.String(&p.Posture)),
 		options.Opt("on-drift", "MCPDRIFT_ON_DRIFT", "MODE", "on drift: block (withhold tools) or alert (serve and alert)", options.String(&p.OnDrift)),
 		options.Opt("guard", "MCPDRIFT_GUARD", "", "auto-accept provably benign changes as new baselines", options.Bool(&p.Guard)),
+		options.Opt("clickhouse", "MCPDRIFT_CLICKHOUSE_ADDR", "HOST:PORT", "ClickHouse of the audit tables, for the review console's activity page (password in MCPDRIFT_CLICKHOUSE_PASSWORD); none: the page shows the streams only", options.String(&cfg.ClickHouse.Addr)),
+		options.Opt("clickhouse-user", "MCPDRIFT_CLICKHOUSE_USER", "USER", "ClickHouse user", options.String(&cfg.ClickHouse.User)),
+		options.Opt("audit-database", "MCPDRIFT_AUDIT_DATABASE", "NAME", "database of the audit tables", options.String(&cfg.ClickHouse.Database)),
 	)
 	if _, err := options.Parse(options.Command{Name: "drift", Header: header, Options: opts}, args, getenv, stderr); err != nil {
 		return Config{}, err
@@ -85,6 +95,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		errs = append(errs, errors.New("no admin tokens: set --tokens, --tokens-file or MCPDRIFT_ADMIN_TOKENS (the API refuses anonymous requests)"))
 	}
 	errs = append(errs, cfg.Drift.Validate())
+	if cfg.ClickHouse.Addr != "" {
+		errs = append(errs, auditq.ValidDatabase(cfg.ClickHouse.Database))
+	}
+	cfg.ClickHouse.Password = getenv("MCPDRIFT_CLICKHOUSE_PASSWORD")
 	return cfg, options.Invalid(errors.Join(errs...))
 }
 
@@ -123,6 +137,17 @@ func serveDrift(ctx context.Context, cfg Config, log zerolog.Logger, o *ops.Serv
 	if err != nil {
 		return err
 	}
+	follow := func(fn func([]byte)) (func(), error) {
+		sub, err := nc.Subscribe(bus.Prefix+".drift.>", func(m *nats.Msg) { fn(m.Data) })
+		if err != nil {
+			return nil, err
+		}
+		if err := nc.Flush(); err != nil { // the server has the subscription
+			_ = sub.Unsubscribe()
+			return nil, err
+		}
+		return func() { _ = sub.Unsubscribe() }, nil
+	}
 	api := admin.NewHandler(svc, cfg.Tokens, admin.Deps{
 		Audit: func(ctx context.Context, a *mcpdriftv1.AdminAction) error {
 			data, err := bus.MarshalJSON(a)
@@ -133,21 +158,31 @@ func serveDrift(ctx context.Context, cfg Config, log zerolog.Logger, o *ops.Serv
 			_, err = bus.Publish(ctx, js, subject, data, a.EventId)
 			return err
 		},
-		Follow: func(fn func([]byte)) (func(), error) {
-			sub, err := nc.Subscribe(bus.Prefix+".drift.>", func(m *nats.Msg) { fn(m.Data) })
-			if err != nil {
-				return nil, err
-			}
-			if err := nc.Flush(); err != nil { // the server has the subscription
-				_ = sub.Unsubscribe()
-				return nil, err
-			}
-			return func() { _ = sub.Unsubscribe() }, nil
-		},
+		Follow:  follow,
 		Code:    driftsvc.Code,
 		Log:     log,
 		Metrics: admin.NewMetrics(o.Registry()),
 	})
+	// The review console shares the address: the API under /v1, pages at /.
+	cd := console.Deps{Backend: svc, API: api, Manifest: svc.Manifest, Follow: follow, JS: js, Log: log}
+	if ch := cfg.ClickHouse; ch.Addr != "" {
+		conn, err := auditq.Open(ch.Addr, ch.User, ch.Password)
+		if err != nil {
+			return fmt.Errorf("clickhouse %s: %w", ch.Addr, err)
+		}
+		defer conn.Close()
+		cd.Audit = func(ctx context.Context, q auditq.Query, sinceMs int64) (*auditq.Result, error) {
+			return auditq.Run(ctx, conn, ch.Database, q, sinceMs)
+		}
+	}
+	con, err := console.New(console.Config{Tokens: cfg.Tokens}, cd)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", api)
+	mux.Handle("/healthz", api)
+	mux.Handle("/", con)
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.HTTPAddr, err)
@@ -161,7 +196,8 @@ func serveDrift(ctx context.Context, cfg Config, log zerolog.Logger, o *ops.Serv
 	}
 	o.AddConsumerLag(js, bus.StreamFingerprints, durable)
 	started()
-	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv.RegisterOnShutdown(con.Shutdown)
 	log.Info().Str("admin_addr", ln.Addr().String()).Str("nats", nc.ConnectedUrlRedacted()).
 		Str("posture", cfg.Drift.Policy.Posture).Str("on_drift", cfg.Drift.Policy.OnDrift).Bool("guard", cfg.Drift.Policy.Guard).
 		Msg("drift service started")

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
+	"github.com/mcpdrift/mcpdrift/services/internal/auditq"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/chtest"
 	"github.com/mcpdrift/mcpdrift/services/internal/cmdtest"
@@ -31,11 +32,30 @@ func TestAuditQueriesMatchTheDocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range auditQueries {
-		if !strings.Contains(string(doc), "```sql\n"+q.sql+"\n```") {
-			t.Errorf("docs/analytics.md lacks the SQL of %q verbatim:\n%s", q.name, q.sql)
+	for _, q := range auditq.Queries {
+		if !strings.Contains(string(doc), "```sql\n"+q.SQL+"\n```") {
+			t.Errorf("docs/analytics.md lacks the SQL of %q verbatim:\n%s", q.Name, q.SQL)
 		}
 	}
+}
+
+// driftsPerDay is what drifts-per-day answers for drifts at these times
+// (Unix ms), each a distinct event.
+func driftsPerDay(atMs ...int64) []string {
+	per := map[string]int{}
+	var days []string
+	for _, ms := range atMs {
+		day := time.UnixMilli(ms).UTC().Format("2006-01-02")
+		if per[day] == 0 {
+			days = append(days, day)
+		}
+		per[day]++
+	}
+	var out []string
+	for _, d := range days {
+		out = append(out, fmt.Sprintf(`{"day":%q,"drifts":%d}`, d, per[d]))
+	}
+	return out
 }
 
 // TestAuditCommands runs the real audit command against in-process NATS and
@@ -161,6 +181,7 @@ func TestAuditCommands(t *testing.T) {
 			`{"drifts":3,"last_drift_ms":` + ts(110) + `,"server":"fs","tenant":"acme"}`,
 			`{"drifts":1,"last_drift_ms":` + ts(5) + `,"server":"web","tenant":"beta"}`,
 		}},
+		{"drifts-per-day", nil, driftsPerDay(t0+5000, t0+10000, t0+100000, t0+110000)},
 		{"approval-time", nil, []string{
 			`{"approved_ms":` + ts(35) + `,"approver":"bob","drift_ms":` + ts(5) + `,"seconds":30,"server":"web","tenant":"beta","variant":"default"}`,
 			`{"approved_ms":` + ts(70) + `,"approver":"alice","drift_ms":` + ts(10) + `,"seconds":60,"server":"fs","tenant":"acme","variant":"default"}`,

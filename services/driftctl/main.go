@@ -34,7 +34,7 @@ Usage:
   driftctl approve --hash sha256:<hex> [--variant V] TENANT SERVER
   driftctl quarantine [--reason TEXT] [--preemptive] TENANT SERVER
   driftctl tail
-  driftctl audit drifts|approval-time|refused|approvals|closed [--since DURATION] [--json]
+  driftctl audit drifts|drifts-per-day|approval-time|refused|approvals|closed [--since DURATION] [--json]
   driftctl bus-setup [--nats-url URL] [--nats-creds FILE] [--replicas N] [--check]
 
 Commands on files:

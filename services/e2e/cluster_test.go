@@ -229,6 +229,44 @@ func TestNATSRolePermissions(t *testing.T) {
 	if _, err := dkv.Put(natsOpCtx(t, 10*time.Second), "acme.files.default", record); err != nil {
 		t.Fatalf("drift writes the status bucket: %v", err)
 	}
+	// Allowed for drift, the review console's reads: the whole status
+	// bucket in one watch (the fleet page), and single verdicts and admin
+	// actions (the activity page).
+	wa, err := dkv.WatchAll(natsOpCtx(t, 10*time.Second), jetstream.IgnoreDeletes())
+	if err != nil {
+		t.Fatalf("drift watches the status bucket: %v", err)
+	}
+	for seen := 0; ; seen++ {
+		select {
+		case e := <-wa.Updates():
+			if e != nil {
+				continue
+			}
+			if seen != 2 {
+				t.Fatalf("drift's watch of the status bucket: %d entries, want 2", seen)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("drift's watch of the status bucket: no end of the initial values within 10s")
+		}
+		break
+	}
+	_ = wa.Stop()
+	for _, sub := range []struct{ stream, subject string }{
+		{bus.StreamVerdicts, bus.VerdictSubject("default", "files")},
+		{bus.StreamAdmin, bus.AdminSubject("default", "files")},
+	} {
+		ack, err := drift.js.Publish(natsOpCtx(t, 10*time.Second), sub.subject, []byte("{}"))
+		if err != nil {
+			t.Fatalf("drift publishes on %s: %v", sub.subject, err)
+		}
+		st, err := drift.js.Stream(natsOpCtx(t, 10*time.Second), sub.stream)
+		if err != nil {
+			t.Fatalf("drift binds %s: %v", sub.stream, err)
+		}
+		if _, err := st.GetMsg(natsOpCtx(t, 10*time.Second), ack.Sequence); err != nil {
+			t.Fatalf("drift reads message %d of %s: %v", ack.Sequence, sub.stream, err)
+		}
+	}
 	fp := d.connect(t, "fingerprint")
 	fos, err := fp.js.ObjectStore(natsOpCtx(t, 10*time.Second), bus.BucketManifests)
 	if err != nil {

@@ -98,8 +98,9 @@ func stopOnCleanup(tb testing.TB, cmd *exec.Cmd, name string, scanned ...<-chan 
 
 // pipeline is NATS plus the fingerprint and drift commands.
 type pipeline struct {
-	nc *nats.Conn
-	js jetstream.JetStream
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	srv *natstest.Server // the NATS server, to stop it
 }
 
 func startPipeline(tb testing.TB) *pipeline {
@@ -109,7 +110,7 @@ func startPipeline(tb testing.TB) *pipeline {
 	env := []string{"MCPDRIFT_NATS_URL=" + srv.ClientURL(), "MCPDRIFT_LOG_LEVEL=info"}
 	runService(tb, "fingerprint", env...)
 	runService(tb, "drift", append(env, "MCPDRIFT_ADMIN_ADDR=127.0.0.1:0", "MCPDRIFT_ADMIN_TOKENS=bench:read:bench-token-0123456789")...)
-	return &pipeline{nc: nc, js: js}
+	return &pipeline{nc: nc, js: js, srv: srv}
 }
 
 func observation(tb testing.TB, tenant, server, id string, capture []byte) []byte {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,6 +35,9 @@ type agent struct {
 	in    io.WriteCloser
 	lines chan string
 	seq   int
+	// stop ends the input and waits for the proxy to end (at the latest
+	// when the test ends).
+	stop func()
 }
 
 // startProxy runs the proxy command on stdio in front of the mcptest server
@@ -71,7 +75,7 @@ func runAgent(t *testing.T, cmd *exec.Cmd, name string) *agent {
 		}
 		close(a.lines)
 	}()
-	t.Cleanup(func() {
+	a.stop = sync.OnceFunc(func() {
 		in.Close() // end of input ends the proxy and its server
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
@@ -85,6 +89,7 @@ func runAgent(t *testing.T, cmd *exec.Cmd, name string) *agent {
 		for range a.lines { // the reader ends when Wait closed its pipe
 		}
 	})
+	t.Cleanup(a.stop)
 	return a
 }
 

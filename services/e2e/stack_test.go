@@ -45,7 +45,7 @@ func TestStackRunAndDemo(t *testing.T) {
 	)
 
 	first := startStack(t, env, data)
-	for _, want := range []string{"MCP endpoint", "/notes/mcp", "Admin API", "driftctl tail", "ClickHouse: " + ch.Addr, "/metrics"} {
+	for _, want := range []string{"MCP endpoint", "/notes/mcp", "Review console", "Admin API", "driftctl tail", "ClickHouse: " + ch.Addr, "/metrics"} {
 		if !strings.Contains(first.banner(), want) {
 			t.Errorf("the banner lacks %q:\n%s", want, first.banner())
 		}

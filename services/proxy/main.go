@@ -55,11 +55,15 @@ type Config struct {
 	ServerID        string
 	ProxyID         string
 	OutboxDir       string
-	FirstSightWait  time.Duration
-	Arguments       string // what a call observation holds of the arguments: digest or full
-	Command         []string
-	Listen          string     // HTTP mode: the address to serve on
-	Upstreams       []upstream // HTTP mode: the servers fronted
+	// StatusCopyKey is the HMAC key of the status copies
+	// (--status-cache-key-file); nil: one generated in each copy directory.
+	StatusCopyKey    []byte
+	StatusCopyMaxAge time.Duration // 0: no status copy
+	FirstSightWait   time.Duration
+	Arguments        string // what a call observation holds of the arguments: digest or full
+	Command          []string
+	Listen           string     // HTTP mode: the address to serve on
+	Upstreams        []upstream // HTTP mode: the servers fronted
 }
 
 // upstream is one --upstream ID=URL (Streamable HTTP) or ID=sse:URL
@@ -125,15 +129,19 @@ func (c Config) sessionConfig(server string) session.Config {
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
 	host, _ := os.Hostname()
 	cfg := Config{Tenant: "default", ProxyID: strings.Trim(idClean.ReplaceAllString(host, "-"), "-"),
-		OutboxDir: filepath.Join(os.TempDir(), "mcpdrift-outbox"), FirstSightWait: 2 * time.Second, Arguments: argumentsDigest}
+		OutboxDir: filepath.Join(os.TempDir(), "mcpdrift-outbox"), FirstSightWait: 2 * time.Second, Arguments: argumentsDigest,
+		StatusCopyMaxAge: 24 * time.Hour}
 	if dir, err := os.UserCacheDir(); err == nil {
 		cfg.OutboxDir = filepath.Join(dir, "mcpdrift", "outbox")
 	}
+	var keyFile string
 	opts := append(cfg.Service.Options(""),
 		options.Opt("tenant", "MCPDRIFT_TENANT", "ID", "tenant id", options.String(&cfg.Tenant)),
 		options.Opt("server-id", "MCPDRIFT_SERVER_ID", "ID", "the upstream server's id, the same on every proxy that fronts it (required on stdio)", options.String(&cfg.ServerID)),
 		options.Opt("proxy-id", "MCPDRIFT_PROXY_ID", "ID", "this proxy node's id", options.String(&cfg.ProxyID)),
-		options.Opt("outbox-dir", "MCPDRIFT_OUTBOX_DIR", "DIR", "where events wait while NATS is unreachable", options.String(&cfg.OutboxDir)),
+		options.Opt("outbox-dir", "MCPDRIFT_OUTBOX_DIR", "DIR", "where events wait while NATS is unreachable, and the status copies (DIR/status)", options.String(&cfg.OutboxDir)),
+		options.Opt("status-cache-key-file", "MCPDRIFT_STATUS_CACHE_KEY_FILE", "FILE", "HMAC key (at least 16 bytes) of the on-disk status copies; without it a key is generated beside them, which guards against corruption and misplaced copies but not against whoever can write the outbox directory", options.String(&keyFile)),
+		options.Opt("status-cache-max-age", "MCPDRIFT_STATUS_CACHE_MAX_AGE", "DURATION", "a restart while NATS is unreachable serves what the status copy says is verified if its watch was live at most this long ago; 0: keep no copy", options.Duration(&cfg.StatusCopyMaxAge)),
 		options.Opt("first-sight-wait", "MCPDRIFT_FIRST_SIGHT_WAIT", "DURATION", "how long a decision waits for a verdict on a server never seen", options.Duration(&cfg.FirstSightWait)),
 		options.Opt("arguments", "MCPDRIFT_ARGUMENTS", "MODE", "what call observations hold of tool-call arguments: digest (a SHA-256 digest only) or full (the arguments too, as the client wrote them; they can hold secrets)", options.String(&cfg.Arguments)),
 		options.Opt("listen", "MCPDRIFT_LISTEN", "ADDR", "HTTP mode: serve on this address, e.g. 127.0.0.1:8080", options.String(&cfg.Listen)),
@@ -172,6 +180,14 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 			if err := bus.ValidID(id[0], id[1]); err != nil {
 				errs = append(errs, err)
 			}
+		}
+	}
+	if cfg.StatusCopyMaxAge < 0 {
+		errs = append(errs, errors.New("--status-cache-max-age must not be negative"))
+	}
+	if keyFile != "" {
+		if cfg.StatusCopyKey, err = fleet.ReadCopyKey(keyFile); err != nil {
+			errs = append(errs, fmt.Errorf("--status-cache-key-file: %w", err))
 		}
 	}
 	if cfg.FirstSightWait <= 0 {
@@ -272,14 +288,18 @@ func serveStdio(ctx context.Context, cfg Config, js jetstream.JetStream, base ze
 		return nil
 	})
 	scfg := cfg.sessionConfig(cfg.ServerID)
-	scfg.SerialServer = true // one reader of the server's stdout
 	scfg.Meter = newLoggedMeter(m, log)
-	sess := session.New(scfg, gate, m.Observer(pub), p.Pipes().ToClient, p.Pipes().ToServer)
+	h := stdio.Bind(session.New(scfg, gate, m.Observer(pub), p.Pipes().ToServer), p.Pipes())
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
-	code, serveErr := p.Serve(ctx, sess, stdin, sigs)
-	sess.Wait() // decisions made off the reader report what they saw before the flush
+	code, serveErr := p.Serve(ctx, h, stdin, sigs)
+	// Decisions made off the reader report what they saw before the flush;
+	// what the server's messages failed at (Serve returns the client's
+	// side) is logged.
+	if werr := h.Wait(); werr != nil {
+		log.Warn().Err(werr).Msg("delivering the server's messages")
+	}
 
 	// The server is gone: flush what is queued (to NATS or the outbox).
 	stopBG()
@@ -319,11 +339,20 @@ func startFleet(ctx, bg context.Context, wg *sync.WaitGroup, js jetstream.JetStr
 	if err != nil {
 		return nil, nil, err
 	}
+	log := base.With().Str("tenant", cfg.Tenant).Str("server", server).Logger()
+	if cfg.StatusCopyMaxAge > 0 {
+		copies, err := fleet.OpenStatusCopies(fleet.CopyConfig{Dir: filepath.Join(outbox, "status"), Proxy: cfg.ProxyID,
+			Key: cfg.StatusCopyKey, MaxAge: cfg.StatusCopyMaxAge})
+		if err != nil {
+			log.Warn().Err(err).Msg("no status copy: a restart while nats is unreachable will fail closed")
+		} else {
+			gate.UseCopies(copies)
+		}
+	}
 	pub, err := fleet.NewPublisher(fleet.Config{Tenant: cfg.Tenant, Server: server, Proxy: cfg.ProxyID, Dir: outbox}, fleet.Deps{JS: js, Log: base})
 	if err != nil {
 		return nil, nil, err
 	}
-	log := base.With().Str("tenant", cfg.Tenant).Str("server", server).Logger()
 	for _, part := range []func(context.Context) error{gate.Run, pub.Run} {
 		wg.Add(1)
 		go func() {

@@ -30,6 +30,8 @@ func TestConfig(t *testing.T) {
 		{"bad_arguments", []string{"--server-id", "fs", "--arguments", "some", "--", "true"}, nil, 2, "--arguments"},
 		{"bad_arguments_env", []string{"--server-id", "fs", "--", "true"}, map[string]string{"MCPDRIFT_ARGUMENTS": "all"}, 2, "want digest or full"},
 		{"bad_wait_env", []string{"--server-id", "fs", "--", "true"}, map[string]string{"MCPDRIFT_FIRST_SIGHT_WAIT": "soon"}, 2, "first-sight-wait"},
+		{"negative_copy_age", []string{"--server-id", "fs", "--status-cache-max-age", "-1h", "--", "true"}, nil, 2, "--status-cache-max-age must not be negative"},
+		{"missing_copy_key_env", []string{"--server-id", "fs", "--", "true"}, map[string]string{"MCPDRIFT_STATUS_CACHE_KEY_FILE": "/nonexistent/key"}, 2, "--status-cache-key-file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -19,17 +19,17 @@ type loggedMeter struct {
 	log zerolog.Logger
 
 	mu     sync.Mutex
-	last   map[string]time.Time
-	missed map[string]int
+	last   map[session.Code]time.Time
+	missed map[session.Code]int
 }
 
 const dropLogEvery = 10 * time.Second
 
 func newLoggedMeter(next session.Meter, log zerolog.Logger) *loggedMeter {
-	return &loggedMeter{Meter: next, log: log, last: map[string]time.Time{}, missed: map[string]int{}}
+	return &loggedMeter{Meter: next, log: log, last: map[session.Code]time.Time{}, missed: map[session.Code]int{}}
 }
 
-func (m *loggedMeter) Dropped(code string) {
+func (m *loggedMeter) Dropped(code session.Code) {
 	m.Meter.Dropped(code)
 	m.mu.Lock()
 	now := time.Now()
@@ -41,5 +41,5 @@ func (m *loggedMeter) Dropped(code string) {
 	since := m.missed[code]
 	m.last[code], m.missed[code] = now, 0
 	m.mu.Unlock()
-	m.log.Warn().Str("code", code).Int("dropped_since_last_log", since).Msg("upstream message dropped: the proxy could not judge it")
+	m.log.Warn().Str("code", string(code)).Int("dropped_since_last_log", since).Msg("upstream message dropped: the proxy could not judge it")
 }

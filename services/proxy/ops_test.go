@@ -119,9 +119,9 @@ func TestOpsHTTP(t *testing.T) {
 	if base == "" {
 		t.Fatalf("no serving line:\n%s", logs.String())
 	}
-	if status, _ := opstest.Get(t, strings.TrimPrefix(base, "http://"), "/readyz"); status != http.StatusOK {
-		t.Fatalf("the data listener's /readyz: %d", status)
-	}
+	// The two listeners answer readiness each from its own checks, which
+	// may come true a moment apart.
+	opstest.WaitStatus(t, strings.TrimPrefix(base, "http://"), "/readyz", http.StatusOK)
 
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: base + "/web/mcp"}, nil)
 	if err != nil {
@@ -169,9 +169,12 @@ func TestOpsHTTP(t *testing.T) {
 	}
 
 	const calls, refused = "mcpdrift_proxy_calls_total", "mcpdrift_proxy_refused_calls_total"
-	// Published: three whole surfaces (the proxy's own listing after the
-	// session opened, and the client's two tools/list) and four calls.
-	opstest.WaitValue(t, addr, 7, "mcpdrift_proxy_events_total", "result", "published")
+	// Published: two whole surfaces (the proxy's own listing after the
+	// session opened, and the client's first tools/list, the same surface
+	// asked for again once its verdict was overdue: the refused call waited
+	// out the first-sight bound; the second tools/list, the same surface
+	// with its verdict known, is not published again) and four calls.
+	opstest.WaitValue(t, addr, 6, "mcpdrift_proxy_events_total", "result", "published")
 	fams := opstest.WaitValue(t, addr, 0, "mcpdrift_proxy_events_queued")
 	fams.Require(t, 1, calls, "outcome", "forwarded")
 	fams.Require(t, 2, calls, "outcome", "refused")
@@ -180,12 +183,14 @@ func TestOpsHTTP(t *testing.T) {
 	fams.Require(t, 1, refused, "code", "tool_not_approved")
 	fams.Require(t, 0, refused, "code", "server_changed")
 	fams.Require(t, 0, "mcpdrift_proxy_alerted_calls_total", "code", "server_changed") // the block posture
-	fams.Require(t, 3, "mcpdrift_proxy_listings_total")
+	fams.Require(t, 2, "mcpdrift_proxy_listings_total")
 	fams.Require(t, 1, "mcpdrift_proxy_withheld_items_total", "kind", "tool")         // the first sight's listing
 	fams.Require(t, 2, "mcpdrift_proxy_withheld_items_total", "kind", "instructions") // the first sight's server/discover and initialize results (the SDK client sends both)
 	fams.Require(t, 0, "mcpdrift_proxy_withheld_items_total", "kind", "prompt")
 	fams.Require(t, 1, "mcpdrift_proxy_gate_connected")
 	fams.Require(t, 0, "mcpdrift_proxy_outbox_events")
+	fams.Require(t, 0, "mcpdrift_proxy_status_copy_in_use")
+	fams.Require(t, 0, "mcpdrift_proxy_status_copies_ignored_total", "reason", "corrupt")
 	fams.Require(t, 0, "mcpdrift_proxy_outbox_bytes")
 	fams.Require(t, 0, "mcpdrift_proxy_events_total", "result", "dropped")
 	fams.Require(t, 0, "mcpdrift_proxy_events_total", "result", "spooled")

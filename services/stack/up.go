@@ -111,7 +111,7 @@ func up(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	}{
 		{name: "fingerprint", ops: 0},
 		{name: "drift", env: []string{"MCPDRIFT_ADMIN_ADDR=" + cfg.adminAddr(), "MCPDRIFT_ADMIN_TOKENS_FILE=" + info.TokensFile,
-			"MCPDRIFT_POSTURE=" + cfg.Posture}, ops: 1},
+			"MCPDRIFT_POSTURE=" + cfg.Posture, "MCPDRIFT_CLICKHOUSE_ADDR=" + cfg.ClickHouseAddr, "MCPDRIFT_AUDIT_DATABASE=" + cfg.AuditDatabase}, ops: 1},
 		{name: "audit", env: []string{"MCPDRIFT_CLICKHOUSE_ADDR=" + cfg.ClickHouseAddr, "MCPDRIFT_AUDIT_DATABASE=" + cfg.AuditDatabase,
 			"MCPDRIFT_AUDIT_BATCH_AGE=1s", "MCPDRIFT_AUDIT_DRAIN_TIMEOUT=10s"}, ops: 2, skip: cfg.ClickHouseAddr == ""},
 		{name: "demoserver", args: []string{"--listen", cfg.demoAddr(), "--state-file", filepath.Join(dataDir, "demoserver.json")},
@@ -342,6 +342,9 @@ mcpdrift is running (NATS %s, state in %s).
     %s
     e.g. npx @modelcontextprotocol/inspector --cli %s --transport http --method tools/list
 
+  Review console: %s/
+    in a browser; log in with the MCPDRIFT_TOKEN below (write), or the viewer's read token from %s
+
   Admin API: %s  (tokens in %s)
     export MCPDRIFT_API=%s MCPDRIFT_TOKEN=%s
     bin/driftctl status
@@ -357,6 +360,6 @@ mcpdrift is running (NATS %s, state in %s).
 %s
 
   Logs: %s.  A scripted rug pull: make demo.  Stop: Ctrl-C.
-`, in.NATSURL, filepath.Dir(in.TokensFile), in.Server, in.MCPURL, in.MCPURL, in.AdminURL, in.TokensFile,
+`, in.NATSURL, filepath.Dir(in.TokensFile), in.Server, in.MCPURL, in.MCPURL, strings.TrimSuffix(in.AdminURL, "/"), in.TokensFile, in.AdminURL, in.TokensFile,
 		in.AdminURL, token, in.Tenant, in.Server, in.DemoControlURL, ch, strings.Join(ops, "\n"), in.Logs)
 }

@@ -158,13 +158,26 @@ type call struct {
 
 type apiFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) (status int, body any, err error)
 
-func (h *handler) token(r *http.Request) (Token, bool) {
+func (h *handler) token(r *http.Request) (Token, bool) { return BearerToken(h.tokens, r) }
+
+// BearerToken is the token a request's "Authorization: Bearer <secret>"
+// header names, as the API checks it (the review console checks the same).
+func BearerToken(tokens []Token, r *http.Request) (Token, bool) {
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || got == "" {
+	if !ok {
 		return Token{}, false
 	}
-	for _, t := range h.tokens {
-		if subtle.ConstantTimeCompare([]byte(got), []byte(t.Secret)) == 1 {
+	return Lookup(tokens, got)
+}
+
+// Lookup returns the token whose secret is secret, compared in constant
+// time; an empty secret is no token.
+func Lookup(tokens []Token, secret string) (Token, bool) {
+	if secret == "" {
+		return Token{}, false
+	}
+	for _, t := range tokens {
+		if subtle.ConstantTimeCompare([]byte(secret), []byte(t.Secret)) == 1 {
 			return t, true
 		}
 	}

@@ -912,61 +912,6 @@ func (s *Service) Server(ctx context.Context, tenant, server string) (*state.Vie
 	return &state.View{Tenant: tenant, Server: server, Hold: srv, Variants: recs}, nil
 }
 
-// List returns every server with its variants, ordered by tenant and
-// server.
-func (s *Service) List(ctx context.Context) ([]state.View, error) {
-	lister, err := s.h.Status.ListKeys(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("listing status keys: %w", err)
-	}
-	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	var out []state.View
-	at := map[string]int{}
-	view := func(tenant, server string) *state.View {
-		id := tenant + "." + server
-		i, ok := at[id]
-		if !ok {
-			i = len(out)
-			at[id] = i
-			out = append(out, state.View{Tenant: tenant, Server: server})
-		}
-		return &out[i]
-	}
-	for _, k := range keys {
-		parts := strings.Split(k, ".")
-		switch len(parts) {
-		case 2:
-			srv, _, err := s.getServer(ctx, parts[0], parts[1])
-			if err != nil {
-				return nil, err
-			}
-			if srv != nil {
-				view(parts[0], parts[1]).Hold = srv
-			}
-		case 3:
-			rec, _, err := s.get(ctx, k)
-			if err != nil {
-				return nil, err
-			}
-			if rec != nil {
-				v := view(parts[0], parts[1])
-				v.Variants = append(v.Variants, *rec)
-			}
-		}
-	}
-	if out == nil {
-		out = []state.View{}
-	}
-	slices.SortFunc(out, func(a, b state.View) int {
-		return strings.Compare(a.Tenant+"\x00"+a.Server, b.Tenant+"\x00"+b.Server)
-	})
-	return out, nil
-}
-
 // pick resolves the variant an action on a server means. A named variant
 // must exist. Otherwise the server's only variant, or the only one among
 // candidates (when candidates is not nil), is meant; anything else is

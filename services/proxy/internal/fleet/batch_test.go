@@ -11,6 +11,7 @@ import (
 	mcpdriftv1 "github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
 
@@ -107,7 +108,12 @@ func TestPublisherBatchesCalls(t *testing.T) {
 		p.Call(session.Call{Tool: fmt.Sprint("t", i)})
 	}
 	runInBackground(t, p.Run)
-	eventually(t, 10*time.Second, "calls not published", func() bool { return p.Stats().Published == calls })
+	poll.Eventually(t, 10*time.Second, func() error {
+		if st := p.Stats(); st.Published != calls {
+			return statsSeen(fmt.Sprintf("Published == %d", calls), st)
+		}
+		return nil
+	})
 	obs := readStream(t, b.JS)
 	if len(obs) != calls {
 		t.Fatalf("%d calls in the stream, want %d", len(obs), calls)
@@ -197,11 +203,21 @@ func TestPublisherLingers(t *testing.T) {
 	p := newPublisher(t, b.JS, t.TempDir(), func(c *Config) { c.Linger = time.Minute })
 	runInBackground(t, p.Run)
 	p.Call(session.Call{Tool: "first"})
-	eventually(t, 10*time.Second, "the publisher never took the first call", func() bool { return p.Stats().Queued == 0 })
+	poll.Eventually(t, 10*time.Second, func() error {
+		if st := p.Stats(); st.Queued != 0 {
+			return statsSeen("Queued == 0", st)
+		}
+		return nil
+	})
 	p.Call(session.Call{Tool: "second"})
 	p.Listing("", []byte(`{"tools":{"pages":[{"tools":[]}]}}`))
 	// Well within the minute: the listing ended the wait.
-	eventually(t, 10*time.Second, "observations not published", func() bool { return p.Stats().Published == 3 })
+	poll.Eventually(t, 10*time.Second, func() error {
+		if st := p.Stats(); st.Published != 3 {
+			return statsSeen("Published == 3", st)
+		}
+		return nil
+	})
 	obs := readStream(t, b.JS)
 	if len(obs) != 3 || !obs[0].call || !obs[1].call || obs[2].call {
 		t.Fatalf("stream: %+v", obs)

@@ -7,7 +7,9 @@
 // so a verdict written by the drift service
 // reaches every proxy within milliseconds and a lost connection leaves the
 // proxy with what it last knew (verified stays verified, anything else
-// fails closed).
+// fails closed). It keeps what it knew in an HMAC-checked copy on disk
+// ([StatusCopies]), so that a proxy restarted while NATS is unreachable
+// still serves what was verified.
 //
 // [Publisher] implements session.Observer: it publishes list and call
 // observations with message ids, without ever making the session wait on

@@ -41,8 +41,9 @@ var (
 // watch of the server's keys in the status bucket: the server record
 // (<tenant>.<server>), whose hold quarantines every listing variant,
 // present and future, and the record of each listing variant.
-// Create it with NewGate and run it with Run; View may be called before Run
-// starts and after it returns (it then answers from what it last knew).
+// Create it with NewGate, give it its status copy with UseCopies, and run
+// it with Run; View may be called before Run starts and after it returns
+// (it then answers from what it last knew).
 type Gate struct {
 	js             jetstream.JetStream
 	tenant, server string
@@ -65,6 +66,30 @@ type Gate struct {
 	// watching: the current watch has delivered its initial values and
 	// runs (the proxy is ready).
 	watching bool
+
+	// The status copy (UseCopies): what the gate knew, kept on disk.
+	copies *StatusCopies
+	// copy answers while no watch has loaded and NATS is unreachable; nil
+	// once a watch has delivered its initial values (they replace it).
+	copy *copied
+	// serverEntry is the server record as the watch delivered it, nil
+	// when there is none; each record keeps its value too.
+	serverEntry *copyEntry
+	// synced: records and serverEntry are what a watch delivered after its
+	// initial values, not a mix of two watches'; liveAt is when that watch
+	// was last known live.
+	synced bool
+	liveAt time.Time
+	gen    uint64        // changes so far, for the copy writer
+	dirty  chan struct{} // a change to write to the copy (capacity 1)
+	// The copy writer's, under copyMu: what it wrote last.
+	copyMu       sync.Mutex
+	writtenGen   uint64
+	writtenLive  time.Time
+	writeFailing bool
+	// Counters of CopyStats.
+	copyIgnored     [3]atomic.Uint64 // by CopyReasons
+	copyWriteErrors atomic.Uint64
 }
 
 // record is what the gate keeps of one status record (status.Record).
@@ -77,6 +102,7 @@ type record struct {
 	// (status.Items.Verify); nil when the record carries none that do.
 	items    map[session.ItemKey]surface.Digest
 	revision uint64
+	value    []byte // as stored, for the status copy
 }
 
 // NewGate returns the gate of one server. log must not name the tenant or
@@ -100,6 +126,7 @@ func NewGate(ctx context.Context, js jetstream.JetStream, tenant, server string,
 		bindTimeout: defaultBindTimeout,
 		records:     map[string]record{},
 		wake:        make(chan struct{}),
+		dirty:       make(chan struct{}, 1),
 	}, nil
 }
 
@@ -110,8 +137,11 @@ func NewGate(ctx context.Context, js jetstream.JetStream, tenant, server string,
 // while one can arrive soon: while the gate is still loading the records
 // that exist (its first watch has not delivered them yet), and, when
 // awaiting is set, while the verdict on a surface the proxy published is
-// due. With NATS down nothing can arrive and it answers at once. ok false
-// means nothing is known and the proxy fails closed.
+// due. With NATS down nothing can arrive and it answers at once: from
+// what it knows, or, when no watch has loaded since the proxy started, from
+// its status copy (UseCopies), which serves only verified variants and
+// never under the alert posture. ok false means nothing is known and the
+// proxy fails closed.
 //
 // A record is served by the serve rule (status.Record.Serve), and only with
 // its baseline's item hashes, which the record carries (the drift service
@@ -165,7 +195,7 @@ func (g *Gate) record(b *bounded, variant string, awaiting bool) (record, bool) 
 	for {
 		g.mu.Lock()
 		rec, ok := g.records[variant]
-		wake, loaded, held := g.wake, g.loaded, g.held
+		wake, loaded, held, cp := g.wake, g.loaded, g.held, g.copy
 		g.mu.Unlock()
 		if held {
 			return record{status: string(status.Quarantined)}, true
@@ -173,7 +203,11 @@ func (g *Gate) record(b *bounded, variant string, awaiting bool) (record, bool) 
 		if ok {
 			return rec, true
 		}
-		if variant == "" || !g.connected() || (loaded && !awaiting) {
+		connected := g.connected()
+		if cp != nil && !connected {
+			return g.fromCopyRecord(cp, variant)
+		}
+		if variant == "" || !connected || (loaded && !awaiting) {
 			return record{}, false
 		}
 		select {
@@ -198,10 +232,14 @@ func (g *Gate) Watching() bool {
 func (g *Gate) Serving() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.held || len(g.records) == 0 {
+	held, records := g.held, g.records
+	if g.copyInUseLocked() {
+		held, records = g.copy.held, g.copy.records
+	}
+	if held || len(records) == 0 {
 		return false
 	}
-	for _, r := range g.records {
+	for _, r := range records {
 		if !r.serve {
 			return false
 		}
@@ -214,6 +252,19 @@ func (g *Gate) Serving() bool {
 func (g *Gate) setWatch(watching bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if watching || (g.watching && g.connected()) {
+		g.liveAt = g.now()
+	}
+	if watching {
+		// The initial values are in: they replace the copy, which is
+		// never answered from again.
+		g.synced = true
+		if g.copy != nil {
+			g.copy = nil
+			g.log.Info().Msg("status watch loaded, the status copy no longer answers")
+		}
+		g.notifyCopyLocked()
+	}
 	g.watching = watching
 	if !g.loaded {
 		g.loaded = true
@@ -237,6 +288,19 @@ func (g *Gate) Run(ctx context.Context) error {
 	}
 	reconnected := nc.StatusChanged(nats.CONNECTED)
 	defer nc.RemoveStatusListener(reconnected)
+	if g.copies != nil {
+		wctx, stopWriter := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			g.keepCopy(wctx)
+		}()
+		defer func() {
+			stopWriter()
+			<-done
+			g.writeCopy() // the last changes, before the proxy stops
+		}()
+	}
 
 	delay, failing := minRewatch, false
 	for {
@@ -289,6 +353,9 @@ func (g *Gate) watch(ctx context.Context, reconnected <-chan nats.Status, failin
 	}
 	defer func() { _ = ws.Stop() }()
 	g.watches.Add(1)
+	g.mu.Lock()
+	g.synced = false // until the initial values are all in
+	g.mu.Unlock()
 	sawServer := false // the initial values held the server record
 initialServer:
 	for {
@@ -358,7 +425,9 @@ initialServer:
 // does not.
 func (g *Gate) applyServer(e jetstream.KeyValueEntry) {
 	held := false
+	var entry *copyEntry
 	if e.Operation() == jetstream.KeyValuePut {
+		entry = &copyEntry{Key: e.Key(), Revision: e.Revision(), Value: e.Value()}
 		srv, err := status.DecodeServer(e.Value())
 		if err != nil {
 			held = true
@@ -373,6 +442,7 @@ func (g *Gate) applyServer(e jetstream.KeyValueEntry) {
 		g.log.Info().Bool("held", held).Uint64("revision", e.Revision()).Msg("server record")
 	}
 	g.held = held
+	g.serverEntry = entry
 	g.changedLocked()
 }
 
@@ -397,7 +467,7 @@ func (g *Gate) apply(e jetstream.KeyValueEntry) string {
 	if had {
 		prev = &old
 	}
-	rec := g.read(e, variant, prev)
+	rec := g.read(e.Value(), e.Revision(), variant, prev)
 	g.records[variant] = rec
 	g.changedLocked()
 	if !had || old.status != rec.status || old.serve != rec.serve || old.alert != rec.alert || old.baselineHash != rec.baselineHash {
@@ -413,11 +483,11 @@ func (g *Gate) apply(e jetstream.KeyValueEntry) string {
 // here. The baseline's item hashes are checked against the baseline hash
 // once per baseline (prev: the variant's record before, whose checked
 // items are kept when the baseline did not move).
-func (g *Gate) read(e jetstream.KeyValueEntry, variant string, prev *record) record {
-	rec := record{status: string(status.Unknown), revision: e.Revision()}
-	sr, err := status.DecodeRecord(e.Value())
+func (g *Gate) read(value []byte, revision uint64, variant string, prev *record) record {
+	rec := record{status: string(status.Unknown), revision: revision, value: value}
+	sr, err := status.DecodeRecord(value)
 	if err != nil {
-		g.log.Error().Err(err).Str("variant", variant).Uint64("revision", e.Revision()).Msg("status record unreadable, failing closed")
+		g.log.Error().Err(err).Str("variant", variant).Uint64("revision", revision).Msg("status record unreadable, failing closed")
 		return rec
 	}
 	rec.status, rec.alert, rec.baselineHash = string(sr.Status), sr.Alerting(), sr.BaselineHash
@@ -427,7 +497,7 @@ func (g *Gate) read(e jetstream.KeyValueEntry, variant string, prev *record) rec
 	case !sr.BaselineItems.Of(sr.BaselineHash):
 		if prev == nil || prev.baselineHash != sr.BaselineHash {
 			g.log.Warn().Str("variant", variant).Str("baseline_hash", sr.BaselineHash).Bool("items_omitted", sr.ItemsOmitted).
-				Uint64("revision", e.Revision()).Msg("status record without its baseline's item hashes, failing closed until the drift service writes them")
+				Uint64("revision", revision).Msg("status record without its baseline's item hashes, failing closed until the drift service writes them")
 		}
 		return rec
 	case prev != nil && prev.baselineHash == sr.BaselineHash && prev.items != nil:
@@ -436,7 +506,7 @@ func (g *Gate) read(e jetstream.KeyValueEntry, variant string, prev *record) rec
 		items, err := sr.BaselineItems.Verify()
 		if err != nil {
 			g.log.Error().Err(err).Str("variant", variant).Str("baseline_hash", sr.BaselineHash).
-				Uint64("revision", e.Revision()).Msg("baseline item hashes unusable, failing closed")
+				Uint64("revision", revision).Msg("baseline item hashes unusable, failing closed")
 			rec.status = string(status.Unknown)
 			return rec
 		}
@@ -455,8 +525,8 @@ func (g *Gate) read(e jetstream.KeyValueEntry, variant string, prev *record) rec
 func (g *Gate) retain(seen map[string]bool, sawServer bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !sawServer && g.held {
-		g.held = false
+	if !sawServer && (g.held || g.serverEntry != nil) {
+		g.held, g.serverEntry = false, nil
 		g.changedLocked()
 	}
 	n := len(g.records)
@@ -470,8 +540,10 @@ func (g *Gate) retain(seen map[string]bool, sawServer bool) {
 	}
 }
 
-// changedLocked wakes waiting Views.
+// changedLocked wakes waiting Views, and tells the copy writer.
 func (g *Gate) changedLocked() {
 	close(g.wake)
 	g.wake = make(chan struct{})
+	g.gen++
+	g.notifyCopyLocked()
 }

@@ -189,9 +189,12 @@ func TestGateFollowsRecord(t *testing.T) {
 		} else if _, err := b.Handles.Status.Put(ctx, key, st.value); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 10*time.Second, st.name+": the gate did not follow the record", func() bool {
+		poll.Eventually(t, 10*time.Second, func() error {
 			v, ok := view(g, "default", 50*time.Millisecond)
-			return ok == st.wantOK && v.Status == st.wantStatus && v.Serve == st.wantServe && v.BaselineHash == st.wantHash
+			if ok == st.wantOK && v.Status == st.wantStatus && v.Serve == st.wantServe && v.BaselineHash == st.wantHash {
+				return nil
+			}
+			return seen(fmt.Sprintf("%s: %s (serve %v, baseline %q, known %v)", st.name, st.wantStatus, st.wantServe, st.wantHash, st.wantOK), v, ok)
 		})
 		if v, ok := view(g, "default", time.Second); ok && st.wantServe {
 			want := sf1
@@ -216,15 +219,23 @@ func TestGateWatchOutlivesBind(t *testing.T) {
 	}
 	g.bindTimeout = 50 * time.Millisecond
 	runInBackground(t, g.Run)
-	eventually(t, 10*time.Second, "the watch did not start", func() bool { return g.watches.Load() == 1 })
+	poll.Eventually(t, 10*time.Second, func() error {
+		if n := g.watches.Load(); n != 1 {
+			return fmt.Errorf("%d status watches started, want 1", n)
+		}
+		return nil
+	})
 	time.Sleep(10 * g.bindTimeout) // well past the bind deadline
 	key := bus.StatusKey(tenant, "mem", "default")
 	if _, err := b.Handles.Status.Put(context.Background(), key, statusJSON("changed", "block", "")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the gate did not follow the record", func() bool {
+	poll.Eventually(t, 10*time.Second, func() error {
 		v, ok := view(g, "default", 50*time.Millisecond)
-		return ok && v.Status == "changed"
+		if ok && v.Status == "changed" {
+			return nil
+		}
+		return seen("the record's changed", v, ok)
 	})
 	if n := g.watches.Load(); n != 1 {
 		t.Errorf("the status watch was started %d times, want once", n)
@@ -250,9 +261,12 @@ func TestGateItemsArriveLater(t *testing.T) {
 	if _, err := b.Handles.Status.Put(ctx, key, recordJSON("verified", "block", sf)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the gate did not serve the record once it carried its items", func() bool {
+	poll.Eventually(t, 10*time.Second, func() error {
 		v, ok := view(g, "default", time.Second)
-		return ok && v.Serve && maps.Equal(v.Items, itemsOf(sf))
+		if ok && v.Serve && maps.Equal(v.Items, itemsOf(sf)) {
+			return nil
+		}
+		return seen(fmt.Sprintf("the record served with its %d items", len(itemsOf(sf))), v, ok)
 	})
 }
 
@@ -267,10 +281,15 @@ func TestGateSurvivesNATSRestart(t *testing.T) {
 	if _, err := b.Handles.Status.Put(ctx, bus.StatusKey(tenant, "mem", "vq"), recordJSON("quarantined", "block", sf)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "gate did not see the records", func() bool {
+	poll.Eventually(t, 10*time.Second, func() error {
 		v, ok := view(g, "default", time.Second)
-		q, qok := view(g, "vq", time.Second)
-		return ok && v.Serve && len(v.Items) > 0 && qok && !q.Serve
+		if !ok || !v.Serve || len(v.Items) == 0 {
+			return seen("default served with its items", v, ok)
+		}
+		if q, qok := view(g, "vq", time.Second); !qok || q.Serve {
+			return seen("vq withheld", q, qok)
+		}
+		return nil
 	})
 
 	port := stopBus(t, b)
@@ -304,15 +323,20 @@ func TestGateSurvivesNATSRestart(t *testing.T) {
 	restartBus(t, b, port)
 	// The drift service writes a verdict after the outage: the gate's new
 	// watch must deliver it.
-	eventually(t, 30*time.Second, "writing the status record after the restart", func() bool {
+	poll.Eventually(t, 30*time.Second, func() error {
 		wctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
-		_, err := b.Handles.Status.Put(wctx, bus.StatusKey(tenant, "mem", "default"), recordJSON("changed", "block", sf))
-		return err == nil
+		if _, err := b.Handles.Status.Put(wctx, bus.StatusKey(tenant, "mem", "default"), recordJSON("changed", "block", sf)); err != nil {
+			return fmt.Errorf("writing the status record after the restart: %w", err)
+		}
+		return nil
 	})
-	eventually(t, 30*time.Second, "the gate did not resume its watch after NATS came back", func() bool {
+	poll.Eventually(t, 30*time.Second, func() error {
 		v, ok := view(g, "default", time.Second)
-		return ok && v.Status == "changed" && !v.Serve
+		if ok && v.Status == "changed" && !v.Serve {
+			return nil
+		}
+		return seen("changed and withheld, once the watch resumed after NATS came back", v, ok)
 	})
 }
 
@@ -389,9 +413,12 @@ func TestGateServerHold(t *testing.T) {
 	}
 	check := func(step string, variant string, w want) {
 		t.Helper()
-		eventually(t, 10*time.Second, step, func() bool {
+		poll.Eventually(t, 10*time.Second, func() error {
 			v, ok := view(g, variant, 50*time.Millisecond)
-			return ok == w.ok && v.Status == w.status && v.Serve == w.serve
+			if ok == w.ok && v.Status == w.status && v.Serve == w.serve {
+				return nil
+			}
+			return seen(fmt.Sprintf("%s: %s (serve %v, known %v)", step, w.status, w.serve, w.ok), v, ok)
 		})
 	}
 	steps := []struct {
@@ -448,7 +475,13 @@ func TestGateHoldRemovedWhileAway(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := startGate(t, b, "away")
-	eventually(t, 10*time.Second, "held", func() bool { v, ok := view(g, "v1", 50*time.Millisecond); return ok && v.Status == "quarantined" })
+	poll.Eventually(t, 10*time.Second, func() error {
+		v, ok := view(g, "v1", 50*time.Millisecond)
+		if ok && v.Status == "quarantined" {
+			return nil
+		}
+		return seen("held (quarantined)", v, ok)
+	})
 	g.mu.Lock()
 	g.held = true // as a watch left it
 	g.mu.Unlock()

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -12,23 +13,27 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
 
 func testLog(t testing.TB) zerolog.Logger {
 	return zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.DebugLevel)
 }
 
-// eventually polls cond until it holds, failing the test after timeout.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
+// seen says what a gate's view of a variant was, for a poll's error: want
+// says what the test waits for.
+func seen(want string, v session.View, ok bool) error {
+	if !ok {
+		return fmt.Errorf("want %s; the gate knows nothing of the variant", want)
 	}
+	return fmt.Errorf("want %s; the gate says %s (serve %v, alert %v, baseline %q, %d items)", want, v.Status, v.Serve, v.Alert, v.BaselineHash, len(v.Items))
+}
+
+// statsSeen says what a publisher's counters were, for a poll's error.
+func statsSeen(want string, st Stats) error {
+	return fmt.Errorf("want %s; stats %+v", want, st)
 }
 
 // runInBackground runs fn(ctx) until the test ends, and waits for it.
@@ -61,8 +66,11 @@ func stopBus(t *testing.T, b *natstest.Bus) (port int) {
 	t.Helper()
 	port = b.Addr().(*net.TCPAddr).Port
 	b.Stop()
-	eventually(t, 10*time.Second, "client still connected after the server stopped", func() bool {
-		return b.NC.Status() != nats.CONNECTED
+	poll.Eventually(t, 10*time.Second, func() error {
+		if st := b.NC.Status(); st == nats.CONNECTED {
+			return fmt.Errorf("the server stopped; the client is still %v", st)
+		}
+		return nil
 	})
 	return port
 }
@@ -75,8 +83,11 @@ func restartBus(t *testing.T, b *natstest.Bus, port int) {
 	opts.StoreDir = b.StoreDir
 	opts.Port = port
 	natstest.StartWith(t, opts)
-	eventually(t, 30*time.Second, "client did not reconnect to the restarted server", func() bool {
-		return b.NC.Status() == nats.CONNECTED
+	poll.Eventually(t, 30*time.Second, func() error {
+		if st := b.NC.Status(); st != nats.CONNECTED {
+			return fmt.Errorf("the server restarted; the client is %v", st)
+		}
+		return nil
 	})
 }
 

@@ -256,16 +256,16 @@ func (p *Publisher) Call(c session.Call) {
 	}
 	if c.AlertCode != "" {
 		if _, logged := p.alerted.LoadOrStore(c.AlertCode, true); !logged {
-			p.log.Warn().Str("code", c.AlertCode).Str("tool", c.Tool).
+			p.log.Warn().Str("code", string(c.AlertCode)).Str("tool", c.Tool).
 				Msg("forwarding calls the block posture would refuse (on_drift alert); logged once per code")
 		}
 	}
 	id := p.nextID()
 	obs := &mcpdriftv1.CallObservation{
 		EventId: id, Tenant: p.cfg.Tenant, Server: p.cfg.Server, Proxy: p.cfg.Proxy,
-		Tool: c.Tool, Outcome: outcome, RefusalCode: c.RefusalCode, LatencyUs: c.Latency.Microseconds(),
+		Tool: c.Tool, Outcome: outcome, RefusalCode: string(c.RefusalCode), LatencyUs: c.Latency.Microseconds(),
 		ArgumentsDigest: c.ArgsDigest, Arguments: c.Arguments, ObservedAtUnixMs: p.now().UnixMilli(),
-		AlertCode: c.AlertCode,
+		AlertCode: string(c.AlertCode),
 	}
 	// A CallObservations batch of one (mergeCalls joins them; ADR 0004,
 	// and ADR 0008 for why this is proto.Marshal and not framed by hand).

@@ -16,6 +16,7 @@ import (
 	mcpdriftv1 "github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
 
@@ -149,7 +150,12 @@ func TestPublisherPublishes(t *testing.T) {
 	for _, c := range calls {
 		p.Call(c.call)
 	}
-	eventually(t, 10*time.Second, "observations not published", func() bool { return p.Stats().Published == 7 })
+	poll.Eventually(t, 10*time.Second, func() error {
+		if st := p.Stats(); st.Published != 7 {
+			return statsSeen("Published == 7", st)
+		}
+		return nil
+	})
 	msgs := readStream(t, b.JS)
 	if len(msgs) != 7 {
 		t.Fatalf("stream holds %d observations, want 7", len(msgs))
@@ -172,7 +178,7 @@ func TestPublisherPublishes(t *testing.T) {
 				t.Fatalf("subject %s, want the calls subject", m.subject)
 			}
 			o := m.callObs
-			if o.Outcome != c.wantOutcome || o.Tool != c.call.Tool || o.RefusalCode != c.call.RefusalCode || o.AlertCode != c.call.AlertCode ||
+			if o.Outcome != c.wantOutcome || o.Tool != c.call.Tool || o.RefusalCode != string(c.call.RefusalCode) || o.AlertCode != string(c.call.AlertCode) ||
 				o.LatencyUs != c.call.Latency.Microseconds() || o.ArgumentsDigest != c.call.ArgsDigest || string(o.Arguments) != string(c.call.Arguments) ||
 				o.Tenant != tenant || o.Server != "mem" || o.Proxy != "px1" || o.ObservedAtUnixMs == 0 {
 				t.Errorf("call observation = %v", o)
@@ -215,7 +221,12 @@ func TestPublisherSpoolsWhileNATSIsDown(t *testing.T) {
 	runInBackground(t, p.Run)
 
 	p.Listing("default", []byte(`{"tools":{"pages":[{"tools":[]}]}}`))
-	eventually(t, 10*time.Second, "first listing not published", func() bool { return p.Stats().Published == 1 })
+	poll.Eventually(t, 10*time.Second, func() error {
+		if st := p.Stats(); st.Published != 1 {
+			return statsSeen("Published == 1", st)
+		}
+		return nil
+	})
 
 	port := stopBus(t, b)
 	start := time.Now()
@@ -226,7 +237,12 @@ func TestPublisherSpoolsWhileNATSIsDown(t *testing.T) {
 	if d := time.Since(start); d > 500*time.Millisecond {
 		t.Errorf("observing 4 events took %v while NATS is down; Listing and Call must not wait", d)
 	}
-	eventually(t, 10*time.Second, "events not spooled", func() bool { return p.Stats().Spooled == 4 })
+	poll.Eventually(t, 10*time.Second, func() error {
+		if st := p.Stats(); st.Spooled != 4 {
+			return statsSeen("Spooled == 4", st)
+		}
+		return nil
+	})
 	files := outboxFiles(t, filepath.Join(dir, "0"))
 	var kinds []string
 	for _, f := range files {
@@ -241,16 +257,23 @@ func TestPublisherSpoolsWhileNATSIsDown(t *testing.T) {
 	}
 
 	restartBus(t, b, port)
-	eventually(t, 30*time.Second, "outbox not replayed after NATS came back", func() bool {
-		st := p.Stats()
-		return st.OutboxDepth == 0 && st.Published == 5
+	poll.Eventually(t, 30*time.Second, func() error {
+		if st := p.Stats(); !(st.OutboxDepth == 0 && st.Published == 5) {
+			return statsSeen("OutboxDepth == 0 && Published == 5", st)
+		}
+		return nil
 	})
 	if files := outboxFiles(t, filepath.Join(dir, "0")); len(files) != 0 {
 		t.Errorf("outbox files left after replay: %v", files)
 	}
 	// New events go straight out again.
 	p.Call(session.Call{Tool: "c"})
-	eventually(t, 10*time.Second, "event after replay not published", func() bool { return p.Stats().Published == 6 })
+	poll.Eventually(t, 10*time.Second, func() error {
+		if st := p.Stats(); st.Published != 6 {
+			return statsSeen("Published == 6", st)
+		}
+		return nil
+	})
 
 	msgs := readStream(t, b.JS)
 	kinds, ids := kindsAndIDs(msgs)
@@ -321,9 +344,11 @@ func TestPublisherRestartDrainsOutbox(t *testing.T) {
 		t.Errorf("temporary file left by a crash is still there (stat: %v)", err)
 	}
 	runInBackground(t, p2.Run)
-	eventually(t, 30*time.Second, "second publisher did not drain the outbox", func() bool {
-		st := p2.Stats()
-		return st.OutboxDepth == 0 && st.Published == 4
+	poll.Eventually(t, 30*time.Second, func() error {
+		if st := p2.Stats(); !(st.OutboxDepth == 0 && st.Published == 4) {
+			return statsSeen("OutboxDepth == 0 && Published == 4", st)
+		}
+		return nil
 	})
 	if st := p2.Stats(); st.Dropped != 1 {
 		t.Errorf("damaged outbox file: stats %+v, want 1 dropped", st)
@@ -382,7 +407,12 @@ func TestPublisherReplayIsStoredOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	runInBackground(t, p.Run)
-	eventually(t, 10*time.Second, "outbox not replayed", func() bool { return p.Stats().OutboxDepth == 0 })
+	poll.Eventually(t, 10*time.Second, func() error {
+		if st := p.Stats(); st.OutboxDepth != 0 {
+			return statsSeen("OutboxDepth == 0", st)
+		}
+		return nil
+	})
 	if n := len(readStream(t, b.JS)); n != 1 {
 		t.Errorf("stream holds %d messages, want the event once", n)
 	}
@@ -401,13 +431,23 @@ func TestPublisherOutboxBoundDropsCallsFirst(t *testing.T) {
 		p.Call(session.Call{Tool: tool})
 	}
 	p.Listing("default", []byte(`{"n":2}`))
-	eventually(t, 10*time.Second, "events not spooled", func() bool { return p.Stats().Spooled == 6 })
+	poll.Eventually(t, 10*time.Second, func() error {
+		if st := p.Stats(); st.Spooled != 6 {
+			return statsSeen("Spooled == 6", st)
+		}
+		return nil
+	})
 	if st := p.Stats(); st.Dropped != 2 || st.DroppedListings != 0 || st.OutboxDepth != 4 {
 		t.Errorf("stats = %+v; want 2 calls dropped, 4 events kept", st)
 	}
 
 	restartBus(t, b, port)
-	eventually(t, 30*time.Second, "outbox not replayed", func() bool { return p.Stats().OutboxDepth == 0 })
+	poll.Eventually(t, 30*time.Second, func() error {
+		if st := p.Stats(); st.OutboxDepth != 0 {
+			return statsSeen("OutboxDepth == 0", st)
+		}
+		return nil
+	})
 	msgs := readStream(t, b.JS)
 	var got []string
 	for _, m := range msgs {
@@ -458,9 +498,11 @@ func TestPublisherQueueOverflowSpools(t *testing.T) {
 		t.Fatalf("stats = %+v; want 2 queued and 2 spooled", st)
 	}
 	runInBackground(t, p.Run)
-	eventually(t, 10*time.Second, "queue and outbox not published", func() bool {
-		st := p.Stats()
-		return st.Published == 4 && st.OutboxDepth == 0 && st.Queued == 0
+	poll.Eventually(t, 10*time.Second, func() error {
+		if st := p.Stats(); !(st.Published == 4 && st.OutboxDepth == 0 && st.Queued == 0) {
+			return statsSeen("Published == 4 && OutboxDepth == 0 && Queued == 0", st)
+		}
+		return nil
 	})
 	if n := len(readStream(t, b.JS)); n != 4 {
 		t.Errorf("stream holds %d messages, want 4", n)

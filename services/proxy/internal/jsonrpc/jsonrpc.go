@@ -241,7 +241,7 @@ func ToolError(id []byte, code, text string) []byte {
 	b = append(b, id...)
 	b = append(b, `,"result":{"content":[{"type":"text","text":`...)
 	b = canonjson.AppendString(b, text)
-	b = append(b, `}],"isError":true,"_meta":{"mcpdrift/code":`...)
+	b = append(b, `}],"isError":true,"`+MetaKey+`":{"`+MetaCode+`":`...)
 	b = canonjson.AppendString(b, code)
 	b = append(b, `}}}`...)
 	return b
@@ -266,7 +266,7 @@ func ErrorResponseData(id []byte, code int, message, stable string) []byte {
 	b = append(b, `,"message":`...)
 	b = canonjson.AppendString(b, message)
 	if stable != "" {
-		b = append(b, `,"data":{"mcpdrift/code":`...)
+		b = append(b, `,"data":{"`+MetaCode+`":`...)
 		b = canonjson.AppendString(b, stable)
 		b = append(b, '}')
 	}

@@ -10,6 +10,8 @@
 package metrics
 
 import (
+	"slices"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
@@ -24,20 +26,23 @@ const (
 	OutcomeError     = "error"     // passed, and the server answered with an error or a tool error
 )
 
-// RefusalCodes are the code label values of mcpdrift_proxy_refused_calls_total;
-// a code the proxy does not know (a status a newer drift service writes) is
-// counted as "other".
-var RefusalCodes = []string{"server_changed", "server_pending", "server_quarantined", "server_unknown",
-	"tool_not_approved", "listing_invalid", "listing_pending", "request_ambiguous", "other"}
+// CodeOther is the code label of a refusal the proxy does not know (a
+// status a newer drift service writes), or of an alert other than
+// session.AlertCodes.
+const CodeOther session.Code = "other"
 
-// AlertCodes are the code label values of mcpdrift_proxy_alerted_calls_total:
-// the refusals the alert posture forwards despite; any other is "other".
-var AlertCodes = []string{"server_changed", "tool_not_approved", "other"}
+// The code label values of mcpdrift_proxy_refused_calls_total and
+// mcpdrift_proxy_alerted_calls_total: the session's codes, and CodeOther.
+var (
+	refusalLabels = append(slices.Clone(session.RefusalCodes), CodeOther)
+	alertLabels   = append(slices.Clone(session.AlertCodes), CodeOther)
+)
 
 // Gate is what the metrics read of a server's gate (fleet.Gate).
 type Gate interface {
 	Watching() bool
 	Serving() bool
+	CopyStats() fleet.CopyStats
 }
 
 // Publisher is what the metrics read of a server's publisher
@@ -55,11 +60,11 @@ type Upstream struct {
 // Metrics are the proxy's metrics. A nil *Metrics counts nothing.
 type Metrics struct {
 	forwarded, refused, errored prometheus.Counter
-	refusals                    map[string]prometheus.Counter
-	alerts                      map[string]prometheus.Counter
+	refusals                    map[session.Code]prometheus.Counter
+	alerts                      map[session.Code]prometheus.Counter
 	listings                    prometheus.Counter
 	withheld                    [surface.KindInstructions + 1]prometheus.Counter
-	dropped                     map[string]prometheus.Counter
+	dropped                     map[session.Code]prometheus.Counter
 }
 
 // New registers the proxy's metrics on reg, reading the state of ups at
@@ -86,28 +91,28 @@ func New(reg prometheus.Registerer, ups []Upstream) *Metrics {
 		Help: "Messages from upstream servers the proxy did not deliver because it could not judge them, by code (session.DropCodes).",
 	}, []string{"code"})
 	m := &Metrics{
-		dropped:   map[string]prometheus.Counter{},
+		dropped:   map[session.Code]prometheus.Counter{},
 		forwarded: calls.WithLabelValues(OutcomeForwarded),
 		refused:   calls.WithLabelValues(OutcomeRefused),
 		errored:   calls.WithLabelValues(OutcomeError),
-		refusals:  map[string]prometheus.Counter{},
-		alerts:    map[string]prometheus.Counter{},
+		refusals:  map[session.Code]prometheus.Counter{},
+		alerts:    map[session.Code]prometheus.Counter{},
 		listings: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mcpdrift_proxy_listings_total",
 			Help: "Whole surfaces (every listing the server declares, all pages) the proxy observed and handed to its publisher.",
 		}),
 	}
-	for _, code := range RefusalCodes {
-		m.refusals[code] = refusals.WithLabelValues(code)
+	for _, code := range refusalLabels {
+		m.refusals[code] = refusals.WithLabelValues(string(code))
 	}
-	for _, code := range AlertCodes {
-		m.alerts[code] = alerts.WithLabelValues(code)
+	for _, code := range alertLabels {
+		m.alerts[code] = alerts.WithLabelValues(string(code))
 	}
 	for k := surface.KindTool; k <= surface.KindInstructions; k++ {
 		m.withheld[k] = withheld.WithLabelValues(k.String())
 	}
 	for _, code := range session.DropCodes {
-		m.dropped[code] = dropped.WithLabelValues(code)
+		m.dropped[code] = dropped.WithLabelValues(string(code))
 	}
 	reg.MustRegister(calls, refusals, alerts, withheld, dropped, m.listings, &state{ups: ups})
 	return m
@@ -138,7 +143,7 @@ func (o observer) Call(c session.Call) {
 		o.m.refused.Inc()
 		r, ok := o.m.refusals[c.RefusalCode]
 		if !ok {
-			r = o.m.refusals["other"]
+			r = o.m.refusals[CodeOther]
 		}
 		r.Inc()
 	case c.Error:
@@ -149,7 +154,7 @@ func (o observer) Call(c session.Call) {
 	if c.AlertCode != "" && !c.Refused {
 		a, ok := o.m.alerts[c.AlertCode]
 		if !ok {
-			a = o.m.alerts["other"]
+			a = o.m.alerts[CodeOther]
 		}
 		a.Inc()
 	}
@@ -164,7 +169,7 @@ func (m *Metrics) Withheld(kind surface.Kind, n int) {
 }
 
 // Dropped implements session.Meter.
-func (m *Metrics) Dropped(code string) {
+func (m *Metrics) Dropped(code session.Code) {
 	if m == nil {
 		return
 	}
@@ -187,20 +192,36 @@ var (
 		"Bytes of the events waiting in the on-disk outbox.", nil, nil)
 	descQueued = prometheus.NewDesc("mcpdrift_proxy_events_queued",
 		"Events in the in-memory queue, not published yet.", nil, nil)
+	descCopyInUse = prometheus.NewDesc("mcpdrift_proxy_status_copy_in_use",
+		"Servers whose gate answers from its on-disk status copy: started while NATS is unreachable, no status watch loaded yet.", nil, nil)
+	descCopyIgnored = prometheus.NewDesc("mcpdrift_proxy_status_copies_ignored_total",
+		"Status copies read at start and not used (or dropped while in use, expired), by reason: corrupt (does not parse, or its HMAC does not match), foreign (another tenant's, server's or proxy's), expired (last live longer ago than --status-cache-max-age).", []string{"reason"}, nil)
+	descCopyWriteErrors = prometheus.NewDesc("mcpdrift_proxy_status_copy_write_errors_total",
+		"Writes of a status copy that failed.", nil, nil)
 	descEvents = prometheus.NewDesc("mcpdrift_proxy_events_total",
 		"Observation events, by result: published (acknowledged by JetStream, directly or from the outbox), spooled (written to the outbox), dropped (lost to the outbox bounds or an unusable outbox), rejected (refused by JetStream for good).", []string{"result"}, nil)
 )
 
 func (s *state) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descServersWithheld, descGateConnected, descOutboxEvents, descOutboxBytes, descQueued, descEvents} {
+	for _, d := range []*prometheus.Desc{descServersWithheld, descGateConnected, descOutboxEvents, descOutboxBytes, descQueued, descEvents, descCopyInUse, descCopyIgnored, descCopyWriteErrors} {
 		ch <- d
 	}
 }
 
 func (s *state) Collect(ch chan<- prometheus.Metric) {
-	withheld, connected := 0, 1
+	withheld, connected, inUse := 0, 1, 0
 	var st fleet.Stats
+	ignored := map[string]uint64{}
+	var writeErrors uint64
 	for _, u := range s.ups {
+		cs := u.Gate.CopyStats()
+		if cs.InUse {
+			inUse++
+		}
+		for r, n := range cs.Ignored {
+			ignored[r] += n
+		}
+		writeErrors += cs.WriteErrors
 		if !u.Gate.Serving() {
 			withheld++
 		}
@@ -221,6 +242,11 @@ func (s *state) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descOutboxEvents, prometheus.GaugeValue, float64(st.OutboxDepth))
 	ch <- prometheus.MustNewConstMetric(descOutboxBytes, prometheus.GaugeValue, float64(st.OutboxBytes))
 	ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(st.Queued))
+	ch <- prometheus.MustNewConstMetric(descCopyInUse, prometheus.GaugeValue, float64(inUse))
+	for _, r := range fleet.CopyReasons {
+		ch <- prometheus.MustNewConstMetric(descCopyIgnored, prometheus.CounterValue, float64(ignored[r]), r)
+	}
+	ch <- prometheus.MustNewConstMetric(descCopyWriteErrors, prometheus.CounterValue, float64(writeErrors))
 	for _, e := range []struct {
 		result string
 		n      uint64

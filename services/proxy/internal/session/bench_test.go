@@ -19,10 +19,10 @@ func BenchmarkCallRoundTrip(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		r.toClient, r.toServer = r.toClient[:0], r.toServer[:0]
-		if err := r.s.FromClient(ctx, req); err != nil {
+		if err := r.io.fromClient(ctx, req); err != nil {
 			b.Fatal(err)
 		}
-		if err := r.s.FromServer(ctx, resp); err != nil {
+		if err := r.io.fromServer(ctx, resp); err != nil {
 			b.Fatal(err)
 		}
 		r.obs.calls = r.obs.calls[:0]

@@ -11,60 +11,22 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
 )
 
-// Refusal codes of requests the proxy answers itself, besides the
-// server_<status>, server_unknown, server_changed, tool_not_approved and
-// listing_invalid of tools/call.
-const (
-	// RefuseAmbiguous: the request's params have member names that differ
-	// only in case ("name" and "Name"): the proxy and a case-insensitive
-	// server (Go's encoding/json) would read two different requests.
-	RefuseAmbiguous = "request_ambiguous"
-	// RefusePromptNotApproved: prompts/get of a prompt the baseline does not
-	// approve (new, or changed since).
-	RefusePromptNotApproved = "prompt_not_approved"
-	// RefuseResourceNotApproved: resources/read (or subscribe) of a
-	// resource the server lists but the baseline does not approve.
-	RefuseResourceNotApproved = "resource_not_approved"
-	// RefuseListingPending: the server announced a change of its listing
-	// and the proxy's own re-listing did not complete within the bound.
-	RefuseListingPending = "listing_pending"
-)
-
 // openMethods are requests that carry nothing of the server's advertised
 // surface to the client, or whose answers the proxy judges item by item
 // (the listings): they pass whatever the server's status. Every other
 // request (prompts/get, resources/read, completion/complete, tasks, methods
 // of later revisions) reaches only a server the proxy serves.
 var openMethods = map[string]bool{
-	"initialize": true, "server/discover": true, "ping": true, "logging/setLevel": true,
-	"tools/list": true, "prompts/list": true, "resources/list": true, "resources/templates/list": true,
-	"resources/unsubscribe": true, "subscriptions/listen": true,
+	jsonrpc.MethodInitialize: true, jsonrpc.MethodDiscover: true, jsonrpc.MethodPing: true, jsonrpc.MethodSetLevel: true,
+	jsonrpc.MethodToolsList: true, jsonrpc.MethodPromptsList: true, jsonrpc.MethodResourcesList: true, jsonrpc.MethodResourceTemplatesList: true,
+	jsonrpc.MethodResourcesUnsubscribe: true, jsonrpc.MethodSubscriptionsListen: true,
 }
 
-// FromClient handles one message from the client (a batch is handled
-// element by element) on a stream transport: the proxy's answers go to the
-// client, the rest to the server.
-func (s *Session) FromClient(ctx context.Context, raw []byte) error {
-	o := s.Client(ctx, raw)
-	if o.Reply != nil {
-		if err := s.toClient(o.Reply); err != nil {
-			return err
-		}
-	}
-	if o.Forward != nil {
-		if err := s.toServer(o.Forward); err != nil {
-			return err
-		}
-	}
-	if o.Opened {
-		return s.ListAll()
-	}
-	return nil
-}
-
-// ClientSplit is Client for a transport that has already split raw with
-// jsonrpc.Split (to check its headers against it).
-func (s *Session) ClientSplit(ctx context.Context, raw []byte, msgs []*jsonrpc.Message, batch bool) Outcome {
+// Client decides on one message from the client (a batch element by
+// element), as the transport split it (jsonrpc.Split: what cannot be split
+// is the transport's to refuse, in its own way), and says what to send
+// where: the one way a client's message reaches the server.
+func (s *Session) Client(ctx context.Context, raw []byte, msgs []*jsonrpc.Message, batch bool) Outcome {
 	if batch {
 		return s.clientBatch(ctx, raw, msgs)
 	}
@@ -76,7 +38,7 @@ func (s *Session) ClientSplit(ctx context.Context, raw []byte, msgs []*jsonrpc.M
 	case drop:
 		return Outcome{}
 	}
-	o := Outcome{Forward: raw, Opened: m.Kind == jsonrpc.KindNotification && m.Method == "notifications/initialized"}
+	o := Outcome{Forward: raw, Opened: m.Kind == jsonrpc.KindNotification && m.Method == jsonrpc.MethodInitialized}
 	if o.Opened {
 		s.WillList()
 	}
@@ -96,7 +58,7 @@ func (s *Session) clientBatch(ctx context.Context, raw []byte, msgs []*jsonrpc.M
 			dropped = true
 		default:
 			forward = append(forward, m.Raw)
-			opened = opened || (m.Kind == jsonrpc.KindNotification && m.Method == "notifications/initialized")
+			opened = opened || (m.Kind == jsonrpc.KindNotification && m.Method == jsonrpc.MethodInitialized)
 		}
 	}
 	if opened {
@@ -125,26 +87,26 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) (refusa
 		// A request method without an id would reach the server unjudged
 		// (a tools/call the proxy never decided on): only notifications
 		// are notifications.
-		return nil, !strings.HasPrefix(m.Method, "notifications/")
+		return nil, !strings.HasPrefix(m.Method, jsonrpc.NotificationPrefix)
 	case jsonrpc.KindResponse:
 		return nil, false // the client's answers to the server's requests
 	}
 	var tool, digest, twin string
 	var args []byte
-	if m.Method == "tools/call" {
+	if m.Method == jsonrpc.MethodToolsCall {
 		tool, digest, args, twin = callOf(m.Params, s.cfg.FullArguments)
 	} else {
 		twin = foldTwin(m.Params)
 	}
 	if twin != "" {
 		text := "mcpdrift withheld this request: its params have member names that differ only in case (" + twin + "), which servers read in different ways."
-		if m.Method == "tools/call" {
+		if m.Method == jsonrpc.MethodToolsCall {
 			s.obs.Call(Call{Tool: tool, Refused: true, RefusalCode: RefuseAmbiguous, ArgsDigest: digest, Arguments: args})
-			return jsonrpc.ToolError(m.ID, RefuseAmbiguous, text), false
+			return ToolError(m.ID, RefuseAmbiguous, text), false
 		}
-		return jsonrpc.ErrorResponseData(m.ID, -32600, text, RefuseAmbiguous), false
+		return ErrorResponse(m.ID, -32600, text, RefuseAmbiguous), false
 	}
-	if s.cfg.Follow != nil && m.Method != "initialize" && m.Method != "server/discover" && metaNames(m.Params) {
+	if s.cfg.Follow != nil && m.Method != jsonrpc.MethodInitialize && m.Method != jsonrpc.MethodDiscover && metaNames(m.Params) {
 		// A stateless request names its variant itself: what it is listed
 		// is reported in that variant (reportFollowed).
 		s.mu.Lock()
@@ -152,7 +114,7 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) (refusa
 		s.mu.Unlock()
 	}
 	switch {
-	case m.Method == "initialize" || m.Method == "server/discover":
+	case m.Method == jsonrpc.MethodInitialize || m.Method == jsonrpc.MethodDiscover:
 		s.mu.Lock()
 		s.variant = variantOf(m.Params)
 		s.pending[string(m.ID)] = pendingReq{method: m.Method}
@@ -161,21 +123,21 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) (refusa
 		s.mu.Lock()
 		s.pending[string(m.ID)] = pendingReq{method: m.Method, kind: listKinds[m.Method]}
 		if stringParam(m.Params, "cursor") == "" {
-			s.startListing(listKinds[m.Method], client)
+			s.startListing(listKinds[m.Method], byClient)
 		}
 		s.mu.Unlock()
-	case m.Method == "tools/call":
+	case m.Method == jsonrpc.MethodToolsCall:
 		code, text, alert := s.decide(ctx, surface.KindTool, tool)
 		if code != "" {
 			s.obs.Call(Call{Tool: tool, Refused: true, RefusalCode: code, ArgsDigest: digest, Arguments: args})
-			return jsonrpc.ToolError(m.ID, code, text), false
+			return ToolError(m.ID, code, text), false
 		}
 		s.mu.Lock()
 		s.pending[string(m.ID)] = pendingReq{method: m.Method, tool: tool, start: time.Now(), digest: digest, args: args, alert: alert}
 		s.mu.Unlock()
 	default:
 		if code, text := s.decideOther(ctx, m); code != "" {
-			return jsonrpc.ErrorResponseData(m.ID, -32600, text, code), false
+			return ErrorResponse(m.ID, -32600, text, code), false
 		}
 		s.mu.Lock()
 		s.pending[string(m.ID)] = pendingReq{method: m.Method}
@@ -188,14 +150,14 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) (refusa
 // prompts/get and resources/read (and subscribe) name an item, judged like
 // a tool; any other request that is not open reaches only a server that is
 // served.
-func (s *Session) decideOther(ctx context.Context, m *jsonrpc.Message) (code, text string) {
+func (s *Session) decideOther(ctx context.Context, m *jsonrpc.Message) (code Code, text string) {
 	if openMethods[m.Method] {
 		return "", ""
 	}
 	switch m.Method {
-	case "prompts/get":
+	case jsonrpc.MethodPromptsGet:
 		code, text, _ = s.decide(ctx, surface.KindPrompt, stringParam(m.Params, "name"))
-	case "resources/read", "resources/subscribe":
+	case jsonrpc.MethodResourcesRead, jsonrpc.MethodResourcesSubscribe:
 		code, text, _ = s.decide(ctx, surface.KindResource, stringParam(m.Params, "uri"))
 	default:
 		code, text, _ = s.decide(ctx, 0, "")
@@ -208,7 +170,7 @@ func (s *Session) decideOther(ctx context.Context, m *jsonrpc.Message) (code, te
 // that names no item), or "" to forward; alert is the code a request
 // forwarded under the alert posture would have been refused with under
 // block ("" when the baseline approves it).
-func (s *Session) decide(ctx context.Context, kind surface.Kind, name string) (code, text, alert string) {
+func (s *Session) decide(ctx context.Context, kind surface.Kind, name string) (code Code, text string, alert Code) {
 	judge := s.judge()
 	if !judge.waitRelisted(ctx, kind) {
 		return RefuseListingPending, fmt.Sprintf("mcpdrift withheld this request: server %q announced a change of what it offers and the proxy's check of it has not completed. Retry shortly.", s.cfg.Server), ""
@@ -221,30 +183,30 @@ func (s *Session) decide(ctx context.Context, kind surface.Kind, name string) (c
 	judge.mu.Unlock()
 	if listErr != "" && kind == surface.KindTool {
 		// Whatever the verdict and the posture: the server's surface is not a surface.
-		return "listing_invalid", fmt.Sprintf("mcpdrift withheld this call: the tools listing of server %q could not be assembled (%s), so none of its tools can be trusted. The server must be fixed; the proxy lists it again when it announces a change.", s.cfg.Server, listErr), ""
+		return RefuseListingInvalid, fmt.Sprintf("mcpdrift withheld this call: the tools listing of server %q could not be assembled (%s), so none of its tools can be trusted. The server must be fixed; the proxy lists it again when it announces a change.", s.cfg.Server, listErr), ""
 	}
 	v, ok := s.view(ctx, variant, awaiting)
 	drifted := judge.driftedFrom(v, ok)
 	switch {
 	case !ok:
-		return "server_unknown", fmt.Sprintf("mcpdrift withheld this request: there is no verdict on server %q yet, so it is not trusted. Retry shortly (the proxy publishes what the server advertises once the session is initialized and lists it); if it persists an admin must check the drift service.", s.cfg.Server), ""
+		return RefuseServerUnknown, fmt.Sprintf("mcpdrift withheld this request: there is no verdict on server %q yet, so it is not trusted. Retry shortly (the proxy publishes what the server advertises once the session is initialized and lists it); if it persists an admin must check the drift service.", s.cfg.Server), ""
 	case !v.Serve:
-		return "server_" + v.Status, fmt.Sprintf("mcpdrift withheld this request: server %q is %s. An admin must review it and approve its manifest (driftctl show, then driftctl approve --hash) before it can be used.", s.cfg.Server, v.Status), ""
+		return RefuseServer(v.Status), fmt.Sprintf("mcpdrift withheld this request: server %q is %s. An admin must review it and approve its manifest (driftctl show, then driftctl approve --hash) before it can be used.", s.cfg.Server, v.Status), ""
 	case drifted:
 		if v.Alert {
-			return "", "", "server_changed"
+			return "", "", RefuseServerChanged
 		}
-		return "server_changed", fmt.Sprintf("mcpdrift withheld this request: server %q now advertises a manifest that differs from the approved one. An admin must review and approve it before its tools can be used.", s.cfg.Server), ""
+		return RefuseServerChanged, fmt.Sprintf("mcpdrift withheld this request: server %q now advertises a manifest that differs from the approved one. An admin must review and approve it before its tools can be used.", s.cfg.Server), ""
 	}
 	if kind == 0 {
 		return "", "", ""
 	}
 	approved, inBaseline := v.Items[ItemKey{kind, name}]
-	refused := ""
+	var refused Code
 	switch kind {
 	case surface.KindTool:
 		if !inBaseline || (seen && live != approved) {
-			refused = "tool_not_approved"
+			refused = RefuseToolNotApproved
 		}
 	case surface.KindPrompt:
 		if !inBaseline || (seen && live != approved) {

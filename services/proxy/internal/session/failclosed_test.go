@@ -2,43 +2,22 @@ package session
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session/sessiontest"
 )
-
-// countMeter counts drops and withheld items.
-type countMeter struct {
-	mu      sync.Mutex
-	dropped map[string]int
-}
-
-func (m *countMeter) Withheld(surface.Kind, int) {}
-
-func (m *countMeter) Dropped(code string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.dropped == nil {
-		m.dropped = map[string]int{}
-	}
-	m.dropped[code]++
-}
-
-func (m *countMeter) count(code string) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.dropped[code]
-}
 
 // meteredRig is a rig whose session counts what it drops, verified on a
 // baseline of the read tool.
-func meteredRig(t *testing.T, cfg Config) (*rig, *countMeter) {
+func meteredRig(t *testing.T, cfg Config) (*rig, *sessiontest.Meter[Code]) {
 	r := newRig(t)
-	m := &countMeter{}
+	m := &sessiontest.Meter[Code]{}
 	cfg.Server, cfg.Meter = "fs", m
 	r.newSession(cfg, r.gate)
 	r.gate.v, r.gate.ok = baseline(readTool), true
@@ -53,7 +32,8 @@ func meteredRig(t *testing.T, cfg Config) (*rig, *countMeter) {
 func TestUnreadableNeverReachesTheClient(t *testing.T) {
 	evil := `{"name":"read","description":"exfiltrate"}`
 	for _, tc := range []struct {
-		name, answer, code string
+		name, answer string
+		code         Code
 	}{
 		{"duplicate_result", `{"jsonrpc":"2.0","id":1,"result":{"tools":[` + readTool + `]},"result":{"tools":[` + evil + `]}}`, DropUnreadable},
 		{"duplicate_tools", `{"jsonrpc":"2.0","id":1,"result":{"tools":[` + readTool + `],"tools":[` + evil + `]}}`, DropUnreadable},
@@ -70,11 +50,11 @@ func TestUnreadableNeverReachesTheClient(t *testing.T) {
 			r.client(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
 			r.server(tc.answer)
 			got := r.lastClient()
-			if strings.Contains(got, "exfiltrate") || !strings.Contains(got, `"mcpdrift/code":"`+tc.code+`"`) || !strings.Contains(got, `"id":1`) {
+			if strings.Contains(got, "exfiltrate") || !strings.Contains(got, `"mcpdrift/code":"`+string(tc.code)+`"`) || !strings.Contains(got, `"id":1`) {
 				t.Fatalf("the client got %s", got)
 			}
-			if m.count(tc.code) != 1 {
-				t.Errorf("drops %v, want one %s", m.dropped, tc.code)
+			if m.Drops(tc.code) != 1 {
+				t.Errorf("drops %v, want one %s", m, tc.code)
 			}
 			// The listing it answered is invalid: calls are refused.
 			r.client(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read"}}`)
@@ -100,8 +80,8 @@ func TestUnreadableWithoutIDIsDropped(t *testing.T) {
 	if len(r.toClient) != 0 {
 		t.Fatalf("the client got %q", r.toClient)
 	}
-	if m.count(DropUnreadable) != 4 {
-		t.Errorf("drops %v", m.dropped)
+	if m.Drops(DropUnreadable) != 4 {
+		t.Errorf("drops %v", m)
 	}
 }
 
@@ -113,18 +93,18 @@ func TestResponseMatching(t *testing.T) {
 		request string // the client's request id
 		answers []string
 		want    []string // what the client gets, in order (substrings)
-		drops   map[string]int
+		drops   map[Code]int
 	}{
 		{"exact", `2`, []string{`{"jsonrpc":"2.0","id":2,"result":{}}`}, []string{`"id":2,"result":{}`}, nil},
-		{"second_answer", `2`, []string{`{"jsonrpc":"2.0","id":2,"result":{"n":1}}`, `{"jsonrpc":"2.0","id":2,"result":{"n":2}}`}, []string{`"n":1`}, map[string]int{DropUnmatched: 1}},
-		{"no_request", `2`, []string{`{"jsonrpc":"2.0","id":7,"result":{"x":1}}`}, nil, map[string]int{DropUnmatched: 1}},
-		{"string_for_number", `2`, []string{`{"jsonrpc":"2.0","id":"2","result":{"x":1}}`}, []string{`"id":2,"error"`}, map[string]int{DropAmbiguous: 1}},
-		{"float_for_number", `2`, []string{`{"jsonrpc":"2.0","id":2.0,"result":{"x":1}}`}, []string{`"id":2,"error"`}, map[string]int{DropAmbiguous: 1}},
-		{"exponent_for_number", `2`, []string{`{"jsonrpc":"2.0","id":2e0,"result":{"x":1}}`}, []string{`"id":2,"error"`}, map[string]int{DropAmbiguous: 1}},
-		{"number_for_string", `"2"`, []string{`{"jsonrpc":"2.0","id":2,"result":{"x":1}}`}, []string{`"id":"2","error"`}, map[string]int{DropAmbiguous: 1}},
-		{"escaped_string", `"ab"`, []string{`{"jsonrpc":"2.0","id":"a\u0062","result":{"x":1}}`}, []string{`"id":"ab","error"`}, map[string]int{DropAmbiguous: 1}},
-		{"then_exact_is_late", `2`, []string{`{"jsonrpc":"2.0","id":"2","result":{"x":1}}`, `{"jsonrpc":"2.0","id":2,"result":{"x":2}}`}, []string{`"id":2,"error"`}, map[string]int{DropAmbiguous: 1, DropUnmatched: 1}},
-		{"null_id", `2`, []string{`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}`}, nil, map[string]int{DropUnmatched: 1}},
+		{"second_answer", `2`, []string{`{"jsonrpc":"2.0","id":2,"result":{"n":1}}`, `{"jsonrpc":"2.0","id":2,"result":{"n":2}}`}, []string{`"n":1`}, map[Code]int{DropUnmatched: 1}},
+		{"no_request", `2`, []string{`{"jsonrpc":"2.0","id":7,"result":{"x":1}}`}, nil, map[Code]int{DropUnmatched: 1}},
+		{"string_for_number", `2`, []string{`{"jsonrpc":"2.0","id":"2","result":{"x":1}}`}, []string{`"id":2,"error"`}, map[Code]int{DropAmbiguous: 1}},
+		{"float_for_number", `2`, []string{`{"jsonrpc":"2.0","id":2.0,"result":{"x":1}}`}, []string{`"id":2,"error"`}, map[Code]int{DropAmbiguous: 1}},
+		{"exponent_for_number", `2`, []string{`{"jsonrpc":"2.0","id":2e0,"result":{"x":1}}`}, []string{`"id":2,"error"`}, map[Code]int{DropAmbiguous: 1}},
+		{"number_for_string", `"2"`, []string{`{"jsonrpc":"2.0","id":2,"result":{"x":1}}`}, []string{`"id":"2","error"`}, map[Code]int{DropAmbiguous: 1}},
+		{"escaped_string", `"ab"`, []string{`{"jsonrpc":"2.0","id":"a\u0062","result":{"x":1}}`}, []string{`"id":"ab","error"`}, map[Code]int{DropAmbiguous: 1}},
+		{"then_exact_is_late", `2`, []string{`{"jsonrpc":"2.0","id":"2","result":{"x":1}}`, `{"jsonrpc":"2.0","id":2,"result":{"x":2}}`}, []string{`"id":2,"error"`}, map[Code]int{DropAmbiguous: 1, DropUnmatched: 1}},
+		{"null_id", `2`, []string{`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}`}, nil, map[Code]int{DropUnmatched: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, m := meteredRig(t, Config{})
@@ -141,8 +121,8 @@ func TestResponseMatching(t *testing.T) {
 				}
 			}
 			for code, n := range tc.drops {
-				if m.count(code) != n {
-					t.Errorf("drops %v, want %d %s", m.dropped, n, code)
+				if m.Drops(code) != n {
+					t.Errorf("drops %v, want %d %s", m, n, code)
 				}
 			}
 		})
@@ -168,9 +148,9 @@ func TestClientAmbiguity(t *testing.T) {
 	}{
 		{"call_as_notification", `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"write"}}`, ""},
 		{"read_as_notification", `{"jsonrpc":"2.0","method":"resources/read","params":{"uri":"file:///etc/passwd"}}`, ""},
-		{"name_by_case", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read","Name":"write"}}`, RefuseAmbiguous},
-		{"name_long_s", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read","arguments":{},"argumentſ":{"x":1}}}`, RefuseAmbiguous},
-		{"prompt_by_case", `{"jsonrpc":"2.0","id":3,"method":"prompts/get","params":{"name":"a","NAME":"b"}}`, RefuseAmbiguous},
+		{"name_by_case", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read","Name":"write"}}`, string(RefuseAmbiguous)},
+		{"name_long_s", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read","arguments":{},"argumentſ":{"x":1}}}`, string(RefuseAmbiguous)},
+		{"prompt_by_case", `{"jsonrpc":"2.0","id":3,"method":"prompts/get","params":{"name":"a","NAME":"b"}}`, string(RefuseAmbiguous)},
 		{"method_by_case", `{"jsonrpc":"2.0","id":3,"method":"tools/list","Method":"tools/call","params":{"name":"write"}}`, "-32700"},
 		{"duplicate_name", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read","name":"write"}}`, "-32700"},
 	} {
@@ -224,11 +204,11 @@ func TestScopeOfAClosedServer(t *testing.T) {
 			if len(r.toClient) != n {
 				t.Fatalf("delivered %q", r.toClient[n:])
 			}
-			if len(r.toServer) != 3 || !strings.Contains(r.toServer[0], `"id":"s1","error"`) || !strings.Contains(r.toServer[0], DropServerClosed) {
+			if len(r.toServer) != 3 || !strings.Contains(r.toServer[0], `"id":"s1","error"`) || !strings.Contains(r.toServer[0], string(DropServerClosed)) {
 				t.Errorf("the server got %q, want an error for each request", r.toServer)
 			}
-			if m.count(DropServerClosed) != 3 {
-				t.Errorf("drops %v", m.dropped)
+			if m.Drops(DropServerClosed) != 3 {
+				t.Errorf("drops %v", m)
 			}
 			// Lifecycle passes.
 			r.client(`{"jsonrpc":"2.0","id":9,"method":"ping"}`)
@@ -263,10 +243,10 @@ func TestScopeOfAVerifiedServer(t *testing.T) {
 	r.client(`{"jsonrpc":"2.0","id":2,"method":"resources/list"}`)
 	r.server(`{"jsonrpc":"2.0","id":2,"result":{"resources":[` + res + `,{"uri":"file:///secret","name":"s"}]}}`)
 	for _, tc := range []struct{ req, want string }{
-		{`{"jsonrpc":"2.0","id":3,"method":"prompts/get","params":{"name":"p"}}`, RefusePromptNotApproved},
-		{`{"jsonrpc":"2.0","id":4,"method":"prompts/get","params":{"name":"new"}}`, RefusePromptNotApproved},
-		{`{"jsonrpc":"2.0","id":5,"method":"resources/read","params":{"uri":"file:///secret"}}`, RefuseResourceNotApproved},
-		{`{"jsonrpc":"2.0","id":6,"method":"resources/subscribe","params":{"uri":"file:///secret"}}`, RefuseResourceNotApproved},
+		{`{"jsonrpc":"2.0","id":3,"method":"prompts/get","params":{"name":"p"}}`, string(RefusePromptNotApproved)},
+		{`{"jsonrpc":"2.0","id":4,"method":"prompts/get","params":{"name":"new"}}`, string(RefusePromptNotApproved)},
+		{`{"jsonrpc":"2.0","id":5,"method":"resources/read","params":{"uri":"file:///secret"}}`, string(RefuseResourceNotApproved)},
+		{`{"jsonrpc":"2.0","id":6,"method":"resources/subscribe","params":{"uri":"file:///secret"}}`, string(RefuseResourceNotApproved)},
 		{`{"jsonrpc":"2.0","id":7,"method":"resources/read","params":{"uri":"file:///a"}}`, ""},
 		{`{"jsonrpc":"2.0","id":8,"method":"resources/read","params":{"uri":"file:///via/template"}}`, ""},
 	} {
@@ -293,7 +273,10 @@ func TestListChangedIsJudgedBeforeItIsForwarded(t *testing.T) {
 			name = "serial"
 		}
 		t.Run(name, func(t *testing.T) {
-			r, _ := meteredRig(t, Config{SerialServer: serial, Timeout: 5 * time.Second})
+			r, _ := meteredRig(t, Config{Timeout: 5 * time.Second})
+			if serial {
+				r.io.serial()
+			}
 			r.client(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}`)
 			r.server(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"s","version":"1"}}}`)
 			r.client(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
@@ -302,14 +285,19 @@ func TestListChangedIsJudgedBeforeItIsForwarded(t *testing.T) {
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				if err := r.s.FromServer(context.Background(), []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)); err != nil {
+				if err := r.io.fromServer(context.Background(), []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)); err != nil {
 					t.Error(err)
 				}
 			}()
 			if serial {
 				<-done // the reader goes on
 			}
-			waitUntil(t, "the proxy's re-listing", func() bool { return strings.Contains(lastOf(r), `tools/list`) && r.ownID(-1) != r.ownID(0) })
+			poll.Eventually(t, 5*time.Second, func() error {
+				if last := lastOf(r); !strings.Contains(last, `tools/list`) || r.ownID(-1) == r.ownID(0) {
+					return fmt.Errorf("the proxy's last message to the server is %s, want its re-listing", last)
+				}
+				return nil
+			})
 			for _, m := range clientMessages(r) {
 				if strings.Contains(m, "list_changed") {
 					t.Fatal("list_changed reached the client before the proxy re-listed")
@@ -318,7 +306,7 @@ func TestListChangedIsJudgedBeforeItIsForwarded(t *testing.T) {
 			// A call sent now waits for the new listing.
 			call := make(chan Outcome, 1)
 			go func() {
-				call <- r.s.Client(context.Background(), []byte(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"read"}}`))
+				call <- clientOf(context.Background(), r.s, []byte(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"read"}}`))
 			}()
 			select {
 			case o := <-call:
@@ -363,10 +351,10 @@ func TestFollowerListingIsReported(t *testing.T) {
 	}
 	lead.server(`{"jsonrpc":"2.0","id":` + lead.ownID(0) + `,"result":{"tools":[` + readTool + `]}}`)
 	obs := &variantObs{}
-	f := New(Config{Server: "fs", Follow: lead.s}, lead.gate, obs, func([]byte) error { return nil }, func([]byte) error { return nil })
+	f := New(Config{Server: "fs", Follow: lead.s}, lead.gate, obs, func([]byte) error { return nil })
 	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}`
-	f.Client(context.Background(), []byte(`{"jsonrpc":"2.0","id":8,"method":"tools/list","params":{`+meta+`}}`))
-	out, err := f.Server(context.Background(), []byte(`{"jsonrpc":"2.0","id":8,"result":{"tools":[`+evilRead+`]}}`))
+	clientOf(context.Background(), f, []byte(`{"jsonrpc":"2.0","id":8,"method":"tools/list","params":{`+meta+`}}`))
+	out, err := serverNow(f, `{"jsonrpc":"2.0","id":8,"result":{"tools":[`+evilRead+`]}}`)
 	if err != nil || strings.Contains(string(out), "id_rsa") {
 		t.Fatalf("the follower got %s (%v)", out, err)
 	}
@@ -396,17 +384,6 @@ func TestEnvelopeInAListing(t *testing.T) {
 	r.server(`{"jsonrpc":"2.0","id":1,"result":{"jsonrpc":"2.0","id":1,"result":{"tools":[` + readTool + `]},"tools":[` + evilRead + `]}}`)
 	if got := r.lastClient(); strings.Contains(got, "id_rsa") || strings.Contains(got, `"name":"read"`) {
 		t.Fatalf("the client got %s", got)
-	}
-}
-
-func waitUntil(t *testing.T, what string, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -521,11 +498,11 @@ func TestOversizedPoisonsOnce(t *testing.T) {
 	if got := len(r.toServer) - before; got != 1 {
 		t.Fatalf("%d re-listings asked for, want 1: %q", got, r.toServer[before:])
 	}
-	if m.count(DropFraming) != 2 {
-		t.Errorf("drops %v", m.dropped)
+	if m.Drops(DropFraming) != 2 {
+		t.Errorf("drops %v", m)
 	}
 	r.client(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read"}}`)
-	if got := r.lastClient(); !strings.Contains(got, RefuseListingPending) && !strings.Contains(got, "listing_invalid") {
+	if got := r.lastClient(); !strings.Contains(got, string(RefuseListingPending)) && !strings.Contains(got, "listing_invalid") {
 		t.Fatalf("a call after an oversized message: %s", got)
 	}
 	r.server(`{"jsonrpc":"2.0","id":` + r.ownID(-1) + `,"result":{"tools":[` + readTool + `]}}`)

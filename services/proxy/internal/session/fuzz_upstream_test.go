@@ -79,7 +79,7 @@ func FuzzUpstreamToClient(f *testing.F) {
 			`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
 			`{"jsonrpc":"2.0","id":3,"method":"prompts/list"}`,
 		} {
-			if err := r.s.FromClient(ctx, []byte(req)); err != nil {
+			if err := r.io.fromClient(ctx, []byte(req)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -87,7 +87,7 @@ func FuzzUpstreamToClient(f *testing.F) {
 			if len(bytes.TrimSpace(line)) == 0 {
 				continue
 			}
-			_ = r.s.FromServer(ctx, line) // an error is the proxy's business; what it delivered is ours
+			_ = r.io.fromServer(ctx, line) // an error is the proxy's business; what it delivered is ours
 		}
 		r.mu.Lock()
 		delivered := append([]string(nil), r.toClient...)
@@ -253,7 +253,7 @@ func FuzzClientToServer(f *testing.F) {
 			if len(bytes.TrimSpace(line)) == 0 {
 				continue
 			}
-			_ = r.s.FromClient(ctx, line)
+			_ = r.io.fromClient(ctx, line)
 		}
 		for _, msg := range r.toServer[before:] {
 			checkForwarded(t, []byte(msg))

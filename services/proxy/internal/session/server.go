@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
@@ -29,64 +28,55 @@ import (
 // ambiguous, answers nothing pending, or comes from a server that is not
 // served is dropped and counted (DropCodes).
 
-// FromServer handles one message from the upstream server on a stream
-// transport: what the client must see goes to it, and then what the
-// message showed is reported.
-func (s *Session) FromServer(ctx context.Context, raw []byte) error {
-	return s.FromServerFramed(ctx, raw, nil)
-}
-
-// FromServerFramed is FromServer for a transport that wraps each message it
-// delivers (an SSE event with the upstream event's id): frame gets the
-// bytes to deliver, nil when the message is dropped or kept by the proxy,
-// and returns what to write to the client (nil: nothing). frame nil writes
-// the message as it is.
-//
-// On a serial transport (Config.SerialServer) a message whose decision must
-// wait (a listing page whose verdict is due, a server request on first
-// sight, a list_changed held until the proxy has re-listed) is judged off
-// the reader, so that the server's next messages (the proxy's own listing
-// among them) are read meanwhile; what reaches the client still goes out
-// in the order the server sent it.
-func (s *Session) FromServerFramed(ctx context.Context, raw []byte, frame func([]byte) []byte) error {
-	if frame == nil {
-		frame = func(b []byte) []byte { return b }
-	}
-	if !s.cfg.SerialServer {
-		out, seen, err := s.ServerLater(ctx, raw)
-		if b := frame(out); len(b) > 0 {
-			if werr := s.toClient(b); werr != nil {
-				seen.Report()
-				return werr
-			}
-		}
-		seen.Report()
-		return err
-	}
-	sl := s.order.push()
+// Server decides on one message from the upstream server: the one way
+// bytes from upstream reach a client. It never waits itself: a decision
+// that must wait (a listing page whose verdict is due, a server request on
+// first sight, a list_changed held until the proxy has re-listed) is left
+// to Judged.Decide, which a serial transport runs off its reader
+// (package ordered) and any other transport at once (Judged.Wait).
+func (s *Session) Server(ctx context.Context, raw []byte) Judged {
 	out, later, seen, err := s.judgeServer(ctx, raw, true)
-	if later == nil {
-		s.settle(sl, frame(out), seen)
-	} else {
-		s.work.Add(1)
-		go func() {
-			defer s.work.Done()
-			s.settle(sl, frame(later()), seen)
-		}()
-	}
-	if werr := s.order.failed(); werr != nil {
-		return werr
-	}
-	return err
+	return Judged{out: out, later: later, seen: seen, err: err}
 }
 
-// Server decides on one message from the upstream server and returns the
-// bytes to deliver to the client, or nil when the message was the proxy's
-// own business (an answer to its own listing) or was dropped.
-func (s *Session) Server(ctx context.Context, raw []byte) ([]byte, error) {
-	out, seen, err := s.ServerLater(ctx, raw)
-	seen.Report()
-	return out, err
+// Judged is the session's decision on one message from the server: the
+// bytes to deliver (the original, a listing with unapproved items taken
+// out, the proxy's own error for the client's pending request, or nothing
+// when the message is dropped or is the proxy's own business), possibly
+// still to be made, and what the message showed, to report once it is
+// delivered.
+type Judged struct {
+	out   []byte
+	later decision
+	seen  Seen
+	err   error
+}
+
+// Now returns the bytes to deliver when the decision is made (waits
+// false), and the error of what the session sent the server meanwhile (a
+// re-listing).
+func (j Judged) Now() (out []byte, waits bool, err error) { return j.out, j.later != nil, j.err }
+
+// Decide makes a decision that waits, bounded by Config.Timeout, and
+// returns the bytes to deliver and the error of what it sent the server;
+// for a decision already made it returns Now's bytes.
+func (j Judged) Decide(ctx context.Context) ([]byte, error) {
+	if j.later == nil {
+		return j.out, nil
+	}
+	return j.later(ctx)
+}
+
+// Report hands what the message showed (the calls it answered) to the
+// observer; call it once the message is delivered.
+func (j Judged) Report() { j.seen.Report() }
+
+// Wait is Now and Decide at once, for a transport that may wait on its
+// reader (each answer on its own stream): the bytes to deliver, what to
+// report once they are, and every error.
+func (j Judged) Wait(ctx context.Context) ([]byte, Seen, error) {
+	out, err := j.Decide(ctx)
+	return out, j.seen, errors.Join(j.err, err)
 }
 
 // Seen is what handling a server message observed (the calls it answered),
@@ -105,26 +95,15 @@ func (o Seen) Report() {
 	}
 }
 
-// ServerLater is Server, leaving the report of what the message showed to
-// the caller, once it has delivered the message. A decision that must wait
-// is waited for here, bounded by Config.Timeout: a serial transport, where
-// waiting would hold the reader its own answers come on, uses
-// FromServerFramed instead.
-func (s *Session) ServerLater(ctx context.Context, raw []byte) ([]byte, Seen, error) {
-	out, later, seen, err := s.judgeServer(ctx, raw, true)
-	if later != nil {
-		out = later()
-	}
-	return out, seen, err
-}
-
-// Wait waits for the decisions the session is making off the reader.
-func (s *Session) Wait() { s.work.Wait() }
+// decision is the part of a decision on a server message that waits (for
+// a verdict, or the proxy's own re-listing): it returns the bytes to
+// deliver and the error of what it sent the server meanwhile.
+type decision func(ctx context.Context) ([]byte, error)
 
 // judgeServer decides on one message from the server. It returns the bytes
 // to deliver now, or later, a decision to run before delivering (only for
 // a message that came alone and mayWait).
-func (s *Session) judgeServer(ctx context.Context, raw []byte, mayWait bool) (out []byte, later func() []byte, seen Seen, err error) {
+func (s *Session) judgeServer(ctx context.Context, raw []byte, mayWait bool) (out []byte, later decision, seen Seen, err error) {
 	seen = Seen{s: s}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, nil, seen, nil // no message at all (an empty body): nothing to deliver or judge
@@ -170,7 +149,7 @@ func (s *Session) unreadable(raw []byte, perr error) []byte {
 		code = DropAmbiguous
 	}
 	s.Dropped(code)
-	why := "the server sent a message the proxy could not read (" + code + ")"
+	why := "the server sent a message the proxy could not read (" + string(code) + ")"
 	var answers [][]byte
 	matched := false
 	for _, id := range looseIDs(raw) {
@@ -198,7 +177,7 @@ func (s *Session) unreadable(raw []byte, perr error) []byte {
 // answer to its pending request id: an error with the drop's code (nil
 // when id is not pending, or is the proxy's own; matched says it was one of
 // the two). A listing it answered fails, and is published as failing.
-func (s *Session) unreadableAnswer(id []byte, code, why string) (answer []byte, matched bool) {
+func (s *Session) unreadableAnswer(id []byte, code Code, why string) (answer []byte, matched bool) {
 	s.mu.Lock()
 	own, isOwn := s.own[string(id)]
 	p, isPending := s.pending[string(id)]
@@ -208,15 +187,15 @@ func (s *Session) unreadableAnswer(id []byte, code, why string) (answer []byte, 
 	switch {
 	case isOwn:
 		if own.kind != 0 {
-			s.failListing(own.kind, by(own), why, true)
+			s.failListing(own.kind, refOf(own), why, true)
 		}
 		return nil, true
 	case !isPending:
 		return nil, false
 	case p.kind != 0:
-		s.failListing(p.kind, by(p), why, true)
+		s.failListing(p.kind, refOf(p), why, true)
 	}
-	return jsonrpc.ErrorResponseData(id, -32603, "mcpdrift proxy: the server's answer could not be read exactly as a client would read it, so it was dropped", code), true
+	return ErrorResponse(id, -32603, "mcpdrift proxy: the server's answer could not be read exactly as a client would read it, so it was dropped", code), true
 }
 
 // looseIDs reads the ids of a message the strict parser refused, the way a
@@ -289,25 +268,21 @@ func looseIDs(raw []byte) [][]byte {
 // for the unreadable bytes, which never enter a capture. Without it (the
 // transport refused an answer, or the server answered with an HTTP error)
 // the failure is this session's alone.
-func (s *Session) failListing(k surface.Kind, by listing, why string, publish bool) {
+func (s *Session) failListing(k surface.Kind, ref listingRef, why string, publish bool) {
 	s.mu.Lock()
-	if by.own && by.gen != s.ownGen[k] {
+	if ref.by == byProxy && ref.gen != s.kinds[k].gen {
 		s.mu.Unlock()
 		return // a newer listing of this kind started
 	}
-	w := client
-	if by.own {
-		w = own
-	}
+	a := &s.kinds[k].listing[ref.by]
 	if !publish {
-		s.failure[w][k] = why
-		s.builders[w][k] = nil
+		a.failure, a.builder = why, nil
 		follow := s.cfg.Follow
 		if k == surface.KindTool && follow == nil {
 			s.lastTools, s.drifted, s.listErr = nil, true, why
 		}
 		s.mu.Unlock()
-		if by.own {
+		if ref.by == byProxy {
 			s.endRelist(k)
 		}
 		if follow != nil && k == surface.KindTool {
@@ -315,15 +290,14 @@ func (s *Session) failListing(k surface.Kind, by listing, why string, publish bo
 		}
 		return
 	}
-	if s.builders[w][k] == nil {
-		s.startListing(k, w)
+	if a.builder == nil {
+		s.startListing(k, ref.by)
 	}
-	s.pages[w][k] = append(s.pages[w][k], []byte(`{"mcpdrift/unreadable":`+strconv.Quote(why)+`}`))
-	s.complete[k] = s.pages[w][k]
-	s.failure[w][k] = why
-	s.builders[w][k] = nil
+	a.pages = append(a.pages, []byte(`{"mcpdrift/unreadable":`+strconv.Quote(why)+`}`))
+	s.kinds[k].complete = a.pages
+	a.failure, a.builder = why, nil
 	s.mu.Unlock()
-	s.finishListing(k, w)
+	s.finishListing(k, ref.by)
 }
 
 // poison makes the session that judges this one distrust the server's
@@ -336,7 +310,7 @@ func (s *Session) poison(why string) {
 	j.lastTools, j.drifted, j.listErr = nil, true, why
 	// One re-listing at a time: a server that answers it with what the
 	// proxy cannot read again does not start another.
-	relist := j.initRes != nil && slices.Contains(j.declared, surface.KindTool) && j.relisting[surface.KindTool] == nil
+	relist := j.initRes != nil && slices.Contains(j.declared, surface.KindTool) && j.kinds[surface.KindTool].relisting == nil
 	j.mu.Unlock()
 	if relist {
 		j.beginRelist(surface.KindTool)
@@ -373,20 +347,25 @@ func (s *Session) adoptTools(items map[string]surface.Digest, why string) {
 // errorAnswer is why a listing answered with a JSON-RPC error failed.
 const errorAnswer = "the server answered the listing with an error"
 
-// listing says which listing a page request belongs to: the client's, or
-// the proxy's own of generation gen.
-type listing struct {
-	own bool
+// listingRef says which listing a page request belongs to: the client's,
+// or the proxy's own of generation gen.
+type listingRef struct {
+	by  owner
 	gen int
 }
 
-func by(p pendingReq) listing { return listing{own: p.own, gen: p.gen} }
+func refOf(p pendingReq) listingRef {
+	if p.own {
+		return listingRef{by: byProxy, gen: p.gen}
+	}
+	return listingRef{by: byClient}
+}
 
 // serverMessage decides on one message. mayWait says that the message
 // came alone and its decision may wait for what is due (a verdict, the
 // proxy's own re-listing): it then returns later, to run before
 // delivering, and no out. The calls it answers go to seen.
-func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message, mayWait bool, seen *Seen) (out []byte, later func() []byte, err error) {
+func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message, mayWait bool, seen *Seen) (out []byte, later decision, err error) {
 	raw := m.Raw
 	switch m.Kind {
 	case jsonrpc.KindNotification:
@@ -405,11 +384,11 @@ func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message, mayWait
 		// Judged before it is forwarded: the client hears of the change
 		// once the proxy has re-listed, so that what it lists or calls next
 		// is decided on the new listing.
-		return nil, func() []byte {
+		return nil, func(ctx context.Context) ([]byte, error) {
 			for _, k := range kinds {
 				j.waitRelisted(ctx, k)
 			}
-			return raw
+			return raw, nil
 		}, nil
 	case jsonrpc.KindRequest:
 		return s.serverRequest(ctx, m, mayWait)
@@ -428,7 +407,7 @@ func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message, mayWait
 		return s.unmatched(m), nil, nil
 	}
 	switch {
-	case p.method == "initialize" || p.method == "server/discover":
+	case p.method == jsonrpc.MethodInitialize || p.method == jsonrpc.MethodDiscover:
 		if m.Result == nil {
 			return raw, nil, nil
 		}
@@ -439,7 +418,7 @@ func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message, mayWait
 		return s.pinInstructions(ctx, s.currentVariant(), m), nil, nil
 	case p.kind != 0:
 		return s.listPage(ctx, p.kind, m, mayWait)
-	case p.method == "tools/call":
+	case p.method == jsonrpc.MethodToolsCall:
 		seen.calls = append(seen.calls, Call{Tool: p.tool, Error: m.Error != nil || isToolError(m.Result), Latency: time.Since(p.start), ArgsDigest: p.digest, AlertCode: p.alert, Arguments: p.args})
 	}
 	return raw, nil, nil
@@ -472,7 +451,7 @@ func (s *Session) unmatched(m *jsonrpc.Message) []byte {
 		return nil
 	}
 	s.Dropped(DropAmbiguous)
-	return jsonrpc.ErrorResponseData(hit, -32603, "mcpdrift proxy: the server answered with the id "+string(m.ID)+", not as this request's id was written; the answer was dropped", DropAmbiguous)
+	return ErrorResponse(hit, -32603, "mcpdrift proxy: the server answered with the id "+string(m.ID)+", not as this request's id was written; the answer was dropped", DropAmbiguous)
 }
 
 // idKey is the value a lenient client takes an id for: a number's value,
@@ -499,62 +478,70 @@ func idKey(raw []byte) (string, bool) {
 // serverRequest decides on a request of the server's (sampling,
 // elicitation, roots, ping): it reaches the client only while the server
 // is served. Otherwise the server gets an error in the client's stead.
-func (s *Session) serverRequest(ctx context.Context, m *jsonrpc.Message, mayWait bool) ([]byte, func() []byte, error) {
-	if m.Method == "ping" {
+func (s *Session) serverRequest(ctx context.Context, m *jsonrpc.Message, mayWait bool) ([]byte, decision, error) {
+	if m.Method == jsonrpc.MethodPing {
 		return m.Raw, nil, nil
 	}
 	variant := s.currentVariant()
-	decide := func(awaiting bool) []byte {
+	decide := func(ctx context.Context, awaiting bool) ([]byte, error) {
 		v, ok := s.view(ctx, variant, awaiting)
 		if ok && v.Serve && (v.Alert || !s.judge().driftedFrom(v, ok)) {
-			return m.Raw
+			return m.Raw, nil
 		}
 		status := "unknown"
 		if ok {
 			status = v.Status
 		}
 		s.Dropped(DropServerClosed)
-		_ = s.toServer(jsonrpc.ErrorResponseData(m.ID, -32603, "mcpdrift proxy: server "+strconv.Quote(s.cfg.Server)+" is "+status+"; its requests do not reach the client", DropServerClosed))
-		return nil
+		if err := s.toServer(ErrorResponse(m.ID, -32603, "mcpdrift proxy: server "+strconv.Quote(s.cfg.Server)+" is "+status+"; its requests do not reach the client", DropServerClosed)); err != nil {
+			return nil, fmt.Errorf("answering the server's %s request in the client's stead: %w", m.Method, err)
+		}
+		return nil, nil
 	}
 	if !mayWait || !s.awaits(variant) {
-		return decide(false), nil, nil
+		out, err := decide(ctx, false)
+		return out, nil, err
 	}
 	if _, ok := s.view(ctx, variant, false); ok {
-		return decide(false), nil, nil
+		out, err := decide(ctx, false)
+		return out, nil, err
 	}
-	return nil, func() []byte { return decide(true) }, nil
+	return nil, func(ctx context.Context) ([]byte, error) { return decide(ctx, true) }, nil
 }
 
 // listPage decides on the items of one page and returns the message to
 // forward: the original bytes, or the page with unapproved items removed.
 // A page whose verdict is due is judged in later when mayWait, so that a
 // serial transport reads on meanwhile.
-func (s *Session) listPage(ctx context.Context, k surface.Kind, m *jsonrpc.Message, mayWait bool) ([]byte, func() []byte, error) {
+func (s *Session) listPage(ctx context.Context, k surface.Kind, m *jsonrpc.Message, mayWait bool) ([]byte, decision, error) {
 	if m.Result == nil {
 		// An error answer lists nothing, and the client learns so; what the
 		// server lists is not trusted until a listing is judged, as when
 		// the transport could not read its answer (Unanswered).
-		s.failListing(k, listing{}, errorAnswer, false)
+		s.failListing(k, listingRef{}, errorAnswer, false)
 		return m.Raw, nil, nil
 	}
-	items, last, err := s.addPage(k, client, m.Result)
+	items, last, err := s.addPage(k, byClient, m.Result)
 	if last {
-		s.finishListing(k, client) // published before waiting for a verdict on it
+		s.finishListing(k, byClient) // published before waiting for a verdict on it
 	}
 	variant := s.currentVariant()
 	if !mayWait || !s.awaits(variant) {
 		// With no verdict due, the gate answers at once; in a batch the
 		// page cannot wait alone.
-		return s.judgePage(ctx, k, m, variant, false, items, last, err), nil, nil
+		out, jerr := s.judgePage(ctx, k, m, variant, false, items, last, err)
+		return out, nil, jerr
 	}
 	// The page's bytes may belong to the transport's reader: judge a copy.
 	msgs, _, perr := jsonrpc.Split(bytes.Clone(m.Raw), jsonrpc.Limits{})
 	if perr != nil || len(msgs) != 1 {
-		return s.judgePage(ctx, k, m, variant, false, items, last, err), nil, nil
+		out, jerr := s.judgePage(ctx, k, m, variant, false, items, last, err)
+		return out, nil, jerr
 	}
 	page := msgs[0]
-	return nil, func() []byte { return s.judgePage(ctx, k, page, variant, true, items, last, err) }, nil
+	return nil, func(ctx context.Context) ([]byte, error) {
+		return s.judgePage(ctx, k, page, variant, true, items, last, err)
+	}, nil
 }
 
 // relist asks the server for a listing on the proxy's own account, so that
@@ -576,14 +563,15 @@ func (s *Session) relist(k surface.Kind, cursor string) error {
 		}
 	}
 	if cursor == "" {
-		s.startListing(k, own)
+		s.startListing(k, byProxy)
 	}
-	s.own[id] = pendingReq{method: method, kind: k, gen: s.ownGen[k], own: true}
+	s.own[id] = pendingReq{method: method, kind: k, gen: s.kinds[k].gen, own: true}
 	meta := s.cfg.OwnMeta
 	s.mu.Unlock()
 	b := []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":{`)
 	if meta != nil {
-		b = append(append(b, `"_meta":`...), meta...)
+		b = append(strconv.AppendQuote(b, jsonrpc.MetaKey), ':')
+		b = append(b, meta...)
 	}
 	if cursor != "" {
 		if meta != nil {
@@ -599,7 +587,7 @@ func (s *Session) ownResponse(p pendingReq, m *jsonrpc.Message) error {
 		return nil
 	}
 	s.mu.Lock()
-	superseded := p.gen != s.ownGen[p.kind]
+	superseded := p.gen != s.kinds[p.kind].gen
 	s.mu.Unlock()
 	if superseded {
 		return nil // a newer listing of this kind started (list_changed): this one's pages would mix with it
@@ -607,28 +595,29 @@ func (s *Session) ownResponse(p pendingReq, m *jsonrpc.Message) error {
 	if m.Result == nil {
 		// The server refused its own listing: nothing of it can be trusted
 		// until it lists again. Not published: an error is no surface.
-		s.failListing(p.kind, by(p), errorAnswer, false)
+		s.failListing(p.kind, refOf(p), errorAnswer, false)
 		return nil
 	}
-	_, last, err := s.addPage(p.kind, own, m.Result)
+	_, last, err := s.addPage(p.kind, byProxy, m.Result)
 	if err == nil && !last {
 		next := stringParam(m.Result, "nextCursor")
 		s.mu.Lock()
-		repeated := s.cursors[p.kind][next]
+		ks := &s.kinds[p.kind]
+		repeated := ks.cursors[next]
 		if repeated {
-			s.failure[own][p.kind] = fmt.Sprintf("the server gave the cursor %q a second time: the listing would never end", next)
+			ks.listing[byProxy].failure = fmt.Sprintf("the server gave the cursor %q a second time: the listing would never end", next)
 		} else {
-			if s.cursors[p.kind] == nil {
-				s.cursors[p.kind] = map[string]bool{}
+			if ks.cursors == nil {
+				ks.cursors = map[string]bool{}
 			}
-			s.cursors[p.kind][next] = true
+			ks.cursors[next] = true
 		}
 		s.mu.Unlock()
 		if !repeated {
 			return s.relist(p.kind, next)
 		}
 	}
-	s.finishListing(p.kind, own)
+	s.finishListing(p.kind, byProxy)
 	return nil
 }
 
@@ -637,8 +626,8 @@ func (s *Session) ownResponse(p pendingReq, m *jsonrpc.Message) error {
 func (s *Session) beginRelist(k surface.Kind) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.relisting[k] == nil {
-		s.relisting[k] = make(chan struct{})
+	if s.kinds[k].relisting == nil {
+		s.kinds[k].relisting = make(chan struct{})
 	}
 }
 
@@ -646,9 +635,9 @@ func (s *Session) beginRelist(k surface.Kind) {
 func (s *Session) endRelist(k surface.Kind) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ch := s.relisting[k]; ch != nil {
+	if ch := s.kinds[k].relisting; ch != nil {
 		close(ch)
-		s.relisting[k] = nil
+		s.kinds[k].relisting = nil
 	}
 }
 
@@ -657,8 +646,8 @@ func (s *Session) endRelist(k surface.Kind) {
 func (s *Session) waitRelisted(ctx context.Context, kind surface.Kind) bool {
 	var chans []chan struct{}
 	s.mu.Lock()
-	for k, ch := range s.relisting {
-		if ch != nil && (kind == 0 || surface.Kind(k) == kind) {
+	for k := range s.kinds {
+		if ch := s.kinds[k].relisting; ch != nil && (kind == 0 || surface.Kind(k) == kind) {
 			chans = append(chans, ch)
 		}
 	}
@@ -678,64 +667,4 @@ func (s *Session) waitRelisted(ctx context.Context, kind surface.Kind) bool {
 		}
 	}
 	return true
-}
-
-// orderQueue keeps what a serial transport delivers in the order the
-// server sent it, while some of it is decided off the reader.
-type orderQueue struct {
-	mu    sync.Mutex
-	slots []*slot
-	err   error // the first write to the client that failed
-	write sync.Mutex
-}
-
-type slot struct {
-	done bool
-	out  []byte
-	seen Seen
-}
-
-func (q *orderQueue) push() *slot {
-	sl := &slot{}
-	q.mu.Lock()
-	q.slots = append(q.slots, sl)
-	q.mu.Unlock()
-	return sl
-}
-
-func (q *orderQueue) failed() error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.err
-}
-
-// settle records what sl delivers and writes every settled message at the
-// head of the queue, in order.
-func (s *Session) settle(sl *slot, out []byte, seen Seen) {
-	q := &s.order
-	q.mu.Lock()
-	sl.done, sl.out, sl.seen = true, out, seen
-	q.mu.Unlock()
-	q.write.Lock()
-	defer q.write.Unlock()
-	for {
-		q.mu.Lock()
-		if len(q.slots) == 0 || !q.slots[0].done {
-			q.mu.Unlock()
-			return
-		}
-		head := q.slots[0]
-		q.slots[0] = nil
-		q.slots = q.slots[1:]
-		failed := q.err != nil
-		q.mu.Unlock()
-		if len(head.out) > 0 && !failed {
-			if err := s.toClient(head.out); err != nil {
-				q.mu.Lock()
-				q.err = err
-				q.mu.Unlock()
-			}
-		}
-		head.seen.Report()
-	}
 }

@@ -68,49 +68,21 @@ type Meter interface {
 	Withheld(kind surface.Kind, n int)
 	// Dropped counts one message from upstream that the proxy did not
 	// deliver because it could not judge it, by one of DropCodes.
-	Dropped(code string)
+	Dropped(code Code)
 }
-
-// Why a message from upstream is dropped rather than delivered (the code
-// label of mcpdrift_proxy_dropped_messages_total and the mcpdrift/code of
-// the error a pending request gets instead). One home for them: the
-// transports use these too.
-const (
-	// DropUnreadable: the proxy's strict parser refuses the message
-	// (invalid JSON or UTF-8, duplicate or case-variant member names, lone
-	// surrogates, absurd nesting or size): a client's parser might read it
-	// some other way, so nobody reads it.
-	DropUnreadable = "upstream_unreadable"
-	// DropAmbiguous: the message parses but can be read two ways (a result
-	// that carries a JSON-RPC envelope of its own, ids a client coerces).
-	DropAmbiguous = "upstream_ambiguous"
-	// DropUnmatched: a response for no request the client has pending (a
-	// second answer, an answer to nothing, an id written another way).
-	DropUnmatched = "response_unmatched"
-	// DropFraming: the transport could not frame a message exactly as a
-	// client would (an SSE stream, a Content-Type or Content-Encoding it
-	// cannot read the clients' way).
-	DropFraming = "framing_invalid"
-	// DropServerClosed: a request or notification of a server whose status
-	// does not serve (sampling, elicitation, roots of a closed server).
-	DropServerClosed = "server_closed"
-)
-
-// DropCodes lists every drop code.
-var DropCodes = []string{DropUnreadable, DropAmbiguous, DropUnmatched, DropFraming, DropServerClosed}
 
 // Call is one tools/call as the proxy handled it.
 type Call struct {
 	Tool        string
 	Refused     bool
-	RefusalCode string
+	RefusalCode Code
 	Error       bool // forwarded, and the server answered with an error
 	Latency     time.Duration
 	ArgsDigest  string
 	// AlertCode is the code the call would have been refused with under
 	// the block posture (server_changed, tool_not_approved), set only on a
 	// call forwarded because the server's drift policy is alert.
-	AlertCode string
+	AlertCode Code
 	// Arguments are the call's arguments as the client wrote them, only
 	// when Config.FullArguments is set (nil otherwise, and when the call
 	// has none).
@@ -130,17 +102,20 @@ type Config struct {
 	// OwnMeta, when set, is the _meta object of the proxy's own requests
 	// (a 2026-07-28 request names its protocol version there).
 	OwnMeta []byte
+	// ToolsPage, when set, sees every page of tools this session judges
+	// (its own listings and its client's): the names of the tools on it
+	// and the result's bytes, for a transport that keeps what it needs of
+	// their definitions (streamhttp: the x-mcp-header bindings a
+	// 2026-07-28 client mirrors into Mcp-Param-* headers). It is called
+	// with the session's lock held, in the order the pages are judged: it
+	// must not block, keep page, or call the session. A session following
+	// another (Follow) leaves it unset: calls are judged by the leader's.
+	ToolsPage func(names []string, page []byte)
 	// FullArguments makes every Call carry the call's arguments, not only
 	// their digest (they can hold secrets: off by default).
 	FullArguments bool
 	// Meter, when set, counts what the session withholds.
 	Meter Meter
-	// SerialServer says that the server's messages reach the session one
-	// after another on one reader (stdio, HTTP+SSE): a page of the
-	// client's listing whose verdict is due is then judged off the reader
-	// and sent with toClient, so that the server's next messages (the
-	// proxy's own listing among them) do not wait behind it.
-	SerialServer bool
 }
 
 // Session is one client connection. Its methods are safe for concurrent use
@@ -149,24 +124,15 @@ type Session struct {
 	cfg      Config
 	gate     Gate
 	obs      Observer
-	toClient func([]byte) error
 	toServer func([]byte) error
 
-	mu      sync.Mutex
-	variant string
-	pending map[string]pendingReq // client requests we answer for, by raw id
-	own     map[string]pendingReq // requests the proxy sent itself
-	ownSeq  int
-	// The listing in progress per kind: [client] is the client's own
-	// listing, [own] the proxy's, assembled apart so that the two never
-	// mix their pages when they overlap.
-	builders  [2][5]*surface.Builder
-	pages     [2][5][][]byte     // raw result bytes of that listing's pages
-	failure   [2][5]string       // why that listing cannot be assembled ("" while it can)
-	cursors   [5]map[string]bool // cursors the proxy's own listing followed
-	ownGen    [5]int             // the proxy's own listing under way, by kind: answers of an older one are dropped
-	complete  [5][][]byte        // the last complete listing's pages
-	initRes   []byte             // the raw initialize result
+	mu        sync.Mutex
+	variant   string
+	pending   map[string]pendingReq // client requests we answer for, by raw id
+	own       map[string]pendingReq // requests the proxy sent itself
+	ownSeq    int
+	kinds     [surface.KindResourceTemplate + 1]kindState // by the kind of listing
+	initRes   []byte                                      // the raw initialize result
 	live      map[ItemKey]surface.Digest
 	declared  []surface.Kind            // the listings the server's capabilities announce
 	lastTools map[string]surface.Digest // the last complete tools listing
@@ -174,27 +140,16 @@ type Session struct {
 	drifted   bool                      // that listing differed from the baseline ...
 	driftBase string                    // ... whose hash was this ("" not judged yet)
 	driftSeen string                    // a baseline some listing of this session (or a follower's) differed from
-	params    map[string][]ParamBinding // x-mcp-header bindings of the tools last listed, by tool
 
 	toolsListed     chan struct{} // closed once a tools listing was complete
 	toolsListedOnce sync.Once
 	published       map[string]bool // variants whose whole surface this session published
 	assembling      bool            // ListAll ran and the whole surface is not published yet
 
-	ownPrefix string                       // the prefix of the ids of the proxy's own requests
-	relisting [5]chan struct{}             // per kind: closed when the re-listing list_changed asked for is done
-	lastItems [5]map[string]surface.Digest // per kind: the items of the last complete listing
-	order     orderQueue                   // what a serial transport delivers, in order
-	work      sync.WaitGroup               // decisions made off the reader
-}
+	ownPrefix string // the prefix of the ids of the proxy's own requests
 
-// ParamBinding is one tool parameter that a 2026-07-28 client mirrors into
-// an Mcp-Param-<Header> HTTP header: a property of the tool's input schema
-// annotated with x-mcp-header, reached from the schema root through
-// "properties" alone.
-type ParamBinding struct {
-	Path   []string // property names, from the arguments object down
-	Header string   // the header's name after "Mcp-Param-"
+	pubMu   sync.Mutex
+	lastPub map[string]publication // by variant: what this session published last (publish)
 }
 
 type pendingReq struct {
@@ -204,52 +159,47 @@ type pendingReq struct {
 	start  time.Time
 	digest string
 	args   []byte // with Config.FullArguments
-	alert  string // the refusal code a call was forwarded despite (alert posture)
+	alert  Code   // the refusal code a call was forwarded despite (alert posture)
 	gen    int    // the proxy's own listing a page request belongs to
 	own    bool   // a request of the proxy's own
 }
 
-// The _meta keys of a 2026-07-28 request that name its protocol version
-// and the client's capabilities.
-const (
-	metaVersion      = "io.modelcontextprotocol/protocolVersion"
-	metaCapabilities = "io.modelcontextprotocol/clientCapabilities"
-)
-
 var listKinds = map[string]surface.Kind{
-	"tools/list":               surface.KindTool,
-	"prompts/list":             surface.KindPrompt,
-	"resources/list":           surface.KindResource,
-	"resources/templates/list": surface.KindResourceTemplate,
+	jsonrpc.MethodToolsList:             surface.KindTool,
+	jsonrpc.MethodPromptsList:           surface.KindPrompt,
+	jsonrpc.MethodResourcesList:         surface.KindResource,
+	jsonrpc.MethodResourceTemplatesList: surface.KindResourceTemplate,
 }
 
 // listChanged maps each list_changed notification to the listings to redo.
 var listChanged = map[string][]surface.Kind{
-	"notifications/tools/list_changed":     {surface.KindTool},
-	"notifications/prompts/list_changed":   {surface.KindPrompt},
-	"notifications/resources/list_changed": {surface.KindResource, surface.KindResourceTemplate},
+	jsonrpc.MethodToolsListChanged:     {surface.KindTool},
+	jsonrpc.MethodPromptsListChanged:   {surface.KindPrompt},
+	jsonrpc.MethodResourcesListChanged: {surface.KindResource, surface.KindResourceTemplate},
 }
 
 var nameKey = map[surface.Kind]string{
 	surface.KindTool: "name", surface.KindPrompt: "name", surface.KindResource: "uri", surface.KindResourceTemplate: "uriTemplate",
 }
 
-// New returns a session; toClient and toServer write one message each.
-func New(cfg Config, gate Gate, obs Observer, toClient, toServer func([]byte) error) *Session {
+// New returns a session; toServer writes one message of the proxy's own to
+// the server (a listing, an error in the client's stead). What reaches the
+// client is what the transport delivers of Client and Server.
+func New(cfg Config, gate Gate, obs Observer, toServer func([]byte) error) *Session {
 	if cfg.MaxPages <= 0 {
 		cfg.MaxPages = 1000
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 2 * time.Second
 	}
-	return &Session{cfg: cfg, gate: gate, obs: obs, toClient: toClient, toServer: toServer,
+	return &Session{cfg: cfg, gate: gate, obs: obs, toServer: toServer,
 		pending: map[string]pendingReq{}, own: map[string]pendingReq{}, live: map[ItemKey]surface.Digest{},
 		toolsListed: make(chan struct{})}
 }
 
 // Dropped counts a message from upstream that the transport did not
 // deliver (code is one of DropCodes).
-func (s *Session) Dropped(code string) {
+func (s *Session) Dropped(code Code) {
 	if s.cfg.Meter != nil {
 		s.cfg.Meter.Dropped(code)
 	}
@@ -283,7 +233,7 @@ func (s *Session) Unanswered(ids [][]byte) [][]byte {
 	}
 	s.mu.Unlock()
 	for _, k := range lists {
-		s.failListing(k, listing{}, "the server's answer to the listing could not be judged", false)
+		s.failListing(k, listingRef{}, "the server's answer to the listing could not be judged", false)
 	}
 	return out
 }
@@ -293,18 +243,6 @@ type Outcome struct {
 	Forward []byte // the bytes to send upstream, or nil
 	Reply   []byte // the proxy's own answer to the client, or nil
 	Opened  bool   // the client opened the session: call ListAll once Forward is sent
-}
-
-// Client decides on one message from the client (a batch element by
-// element) and says what to send where; transports that answer per request
-// (HTTP) do the sending themselves.
-func (s *Session) Client(ctx context.Context, raw []byte) Outcome {
-	msgs, batch, err := jsonrpc.Split(raw, jsonrpc.Limits{})
-	if err != nil {
-		// Not ours to judge beyond refusing to pass on what we cannot read.
-		return Outcome{Reply: jsonrpc.ErrorResponse(nil, -32700, "mcpdrift proxy: unreadable message: "+err.Error())}
-	}
-	return s.ClientSplit(ctx, raw, msgs, batch)
 }
 
 // SetOwnMeta replaces Config.OwnMeta (nil: the proxy's own requests carry
@@ -344,19 +282,39 @@ func joinBatch(msgs [][]byte) []byte {
 	return append(append([]byte{'['}, bytes.Join(msgs, []byte{','})...), ']')
 }
 
-// The two listings of a kind a session assembles.
+// owner says whose listing of a kind a page belongs to.
+type owner uint8
+
+// The two listings of a kind a session assembles, apart, so that the two
+// never mix their pages when they overlap.
 const (
-	client = 0 // the client's own listing
-	own    = 1 // the proxy's listing on its own account
+	byClient owner = iota // the client's own listing
+	byProxy               // the proxy's listing on its own account
 )
 
-func (s *Session) startListing(k surface.Kind, by int) {
-	s.builders[by][k] = surface.NewBuilder(surface.Options{})
-	s.pages[by][k] = nil
-	s.failure[by][k] = ""
-	if by == own {
-		s.cursors[k] = nil
-		s.ownGen[k]++
+// assembly is one listing in progress: of one kind, by one owner.
+type assembly struct {
+	builder *surface.Builder // nil when none is in progress
+	pages   [][]byte         // the raw result bytes of its pages
+	failure string           // why it cannot be assembled ("" while it can)
+}
+
+// kindState is what a session holds of one kind of listing.
+type kindState struct {
+	listing   [byProxy + 1]assembly     // in progress, by owner
+	cursors   map[string]bool           // cursors the proxy's own listing followed
+	gen       int                       // the proxy's own listing under way: answers of an older one are dropped
+	complete  [][]byte                  // the last complete listing's pages
+	lastItems map[string]surface.Digest // the items of the last complete listing
+	relisting chan struct{}             // closed when the re-listing list_changed asked for is done
+}
+
+// startListing starts k's listing by by afresh; s.mu held.
+func (s *Session) startListing(k surface.Kind, by owner) {
+	s.kinds[k].listing[by] = assembly{builder: surface.NewBuilder(surface.Options{})}
+	if by == byProxy {
+		s.kinds[k].cursors = nil
+		s.kinds[k].gen++
 	}
 }
 
@@ -402,14 +360,14 @@ func (s *Session) awaits(variant string) bool {
 // judgePage asks the gate about a page's items (waiting for a verdict when
 // awaiting) and returns the page to forward.
 func (s *Session) judgePage(ctx context.Context, k surface.Kind, m *jsonrpc.Message, variant string, awaiting bool,
-	items []surface.PageItem, last bool, err error) []byte {
+	items []surface.PageItem, last bool, err error) ([]byte, error) {
 	if err != nil {
 		// Not a listing the proxy can read as a client would: none of it
 		// reaches the client, not even what the filter would leave.
 		if s.cfg.Meter != nil {
 			s.cfg.Meter.Withheld(k, len(items))
 		}
-		return jsonrpc.ErrorResponseData(m.ID, -32603, "mcpdrift proxy: the server's "+k.ListKey()+" listing could not be judged ("+codeOf(err)+"); it is withheld", "listing_invalid")
+		return ErrorResponse(m.ID, -32603, "mcpdrift proxy: the server's "+k.ListKey()+" listing could not be judged ("+codeOf(err)+"); it is withheld", RefuseListingInvalid), nil
 	}
 	v, ok := s.view(ctx, variant, awaiting)
 	serve := ok && v.Serve
@@ -432,6 +390,7 @@ func (s *Session) judgePage(ctx context.Context, k surface.Kind, m *jsonrpc.Mess
 			}
 		}
 	}
+	var relistErr error
 	if f := s.cfg.Follow; f != nil && last && k == surface.KindTool && s.sameVariantAs(f) && s.driftedFrom(v, ok) {
 		// A client's listing shows what the leader's last did not: the
 		// leader holds the server closed against this baseline whatever
@@ -443,7 +402,9 @@ func (s *Session) judgePage(ctx context.Context, k surface.Kind, m *jsonrpc.Mess
 			f.driftSeen = v.BaselineHash
 			f.mu.Unlock()
 		}
-		_ = f.relist(surface.KindTool, "")
+		if rerr := f.relist(surface.KindTool, ""); rerr != nil {
+			relistErr = fmt.Errorf("re-listing the server's tools: %w", rerr)
+		}
 	}
 	out, withheld, ferr := jsonrpc.FilterList(m, k.ListKey(), nameKey[k], func(name string, _ []byte) bool { return keep[name] })
 	if withheld > 0 && s.cfg.Meter != nil {
@@ -451,9 +412,9 @@ func (s *Session) judgePage(ctx context.Context, k surface.Kind, m *jsonrpc.Mess
 	}
 	if ferr != nil {
 		// Not a list result we can read: withhold it whole.
-		return jsonrpc.ErrorResponse(m.ID, -32603, "mcpdrift proxy: the server's "+k.ListKey()+" listing could not be read; it is withheld")
+		return jsonrpc.ErrorResponse(m.ID, -32603, "mcpdrift proxy: the server's "+k.ListKey()+" listing could not be read; it is withheld"), relistErr
 	}
-	return out
+	return out, relistErr
 }
 
 // sameVariantAs reports whether this following session's requests are in
@@ -481,7 +442,7 @@ func codeOf(err error) string {
 // listing_invalid, and the alert posture serves none of its items).
 func (s *Session) assembles(k surface.Kind) bool {
 	s.mu.Lock()
-	ok := s.failure[client][k] == ""
+	ok := s.kinds[k].listing[byClient].failure == ""
 	s.mu.Unlock()
 	if !ok || k != surface.KindTool {
 		return ok
@@ -507,22 +468,22 @@ func hasDuplicates(items []surface.PageItem) bool {
 
 // addPage feeds a page to the listing in progress; last reports that the
 // listing is complete.
-func (s *Session) addPage(k surface.Kind, by int, result []byte) ([]surface.PageItem, bool, error) {
+func (s *Session) addPage(k surface.Kind, by owner, result []byte) ([]surface.PageItem, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.builders[by][k] == nil {
+	a := &s.kinds[k].listing[by]
+	if a.builder == nil {
 		s.startListing(k, by) // a page without its first: judge it on its own
 	}
-	s.pages[by][k] = append(s.pages[by][k], bytes.Clone(result))
-	cursor, err := s.builders[by][k].AddPage(k, result)
+	a.pages = append(a.pages, bytes.Clone(result))
+	cursor, err := a.builder.AddPage(k, result)
 	if err != nil {
 		// Hostile or broken: nothing of it is served, and the pipeline hears of it.
-		s.complete[k] = s.pages[by][k]
-		s.builders[by][k] = nil
-		s.failure[by][k] = err.Error()
+		s.kinds[k].complete = a.pages
+		a.builder, a.failure = nil, err.Error()
 		return nil, true, err
 	}
-	items := s.builders[by][k].LastPage()
+	items := a.builder.LastPage()
 	for _, it := range items {
 		s.live[ItemKey{k, it.Name}] = it.Hash
 	}
@@ -536,84 +497,32 @@ func (s *Session) addPage(k surface.Kind, by int, result []byte) ([]surface.Page
 		}
 		f.mu.Unlock()
 	}
-	if k == surface.KindTool {
-		s.noteParams(items, result)
+	if k == surface.KindTool && s.cfg.ToolsPage != nil {
+		names := make([]string, len(items))
+		for i, it := range items {
+			names[i] = it.Name
+		}
+		s.cfg.ToolsPage(names, result)
 	}
-	if cursor != "" && len(s.pages[by][k]) >= s.cfg.MaxPages {
-		s.failure[by][k] = fmt.Sprintf("the listing went on past the limit of %d pages", s.cfg.MaxPages)
+	if cursor != "" && len(a.pages) >= s.cfg.MaxPages {
+		a.failure = fmt.Sprintf("the listing went on past the limit of %d pages", s.cfg.MaxPages)
 		return items, true, nil
 	}
 	return items, cursor == "", nil
 }
 
-// noteParams records the x-mcp-header bindings of the tools of one page
-// (the definitions a 2026-07-28 client mirrors arguments from).
-func (s *Session) noteParams(items []surface.PageItem, page []byte) {
-	for _, it := range items {
-		delete(s.params, it.Name)
-	}
-	if !bytes.Contains(page, []byte("x-mcp-header")) {
-		return // the common case: nothing to read
-	}
-	d := object(page)
-	if d == nil {
-		return
-	}
-	tools, ok := d.Get(canonjson.Root, "tools")
-	if !ok || d.Kind(tools) != canonjson.Array || d.Len(tools) == 0 {
-		return
-	}
-	for t, i := d.First(tools), 0; i < d.Len(tools); t, i = d.Next(t), i+1 {
-		if d.Kind(t) != canonjson.Object {
-			continue
-		}
-		n, ok := d.Get(t, "name")
-		schema, ok2 := d.Get(t, "inputSchema")
-		if !ok || !ok2 || d.Kind(n) != canonjson.String {
-			continue
-		}
-		if b := paramBindings(d, schema, nil, nil); len(b) > 0 {
-			if s.params == nil {
-				s.params = map[string][]ParamBinding{}
-			}
-			s.params[d.Text(n)] = b
-		}
-	}
-}
-
-// paramBindings collects the x-mcp-header annotations under schema's
-// "properties", recursively.
-func paramBindings(d *canonjson.Doc, schema canonjson.NodeID, path []string, out []ParamBinding) []ParamBinding {
-	if d.Kind(schema) != canonjson.Object {
-		return out
-	}
-	props, ok := d.Get(schema, "properties")
-	if !ok || d.Kind(props) != canonjson.Object {
-		return out
-	}
-	for i := range d.Len(props) {
-		k, v := d.Member(props, i)
-		if d.Kind(v) != canonjson.Object {
-			continue
-		}
-		p := append(slices.Clip(path), d.Text(k))
-		if h, ok := d.Get(v, "x-mcp-header"); ok && d.Kind(h) == canonjson.String {
-			out = append(out, ParamBinding{Path: p, Header: d.Text(h)})
-		}
-		out = paramBindings(d, v, p, out)
-	}
-	return out
-}
-
-// ParamHeaders returns the x-mcp-header bindings of tool as last listed to
-// the session that judges this one's calls; known is false when that
-// session has not seen the tool listed (its bindings are then unknown).
-func (s *Session) ParamHeaders(tool string) (bindings []ParamBinding, known bool) {
+// ToolListed reports whether the session that judges this one's calls
+// has seen tool listed (by any listing of its variant: its own, its
+// client's, a follower's). A transport that keeps something of the tools'
+// definitions (Config.ToolsPage) asks this first, then reads what it kept:
+// the pages that made the judge list the tool itself were handed to
+// ToolsPage under the same lock, before this could be true.
+func (s *Session) ToolListed(tool string) bool {
 	judge := s.judge()
 	judge.mu.Lock()
 	defer judge.mu.Unlock()
-	_, known = judge.live[ItemKey{surface.KindTool, tool}]
-	return judge.params[tool], known
+	_, ok := judge.live[ItemKey{surface.KindTool, tool}]
+	return ok
 }
 
 // WaitToolsListed waits until the session that judges this one's calls has
@@ -632,12 +541,13 @@ func (s *Session) WaitToolsListed(ctx context.Context) bool {
 // from the baseline is judged at the next decision (driftedFrom), so that
 // publishing never waits for a verdict, which on first sight waits for
 // this very listing.
-func (s *Session) finishListing(k surface.Kind, by int) {
+func (s *Session) finishListing(k surface.Kind, by owner) {
 	s.mu.Lock()
-	failure := s.failure[by][k]
+	a := &s.kinds[k].listing[by]
+	failure := a.failure
 	var sf *surface.Surface
-	if b := s.builders[by][k]; b != nil {
-		s.complete[k] = s.pages[by][k]
+	if b := a.builder; b != nil {
+		s.kinds[k].complete = a.pages
 		var err error
 		if sf, err = b.Surface(); err != nil && failure == "" {
 			failure = err.Error()
@@ -652,7 +562,7 @@ func (s *Session) finishListing(k surface.Kind, by int) {
 			items[it.Name] = it.Hash
 		}
 	}
-	s.lastItems[k] = items
+	s.kinds[k].lastItems = items
 	if k == surface.KindTool {
 		if failure == "" {
 			// Tools alone against the baseline's tools: the surface hash also
@@ -666,12 +576,12 @@ func (s *Session) finishListing(k surface.Kind, by int) {
 			s.lastTools, s.drifted, s.listErr = nil, true, failure
 		}
 	}
-	s.builders[by][k] = nil
+	a.builder = nil
 	if k == surface.KindTool {
 		s.toolsListedOnce.Do(func() { close(s.toolsListed) })
 	}
 	if f := s.cfg.Follow; f != nil {
-		pages, variant := s.pages[by][k], s.variant
+		pages, variant := a.pages, s.variant
 		s.mu.Unlock()
 		if k == surface.KindTool && s.sameVariantAs(f) {
 			// What this agent was listed is the server's live listing in
@@ -681,11 +591,11 @@ func (s *Session) finishListing(k surface.Kind, by int) {
 		f.reportFollowed(k, items, pages, variant)
 		return
 	}
-	if by == own {
+	if by == byProxy {
 		defer s.endRelist(k)
 	}
 	for _, d := range s.declared {
-		if s.complete[d] == nil {
+		if s.kinds[d].complete == nil {
 			// Not the whole surface yet: publishing part of it would read
 			// as drift. The listing of the missing kind publishes it all.
 			s.mu.Unlock()
@@ -700,7 +610,54 @@ func (s *Session) finishListing(k surface.Kind, by int) {
 	s.published[variant] = true
 	s.assembling = false
 	s.mu.Unlock()
+	s.publish(variant, capture)
+}
+
+// publication is the surface a session last published in a variant.
+type publication struct {
+	hash surface.Digest
+	at   time.Time
+}
+
+// publish hands a whole surface to the observer, once: a surface whose
+// hash equals the one this session last published in variant (the
+// client's listing after the proxy's own, a re-listing that found nothing
+// new) is not published again, since the pipeline's verdict on it is
+// known or on its way, unless the verdict needs asking for again: the gate
+// knows none for variant although the first-sight bound has passed since
+// that publication. A capture that is not a surface (a listing that
+// failed) is always published. Judging is not affected: every listing is
+// judged where it passes.
+func (s *Session) publish(variant string, capture []byte) {
+	var hash surface.Digest
+	sf, err := surface.Parse(capture, surface.Options{})
+	if err == nil {
+		hash = sf.Hash
+	}
+	s.pubMu.Lock()
+	defer s.pubMu.Unlock() // one publication at a time: the last one recorded is the last one published
+	last, ok := s.lastPub[variant]
+	if err == nil && ok && last.hash == hash && (time.Since(last.at) < s.cfg.Timeout || s.verdictKnown(variant)) {
+		return
+	}
+	if s.lastPub == nil {
+		s.lastPub = map[string]publication{}
+	}
+	if err != nil {
+		delete(s.lastPub, variant)
+	} else {
+		s.lastPub[variant] = publication{hash: hash, at: time.Now()}
+	}
 	s.obs.Listing(variant, capture)
+}
+
+// verdictKnown asks the gate, without waiting, whether it holds a verdict
+// on variant.
+func (s *Session) verdictKnown(variant string) bool {
+	now, cancel := context.WithCancel(context.Background())
+	cancel() // answer from what the gate holds
+	_, ok := s.gate.View(now, variant, false, 0)
+	return ok
 }
 
 // reportFollowed publishes what a following session (a stateless client's
@@ -715,7 +672,7 @@ func (s *Session) reportFollowed(k surface.Kind, items map[string]surface.Digest
 	if variant == "" {
 		variant = s.variant
 	}
-	mine := s.lastItems[k]
+	mine := s.kinds[k].lastItems
 	same := items != nil && mine != nil && len(items) == len(mine)
 	for name, h := range items {
 		if !same {
@@ -727,12 +684,12 @@ func (s *Session) reportFollowed(k surface.Kind, items map[string]surface.Digest
 		s.mu.Unlock()
 		return // nothing new, or nothing of this session's to set it in yet
 	}
-	saved := s.complete[k]
-	s.complete[k] = pages
+	saved := s.kinds[k].complete
+	s.kinds[k].complete = pages
 	capture := s.captureLocked()
-	s.complete[k] = saved
+	s.kinds[k].complete = saved
 	s.mu.Unlock()
-	s.obs.Listing(variant, capture)
+	s.publish(variant, capture)
 }
 
 // driftedFrom reports whether the last complete tools listing differs from
@@ -791,16 +748,16 @@ func (s *Session) captureLocked() []byte {
 		b.WriteByte(':')
 	}
 	if s.initRes != nil {
-		member("initialize")
+		member(jsonrpc.MethodInitialize)
 		b.Write(s.initRes)
 	}
 	for _, k := range []surface.Kind{surface.KindTool, surface.KindPrompt, surface.KindResource, surface.KindResourceTemplate} {
-		if len(s.complete[k]) == 0 {
+		if len(s.kinds[k].complete) == 0 {
 			continue
 		}
 		member(k.ListKey())
 		b.WriteString(`{"pages":[`)
-		b.Write(bytes.Join(s.complete[k], []byte{','}))
+		b.Write(bytes.Join(s.kinds[k].complete, []byte{','}))
 		b.WriteString(`]}`)
 	}
 	b.WriteByte('}')
@@ -831,7 +788,7 @@ func (s *Session) pinInstructions(ctx context.Context, variant string, m *jsonrp
 		// A result that reads two ways: removing "instructions" would
 		// leave what a case-insensitive reader takes for them.
 		s.Dropped(DropAmbiguous)
-		return jsonrpc.ErrorResponseData(m.ID, -32603, "mcpdrift proxy: the server's initialize result reads two ways ("+string(se.Code)+"); it is withheld", DropAmbiguous)
+		return ErrorResponse(m.ID, -32603, "mcpdrift proxy: the server's initialize result reads two ways ("+string(se.Code)+"); it is withheld", DropAmbiguous)
 	}
 	if err == nil {
 		if v, ok := s.view(ctx, variant, false); ok && v.Serve && (v.Alert || v.Items[ItemKey{surface.KindInstructions, ""}] == items[0].Hash) {
@@ -896,9 +853,9 @@ func variantOf(params []byte) string {
 	var caps []string
 	if d := object(params); d != nil {
 		at, versionKey, capsKey := canonjson.Root, "protocolVersion", "capabilities"
-		if meta, ok := d.Get(canonjson.Root, "_meta"); ok && d.Kind(meta) == canonjson.Object {
-			if _, ok := d.Get(meta, metaVersion); ok {
-				at, versionKey, capsKey = meta, metaVersion, metaCapabilities
+		if meta, ok := d.Get(canonjson.Root, jsonrpc.MetaKey); ok && d.Kind(meta) == canonjson.Object {
+			if _, ok := d.Get(meta, jsonrpc.MetaProtocolVersion); ok {
+				at, versionKey, capsKey = meta, jsonrpc.MetaProtocolVersion, jsonrpc.MetaClientCapabilities
 			}
 		}
 		if v, ok := d.Get(at, versionKey); ok && d.Kind(v) == canonjson.String {

@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/ordered"
 )
 
 // fakeGate serves a fixed view and records whether each View awaited a
@@ -53,9 +57,74 @@ func (o *fakeObs) Call(c Call) {
 	o.calls = append(o.calls, c)
 }
 
+// stream passes messages through a session as a stream transport does
+// (stdio.Bind): the proxy's answers and what the session delivers go to
+// toClient, what it forwards to toServer. With q (a serial transport) the
+// server's messages are delivered in order, the decisions that wait made
+// off the reader; without, they are waited for at once.
+type stream struct {
+	s                  *Session
+	toClient, toServer func([]byte) error
+	q                  *ordered.Queue
+}
+
+func (p *stream) fromClient(ctx context.Context, raw []byte) error {
+	o := clientOf(ctx, p.s, raw)
+	if o.Reply != nil {
+		if err := p.toClient(o.Reply); err != nil {
+			return err
+		}
+	}
+	if o.Forward != nil {
+		if err := p.toServer(o.Forward); err != nil {
+			return err
+		}
+	}
+	if o.Opened {
+		return p.s.ListAll()
+	}
+	return nil
+}
+
+func (p *stream) fromServer(ctx context.Context, raw []byte) error {
+	if p.q != nil {
+		return p.q.Push(ctx, p.s.Server(ctx, raw), nil)
+	}
+	out, seen, err := p.s.Server(ctx, raw).Wait(ctx)
+	defer seen.Report()
+	if len(out) > 0 {
+		if werr := p.toClient(out); werr != nil {
+			return werr
+		}
+	}
+	return err
+}
+
+// clientOf is what s decides on raw from the client, raw split as a stream
+// transport splits it (stdio.Bound).
+func clientOf(ctx context.Context, s *Session, raw []byte) Outcome {
+	msgs, batch, err := jsonrpc.Split(raw, jsonrpc.Limits{})
+	if err != nil {
+		return Outcome{Reply: jsonrpc.ErrorResponse(nil, -32700, "mcpdrift proxy: unreadable message: "+err.Error())}
+	}
+	return s.Client(ctx, raw, msgs, batch)
+}
+
+// serial makes the stream a serial transport's.
+func (p *stream) serial() { p.q = ordered.New(p.toClient) }
+
+// serverNow is what the session delivers of raw, decided at once, its
+// observations reported.
+func serverNow(s *Session, raw string) ([]byte, error) {
+	out, seen, err := s.Server(context.Background(), []byte(raw)).Wait(context.Background())
+	seen.Report()
+	return out, err
+}
+
 type rig struct {
 	t        testing.TB
 	s        *Session
+	io       *stream
 	gate     *fakeGate
 	obs      *fakeObs
 	mu       sync.Mutex // toClient: a page judged off the reader arrives from its own goroutine
@@ -74,19 +143,19 @@ func (r *rig) newSession(cfg Config, g Gate) { r.newSessionObserved(cfg, g, r.ob
 
 // newSessionObserved is newSession with observer o.
 func (r *rig) newSessionObserved(cfg Config, g Gate, o Observer) {
-	r.s = New(cfg, g, o,
-		func(b []byte) error {
-			r.mu.Lock()
-			r.toClient = append(r.toClient, string(b))
-			r.mu.Unlock()
-			return nil
-		},
-		func(b []byte) error {
-			r.mu.Lock()
-			r.toServer = append(r.toServer, string(b))
-			r.mu.Unlock()
-			return nil
-		})
+	toServer := func(b []byte) error {
+		r.mu.Lock()
+		r.toServer = append(r.toServer, string(b))
+		r.mu.Unlock()
+		return nil
+	}
+	r.s = New(cfg, g, o, toServer)
+	r.io = &stream{s: r.s, toServer: toServer, toClient: func(b []byte) error {
+		r.mu.Lock()
+		r.toClient = append(r.toClient, string(b))
+		r.mu.Unlock()
+		return nil
+	}}
 	// As if initialized: most tests start past the handshake, and a
 	// session that has not named its variant knows nothing.
 	r.s.variant = "vtest"
@@ -94,14 +163,14 @@ func (r *rig) newSessionObserved(cfg Config, g Gate, o Observer) {
 
 func (r *rig) client(msg string) {
 	r.t.Helper()
-	if err := r.s.FromClient(context.Background(), []byte(msg)); err != nil {
+	if err := r.io.fromClient(context.Background(), []byte(msg)); err != nil {
 		r.t.Fatal(err)
 	}
 }
 
 func (r *rig) server(msg string) {
 	r.t.Helper()
-	if err := r.s.FromServer(context.Background(), []byte(msg)); err != nil {
+	if err := r.io.fromServer(context.Background(), []byte(msg)); err != nil {
 		r.t.Fatal(err)
 	}
 }
@@ -141,21 +210,19 @@ func (r *rig) lastClient() string {
 // returns it.
 func (r *rig) delivered(want string) string {
 	r.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var got string
+	poll.Eventually(r.t, 10*time.Second, func() error {
 		r.mu.Lock()
+		defer r.mu.Unlock()
 		for _, m := range r.toClient {
 			if strings.Contains(m, want) {
-				r.mu.Unlock()
-				return m
+				got = m
+				return nil
 			}
 		}
-		r.mu.Unlock()
-		if time.Now().After(deadline) {
-			r.t.Fatalf("the client never got a message with %s", want)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return fmt.Errorf("the client got %d messages, none with %s; the last: %.300s", len(r.toClient), want, strings.Join(r.toClient[max(0, len(r.toClient)-1):], ""))
+	})
+	return got
 }
 
 const (
@@ -386,13 +453,13 @@ func TestFollowerJudgedByLeader(t *testing.T) {
 	}
 	f := newRig(t)
 	f.gate = lead.gate
-	f.s = New(Config{Server: "fs", Follow: lead.s}, f.gate, f.obs, func([]byte) error { return nil }, func([]byte) error { return nil })
-	o := f.s.Client(context.Background(), []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"read"}}`))
+	f.s = New(Config{Server: "fs", Follow: lead.s}, f.gate, f.obs, func([]byte) error { return nil })
+	o := clientOf(context.Background(), f.s, []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"read"}}`))
 	if o.Forward != nil || !strings.Contains(string(o.Reply), "server_changed") {
 		t.Fatalf("a follower of a drifted leader forwarded the call: %+v", o)
 	}
-	f.s.Client(context.Background(), []byte(`{"jsonrpc":"2.0","id":8,"method":"tools/list"}`))
-	out, err := f.s.Server(context.Background(), []byte(`{"jsonrpc":"2.0","id":8,"result":{"tools":[`+evilRead+`]}}`))
+	clientOf(context.Background(), f.s, []byte(`{"jsonrpc":"2.0","id":8,"method":"tools/list"}`))
+	out, err := serverNow(f.s, `{"jsonrpc":"2.0","id":8,"result":{"tools":[`+evilRead+`]}}`)
 	if err != nil || len(names(t, string(out))) != 0 {
 		t.Fatalf("follower served %s (%v)", out, err)
 	}
@@ -465,32 +532,38 @@ func TestInstructionsPinned(t *testing.T) {
 	}
 }
 
-// The x-mcp-header bindings of each listed tool are known to the session,
-// from the last listing (nested properties included, other places not).
-func TestParamHeaderBindings(t *testing.T) {
+// Every page of tools the session judges is handed to Config.ToolsPage
+// (streamhttp keeps the x-mcp-header bindings from it), with the names of
+// its tools, before ToolListed says the tool is listed.
+func TestToolsPageAndToolListed(t *testing.T) {
 	r := newRig(t)
+	var names [][]string
+	var pages []string
+	r.s.cfg.ToolsPage = func(n []string, page []byte) {
+		if r.s.mu.TryLock() {
+			t.Error("ToolsPage called without the session's lock")
+			r.s.mu.Unlock()
+		}
+		names, pages = append(names, n), append(pages, string(page))
+	}
 	r.gate.v, r.gate.ok = baseline(readTool), true
-	sql := `{"name":"sql","inputSchema":{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},` +
-		`"target":{"type":"object","properties":{"zone":{"type":"string","x-mcp-header":"Zone"}}},` +
-		`"list":{"type":"array","items":{"type":"object","properties":{"x":{"type":"string","x-mcp-header":"X"}}}}}}}`
-	if _, known := r.s.ParamHeaders("sql"); known {
-		t.Fatal("a tool never listed is known")
+	sql := `{"name":"sql","inputSchema":{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}}`
+	if r.s.ToolListed("sql") {
+		t.Fatal("a tool never listed is listed")
 	}
 	r.client(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
 	r.server(`{"jsonrpc":"2.0","id":1,"result":{"tools":[` + readTool + `,` + sql + `]}}`)
-	b, known := r.s.ParamHeaders("sql")
-	got, _ := json.Marshal(b)
-	if want := `[{"Path":["region"],"Header":"Region"},{"Path":["target","zone"],"Header":"Zone"}]`; !known || string(got) != want {
-		t.Fatalf("bindings %s (known %v), want %s", got, known, want)
+	if !r.s.ToolListed("sql") || !r.s.ToolListed("read") || r.s.ToolListed("write") {
+		t.Fatalf("listed: sql %v, read %v, write %v", r.s.ToolListed("sql"), r.s.ToolListed("read"), r.s.ToolListed("write"))
 	}
-	if b, known := r.s.ParamHeaders("read"); !known || len(b) != 0 {
-		t.Fatalf("read: %v %v", b, known)
+	if len(names) != 1 || strings.Join(names[0], ",") != "read,sql" || !strings.Contains(pages[0], `"x-mcp-header":"Region"`) {
+		t.Fatalf("ToolsPage saw %q, %q", names, pages)
 	}
-	// A later listing without the annotation replaces it.
-	r.client(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
-	r.server(`{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"sql","inputSchema":{"type":"object"}}]}}`)
-	if b, known := r.s.ParamHeaders("sql"); !known || len(b) != 0 {
-		t.Fatalf("after the annotation went: %v %v", b, known)
+	// Prompts are no tools.
+	r.client(`{"jsonrpc":"2.0","id":2,"method":"prompts/list"}`)
+	r.server(`{"jsonrpc":"2.0","id":2,"result":{"prompts":[{"name":"p"}]}}`)
+	if len(names) != 1 {
+		t.Fatalf("ToolsPage saw a prompts page: %q", names)
 	}
 }
 
@@ -537,7 +610,9 @@ func TestAwaitsOnlyWhatIsDue(t *testing.T) {
 	for _, serial := range []bool{false, true} {
 		t.Run(fmt.Sprintf("serial_%v", serial), func(t *testing.T) {
 			r := newRig(t)
-			r.s.cfg.SerialServer = serial
+			if serial {
+				r.io.serial()
+			}
 			r.gate.ok = false // first sight: nothing known
 			r.client(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}`)
 			r.server(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"instructions":"Be careful.","serverInfo":{"name":"s","version":"1"}}}`)
@@ -607,7 +682,8 @@ func (g *blockingGate) View(ctx context.Context, variant string, awaiting bool, 
 func TestSerialPageDoesNotHoldTheReader(t *testing.T) {
 	g := &blockingGate{waiting: make(chan struct{}, 1), release: make(chan struct{})}
 	r := newRig(t)
-	r.newSession(Config{Server: "fs", SerialServer: true}, g)
+	r.newSession(Config{Server: "fs"}, g)
+	r.io.serial()
 	r.client(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}`)
 	r.server(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}}`)
 	r.client(`{"jsonrpc":"2.0","method":"notifications/initialized"}`) // the proxy lists tools: a verdict is due
@@ -778,12 +854,66 @@ func TestCallObservedAfterDelivery(t *testing.T) {
 	}
 	// Server, for transports that deliver themselves, reports at once.
 	r.client(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read","arguments":{}}}`)
-	out, seen, err := r.s.ServerLater(context.Background(), []byte(`{"jsonrpc":"2.0","id":2,"result":{"content":[]}}`))
+	out, seen, err := r.s.Server(context.Background(), []byte(`{"jsonrpc":"2.0","id":2,"result":{"content":[]}}`)).Wait(context.Background())
 	if err != nil || !strings.Contains(string(out), `"id":2`) || len(obs.sentYet) != 1 {
 		t.Fatalf("ServerLater: %s %v, observed %v before the report", out, err, obs.sentYet)
 	}
 	seen.Report()
 	if len(obs.calls) != 2 {
 		t.Errorf("after the report: %d calls observed, want 2", len(obs.calls))
+	}
+}
+
+// A surface is published once per session: the client's listing after the
+// proxy's own, showing the same surface, is judged but not published again
+// (it made a second trip through fingerprint and drift); a listing that
+// shows another surface is published, and so is the same surface again once
+// the verdict on it is overdue (issue 15).
+func TestSurfacePublishedOnce(t *testing.T) {
+	r := newRig(t)
+	r.s.cfg.Timeout = time.Hour // the verdict on a publication is never overdue here
+	r.gate.v, r.gate.ok = baseline(readTool), true
+	r.client(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}`)
+	r.server(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}}`)
+	r.client(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	r.server(`{"jsonrpc":"2.0","id":` + r.ownID(0) + `,"result":{"tools":[` + readTool + `]}}`)
+	published := func() int {
+		r.obs.mu.Lock()
+		defer r.obs.mu.Unlock()
+		return len(r.obs.listings)
+	}
+	if n := published(); n != 1 {
+		t.Fatalf("the proxy's own listing: %d observations, want 1", n)
+	}
+	for i, tc := range []struct {
+		name, tools string
+		served      string
+		want        int
+	}{
+		{"same surface", readTool, "read", 1},
+		{"same surface again", readTool, "read", 1},
+		{"another surface", readTool + `,` + writeTool, "read", 2},
+		{"back to the first", readTool, "read", 3},
+	} {
+		id := strconv.Itoa(10 + i)
+		r.client(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/list"}`)
+		r.server(`{"jsonrpc":"2.0","id":` + id + `,"result":{"tools":[` + tc.tools + `]}}`)
+		if got := strings.Join(names(t, r.lastClient()), ","); got != tc.served {
+			t.Fatalf("%s: served %q, want %q (every listing is judged)", tc.name, got, tc.served)
+		}
+		if n := published(); n != tc.want {
+			t.Fatalf("%s: %d observations in all, want %d", tc.name, n, tc.want)
+		}
+	}
+	// The verdict is overdue (the bound passed) and the gate knows
+	// nothing of the variant: the same surface asks for it again.
+	r.s.cfg.Timeout = time.Nanosecond
+	r.gate.mu.Lock()
+	r.gate.ok = false
+	r.gate.mu.Unlock()
+	r.client(`{"jsonrpc":"2.0","id":20,"method":"tools/list"}`)
+	r.server(`{"jsonrpc":"2.0","id":20,"result":{"tools":[` + readTool + `]}}`)
+	if n := published(); n != 4 {
+		t.Fatalf("an overdue verdict: %d observations in all, want 4", n)
 	}
 }

@@ -1,6 +1,9 @@
 package session
 
-import "github.com/mcpdrift/mcpdrift/services/internal/canonjson"
+import (
+	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
+)
 
 // VariantOf returns the listing variant that params declare: the params of
 // an initialize, or of any 2026-07-28 request, whose _meta names the
@@ -18,11 +21,11 @@ func MetaVersion(params []byte) (version string, named bool) {
 	if d == nil {
 		return "", false
 	}
-	meta, ok := d.Get(canonjson.Root, "_meta")
+	meta, ok := d.Get(canonjson.Root, jsonrpc.MetaKey)
 	if !ok || d.Kind(meta) != canonjson.Object {
 		return "", false
 	}
-	v, ok := d.Get(meta, metaVersion)
+	v, ok := d.Get(meta, jsonrpc.MetaProtocolVersion)
 	if ok && d.Kind(v) == canonjson.String {
 		version = d.Text(v)
 	}

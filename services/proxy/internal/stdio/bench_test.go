@@ -48,9 +48,9 @@ func BenchmarkCall(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		s := session.New(session.Config{Server: "bench"}, gate{approved(toolRead, toolRug)}, &nopObs{}, p.Pipes().ToClient, p.Pipes().ToServer)
+		s := session.New(session.Config{Server: "bench"}, gate{approved(toolRead, toolRug)}, &nopObs{}, p.Pipes().ToServer)
 		done := make(chan struct{})
-		go func() { _, _ = p.Serve(context.Background(), s, inR, nil); outW.Close(); close(done) }()
+		go func() { _, _ = p.Serve(context.Background(), Bind(s, p.Pipes()), inR, nil); outW.Close(); close(done) }()
 		defer func() { inW.Close(); <-done }()
 		run(b, inW, bufio.NewReader(outR))
 	})

@@ -18,15 +18,99 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/ordered"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
 
-// Handler sees every message; the session implements it.
+// Handler sees every message; a session bound to the pipes (Bind)
+// implements it.
 type Handler interface {
 	FromClient(ctx context.Context, raw []byte) error
 	FromServer(ctx context.Context, raw []byte) error
 	// Oversized is told of a server message dropped for its size, which
 	// the handler never saw and so must not trust what it may have said.
 	Oversized()
+}
+
+// Bound is a session bound to a proxy's pipes: the Handler that stdio
+// serves. What the session returns for the client goes to the agent, what
+// it forwards to the server; the server's messages are delivered in the
+// order the server sent them, the decisions that must wait made off the
+// reader (package ordered), so that the server's next messages, the
+// proxy's own listing among them, are read meanwhile.
+type Bound struct {
+	s     *session.Session
+	pipes *Pipes
+	q     *ordered.Queue
+
+	mu    sync.Mutex
+	first error // the first error FromServer returned: it stops the server's pump, which drops it
+}
+
+// Bind binds s to pipes. The session's own messages to the server must go
+// to pipes.ToServer too (session.New).
+func Bind(s *session.Session, pipes *Pipes) *Bound {
+	return &Bound{s: s, pipes: pipes, q: ordered.New(pipes.ToClient)}
+}
+
+// FromClient passes one message of the agent's through the session: the
+// proxy's answers go to the agent, the rest to the server; once the agent
+// has opened the session, the proxy lists the server's whole surface.
+func (b *Bound) FromClient(ctx context.Context, raw []byte) error {
+	msgs, batch, err := jsonrpc.Split(raw, jsonrpc.Limits{})
+	if err != nil {
+		// Not the proxy's to judge beyond refusing to pass on what it
+		// cannot read.
+		return b.pipes.ToClient(jsonrpc.ErrorResponse(nil, -32700, "mcpdrift proxy: unreadable message: "+err.Error()))
+	}
+	o := b.s.Client(ctx, raw, msgs, batch)
+	if o.Reply != nil {
+		if err := b.pipes.ToClient(o.Reply); err != nil {
+			return err
+		}
+	}
+	if o.Forward != nil {
+		if err := b.pipes.ToServer(o.Forward); err != nil {
+			return err
+		}
+	}
+	if o.Opened {
+		return b.s.ListAll()
+	}
+	return nil
+}
+
+// FromServer passes one message of the server's through the session, in
+// order; it returns at once when the decision must wait.
+func (b *Bound) FromServer(ctx context.Context, raw []byte) error {
+	err := b.q.Push(ctx, b.s.Server(ctx, raw), nil)
+	if err != nil {
+		b.mu.Lock()
+		if b.first == nil {
+			b.first = err
+		}
+		b.mu.Unlock()
+	}
+	return err
+}
+
+// Oversized tells the session of a server message dropped for its size.
+func (b *Bound) Oversized() { b.s.Oversized() }
+
+// Wait waits for the decisions made off the reader and returns the first
+// error the server's messages met (a write to the agent or to the server
+// that failed, on the reader or off it), nil when none did; call it once
+// Serve has returned.
+func (b *Bound) Wait() error {
+	err := b.q.Wait()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.first != nil {
+		return b.first
+	}
+	return err
 }
 
 // Config says what to run.

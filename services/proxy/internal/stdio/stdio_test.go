@@ -86,10 +86,10 @@ func startProxy(t *testing.T, v session.View, maxLine int) (*client, <-chan int)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := session.New(session.Config{Server: "fake"}, gate{v}, &nopObs{}, p.Pipes().ToClient, p.Pipes().ToServer)
+	s := session.New(session.Config{Server: "fake"}, gate{v}, &nopObs{}, p.Pipes().ToServer)
 	code := make(chan int, 1)
 	go func() {
-		c, err := p.Serve(context.Background(), s, inR, nil)
+		c, err := p.Serve(context.Background(), Bind(s, p.Pipes()), inR, nil)
 		if err != nil {
 			t.Errorf("Serve: %v", err)
 		}
@@ -187,12 +187,12 @@ func TestStdioSignalAfterEndOfInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := session.New(session.Config{Server: "fake"}, gate{approved(toolRead)}, &nopObs{}, p.Pipes().ToClient, p.Pipes().ToServer)
+	s := session.New(session.Config{Server: "fake"}, gate{approved(toolRead)}, &nopObs{}, p.Pipes().ToServer)
 	in, inW := io.Pipe()
 	sig := make(chan os.Signal, 1)
 	code := make(chan int, 1)
 	go func() {
-		c, _ := p.Serve(context.Background(), s, in, sig)
+		c, _ := p.Serve(context.Background(), Bind(s, p.Pipes()), in, sig)
 		outW.Close()
 		code <- c
 	}()

@@ -27,25 +27,22 @@ import (
 // (2026-07-28).
 const codeHeaderMismatch = -32020
 
-// modernVersion is the first protocol version with request metadata headers.
-const modernVersion = "2026-07-28"
-
-const (
-	paramPrefix    = "Mcp-Param-"
-	metaVersionKey = "io.modelcontextprotocol/protocolVersion"
-)
+// paramPrefix begins the name of a Mcp-Param-<Name> header. The first
+// protocol version with request metadata headers is
+// jsonrpc.ProtocolStateless.
+const paramPrefix = "Mcp-Param-"
 
 // nameParam is the params member that Mcp-Name mirrors, per method.
 var nameParam = map[string]string{
-	"tools/call":            "name",
-	"prompts/get":           "name",
-	"resources/read":        "uri",
-	"resources/subscribe":   "uri",
-	"resources/unsubscribe": "uri",
+	jsonrpc.MethodToolsCall:            "name",
+	jsonrpc.MethodPromptsGet:           "name",
+	jsonrpc.MethodResourcesRead:        "uri",
+	jsonrpc.MethodResourcesSubscribe:   "uri",
+	jsonrpc.MethodResourcesUnsubscribe: "uri",
 }
 
 // nameRequired are the methods whose 2026-07-28 requests must carry Mcp-Name.
-var nameRequired = map[string]bool{"tools/call": true, "prompts/get": true, "resources/read": true}
+var nameRequired = map[string]bool{jsonrpc.MethodToolsCall: true, jsonrpc.MethodPromptsGet: true, jsonrpc.MethodResourcesRead: true}
 
 // headerMismatch checks Mcp-Method, Mcp-Name and MCP-Protocol-Version
 // against the body and returns why they disagree, or "". Headers a request
@@ -64,13 +61,13 @@ func headerMismatch(h http.Header, msgs []*jsonrpc.Message, batch bool) string {
 		return ""
 	}
 	m := msgs[0]
-	required := m.Kind == jsonrpc.KindRequest && h.Get("Mcp-Protocol-Version") >= modernVersion
+	required := m.Kind == jsonrpc.KindRequest && h.Get("Mcp-Protocol-Version") >= jsonrpc.ProtocolStateless
 	if vs, ok := h["Mcp-Method"]; ok {
 		if len(vs) != 1 || vs[0] != m.Method {
 			return fmt.Sprintf("the Mcp-Method header %q does not match the body's method %q", vs, m.Method)
 		}
 	} else if required {
-		return fmt.Sprintf("a %s request without the Mcp-Method header", modernVersion)
+		return fmt.Sprintf("a %s request without the Mcp-Method header", jsonrpc.ProtocolStateless)
 	}
 	// The params are parsed only when a header needs them (not on the hot
 	// path of older clients).
@@ -85,15 +82,15 @@ func headerMismatch(h http.Header, msgs []*jsonrpc.Message, batch bool) string {
 		}
 		return d
 	}
-	if v := h.Get("Mcp-Protocol-Version"); v != "" && bytes.Contains(m.Params, []byte(metaVersionKey)) {
-		if body, ok := metaString(params(), metaVersionKey); ok && body != v {
+	if v := h.Get("Mcp-Protocol-Version"); v != "" && bytes.Contains(m.Params, []byte(jsonrpc.MetaProtocolVersion)) {
+		if body, ok := metaString(params(), jsonrpc.MetaProtocolVersion); ok && body != v {
 			return fmt.Sprintf("the MCP-Protocol-Version header %q does not match the protocol version %q in the body's _meta", v, body)
 		}
 	}
 	vs, ok := h["Mcp-Name"]
 	if !ok {
 		if required && nameRequired[m.Method] {
-			return fmt.Sprintf("a %s %s request without the Mcp-Name header", modernVersion, m.Method)
+			return fmt.Sprintf("a %s %s request without the Mcp-Name header", jsonrpc.ProtocolStateless, m.Method)
 		}
 		return ""
 	}
@@ -122,7 +119,8 @@ func describesOne(key string) bool {
 
 // paramMismatch checks the Mcp-Param-* headers of a tools/call against its
 // arguments, by the x-mcp-header annotations of the tool's definition as
-// sess knows it, and returns why they disagree, or "":
+// the session that judges sess's calls was listed it (book), and returns
+// why they disagree, or "":
 //
 //   - an annotated argument that is present (not null) must have its
 //     header, equal to it once decoded (strings as they are, integers by
@@ -138,8 +136,8 @@ func describesOne(key string) bool {
 //     one until ctx ends; a tool still unknown then is refused, and the
 //     client lists the tools and tries again, as the transport tells it to
 //     do after a HeaderMismatch.
-func paramMismatch(ctx context.Context, h http.Header, m *jsonrpc.Message, sess *session.Session) string {
-	if m.Kind != jsonrpc.KindRequest || m.Method != "tools/call" {
+func paramMismatch(ctx context.Context, h http.Header, m *jsonrpc.Message, sess *session.Session, book *paramBook) string {
+	if m.Kind != jsonrpc.KindRequest || m.Method != jsonrpc.MethodToolsCall {
 		return ""
 	}
 	var sent []string
@@ -148,7 +146,7 @@ func paramMismatch(ctx context.Context, h http.Header, m *jsonrpc.Message, sess 
 			sent = append(sent, k)
 		}
 	}
-	required := h.Get("Mcp-Protocol-Version") >= modernVersion
+	required := h.Get("Mcp-Protocol-Version") >= jsonrpc.ProtocolStateless
 	if len(sent) == 0 && !required {
 		return "" // the common case: nothing to check
 	}
@@ -163,9 +161,9 @@ func paramMismatch(ctx context.Context, h http.Header, m *jsonrpc.Message, sess 
 	if n, ok := d.Get(canonjson.Root, "name"); ok && d.Kind(n) == canonjson.String {
 		tool = d.Text(n)
 	}
-	bindings, known := sess.ParamHeaders(tool)
+	known := sess.ToolListed(tool)
 	if !known && len(sent) > 0 && sess.WaitToolsListed(ctx) {
-		bindings, known = sess.ParamHeaders(tool)
+		known = sess.ToolListed(tool)
 	}
 	if !known {
 		if len(sent) > 0 {
@@ -174,7 +172,7 @@ func paramMismatch(ctx context.Context, h http.Header, m *jsonrpc.Message, sess 
 		return ""
 	}
 	args, hasArgs := d.Get(canonjson.Root, "arguments")
-	for _, b := range bindings {
+	for _, b := range book.bindings(tool) { // after ToolListed: at least as new as the listing that made it known
 		header := paramPrefix + b.Header
 		vs := h.Values(header)
 		var at canonjson.NodeID
@@ -287,7 +285,7 @@ func headerSafe(v string) bool {
 
 // metaString returns a string member of the params' _meta.
 func metaString(d *canonjson.Doc, key string) (string, bool) {
-	meta, ok := d.Get(canonjson.Root, "_meta")
+	meta, ok := d.Get(canonjson.Root, jsonrpc.MetaKey)
 	if !ok || d.Kind(meta) != canonjson.Object {
 		return "", false
 	}

@@ -19,8 +19,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 
-	"github.com/mcpdrift/mcpdrift/services/internal/surface"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session/sessiontest"
 )
 
 // The tests in this file play a hostile upstream against the proxy, and
@@ -125,28 +126,7 @@ type hostileRig struct {
 	gate  *tofu
 	url   string
 	sid   string
-	meter *countingMeter
-}
-
-type countingMeter struct {
-	mu      sync.Mutex
-	dropped map[string]int
-}
-
-func (m *countingMeter) Withheld(surface.Kind, int) {}
-func (m *countingMeter) Dropped(code string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.dropped == nil {
-		m.dropped = map[string]int{}
-	}
-	m.dropped[code]++
-}
-
-func (m *countingMeter) count(code string) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.dropped[code]
+	meter *sessiontest.Meter[session.Code]
 }
 
 func newHostileRig(t *testing.T, cfg Config) *hostileRig {
@@ -155,7 +135,7 @@ func newHostileRig(t *testing.T, cfg Config) *hostileRig {
 	up := httptest.NewServer(h)
 	t.Cleanup(up.Close)
 	g := newTofu()
-	meter := &countingMeter{}
+	meter := &sessiontest.Meter[session.Code]{}
 	cfg.Log = zerolog.New(zerolog.NewTestWriter(t))
 	p, err := New(cfg, []Upstream{{ID: "h", URL: up.URL + "/mcp", Gate: g, Observer: g,
 		Session: session.Config{Timeout: 5 * time.Second, Meter: meter}}})
@@ -174,10 +154,7 @@ func newHostileRig(t *testing.T, cfg Config) *hostileRig {
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("notifications/initialized: HTTP %d %s", resp.StatusCode, body)
 	}
-	waitFor(t, "the proxy's own listing to be approved", func() bool {
-		n, _ := g.counts()
-		return n > 0
-	})
+	poll.Eventually(t, 10*time.Second, g.approvedOnce)
 	return r
 }
 
@@ -255,11 +232,11 @@ func jsonEqual(a, b []byte) bool {
 
 // errorCode returns the mcpdrift/code of an error message ("" when it is
 // not one).
-func errorCode(m map[string]any) string {
+func errorCode(m map[string]any) session.Code {
 	e, _ := m["error"].(map[string]any)
 	d, _ := e["data"].(map[string]any)
 	c, _ := d["mcpdrift/code"].(string)
-	return c
+	return session.Code(c)
 }
 
 // SSE framing games on the answer to the client's tools/list: whatever
@@ -360,7 +337,7 @@ func TestHostileContentType(t *testing.T) {
 				}
 				_, _ = io.WriteString(w, c.body(m.ID))
 			})
-			before := r.meter.count(session.DropFraming)
+			before := r.meter.Drops(session.DropFraming)
 			hr, body := post(t, r.url, r.h(), fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, 200+i))
 			msgs := clientMessages(t, hr, body)
 			if len(msgs) != 1 || fmt.Sprint(msgs[0]["id"]) != fmt.Sprint(200+i) {
@@ -375,7 +352,7 @@ func TestHostileContentType(t *testing.T) {
 			if strings.Contains(body, marker) || errorCode(msgs[0]) != session.DropFraming {
 				t.Fatalf("HTTP %d %q: want the request refused with framing_invalid", hr.StatusCode, body)
 			}
-			if r.meter.count(session.DropFraming) != before+1 {
+			if r.meter.Drops(session.DropFraming) != before+1 {
 				t.Fatal("the refusal was not counted")
 			}
 		})
@@ -526,8 +503,8 @@ func TestHostileStatus(t *testing.T) {
 			if c.passed != strings.Contains(body, "unsupported protocol version") {
 				t.Fatalf("%q: the server's JSON-RPC error passed: %v", body, !c.passed)
 			}
-			if !c.passed && errorCode(msgs[0]) != codeUpstreamHTTP {
-				t.Fatalf("%q: want %s", body, codeUpstreamHTTP)
+			if !c.passed && errorCode(msgs[0]) != CodeUpstreamHTTP {
+				t.Fatalf("%q: want %s", body, CodeUpstreamHTTP)
 			}
 		})
 	}
@@ -590,7 +567,7 @@ func TestHostileSessions(t *testing.T) {
 	r.up.initHdr = func(h http.Header) { h.Add("Mcp-Session-Id", "sess-3") }
 	r.up.mu.Unlock()
 	hr, body = post(t, r.url, nil, `{"jsonrpc":"2.0","id":9,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"other","version":"1"}}}`)
-	if hr.StatusCode != http.StatusBadGateway || !strings.Contains(body, session.DropFraming) {
+	if hr.StatusCode != http.StatusBadGateway || !strings.Contains(body, string(session.DropFraming)) {
 		t.Fatalf("an initialize naming two sessions: HTTP %d %s", hr.StatusCode, body)
 	}
 	for _, sid := range []string{"sess-2", "sess-3"} {
@@ -672,7 +649,7 @@ func TestHostileGet(t *testing.T) {
 	})
 	for _, h := range []map[string]string{r.h(), nil} {
 		resp, body := get(h)
-		if resp.StatusCode != http.StatusBadGateway || strings.Contains(body, marker) || !strings.Contains(body, session.DropFraming) {
+		if resp.StatusCode != http.StatusBadGateway || strings.Contains(body, marker) || !strings.Contains(body, string(session.DropFraming)) {
 			t.Fatalf("a JSON GET body (session %v): HTTP %d %q", h != nil, resp.StatusCode, body)
 		}
 	}
@@ -718,18 +695,18 @@ func TestHostileUnanswered(t *testing.T) {
 	cases := []struct {
 		name   string
 		answer func(w http.ResponseWriter, id json.RawMessage)
-		code   string // "" when no error is due
-		notes  int    // other messages the client gets
+		code   session.Code // "" when no error is due
+		notes  int          // other messages the client gets
 	}{
 		{"json without the response", func(w http.ResponseWriter, _ json.RawMessage) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = io.WriteString(w, `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}`)
-		}, codeNoResponse, 1},
-		{"202", func(w http.ResponseWriter, _ json.RawMessage) { w.WriteHeader(http.StatusAccepted) }, codeNoResponse, 0},
+		}, CodeNoResponse, 1},
+		{"202", func(w http.ResponseWriter, _ json.RawMessage) { w.WriteHeader(http.StatusAccepted) }, CodeNoResponse, 0},
 		{"stream ends", func(w http.ResponseWriter, _ json.RawMessage) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			_, _ = io.WriteString(w, ": nothing\n\n")
-		}, codeNoResponse, 0},
+		}, CodeNoResponse, 0},
 		{"stream breaks", func(w http.ResponseWriter, _ json.RawMessage) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			_, _ = io.WriteString(w, "id: 1\ndata: "+strings.Repeat("x", 100<<10)+"\n\n")
@@ -741,7 +718,7 @@ func TestHostileUnanswered(t *testing.T) {
 		{"response in a dropped event", func(w http.ResponseWriter, id json.RawMessage) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			_, _ = io.WriteString(w, "event: hidden\ndata: "+pingAnswer(id)+"\n\n")
-		}, codeNoResponse, 0},
+		}, CodeNoResponse, 0},
 	}
 	for i, c := range cases {
 		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
@@ -875,7 +852,12 @@ func TestHostileLegacy(t *testing.T) {
 	// An endpoint of another origin ends the stream.
 	cancel()
 	resp.Body.Close()
-	waitFor(t, "the first stream to end upstream", func() bool { return streams.Load() == 0 })
+	poll.Eventually(t, 10*time.Second, func() error {
+		if n := streams.Load(); n != 0 {
+			return fmt.Errorf("%d streams still open upstream, want the first one ended", n)
+		}
+		return nil
+	})
 	ctx2, cancel2 := contextWithTimeout(10 * time.Second)
 	defer cancel2()
 	req, _ = http.NewRequestWithContext(ctx2, http.MethodGet, srv.URL+"/l/sse", nil)
@@ -916,11 +898,11 @@ func TestHostileBatchRefused(t *testing.T) {
 				got[fmt.Sprint(m["id"])] = "refused"
 				continue
 			}
-			got[fmt.Sprint(m["id"])] = errorCode(m)
+			got[fmt.Sprint(m["id"])] = string(errorCode(m))
 		}
-		want := map[string]string{"1": "refused", "2": session.DropFraming}
+		want := map[string]string{"1": "refused", "2": string(session.DropFraming)}
 		if status != http.StatusOK {
-			want["2"] = codeUpstreamHTTP
+			want["2"] = string(CodeUpstreamHTTP)
 		}
 		if fmt.Sprint(got) != fmt.Sprint(want) || !strings.HasPrefix(body, "[") {
 			t.Fatalf("upstream HTTP %d: the client got %v (%q), want %v", status, got, body, want)
@@ -961,10 +943,7 @@ func TestHostileGoClient(t *testing.T) {
 			defer srv.Close()
 			r := &rig{mode: mode{opts: &mcp.StreamableHTTPOptions{}, version: "2025-06-18"}}
 			cs := r.connect(t, srv.URL+"/h/mcp")
-			waitFor(t, "the proxy's own listing to be approved", func() bool {
-				n, _ := g.counts()
-				return n > 0
-			})
+			poll.Eventually(t, 10*time.Second, g.approvedOnce)
 			for _, tool := range listTools(t, cs) {
 				if tool.Name == evilTool {
 					t.Fatalf("the Go SDK client listed %s", evilTool)

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/ordered"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
 
@@ -21,8 +22,9 @@ import (
 type legacySession struct {
 	id       string
 	s        *session.Session
-	endpoint string      // the upstream's message URL
-	headers  http.Header // what the proxy's own requests carry (authorization)
+	q        *ordered.Queue // what the session delivers, in the order the server sent it
+	endpoint string         // the upstream's message URL
+	headers  http.Header    // what the proxy's own requests carry (authorization)
 
 	mu     sync.Mutex // one writer of the client's stream at a time
 	w      http.ResponseWriter
@@ -31,7 +33,7 @@ type legacySession struct {
 }
 
 // toClient writes what the session delivers to the client's stream: an
-// event framed already (FromServerFramed).
+// event framed already (ordered.Queue.Push).
 func (l *legacySession) toClient(b []byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -63,12 +65,12 @@ func (l *legacySession) write(b []byte) error { return l.toClient(b) }
 func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", "GET")
-		httpError(w, http.StatusMethodNotAllowed, nil, "method_not_allowed", r.Method+" is not a method of the event stream")
+		httpError(w, http.StatusMethodNotAllowed, nil, CodeMethodNotAllowed, r.Method+" is not a method of the event stream")
 		return
 	}
 	resp, err := f.send(r.Context(), http.MethodGet, f.up.SSEURL, forwardHeaders(r.Header, false), nil)
 	if err != nil {
-		httpError(w, http.StatusBadGateway, nil, "upstream_unreachable", "the MCP server behind this proxy could not be reached")
+		httpError(w, http.StatusBadGateway, nil, CodeUpstreamUnreachable, "the MCP server behind this proxy could not be reached")
 		return
 	}
 	defer resp.Body.Close()
@@ -82,7 +84,7 @@ func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 		if why == "" {
 			why = "not an event stream"
 		}
-		f.log.Warn().Str("code", session.DropFraming).Str("why", why).Msg("upstream answer not passed on")
+		f.log.Warn().Str("code", string(session.DropFraming)).Str("why", why).Msg("upstream answer not passed on")
 		httpError(w, http.StatusBadGateway, nil, session.DropFraming, "the MCP server's event stream cannot be read as clients read it ("+why+")")
 		return
 	}
@@ -90,10 +92,11 @@ func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 	if v := r.Header.Get("Authorization"); v != "" {
 		l.headers.Set("Authorization", v)
 	}
-	cfg := f.up.Session
-	cfg.SerialServer = true // every server message comes on this one stream
-	l.s = session.New(cfg, f.up.Gate, f.up.Observer, l.toClient, func(b []byte) error {
-		f.p.spawn(func() { f.legacySend(l, b) })
+	// Every server message comes on this one stream: decisions that must
+	// wait are made off it, and delivered in order (package ordered).
+	l.q = ordered.New(l.toClient)
+	l.s = session.New(f.up.Session, f.up.Gate, f.up.Observer, func(b []byte) error {
+		f.p.spawn(func(ctx context.Context) { f.legacySend(ctx, l, b) })
 		return nil
 	})
 	f.mu.Lock()
@@ -103,6 +106,11 @@ func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		delete(f.legacy, l.id)
 		f.mu.Unlock()
+		// Decisions still made off the reader (bounded by the first-sight
+		// wait) deliver, in order, before the stream ends.
+		if err := l.q.Wait(); err != nil && !errors.Is(err, errClientGone) {
+			f.log.Warn().Err(err).Msg("a decision made off the reader failed")
+		}
 		l.mu.Lock()
 		l.closed = true
 		l.mu.Unlock()
@@ -137,7 +145,7 @@ func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 			endpoint, why := resolveEndpoint(base, ev.Data)
 			if why != "" {
 				l.s.Dropped(session.DropFraming)
-				f.log.Warn().Str("code", session.DropFraming).Str("why", why).Msg("unusable endpoint event")
+				f.log.Warn().Str("code", string(session.DropFraming)).Str("why", why).Msg("unusable endpoint event")
 				return
 			}
 			named = true
@@ -156,7 +164,7 @@ func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 			// SDK reads every event after the endpoint as a message), and
 			// goes out as a message event, in the order the server sent
 			// it.
-			err = l.s.FromServerFramed(ctx, ev.Data, func(out []byte) []byte {
+			err = l.q.Push(ctx, l.s.Server(ctx, ev.Data), func(out []byte) []byte {
 				if out == nil {
 					return nil
 				}
@@ -205,30 +213,30 @@ func appendNamed(dst []byte, name, data string) []byte {
 func (f *front) legacyPost(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
-		httpError(w, http.StatusMethodNotAllowed, nil, "method_not_allowed", r.Method+" is not a method of the message endpoint")
+		httpError(w, http.StatusMethodNotAllowed, nil, CodeMethodNotAllowed, r.Method+" is not a method of the message endpoint")
 		return
 	}
 	f.mu.Lock()
 	l := f.legacy[r.URL.Query().Get("session")]
 	f.mu.Unlock()
 	if l == nil {
-		httpError(w, http.StatusNotFound, nil, "unknown_session", "no open event stream with this session id")
+		httpError(w, http.StatusNotFound, nil, CodeUnknownStream, "no open event stream with this session id")
 		return
 	}
 	body, err := readAll(r.Body, f.p.cfg.MaxMessage)
 	if err != nil {
-		httpError(w, http.StatusRequestEntityTooLarge, nil, "message_too_large", err.Error())
+		httpError(w, http.StatusRequestEntityTooLarge, nil, CodeMessageTooLarge, err.Error())
 		return
 	}
 	msgs, batch, err := jsonrpc.Split(body, jsonrpc.Limits{})
 	if err != nil {
-		httpError(w, http.StatusBadRequest, nil, "invalid_message", "unreadable JSON-RPC message: "+err.Error())
+		httpError(w, http.StatusBadRequest, nil, CodeInvalidMessage, "unreadable JSON-RPC message: "+err.Error())
 		return
 	}
-	o := l.s.ClientSplit(r.Context(), body, msgs, batch)
+	o := l.s.Client(r.Context(), body, msgs, batch)
 	if o.Reply != nil {
 		if err := l.reply(o.Reply); err != nil {
-			httpError(w, http.StatusGone, nil, "stream_closed", err.Error())
+			httpError(w, http.StatusGone, nil, CodeStreamClosed, err.Error())
 			return
 		}
 	}
@@ -242,13 +250,13 @@ func (f *front) legacyPost(w http.ResponseWriter, r *http.Request) {
 	ids := requestIDs(o.Forward, body, msgs)
 	if endpoint == "" {
 		l.s.Unanswered(ids)
-		httpError(w, http.StatusConflict, nil, "no_endpoint", "the server has not named its message endpoint yet")
+		httpError(w, http.StatusConflict, nil, CodeNoEndpoint, "the server has not named its message endpoint yet")
 		return
 	}
 	resp, err := f.send(r.Context(), http.MethodPost, endpoint, forwardHeaders(r.Header, !bytes.Equal(o.Forward, body)), o.Forward)
 	if err != nil {
 		l.s.Unanswered(ids)
-		httpError(w, http.StatusBadGateway, nil, "upstream_unreachable", "the MCP server behind this proxy could not be reached")
+		httpError(w, http.StatusBadGateway, nil, CodeUpstreamUnreachable, "the MCP server behind this proxy could not be reached")
 		return
 	}
 	defer resp.Body.Close()
@@ -270,8 +278,8 @@ func (f *front) legacyPost(w http.ResponseWriter, r *http.Request) {
 
 // legacySend posts one of the proxy's own messages; its answer arrives on
 // the event stream, where the session keeps it to itself.
-func (f *front) legacySend(l *legacySession, b []byte) {
-	ctx, cancel := context.WithTimeout(f.p.ctx, f.p.cfg.OwnTimeout)
+func (f *front) legacySend(ctx context.Context, l *legacySession, b []byte) {
+	ctx, cancel := context.WithTimeout(ctx, f.p.cfg.OwnTimeout)
 	defer cancel()
 	l.mu.Lock()
 	endpoint, h := l.endpoint, l.headers.Clone()

@@ -4,22 +4,19 @@ import (
 	"testing"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session/sessiontest"
 )
-
-type tallyMeter struct{ withheld, dropped int }
-
-func (m *tallyMeter) Withheld(_ surface.Kind, n int) { m.withheld += n }
-func (m *tallyMeter) Dropped(string)                 { m.dropped++ }
 
 // TestMonitorMeterCountsDropsOnly: a monitor's session withholds nothing
 // from a client (it has none), but what its server sends that the proxy
 // cannot judge is counted.
 func TestMonitorMeterCountsDropsOnly(t *testing.T) {
-	next := &tallyMeter{}
+	next := &sessiontest.Meter[session.Code]{}
 	m := dropsOnly{next}
 	m.Withheld(surface.KindTool, 3)
-	m.Dropped("upstream_unreadable")
-	if next.withheld != 0 || next.dropped != 1 {
-		t.Fatalf("withheld %d, dropped %d; want 0 and 1", next.withheld, next.dropped)
+	m.Dropped(session.DropUnreadable)
+	if next.WithheldOf(0) != 0 || next.AllDrops() != 1 {
+		t.Fatalf("withheld %d, dropped %d; want 0 and 1", next.WithheldOf(0), next.AllDrops())
 	}
 }

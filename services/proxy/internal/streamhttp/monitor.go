@@ -35,12 +35,14 @@ type monitor struct {
 	caps    []byte // the client capabilities it declares (a JSON object); never changes
 	primed  []byte // the first opening message, already decided on
 
-	ctx  context.Context    // ends its work: on Proxy.Close, or when it is forgotten
-	stop context.CancelFunc //
-	used atomic.Int64       // when a request was last judged by it, in Unix nanoseconds
+	quit     chan struct{} // closed when it is forgotten (stop); Proxy.Close ends it too
+	stopOnce sync.Once
+	used     atomic.Int64 // when a request was last judged by it, in Unix nanoseconds
 
 	mu      sync.Mutex
 	headers http.Header // version, authorization, the session id a server may hand out
+
+	params paramBook // the x-mcp-header bindings of the tools it was listed
 }
 
 func (mon *monitor) ownHeaders() http.Header {
@@ -50,8 +52,9 @@ func (mon *monitor) ownHeaders() http.Header {
 }
 
 const (
-	defaultLegacyVersion = "2025-06-18"
-	firstModernVersion   = "2026-07-28"
+	// defaultLegacyVersion is what a monitor opens an older server in
+	// when nothing names a version.
+	defaultLegacyVersion = jsonrpc.Protocol20250618
 	// codeUnsupportedVersion is the JSON-RPC error of a request in a
 	// protocol version the server does not speak (2026-07-28); its data's
 	// "supported" lists the versions it does.
@@ -109,7 +112,7 @@ type opening struct {
 // follower returns a session for one stateless request, judged by the
 // upstream's monitor for the request's listing variant (started on first
 // use).
-func (f *front) follower(r *http.Request, msgs []*jsonrpc.Message) *session.Session {
+func (f *front) follower(r *http.Request, msgs []*jsonrpc.Message) (*session.Session, *paramBook) {
 	o := openingOf(r, msgs)
 	f.mu.Lock()
 	mon := f.monitorFor(r, o)
@@ -117,7 +120,7 @@ func (f *front) follower(r *http.Request, msgs []*jsonrpc.Message) *session.Sess
 	mon.used.Store(time.Now().UnixNano())
 	cfg := f.up.Session
 	cfg.Follow = mon.s
-	return session.New(cfg, f.up.Gate, f.up.Observer, discard, discard)
+	return session.New(cfg, f.up.Gate, f.up.Observer, discard), &mon.params
 }
 
 // monitorFor returns the monitor that judges a request opened as o,
@@ -177,7 +180,7 @@ func (f *front) startMonitor(r *http.Request, o opening) *monitor {
 		f.mons.byVariant = map[string]*monitor{}
 	}
 	f.mons.byVariant[o.variant] = mon
-	f.p.spawn(func() { f.runMonitor(mon) })
+	f.p.spawn(func(ctx context.Context) { f.runMonitor(ctx, mon) })
 	return mon
 }
 
@@ -196,14 +199,14 @@ func openingOf(r *http.Request, msgs []*jsonrpc.Message) opening {
 	}
 	o := opening{version: r.Header.Get("Mcp-Protocol-Version"), caps: emptyCapabilities}
 	for _, m := range msgs {
-		if bytes.Contains(m.Params, []byte(`"io.modelcontextprotocol/protocolVersion"`)) || m.Method == "server/discover" {
+		if bytes.Contains(m.Params, quotedMetaVersion) || m.Method == jsonrpc.MethodDiscover {
 			o.modern = true
 			if o.version == "" {
 				o.version, _ = session.MetaVersion(m.Params)
 			}
 		}
 	}
-	o.modern = o.modern || o.version >= firstModernVersion
+	o.modern = o.modern || o.version >= jsonrpc.ProtocolStateless
 	if o.version == "" {
 		o.version = defaultLegacyVersion
 	}
@@ -219,12 +222,18 @@ func (o opening) withoutCapabilities() opening {
 	return o
 }
 
+// The quoted keys whose absence from a request's bytes spares parsing it.
+var (
+	quotedMetaKey     = []byte(`"` + jsonrpc.MetaKey + `"`)
+	quotedMetaVersion = []byte(`"` + jsonrpc.MetaProtocolVersion + `"`)
+)
+
 // metaOpening reads the protocol version and the client capabilities
 // object of a 2026-07-28 request's _meta (an absent one, or one that is
 // not an object, declares nothing); ok is false when the _meta names no
 // protocol version, or declares more than maxCapabilities bytes of them.
 func metaOpening(params []byte) (version string, caps []byte, ok bool) {
-	if !bytes.Contains(params, []byte(`"_meta"`)) && !bytes.Contains(params, []byte(`\u`)) {
+	if !bytes.Contains(params, quotedMetaKey) && !bytes.Contains(params, []byte(`\u`)) {
 		return "", nil, false // the key could be written with an escape
 	}
 	d := canonjson.Borrow()
@@ -232,16 +241,16 @@ func metaOpening(params []byte) (version string, caps []byte, ok bool) {
 	if d.Parse(params, canonjson.Limits{LaxNumbers: true}) != nil || d.Kind(canonjson.Root) != canonjson.Object {
 		return "", nil, false
 	}
-	meta, ok := d.Get(canonjson.Root, "_meta")
+	meta, ok := d.Get(canonjson.Root, jsonrpc.MetaKey)
 	if !ok || d.Kind(meta) != canonjson.Object {
 		return "", nil, false
 	}
-	v, ok := d.Get(meta, metaVersionKey)
+	v, ok := d.Get(meta, jsonrpc.MetaProtocolVersion)
 	if !ok || d.Kind(v) != canonjson.String || d.Text(v) == "" {
 		return "", nil, false
 	}
 	caps = emptyCapabilities
-	if c, ok := d.Get(meta, "io.modelcontextprotocol/clientCapabilities"); ok && d.Kind(c) == canonjson.Object {
+	if c, ok := d.Get(meta, jsonrpc.MetaClientCapabilities); ok && d.Kind(c) == canonjson.Object {
 		raw := d.Raw(c)
 		if len(raw) > maxCapabilities {
 			return "", nil, false
@@ -252,8 +261,7 @@ func metaOpening(params []byte) (version string, caps []byte, ok bool) {
 }
 
 func (f *front) newMonitor(r *http.Request, o opening) *monitor {
-	mon := &monitor{headers: http.Header{}, modern: o.modern, version: o.version, caps: o.caps}
-	mon.ctx, mon.stop = context.WithCancel(f.p.ctx)
+	mon := &monitor{headers: http.Header{}, modern: o.modern, version: o.version, caps: o.caps, quit: make(chan struct{})}
 	mon.used.Store(time.Now().UnixNano())
 	if v := r.Header.Get("Authorization"); v != "" {
 		mon.headers.Set("Authorization", v)
@@ -269,14 +277,15 @@ func (f *front) newMonitor(r *http.Request, o opening) *monitor {
 	if mon.modern {
 		cfg.OwnMeta = mon.meta()
 	}
-	mon.s = session.New(cfg, f.up.Gate, f.up.Observer, discard, func(b []byte) error {
-		f.p.spawn(func() { f.own(mon.s, mon.ownHeaders(), b) })
+	cfg.ToolsPage = mon.params.note
+	mon.s = session.New(cfg, f.up.Gate, f.up.Observer, func(b []byte) error {
+		f.p.spawn(func(ctx context.Context) { f.own(ctx, mon.s, mon.ownHeaders(), b) })
 		return nil
 	})
 	// The session learns its variant from the opening message now, so that
 	// the first stateless request is judged in it; its listing is on the
 	// way, so decisions await the verdict on it.
-	mon.primed = mon.s.Client(context.Background(), []byte(mon.openMessage())).Forward
+	mon.primed = ownClient(context.Background(), mon.s, mon.openMessage())
 	mon.s.WillList()
 	return mon
 }
@@ -284,18 +293,18 @@ func (f *front) newMonitor(r *http.Request, o opening) *monitor {
 // openMessage is what the monitor opens with: server/discover, or
 // initialize for an older server.
 func (mon *monitor) openMessage() string {
-	method := `"initialize"`
+	method := jsonrpc.MethodInitialize
 	if mon.modern {
-		method = `"server/discover"`
+		method = jsonrpc.MethodDiscover
 	}
-	return `{"jsonrpc":"2.0","id":"mcpdrift-open","method":` + method + `,"params":` + string(openParams(mon.modern, mon.version, mon.caps)) + `}`
+	return `{"jsonrpc":"2.0","id":"mcpdrift-open","method":"` + method + `","params":` + string(openParams(mon.modern, mon.version, mon.caps)) + `}`
 }
 
 // openParams are the params of a monitor's opening message: _meta naming
 // version and caps (2026-07-28), or those of initialize.
 func openParams(modern bool, version string, caps []byte) []byte {
 	if modern {
-		return append(append([]byte(`{"_meta":`), ownMeta(version, caps)...), '}')
+		return append(append([]byte(`{"`+jsonrpc.MetaKey+`":`), ownMeta(version, caps)...), '}')
 	}
 	b := canonjson.AppendString([]byte(`{"protocolVersion":`), version)
 	b = append(append(append(b, `,"capabilities":`...), caps...), `,"clientInfo":{"name":"mcpdrift-proxy","version":"1"}}`...)
@@ -306,35 +315,49 @@ func openParams(modern bool, version string, caps []byte) []byte {
 func (mon *monitor) meta() []byte { return ownMeta(mon.version, mon.caps) }
 
 func ownMeta(version string, caps []byte) []byte {
-	b := []byte(`{"io.modelcontextprotocol/protocolVersion":`)
+	b := []byte(`{"` + jsonrpc.MetaProtocolVersion + `":`)
 	b = canonjson.AppendString(b, version)
-	b = append(b, `,"io.modelcontextprotocol/clientInfo":{"name":"mcpdrift-proxy","version":"1"},"io.modelcontextprotocol/clientCapabilities":`...)
+	b = append(b, `,"`+jsonrpc.MetaClientInfo+`":{"name":"mcpdrift-proxy","version":"1"},"`+jsonrpc.MetaClientCapabilities+`":`...)
 	return append(append(b, caps...), '}')
 }
 
 // runMonitor opens, lists and listens until the proxy closes; every round
 // ends after Config.Relist (or when the change stream ends) and starts
 // again, so a server that sends no notifications is still looked at.
-func (f *front) runMonitor(mon *monitor) {
+func (f *front) runMonitor(ctx context.Context, mon *monitor) {
+	ctx, cancel := until(ctx, mon.quit) // ended by Close, or by stop
+	defer cancel()
 	for {
-		f.monitorRound(mon)
+		f.monitorRound(ctx, mon)
 		select {
-		case <-mon.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-time.After(f.p.cfg.Relist):
 		}
 	}
 }
 
-func (f *front) monitorRound(mon *monitor) {
-	ctx := mon.ctx
+// stop ends the monitor's work: it was forgotten.
+func (mon *monitor) stop() { mon.stopOnce.Do(func() { close(mon.quit) }) }
+
+// stopped reports whether the monitor was told to stop.
+func (mon *monitor) stopped() bool {
+	select {
+	case <-mon.quit:
+		return true
+	default:
+		return false
+	}
+}
+
+func (f *front) monitorRound(ctx context.Context, mon *monitor) {
 	if err := f.open(ctx, mon); err != nil {
 		f.log.Warn().Err(err).Msg("opening the server")
 		return
 	}
 	if !mon.modern {
-		if err := f.ownExchange(ctx, mon, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); err != nil {
-			f.log.Warn().Err(err).Msg("notifications/initialized")
+		if err := f.ownExchange(ctx, mon, `{"jsonrpc":"2.0","method":"`+jsonrpc.MethodInitialized+`"}`); err != nil {
+			f.log.Warn().Err(err).Msg("sending notifications/initialized")
 			return
 		}
 	}
@@ -407,9 +430,9 @@ func (mon *monitor) fallBack(supported []string) bool {
 	for _, v := range supported {
 		switch {
 		case !isVersion(v):
-		case v >= firstModernVersion && v < mon.version && v > modern:
+		case v >= jsonrpc.ProtocolStateless && v < mon.version && v > modern:
 			modern = v
-		case v < firstModernVersion && v > legacy:
+		case v < jsonrpc.ProtocolStateless && v > legacy:
 			legacy = v
 		}
 	}
@@ -459,7 +482,7 @@ func (f *front) ownExchange(ctx context.Context, mon *monitor, msg string) error
 	if forward != nil {
 		mon.primed = nil
 	} else {
-		forward = mon.s.Client(ctx, []byte(msg)).Forward
+		forward = ownClient(ctx, mon.s, msg)
 	}
 	if forward == nil {
 		return nil
@@ -494,6 +517,25 @@ func (f *front) ownExchange(ctx context.Context, mon *monitor, msg string) error
 	return err
 }
 
+// ownClient passes a message of the proxy's own to sess as its client's,
+// and returns what to forward (nil: nothing, or the message did not split,
+// which a message of the proxy's own always does).
+func ownClient(ctx context.Context, sess *session.Session, msg string) []byte {
+	msgs, batch, err := jsonrpc.Split([]byte(msg), jsonrpc.Limits{})
+	if err != nil {
+		return nil
+	}
+	return sess.Client(ctx, []byte(msg), msgs, batch).Forward
+}
+
+// ownAnswer passes a message of the answer to a request of the proxy's own
+// to sess, which keeps it to itself (nothing of it reaches a client).
+func ownAnswer(ctx context.Context, sess *session.Session, raw []byte) error {
+	_, seen, err := sess.Server(ctx, raw).Wait(ctx)
+	seen.Report()
+	return err
+}
+
 // feed passes the messages of an answer (JSON or an event stream) to sess,
 // and to inspect when it is not nil; with untilResponse an event stream is
 // left once a response arrived.
@@ -510,8 +552,7 @@ func (f *front) feed(ctx context.Context, sess *session.Session, resp *http.Resp
 		if inspect != nil {
 			inspect(raw)
 		}
-		_, err = sess.Server(ctx, raw)
-		return err
+		return ownAnswer(ctx, sess, raw)
 	case mediaSSE:
 		rd := newSSEReader(b.r, f.p.cfg.MaxMessage)
 		for {
@@ -525,7 +566,7 @@ func (f *front) feed(ctx context.Context, sess *session.Session, resp *http.Resp
 			if inspect != nil {
 				inspect(ev.Data)
 			}
-			if _, err := sess.Server(ctx, ev.Data); err != nil {
+			if err := ownAnswer(ctx, sess, ev.Data); err != nil {
 				f.log.Warn().Err(err).Msg("re-listing the server")
 			}
 			if m, err := jsonrpc.Parse(ev.Data, jsonrpc.Limits{}); untilResponse && err == nil && m.Kind == jsonrpc.KindResponse {
@@ -541,7 +582,7 @@ func (f *front) feed(ctx context.Context, sess *session.Session, resp *http.Resp
 func (f *front) listen(ctx context.Context, mon *monitor) {
 	ctx, cancel := context.WithTimeout(ctx, f.p.cfg.Relist)
 	defer cancel()
-	body := `{"jsonrpc":"2.0","id":"mcpdrift-listen","method":"subscriptions/listen","params":{"_meta":` + string(mon.meta()) +
+	body := `{"jsonrpc":"2.0","id":"mcpdrift-listen","method":"` + jsonrpc.MethodSubscriptionsListen + `","params":{"` + jsonrpc.MetaKey + `":` + string(mon.meta()) +
 		`,"notifications":{"toolsListChanged":true,"promptsListChanged":true,"resourcesListChanged":true}}}`
 	resp, err := f.ownPost(ctx, f.up.URL, mon.ownHeaders(), []byte(body))
 	if err != nil {

@@ -1,6 +1,9 @@
 package streamhttp
 
 import (
+	"bytes"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,7 +14,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/syncbuf"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
 
@@ -46,11 +51,15 @@ func TestMonitorFallsBack(t *testing.T) {
 			}
 			// The fallback is remembered: later rounds list without asking
 			// server/discover again.
-			listings, _ := r.gate.counts()
+			// (A round that finds the same surface is not published again:
+			// count the listings the server is asked for.)
+			listings := r.ownListings()
 			before := r.discovers()
-			waitFor(t, "two more rounds of the proxy's own listing", func() bool {
-				n, _ := r.gate.counts()
-				return n >= listings+2
+			poll.Eventually(t, 10*time.Second, func() error {
+				if n := r.ownListings(); n < listings+2 {
+					return fmt.Errorf("%d rounds of the proxy's own listing since, want 2", n-listings)
+				}
+				return nil
 			})
 			if after := r.discovers(); after != before {
 				t.Errorf("the proxy asked server/discover %d more times after falling back", after-before)
@@ -71,6 +80,13 @@ type countingRig struct {
 	*rig
 	mu       sync.Mutex
 	discover int
+	ownLists int // tools/list requests of the proxy's own
+}
+
+func (r *countingRig) ownListings() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ownLists
 }
 
 func (r *countingRig) discovers() int {
@@ -88,6 +104,15 @@ func newCountingRig(t *testing.T, srv *mcp.Server, m mode, log zerolog.Logger) *
 			r.mu.Lock()
 			r.discover++
 			r.mu.Unlock()
+		}
+		if req.Method == http.MethodPost {
+			body, _ := io.ReadAll(req.Body)
+			if bytes.Contains(body, []byte(`"method":"tools/list"`)) && bytes.Contains(body, []byte(`"id":"mcpdrift-`)) {
+				r.mu.Lock()
+				r.ownLists++
+				r.mu.Unlock()
+			}
+			req.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		h.ServeHTTP(w, req)
 	}))
@@ -123,9 +148,9 @@ func TestFallBack(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			modern := tt.from >= firstModernVersion
+			modern := tt.from >= jsonrpc.ProtocolStateless
 			mon := &monitor{modern: modern, version: tt.from, headers: http.Header{}}
-			mon.s = session.New(session.Config{}, newTofu(), newTofu(), discard, discard)
+			mon.s = session.New(session.Config{}, newTofu(), newTofu(), discard)
 			if ok := mon.fallBack(tt.supported); ok != tt.wantOK || mon.version != tt.wantVersion || mon.modern != tt.wantModern {
 				t.Fatalf("fallBack = %v, version %s modern %v; want %v, %s %v", ok, mon.version, mon.modern, tt.wantOK, tt.wantVersion, tt.wantModern)
 			}

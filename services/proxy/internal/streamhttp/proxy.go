@@ -39,6 +39,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -106,27 +107,23 @@ func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastR
 type Proxy struct {
 	cfg    Config
 	fronts map[string]*front
-	ctx    context.Context // ends the proxy's own work on Close
-	stop   context.CancelFunc
+	done   chan struct{} // closed by Close: ends the proxy's own work
+	closed sync.Once
 	wg     sync.WaitGroup
 }
 
 // New checks the upstreams and returns the proxy.
 func New(cfg Config, ups []Upstream) (*Proxy, error) {
 	cfg = cfg.withDefaults()
-	ctx, stop := context.WithCancel(context.Background())
-	p := &Proxy{cfg: cfg, fronts: map[string]*front{}, ctx: ctx, stop: stop}
+	p := &Proxy{cfg: cfg, fronts: map[string]*front{}, done: make(chan struct{})}
 	for _, u := range ups {
 		if u.ID == "" || strings.ContainsAny(u.ID, "/?#") {
-			stop()
 			return nil, fmt.Errorf("upstream id %q: want a server id", u.ID)
 		}
 		if _, dup := p.fronts[u.ID]; dup {
-			stop()
 			return nil, fmt.Errorf("upstream %s given twice", u.ID)
 		}
 		if u.URL == "" && u.SSEURL == "" {
-			stop()
 			return nil, fmt.Errorf("upstream %s: no URL", u.ID)
 		}
 		for _, raw := range []string{u.URL, u.SSEURL} {
@@ -134,7 +131,6 @@ func New(cfg Config, ups []Upstream) (*Proxy, error) {
 				continue
 			}
 			if pu, err := url.Parse(raw); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
-				stop()
 				return nil, fmt.Errorf("upstream %s: %q is not an http(s) URL", u.ID, raw)
 			}
 		}
@@ -149,17 +145,34 @@ func New(cfg Config, ups []Upstream) (*Proxy, error) {
 
 // Close ends the proxy's own work (listings, streams it holds upstream).
 func (p *Proxy) Close() {
-	p.stop()
+	p.closed.Do(func() { close(p.done) })
 	p.wg.Wait()
 }
 
-// go runs f as the proxy's own work, ended by Close.
-func (p *Proxy) spawn(f func()) {
+// spawn runs f as the proxy's own work, on a context that Close ends; Close
+// waits for it.
+func (p *Proxy) spawn(f func(ctx context.Context)) {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		f()
+		ctx, cancel := until(context.Background(), p.done)
+		defer cancel()
+		f(ctx)
 	}()
+}
+
+// until returns a context of parent that also ends once done is closed;
+// cancel it to release what it holds.
+func until(parent context.Context, done <-chan struct{}) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	go func() {
+		select {
+		case <-done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 // ServeHTTP routes /<server-id>/mcp (Streamable HTTP), /<server-id>/sse and
@@ -168,7 +181,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id, route, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
 	f := p.fronts[id]
 	if f == nil {
-		httpError(w, http.StatusNotFound, nil, "unknown_server", fmt.Sprintf("no MCP server %q behind this proxy", id))
+		httpError(w, http.StatusNotFound, nil, CodeUnknownServer, fmt.Sprintf("no MCP server %q behind this proxy", id))
 		return
 	}
 	switch {
@@ -179,7 +192,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case route == "messages" && f.up.SSEURL != "":
 		f.legacyPost(w, r)
 	default:
-		httpError(w, http.StatusNotFound, nil, "unknown_route", fmt.Sprintf("server %q has no route %q here", id, "/"+route))
+		httpError(w, http.StatusNotFound, nil, CodeUnknownRoute, fmt.Sprintf("server %q has no route %q here", id, "/"+route))
 	}
 }
 
@@ -199,16 +212,22 @@ type front struct {
 type tracked struct {
 	s *session.Session
 
+	// used is when a request last used the session (Unix nanoseconds):
+	// written by every request on it and read by the eviction sweep of
+	// another session's registration, so atomic rather than under mu.
+	used atomic.Int64
+
 	mu      sync.Mutex
 	id      string      // Mcp-Session-Id
 	headers http.Header // what the proxy's own requests carry: version, authorization
-	used    time.Time
+
+	params paramBook // the x-mcp-header bindings of the tools it was listed
 }
 
 func (t *tracked) note(r *http.Request) {
+	t.used.Store(time.Now().UnixNano())
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.used = time.Now()
 	for _, h := range []string{"Mcp-Protocol-Version", "Authorization"} {
 		if v := r.Header.Get(h); v != "" {
 			t.headers.Set(h, v)
@@ -217,9 +236,12 @@ func (t *tracked) note(r *http.Request) {
 }
 
 func (f *front) newTracked() *tracked {
-	t := &tracked{headers: http.Header{}, used: time.Now()}
-	t.s = session.New(f.up.Session, f.up.Gate, f.up.Observer, discard, func(b []byte) error {
-		f.p.spawn(func() { f.own(t.s, t.ownHeaders(), b) })
+	t := &tracked{headers: http.Header{}}
+	t.used.Store(time.Now().UnixNano())
+	cfg := f.up.Session
+	cfg.ToolsPage = t.params.note
+	t.s = session.New(cfg, f.up.Gate, f.up.Observer, func(b []byte) error {
+		f.p.spawn(func(ctx context.Context) { f.own(ctx, t.s, t.ownHeaders(), b) })
 		return nil
 	})
 	return t
@@ -270,21 +292,20 @@ func (f *front) register(t *tracked, id string) bool {
 // least recently used one.
 func (f *front) addLocked(t *tracked) {
 	if len(f.sessions) >= f.p.cfg.MaxSessions {
-		var oldest *tracked
+		idleSince := time.Now().Add(-f.p.cfg.SessionIdle).UnixNano()
+		oldestID, oldestUsed := "", int64(0)
 		for id, s := range f.sessions {
-			s.mu.Lock()
-			idle, used := time.Since(s.used) > f.p.cfg.SessionIdle, s.used
-			s.mu.Unlock()
-			if idle {
+			used := s.used.Load() // once: requests on s write it meanwhile
+			if used < idleSince {
 				delete(f.sessions, id)
 				continue
 			}
-			if oldest == nil || used.Before(oldest.used) {
-				oldest = s
+			if oldestID == "" || used < oldestUsed {
+				oldestID, oldestUsed = id, used
 			}
 		}
-		if len(f.sessions) >= f.p.cfg.MaxSessions && oldest != nil {
-			delete(f.sessions, oldest.id)
+		if len(f.sessions) >= f.p.cfg.MaxSessions && oldestID != "" {
+			delete(f.sessions, oldestID)
 		}
 	}
 	f.sessions[t.id] = t
@@ -308,7 +329,7 @@ func (f *front) firstSightWait() time.Duration {
 func (f *front) streamable(w http.ResponseWriter, r *http.Request) {
 	if len(r.Header.Values("Mcp-Session-Id")) > 1 {
 		// The proxy would judge by one, the server might serve another.
-		httpError(w, http.StatusBadRequest, nil, "invalid_message", "more than one Mcp-Session-Id header")
+		httpError(w, http.StatusBadRequest, nil, CodeInvalidMessage, "more than one Mcp-Session-Id header")
 		return
 	}
 	switch r.Method {
@@ -320,19 +341,19 @@ func (f *front) streamable(w http.ResponseWriter, r *http.Request) {
 		f.delete(w, r)
 	default:
 		w.Header().Set("Allow", "GET, POST, DELETE")
-		httpError(w, http.StatusMethodNotAllowed, nil, "method_not_allowed", r.Method+" is not an MCP method of this endpoint")
+		httpError(w, http.StatusMethodNotAllowed, nil, CodeMethodNotAllowed, r.Method+" is not an MCP method of this endpoint")
 	}
 }
 
 func (f *front) post(w http.ResponseWriter, r *http.Request) {
 	body, err := readAll(r.Body, f.p.cfg.MaxMessage)
 	if err != nil {
-		httpError(w, http.StatusRequestEntityTooLarge, nil, "message_too_large", err.Error())
+		httpError(w, http.StatusRequestEntityTooLarge, nil, CodeMessageTooLarge, err.Error())
 		return
 	}
 	msgs, batch, err := jsonrpc.Split(body, jsonrpc.Limits{})
 	if err != nil {
-		httpError(w, http.StatusBadRequest, nil, "invalid_message", "unreadable JSON-RPC message: "+err.Error())
+		httpError(w, http.StatusBadRequest, nil, CodeInvalidMessage, "unreadable JSON-RPC message: "+err.Error())
 		return
 	}
 	if text := headerMismatch(r.Header, msgs, batch); text != "" {
@@ -340,7 +361,7 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var t *tracked
-	sess := (*session.Session)(nil)
+	sess, book := (*session.Session)(nil), (*paramBook)(nil)
 	sid := r.Header.Get("Mcp-Session-Id")
 	switch {
 	case sid != "":
@@ -351,22 +372,22 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 	case opens(msgs):
 		t = f.newTracked() // kept once the upstream names the session
 	default:
-		sess = f.follower(r, msgs)
+		sess, book = f.follower(r, msgs)
 	}
 	if t != nil {
 		t.note(r)
-		sess = t.s
+		sess, book = t.s, &t.params
 	}
 	if !batch {
 		ctx, cancel := context.WithTimeout(r.Context(), f.firstSightWait())
-		text := paramMismatch(ctx, r.Header, msgs[0], sess)
+		text := paramMismatch(ctx, r.Header, msgs[0], sess, book)
 		cancel()
 		if text != "" {
 			headerError(w, msgs[0].ID, text)
 			return
 		}
 	}
-	o := sess.ClientSplit(r.Context(), body, msgs, batch)
+	o := sess.Client(r.Context(), body, msgs, batch)
 	if o.Forward == nil {
 		writeJSON(w, http.StatusOK, o.Reply)
 		return
@@ -376,7 +397,7 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		f.log.Warn().Err(err).Msg("upstream unreachable")
 		sess.Unanswered(ids)
-		writeJSON(w, http.StatusBadGateway, errorBody(batch, ids, codeInvalidRequest, "mcpdrift proxy: the MCP server behind this proxy could not be reached", "upstream_unreachable"))
+		writeJSON(w, http.StatusBadGateway, errorBody(batch, ids, codeInvalidRequest, "mcpdrift proxy: the MCP server behind this proxy could not be reached", CodeUpstreamUnreachable))
 		return
 	}
 	defer resp.Body.Close()
@@ -393,7 +414,7 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 				"the MCP server named its session in an unreadable Mcp-Session-Id header", "unreadable Mcp-Session-Id")
 			return
 		case !f.register(t, nsids[0]):
-			f.refuse(w, sess, batch, o.Reply, ids, http.StatusBadGateway, codeSessionConflict,
+			f.refuse(w, sess, batch, o.Reply, ids, http.StatusBadGateway, CodeSessionConflict,
 				"the MCP server named a session that is already open; its answer is not passed on", "session id already tracked")
 			return
 		default:
@@ -441,7 +462,7 @@ func (f *front) answer(w http.ResponseWriter, ctx context.Context, resp *http.Re
 		raw, err := readAll(b.r, f.p.cfg.MaxMessage)
 		if errors.Is(err, errTooLarge) {
 			sess.Dropped(session.DropFraming)
-			f.refuse(w, sess, batch, reply, ids, http.StatusBadGateway, "upstream_message_too_large", "the MCP server's answer is too large: "+err.Error(), err.Error())
+			f.refuse(w, sess, batch, reply, ids, http.StatusBadGateway, CodeUpstreamTooLarge, "the MCP server's answer is too large: "+err.Error(), err.Error())
 			return
 		}
 		if err != nil {
@@ -449,13 +470,13 @@ func (f *front) answer(w http.ResponseWriter, ctx context.Context, resp *http.Re
 			return
 		}
 		var seen session.Seen
-		out, seen, err = sess.ServerLater(ctx, raw)
+		out, seen, err = sess.Server(ctx, raw).Wait(ctx)
 		defer seen.Report() // once the answer is written
 		if err != nil {
 			f.log.Warn().Err(err).Msg("re-listing the server")
 		}
 	}
-	errs := unansweredErrors(sess, ids, codeNoResponse, "mcpdrift proxy: the MCP server's answer held no response to this request")
+	errs := unansweredErrors(sess, ids, CodeNoResponse, "mcpdrift proxy: the MCP server's answer held no response to this request")
 	out = joinAnswers(batch, reply, out, errs)
 	if out == nil {
 		w.WriteHeader(http.StatusAccepted)
@@ -475,12 +496,12 @@ func (f *front) answer(w http.ResponseWriter, ctx context.Context, resp *http.Re
 // request still unanswered an error with code, which is also the drop
 // counted when it is one of session.DropCodes. what names it in the log
 // when not "".
-func (f *front) refuse(w http.ResponseWriter, sess *session.Session, batch bool, reply []byte, ids [][]byte, status int, code, text, what string) {
+func (f *front) refuse(w http.ResponseWriter, sess *session.Session, batch bool, reply []byte, ids [][]byte, status int, code session.Code, text, what string) {
 	if slices.Contains(session.DropCodes, code) {
 		sess.Dropped(code)
 	}
 	if what != "" {
-		f.log.Warn().Str("code", code).Str("why", what).Msg("upstream answer not passed on")
+		f.log.Warn().Str("code", string(code)).Str("why", what).Msg("upstream answer not passed on")
 	}
 	out := joinAnswers(batch, reply, unansweredErrors(sess, ids, code, "mcpdrift proxy: "+text))
 	if out == nil {
@@ -520,9 +541,9 @@ func (f *front) refuseStatus(w http.ResponseWriter, ctx context.Context, resp *h
 		judged = f.judgedErrors(ctx, resp, sess)
 	}
 	text := fmt.Sprintf("mcpdrift proxy: the MCP server answered HTTP %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
-	errs := unansweredErrors(sess, ids, codeUpstreamHTTP, text)
+	errs := unansweredErrors(sess, ids, CodeUpstreamHTTP, text)
 	if len(judged) == 0 && len(errs) == 0 {
-		errs = [][]byte{errorBody(true, ids, codeInternal, text, codeUpstreamHTTP)}
+		errs = [][]byte{errorBody(true, ids, codeInternal, text, CodeUpstreamHTTP)}
 	}
 	out := joinAnswers(batch, reply, judged, errs)
 	writeJSON(w, status, out)
@@ -540,7 +561,7 @@ func (f *front) judgedErrors(ctx context.Context, resp *http.Response, sess *ses
 	if err != nil {
 		return nil
 	}
-	out, seen, _ := sess.ServerLater(ctx, raw)
+	out, seen, _ := sess.Server(ctx, raw).Wait(ctx)
 	seen.Report()
 	if out == nil {
 		return nil
@@ -576,11 +597,11 @@ func (f *front) get(w http.ResponseWriter, r *http.Request) {
 		t.note(r)
 		sess = t.s
 	} else {
-		sess = f.follower(r, nil)
+		sess, _ = f.follower(r, nil)
 	}
 	resp, err := f.send(r.Context(), http.MethodGet, f.up.URL, forwardHeaders(r.Header, false), nil)
 	if err != nil {
-		httpError(w, http.StatusBadGateway, nil, "upstream_unreachable", "the MCP server behind this proxy could not be reached")
+		httpError(w, http.StatusBadGateway, nil, CodeUpstreamUnreachable, "the MCP server behind this proxy could not be reached")
 		return
 	}
 	defer resp.Body.Close()
@@ -606,7 +627,7 @@ func (f *front) get(w http.ResponseWriter, r *http.Request) {
 			why = "a JSON body on a GET stream"
 		}
 		sess.Dropped(session.DropFraming)
-		f.log.Warn().Str("code", session.DropFraming).Str("why", why).Msg("upstream answer not passed on")
+		f.log.Warn().Str("code", string(session.DropFraming)).Str("why", why).Msg("upstream answer not passed on")
 		httpError(w, http.StatusBadGateway, nil, session.DropFraming, "the MCP server's stream cannot be read as clients read it ("+why+")")
 	}
 }
@@ -619,7 +640,7 @@ func (f *front) delete(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, err := f.send(r.Context(), http.MethodDelete, f.up.URL, forwardHeaders(r.Header, false), nil)
 	if err != nil {
-		httpError(w, http.StatusBadGateway, nil, "upstream_unreachable", "the MCP server behind this proxy could not be reached")
+		httpError(w, http.StatusBadGateway, nil, CodeUpstreamUnreachable, "the MCP server behind this proxy could not be reached")
 		return
 	}
 	defer resp.Body.Close()
@@ -669,7 +690,7 @@ func (f *front) pipeSSE(w http.ResponseWriter, ctx context.Context, body io.Read
 				}
 				return
 			}
-			code := codeNoResponse
+			code := CodeNoResponse
 			if !errors.Is(err, io.EOF) {
 				f.log.Warn().Err(err).Msg("upstream event stream ended")
 				sess.Dropped(session.DropFraming)
@@ -727,7 +748,7 @@ func (f *front) relay(buf []byte, ctx context.Context, sess *session.Session, ev
 		f.dropEvent(sess, "an event with data under a name no client reads as a message", ev)
 		return appendIDOnly(buf, ev), session.Seen{}
 	}
-	out, seen, err := sess.ServerLater(ctx, ev.Data)
+	out, seen, err := sess.Server(ctx, ev.Data).Wait(ctx)
 	if err != nil {
 		f.log.Warn().Err(err).Msg("re-listing the server")
 	}
@@ -744,13 +765,13 @@ func (f *front) relay(buf []byte, ctx context.Context, sess *session.Session, ev
 // dropEvent counts and logs an event the proxy does not deliver.
 func (f *front) dropEvent(sess *session.Session, why string, ev *event) {
 	sess.Dropped(session.DropFraming)
-	f.log.Warn().Str("code", session.DropFraming).Str("why", why).Int("bytes", len(ev.Data)).Msg("upstream event dropped")
+	f.log.Warn().Str("code", string(session.DropFraming)).Str("why", why).Int("bytes", len(ev.Data)).Msg("upstream event dropped")
 }
 
 // own sends a request the proxy makes itself (a listing) and feeds its
 // answer to sess, which keeps it to itself.
-func (f *front) own(sess *session.Session, h http.Header, body []byte) {
-	ctx, cancel := context.WithTimeout(f.p.ctx, f.p.cfg.OwnTimeout)
+func (f *front) own(ctx context.Context, sess *session.Session, h http.Header, body []byte) {
+	ctx, cancel := context.WithTimeout(ctx, f.p.cfg.OwnTimeout)
 	defer cancel()
 	resp, err := f.ownPost(ctx, f.up.URL, h, body)
 	if err != nil {
@@ -813,7 +834,7 @@ func (f *front) send(ctx context.Context, method, target string, h http.Header, 
 // opens reports a message that opens a session (initialize).
 func opens(msgs []*jsonrpc.Message) bool {
 	for _, m := range msgs {
-		if m.Kind == jsonrpc.KindRequest && m.Method == "initialize" {
+		if m.Kind == jsonrpc.KindRequest && m.Method == jsonrpc.MethodInitialize {
 			return true
 		}
 	}
@@ -905,15 +926,6 @@ func readAll(r io.Reader, max int) ([]byte, error) {
 	return b, nil
 }
 
-// The stable codes of what the proxy answers itself on HTTP, beside
-// session.DropCodes.
-const (
-	codeUpstreamHTTP    = "upstream_http_error" // the upstream answered other than 2xx
-	codeSessionUnknown  = "session_unknown"     // a session id the proxy did not register
-	codeSessionConflict = "session_conflict"    // an initialize answer named a session already open
-	codeNoResponse      = "response_missing"    // the upstream's answer held no response to a request
-)
-
 // JSON-RPC error codes of the proxy's own errors.
 const (
 	codeInvalidRequest = -32600
@@ -940,26 +952,26 @@ func requestIDs(forward, body []byte, msgs []*jsonrpc.Message) [][]byte {
 
 // unansweredErrors returns an error response for each of ids that sess
 // still has pending (and forgets them), with code as mcpdrift/code.
-func unansweredErrors(sess *session.Session, ids [][]byte, code, text string) [][]byte {
+func unansweredErrors(sess *session.Session, ids [][]byte, code session.Code, text string) [][]byte {
 	if len(ids) == 0 {
 		return nil
 	}
 	var out [][]byte
 	for _, id := range sess.Unanswered(ids) {
-		out = append(out, jsonrpc.ErrorResponseData(id, codeInternal, text, code))
+		out = append(out, session.ErrorResponse(id, codeInternal, text, code))
 	}
 	return out
 }
 
 // errorBody is one error for each of ids (one with a null id when there
 // are none), as a batch when the client sent one or there are several.
-func errorBody(batch bool, ids [][]byte, code int, text, stable string) []byte {
+func errorBody(batch bool, ids [][]byte, code int, text string, stable session.Code) []byte {
 	if len(ids) == 0 {
-		return jsonrpc.ErrorResponseData(nil, code, text, stable)
+		return session.ErrorResponse(nil, code, text, stable)
 	}
 	var errs [][]byte
 	for _, id := range ids {
-		errs = append(errs, jsonrpc.ErrorResponseData(id, code, text, stable))
+		errs = append(errs, session.ErrorResponse(id, code, text, stable))
 	}
 	return joinAnswers(batch, errs)
 }
@@ -1008,7 +1020,7 @@ func joinAnswers(batch bool, parts ...any) []byte {
 // unknownSession answers a request naming a session the proxy did not
 // register: 404, so that the client opens a new one.
 func unknownSession(w http.ResponseWriter, id []byte) {
-	httpError(w, http.StatusNotFound, id, codeSessionUnknown, "no session with this Mcp-Session-Id is open through this proxy; initialize a new one")
+	httpError(w, http.StatusNotFound, id, CodeSessionUnknown, "no session with this Mcp-Session-Id is open through this proxy; initialize a new one")
 }
 
 // validSessionID reports a session id as the transport allows them:
@@ -1033,14 +1045,14 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 
 // httpError answers with a JSON-RPC error carrying a stable code in its
 // data, so that clients that read only JSON-RPC learn why too.
-func httpError(w http.ResponseWriter, status int, id []byte, code, text string) {
-	writeJSON(w, status, jsonrpc.ErrorResponseData(id, -32600, "mcpdrift proxy: "+text, code))
+func httpError(w http.ResponseWriter, status int, id []byte, code session.Code, text string) {
+	writeJSON(w, status, session.ErrorResponse(id, codeInvalidRequest, "mcpdrift proxy: "+text, code))
 }
 
 // headerError refuses a request whose headers disagree with its body:
 // HTTP 400 with the HeaderMismatch error of the transport (2026-07-28).
 func headerError(w http.ResponseWriter, id []byte, text string) {
-	writeJSON(w, http.StatusBadRequest, jsonrpc.ErrorResponseData(id, codeHeaderMismatch, "mcpdrift proxy: "+text, "header_mismatch"))
+	writeJSON(w, http.StatusBadRequest, session.ErrorResponse(id, codeHeaderMismatch, "mcpdrift proxy: "+text, CodeHeaderMismatch))
 }
 
 func newID() string {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -18,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
@@ -93,16 +95,13 @@ func (g *tofu) counts() (listings, calls int) {
 	return len(g.listings), len(g.calls)
 }
 
-// waitFor polls cond for at most 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 10s for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
+// approvedOnce is a poll.Eventually condition: the gate has seen a
+// listing (and so approved the first of its variant).
+func (g *tofu) approvedOnce() error {
+	if n, _ := g.counts(); n == 0 {
+		return errors.New("no listing observed yet, want the proxy's own listing approved")
 	}
+	return nil
 }
 
 type echoIn struct {
@@ -324,15 +323,15 @@ func TestTransparentAndFailClosed(t *testing.T) {
 			// A listing already under way when the server changed may still
 			// show the old tool: wait until the proxy's listings close every
 			// variant approved before.
-			waitFor(t, "the proxy to list the changed server by itself", func() bool {
+			poll.Eventually(t, 10*time.Second, func() error {
 				r.gate.mu.Lock()
 				defer r.gate.mu.Unlock()
 				for _, k := range approved {
-					if r.gate.views[k].Serve {
-						return false
+					if v := r.gate.views[k]; v.Serve {
+						return fmt.Errorf("variant %s still %s and served, want the proxy to have listed the changed server by itself", k, v.Status)
 					}
 				}
-				return true
+				return nil
 			})
 			res = call(t, via, "echo", map[string]any{"text": "hi"})
 			if !res.IsError || !strings.Contains(text(res), `server "ev"`) {
@@ -466,9 +465,11 @@ func TestSeveralUpstreams(t *testing.T) {
 			t.Fatalf("server %s: echo %q", id, got)
 		}
 		// The call is reported once its answer is out: wait for it.
-		waitFor(t, "server "+id+": a listing and a call observed under its id", func() bool {
-			n, c := g.counts()
-			return n > 0 && c > 0
+		poll.Eventually(t, 10*time.Second, func() error {
+			if n, c := g.counts(); n == 0 || c == 0 {
+				return fmt.Errorf("server %s: %d listings and %d calls observed under its id, want one of each", id, n, c)
+			}
+			return nil
 		})
 	}
 	if _, err := New(Config{}, []Upstream{{ID: "a", URL: ua.URL}, {ID: "a", URL: ub.URL}}); err == nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/syncbuf"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
@@ -282,7 +283,12 @@ func TestMonitorPerVariant(t *testing.T) {
 
 	// Close ends every monitor: it returns once their goroutines are done,
 	// and the change streams they held are gone.
-	waitFor(t, "both monitors to hold a change stream", func() bool { return srv.openListens() == 2 })
+	poll.Eventually(t, 10*time.Second, func() error {
+		if n := srv.openListens(); n != 2 {
+			return fmt.Errorf("%d change streams open, want one per monitor (2)", n)
+		}
+		return nil
+	})
 	closed := make(chan struct{})
 	go func() { r.p.Close(); close(closed) }()
 	select {
@@ -290,7 +296,12 @@ func TestMonitorPerVariant(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Proxy.Close did not return within 10s")
 	}
-	waitFor(t, "the change streams to end", func() bool { return srv.openListens() == 0 })
+	poll.Eventually(t, 10*time.Second, func() error {
+		if n := srv.openListens(); n != 0 {
+			return fmt.Errorf("%d change streams still open after Close", n)
+		}
+		return nil
+	})
 }
 
 // TestMonitorBound: past the bound on monitors, requests of a new variant
@@ -415,8 +426,12 @@ func TestMonitorVariantIsTheRequests(t *testing.T) {
 			if !strings.Contains(mon.openMessage(), `"method":"server/discover"`) {
 				t.Fatalf("the monitor opens with %s", mon.openMessage())
 			}
-			follower := session.New(session.Config{Follow: mon.s, Timeout: time.Millisecond}, g, g, discard, discard)
-			if out := follower.Client(context.Background(), []byte(body)); out.Reply == nil {
+			follower := session.New(session.Config{Follow: mon.s, Timeout: time.Millisecond}, g, g, discard)
+			msgs, batch, err := jsonrpc.Split([]byte(body), jsonrpc.Limits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out := follower.Client(context.Background(), []byte(body), msgs, batch); out.Reply == nil {
 				t.Fatalf("a call with no verdict was not refused: %+v", out)
 			}
 			g.mu.Lock()
@@ -446,7 +461,12 @@ func TestMonitorIdleForgotten(t *testing.T) {
 		first, firstVariant = m, v
 	}
 	used := time.Now()
-	waitFor(t, "the sampling variant's monitor to be idle", func() bool { return time.Since(used) > 2*idle })
+	poll.Eventually(t, 10*time.Second, func() error {
+		if since := time.Since(used); since <= 2*idle {
+			return fmt.Errorf("the sampling variant's monitor unused for %v, want over %v", since, 2*idle)
+		}
+		return nil
+	})
 
 	elicit := &capClient{t: t, url: r.via, caps: `{"elicitation":{}}`}
 	if got := elicit.tools(); !slices.Equal(got, []string{"basic"}) {
@@ -456,7 +476,7 @@ func TestMonitorIdleForgotten(t *testing.T) {
 	if n != 1 || def != nil || after[firstVariant] != nil {
 		t.Fatalf("after the idle monitor was forgotten: %d monitors, default %p, the idle one kept: %v", n, def, after[firstVariant] != nil)
 	}
-	if first.ctx.Err() == nil {
+	if !first.stopped() {
 		t.Error("the forgotten monitor still runs")
 	}
 	// The new monitor is recent: the sampling variant, back, is judged by

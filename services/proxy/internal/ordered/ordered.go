@@ -1,0 +1,149 @@
+// Package ordered delivers what a serial transport reads (stdio and
+// HTTP+SSE, where every message of the server comes on one reader) in the
+// order the server sent it, while a decision that must wait (a verdict
+// that is due, the proxy's own re-listing) is made off the reader, so that
+// the reader goes on reading the server's next messages meanwhile, the
+// proxy's own listing among them (docs/adr/0007-fail-closed-by-construction.md).
+// The goroutines it starts are its own: Wait joins them.
+package ordered
+
+import (
+	"context"
+	"errors"
+	"sync"
+)
+
+// Decision is the judgement of one message read (session.Judged).
+type Decision interface {
+	// Now returns the bytes to deliver when the decision is made at once
+	// (waits false), and the error of what was done meanwhile.
+	Now() (out []byte, waits bool, err error)
+	// Decide makes a decision that waits, and returns the bytes to
+	// deliver and the error of what it sent meanwhile.
+	Decide(ctx context.Context) ([]byte, error)
+	// Report hands what the message showed to its observer; it is called
+	// once the message is delivered.
+	Report()
+}
+
+// Queue delivers the decisions pushed to it with write, in the order they
+// were pushed.
+type Queue struct {
+	write func([]byte) error
+
+	mu    sync.Mutex
+	slots []*slot
+	err   error // the first write that failed: nothing more is written
+	first error // the first error of a write or of a decision made off the reader (Wait)
+	fresh error // decisions' errors Push has not returned yet
+
+	writing sync.Mutex     // one writer at a time, in order
+	work    sync.WaitGroup // decisions made off the reader
+}
+
+type slot struct {
+	done bool
+	out  []byte
+	d    Decision
+}
+
+// New returns a queue that delivers with write (one message per call).
+func New(write func([]byte) error) *Queue { return &Queue{write: write} }
+
+// Push queues d, read after everything pushed before, and delivers in order
+// what is decided. A decision that must wait is made off the caller's
+// goroutine, on ctx. frame, when not nil, wraps the bytes to deliver (an
+// SSE event) and may return nil to deliver nothing. Push returns the error
+// of what was done on the reader, the write to the client that failed (on
+// every Push once one has) and the errors of decisions made off the reader
+// since the last Push (once).
+func (q *Queue) Push(ctx context.Context, d Decision, frame func([]byte) []byte) error {
+	if frame == nil {
+		frame = func(b []byte) []byte { return b }
+	}
+	sl := &slot{d: d}
+	q.mu.Lock()
+	q.slots = append(q.slots, sl)
+	q.mu.Unlock()
+	out, waits, err := d.Now()
+	if !waits {
+		q.settle(sl, frame(out), nil)
+	} else {
+		q.work.Add(1)
+		go func(ctx context.Context) {
+			defer q.work.Done()
+			out, err := d.Decide(ctx)
+			q.settle(sl, frame(out), err)
+		}(ctx)
+	}
+	if werr := q.failed(); werr != nil {
+		return errors.Join(err, werr)
+	}
+	return err
+}
+
+// Wait waits for the decisions being made off the reader and returns the
+// first error one of them met or a write met, nil when none did. Call it
+// once the reader has stopped pushing.
+func (q *Queue) Wait() error {
+	q.work.Wait()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.first
+}
+
+// failed returns the failed write to the client (every time) and the
+// errors of decisions made off the reader since it was last asked (once).
+func (q *Queue) failed() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	err := errors.Join(q.err, q.fresh)
+	q.fresh = nil
+	return err
+}
+
+// record keeps err (a decision's, or a write's when write is set).
+func (q *Queue) record(err error, write bool) {
+	if err == nil {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.first == nil {
+		q.first = err
+	}
+	if write {
+		q.err = err
+	} else {
+		q.fresh = errors.Join(q.fresh, err)
+	}
+}
+
+// settle records what sl delivers (and the error of its decision) and
+// writes every settled message at the head of the queue, in order.
+func (q *Queue) settle(sl *slot, out []byte, err error) {
+	q.record(err, false)
+	q.mu.Lock()
+	sl.done, sl.out = true, out
+	q.mu.Unlock()
+	q.writing.Lock()
+	defer q.writing.Unlock()
+	for {
+		q.mu.Lock()
+		if len(q.slots) == 0 || !q.slots[0].done {
+			q.mu.Unlock()
+			return
+		}
+		head := q.slots[0]
+		q.slots[0] = nil
+		q.slots = q.slots[1:]
+		failed := q.err != nil
+		q.mu.Unlock()
+		if len(head.out) > 0 && !failed {
+			if err := q.write(head.out); err != nil {
+				q.record(err, true)
+			}
+		}
+		head.d.Report()
+	}
+}

@@ -1,0 +1,94 @@
+package session
+
+import "github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
+
+// Code is a stable code the proxy gives what it refuses or drops. One type
+// for both ends: the agent reads it (under jsonrpc.MetaCode, in a tool
+// error's _meta or a JSON-RPC error's data), and the proxy's metrics count
+// by it (the code label of mcpdrift_proxy_refused_calls_total,
+// _alerted_calls_total and _dropped_messages_total). The transports define
+// the codes particular to them with this type too.
+type Code string
+
+// Refusals: requests the proxy answers itself rather than forwarding.
+const (
+	// RefuseServerChanged: the server's listing differs from the approved
+	// baseline (or its status is changed).
+	RefuseServerChanged Code = "server_changed"
+	// RefuseServerPending and RefuseServerQuarantined: the status of the
+	// server (RefuseServer names any other).
+	RefuseServerPending     Code = "server_pending"
+	RefuseServerQuarantined Code = "server_quarantined"
+	// RefuseServerUnknown: no verdict on the server's listing variant.
+	RefuseServerUnknown Code = "server_unknown"
+	// RefuseToolNotApproved: tools/call of a tool the baseline does not
+	// approve (new, or changed since).
+	RefuseToolNotApproved Code = "tool_not_approved"
+	// RefusePromptNotApproved: prompts/get of a prompt the baseline does not
+	// approve (new, or changed since).
+	RefusePromptNotApproved Code = "prompt_not_approved"
+	// RefuseResourceNotApproved: resources/read (or subscribe) of a
+	// resource the server lists but the baseline does not approve.
+	RefuseResourceNotApproved Code = "resource_not_approved"
+	// RefuseListingInvalid: the server's last tools listing could not be
+	// assembled, whatever the verdict; also what a listing page the proxy
+	// cannot read as a client would is withheld with.
+	RefuseListingInvalid Code = "listing_invalid"
+	// RefuseListingPending: the server announced a change of its listing
+	// and the proxy's own re-listing did not complete within the bound.
+	RefuseListingPending Code = "listing_pending"
+	// RefuseAmbiguous: the request's params have member names that differ
+	// only in case ("name" and "Name"): the proxy and a case-insensitive
+	// server (Go's encoding/json) would read two different requests.
+	RefuseAmbiguous Code = "request_ambiguous"
+)
+
+// RefuseServer is the refusal of a request to a server whose status does
+// not serve: server_<status>.
+func RefuseServer(status string) Code { return Code("server_" + status) }
+
+// RefusalCodes are the codes a tools/call is refused with.
+var RefusalCodes = []Code{RefuseServerChanged, RefuseServerPending, RefuseServerQuarantined, RefuseServerUnknown,
+	RefuseToolNotApproved, RefuseListingInvalid, RefuseListingPending, RefuseAmbiguous}
+
+// AlertCodes are the refusals the alert posture forwards a call despite
+// (Call.AlertCode).
+var AlertCodes = []Code{RefuseServerChanged, RefuseToolNotApproved}
+
+// Drops: why a message from upstream is dropped rather than delivered (the
+// error a pending request gets instead carries the code).
+const (
+	// DropUnreadable: the proxy's strict parser refuses the message
+	// (invalid JSON or UTF-8, duplicate or case-variant member names, lone
+	// surrogates, absurd nesting or size): a client's parser might read it
+	// some other way, so nobody reads it.
+	DropUnreadable Code = "upstream_unreadable"
+	// DropAmbiguous: the message parses but can be read two ways (a result
+	// that carries a JSON-RPC envelope of its own, ids a client coerces).
+	DropAmbiguous Code = "upstream_ambiguous"
+	// DropUnmatched: a response for no request the client has pending (a
+	// second answer, an answer to nothing, an id written another way).
+	DropUnmatched Code = "response_unmatched"
+	// DropFraming: the transport could not frame a message exactly as a
+	// client would (an SSE stream, a Content-Type or Content-Encoding it
+	// cannot read the clients' way).
+	DropFraming Code = "framing_invalid"
+	// DropServerClosed: a request or notification of a server whose status
+	// does not serve (sampling, elicitation, roots of a closed server).
+	DropServerClosed Code = "server_closed"
+)
+
+// DropCodes lists every drop code.
+var DropCodes = []Code{DropUnreadable, DropAmbiguous, DropUnmatched, DropFraming, DropServerClosed}
+
+// ToolError is the tools/call result the client gets for a refused call:
+// an MCP tool error (isError: true) with code, echoing the request's id.
+func ToolError(id []byte, code Code, text string) []byte {
+	return jsonrpc.ToolError(id, string(code), text)
+}
+
+// ErrorResponse is the JSON-RPC error (rpcCode) the client gets in place
+// of an answer, with code in its data.
+func ErrorResponse(id []byte, rpcCode int, text string, code Code) []byte {
+	return jsonrpc.ErrorResponseData(id, rpcCode, text, string(code))
+}
