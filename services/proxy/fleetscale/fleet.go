@@ -140,7 +140,8 @@ func loadManifests(dir string) ([][]byte, []string, error) {
 }
 
 // start connects every proxy and starts its gates and publishers on ctx.
-func (f *fleetSim) start(ctx context.Context, c *cluster, outbox string) error {
+func (f *fleetSim) start(ctx context.Context, c *cluster, outbox string, inflight int) error {
+	started := 0
 	for _, p := range f.proxies {
 		nc, err := bus.Connect(ctx, bus.Conn{URL: c.url("proxy-" + p.tenant), Name: "mcpdrift-proxy-" + p.id,
 			InboxPrefix: "_INBOX_proxy_" + p.tenant, Background: true}, zerolog.New(&lineCounter{n: &f.warns}).Level(zerolog.WarnLevel))
@@ -166,6 +167,14 @@ func (f *fleetSim) start(ctx context.Context, c *cluster, outbox string) error {
 			p.gates[s.id], p.pubs[s.id] = g, pub
 			f.wg.Go(func() { _ = g.Run(ctx) })
 			f.wg.Go(func() { _ = pub.Run(ctx) })
+			started++
+		}
+		// A fleet does not start all at once: keep at most inflight gates
+		// setting up their watches (each is two consumer creations, which a
+		// cluster proposes through its meta group), as a rolling start would.
+		if inflight > 0 && !waitFor(45*time.Second, func() bool { up, _ := f.watching(); return started-up <= inflight }) {
+			up, _ := f.watching()
+			return fmt.Errorf("%d of %d gates started are watching after 45s; fleet warnings: %q", up, started, warnSamples())
 		}
 	}
 	return nil
@@ -252,6 +261,7 @@ func (w *gateLog) Write(p []byte) (int, error) {
 	case bytes.Contains(p, []byte(`"message":"status watch resumed"`)):
 		w.rec.watchResumed(now)
 	case bytes.Contains(p, []byte(`"level":"warn"`)), bytes.Contains(p, []byte(`"level":"error"`)):
+		keepSample(p)
 		w.warns.Add(1)
 		if bytes.Contains(p, []byte(`status watch down`)) {
 			w.rec.watchDown(now)
@@ -264,8 +274,29 @@ func (w *gateLog) Write(p []byte) (int, error) {
 type lineCounter struct{ n *atomic.Int64 }
 
 func (w *lineCounter) Write(p []byte) (int, error) {
+	keepSample(p)
 	w.n.Add(1)
 	return len(p), nil
+}
+
+// samples of warning lines, for the harness's own log.
+var (
+	sampleMu    sync.Mutex
+	sampleLines []string
+)
+
+func keepSample(p []byte) {
+	sampleMu.Lock()
+	defer sampleMu.Unlock()
+	if len(sampleLines) < 20 {
+		sampleLines = append(sampleLines, string(bytes.TrimSpace(p)))
+	}
+}
+
+func warnSamples() []string {
+	sampleMu.Lock()
+	defer sampleMu.Unlock()
+	return append([]string(nil), sampleLines...)
 }
 
 // shortKey strips the variant from a status key.

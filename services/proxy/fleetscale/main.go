@@ -58,6 +58,7 @@ type Config struct {
 	DriftRate float64
 	CallRate  float64
 	Duration  time.Duration
+	Inflight  int // gates setting up their watches at once during the fleet's start (0: no limit)
 	Recovery  int // index in Sizes of the size that runs the recovery scenarios; -1: none
 	Audit     bool
 	Out       string // results and plots
@@ -111,6 +112,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.Float64Var(&c.DriftRate, "drift-rate", 5, "rug pulls per second (each a verified server changing behind one proxy)")
 	fs.Float64Var(&c.CallRate, "call-rate", 1000, "tool calls observed per second over the fleet")
 	fs.DurationVar(&c.Duration, "duration", 45*time.Second, "steady phase per size")
+	fs.IntVar(&c.Inflight, "start-inflight", 200, "gates setting up their watches at once while the fleet starts (0: all at once)")
 	fs.IntVar(&c.Recovery, "recovery", 1, "index of the size that also runs the recovery scenarios (-1: none)")
 	fs.BoolVar(&c.Audit, "audit", true, "run the audit sink with a private ClickHouse server")
 	fs.StringVar(&c.Out, "out", "docs/scale", "results and plots")
@@ -267,7 +269,7 @@ func runSize(ctx context.Context, c Config, sz size, recover bool, manifests [][
 	e.f = &fleetSim{proxies: proxies, servers: servers, rec: rec}
 	defer func() { fcancel(); e.f.close() }()
 	t1 := time.Now()
-	if err := e.f.start(fctx, e.c, filepath.Join(dir, "outbox")); err != nil {
+	if err := e.f.start(fctx, e.c, filepath.Join(dir, "outbox"), c.Inflight); err != nil {
 		return nil, err
 	}
 	if !waitFor(5*time.Minute, func() bool { up, total := e.f.watching(); return up == total }) {
@@ -275,6 +277,7 @@ func runSize(ctx context.Context, c Config, sz size, recover bool, manifests [][
 		return nil, fmt.Errorf("%d of %d gates watching after 5 minutes", up, total)
 	}
 	r.WatchSetupSec = round2(time.Since(t1).Seconds())
+	r.WatchSetupRate = round1(float64(2*len(servers)*c.Fronting) / r.WatchSetupSec)
 	_, r.Gates = e.f.watching()
 	r.WatchesPerProxy = round1(2 * float64(r.Gates) / float64(sz.proxies))
 	runtime.GC()

@@ -89,6 +89,12 @@ func startCluster(deployDir, bin, dir string, tenants []string) (*cluster, error
 		if err != nil {
 			return nil, err
 		}
+		// nats-server's default of 1,000 consumers per stream caps the fleet
+		// at 500 (proxy, server) pairs (two status watches each); configs
+		// from before deploy/nats lifted it get the same limit here.
+		if !strings.Contains(conf, "default_max_consumers") {
+			conf = strings.Replace(conf, "jetstream {", "jetstream {\n  limits { default_max_consumers = 100000 }", 1)
+		}
 		n.conf = filepath.Join(dir, n.name+".conf")
 		n.log = filepath.Join(dir, n.name+".log")
 		if err := os.WriteFile(n.conf, []byte(conf), 0o600); err != nil {

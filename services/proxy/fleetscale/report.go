@@ -101,6 +101,7 @@ type result struct {
 	WatchesPerProxy float64 `json:"kv_watches_per_proxy"`
 	KVConsumers     int     `json:"kv_status_consumers"`
 	WatchSetupSec   float64 `json:"watch_setup_s"`
+	WatchSetupRate  float64 `json:"watches_set_up_per_s"`
 
 	FirstSight           dist    `json:"first_sight_obs_to_all_proxies"`
 	FirstSightSeconds    float64 `json:"first_sight_s"`
