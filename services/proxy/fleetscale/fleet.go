@@ -207,18 +207,6 @@ func (f *fleetSim) watching() (up, total int) {
 	return up, total
 }
 
-// serving counts the gates that serve their server.
-func (f *fleetSim) serving() (n int) {
-	for _, p := range f.proxies {
-		for _, g := range p.gates {
-			if g.Serving() {
-				n++
-			}
-		}
-	}
-	return n
-}
-
 // pubStats sums the publishers' counters.
 func (f *fleetSim) pubStats() fleet.Stats {
 	var t fleet.Stats

@@ -26,6 +26,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -52,9 +53,9 @@ type size struct{ servers, proxies int }
 // Config is the simulation's settings.
 type Config struct {
 	Sizes     []size
-	Tenants   int // at most; a tenant gets at least Fronting proxies
-	Fronting  int // proxies in front of each server
-	Rate      float64
+	Tenants   int       // at most; a tenant gets at least Fronting proxies
+	Fronting  int       // proxies in front of each server
+	Rates     []float64 // steady phases, observations per second; the first is the goal rate
 	DriftRate float64
 	CallRate  float64
 	Duration  time.Duration
@@ -78,8 +79,8 @@ func (c Config) Validate() error {
 	if c.Fronting < 1 || c.Tenants < 1 {
 		errs = append(errs, errors.New("--fronting and --tenants: at least 1"))
 	}
-	if c.Rate <= 0 || c.DriftRate < 0 || c.CallRate < 0 || c.Duration <= 0 {
-		errs = append(errs, errors.New("--rate and --duration must be positive, --drift-rate and --call-rate not negative"))
+	if len(c.Rates) == 0 || slices.Min(c.Rates) <= 0 || c.DriftRate < 0 || c.CallRate < 0 || c.Duration <= 0 {
+		errs = append(errs, errors.New("--rates and --duration must be positive, --drift-rate and --call-rate not negative"))
 	}
 	if c.Recovery >= len(c.Sizes) {
 		errs = append(errs, fmt.Errorf("--recovery %d: no such size", c.Recovery))
@@ -108,10 +109,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	sizes := fs.String("sizes", "500x20,2000x100,5000x200", "simulated deployments, SERVERSxPROXIES, comma-separated")
 	fs.IntVar(&c.Tenants, "tenants", 50, "tenants (at most; each gets at least --fronting proxies)")
 	fs.IntVar(&c.Fronting, "fronting", 2, "proxies in front of each server")
-	fs.Float64Var(&c.Rate, "rate", 1000, "list observations per second over the fleet (re-listings)")
+	rates := fs.String("rates", "1000,250", "list observations per second over the fleet (re-listings), one steady phase each; the first also paces first sight")
 	fs.Float64Var(&c.DriftRate, "drift-rate", 5, "rug pulls per second (each a verified server changing behind one proxy)")
 	fs.Float64Var(&c.CallRate, "call-rate", 1000, "tool calls observed per second over the fleet")
-	fs.DurationVar(&c.Duration, "duration", 45*time.Second, "steady phase per size")
+	fs.DurationVar(&c.Duration, "duration", 30*time.Second, "each steady phase")
 	fs.IntVar(&c.Inflight, "start-inflight", 200, "gates setting up their watches at once while the fleet starts (0: all at once)")
 	fs.IntVar(&c.Recovery, "recovery", 1, "index of the size that also runs the recovery scenarios (-1: none)")
 	fs.BoolVar(&c.Audit, "audit", true, "run the audit sink with a private ClickHouse server")
@@ -127,6 +128,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	var err error
 	if c.Sizes, err = parseSizes(*sizes); err != nil {
 		return err
+	}
+	for _, f := range strings.Split(*rates, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil {
+			return fmt.Errorf("--rates %q: %w", *rates, err)
+		}
+		c.Rates = append(c.Rates, v)
 	}
 	if err := c.Validate(); err != nil {
 		return err
@@ -256,8 +264,7 @@ func runSize(ctx context.Context, c Config, sz size, recover bool, manifests [][
 	if err := watchPipeline(ctx, nc, e.js, rec); err != nil {
 		return nil, err
 	}
-	r := &result{Servers: sz.servers, Proxies: sz.proxies, Tenants: tenants, Fronting: c.Fronting, ObsRateTarget: c.Rate,
-		DriftRate: c.DriftRate, CallRate: c.CallRate}
+	r := &result{Servers: sz.servers, Proxies: sz.proxies, Tenants: tenants, Fronting: c.Fronting}
 
 	// The fleet: its memory is what the process grows by.
 	runtime.GC()
@@ -294,14 +301,46 @@ func runSize(ctx context.Context, c Config, sz size, recover bool, manifests [][
 
 	// First sight of every server: baseline v1, verified everywhere.
 	t2 := time.Now()
-	firstSight(fctx, e.f, c.Rate)
+	firstSight(fctx, e.f, c.Rates[0])
 	waitFor(2*time.Minute, func() bool { return rec.pendingCount() == 0 })
 	r.FirstSightIncomplete = rec.dropExpectations()
 	r.FirstSightSeconds = round2(time.Since(t2).Seconds())
 	r.FirstSight = summarize(rec.take().allProxies)
 	log.Info().Str("obs_to_every_proxy", r.FirstSight.String()).Int("incomplete", r.FirstSightIncomplete).Msg("first sight")
 
-	// The steady phase.
+	for _, rate := range c.Rates {
+		// Start from an idle pipeline: what an earlier phase queued is done.
+		waitFor(2*time.Minute, func() bool {
+			return consumerBacklog(ctx, e.js, bus.StreamObservations, bus.ConsumerFingerprint) == 0 &&
+				consumerBacklog(ctx, e.js, bus.StreamFingerprints, bus.ConsumerDrift) == 0
+		})
+		st := steadyPhase(ctx, fctx, c, e, rec, rate)
+		r.Steady = append(r.Steady, st)
+		log.Info().Float64("rate", rate).Float64("obs_per_s", st.ObsRate).Float64("fingerprinted_per_s", st.FpRate).
+			Str("obs_to_fp", st.ObsToFp.String()).Str("obs_to_verdict", st.ObsToVerdict.String()).
+			Str("drift_to_every_proxy", st.DriftAll.String()).Str("status_write_to_proxy", st.KVToProxy.String()).
+			Int("drifts_missing", st.DriftsMissing).Msg("steady")
+		for name, u := range st.Usage {
+			log.Info().Str("process", name).Float64("cpu_pct", u.CPUPercent).Float64("rss_mib", u.RSSMiB).Msg("usage")
+		}
+	}
+	r.Warnings = e.f.warns.Load()
+
+	if recover {
+		rc, err := runRecovery(ctx, c, e, rec, log)
+		if err != nil {
+			return nil, fmt.Errorf("recovery: %w", err)
+		}
+		r.Recovery = rc
+	}
+	r.Violations = e.c.violations()
+	return r, nil
+}
+
+// steadyPhase drives the fleet at rate for c.Duration and measures.
+func steadyPhase(ctx, fctx context.Context, c Config, e *env, rec *recorder, rate float64) *steady {
+	st := &steady{ObsRateTarget: rate, DriftRate: c.DriftRate, CallRate: c.CallRate}
+	rec.take()
 	st0 := streamStates(ctx, e.js)
 	smp := newSampler(e.pids)
 	sctx, scancel := context.WithCancel(fctx)
@@ -318,39 +357,32 @@ func runSize(ctx context.Context, c Config, sz size, recover bool, manifests [][
 		}
 	}()
 	ts := time.Now()
-	n := drive(fctx, e.f, loadSpec{obs: c.Rate, drifts: c.DriftRate, calls: c.CallRate}, c.Duration)
+	n := drive(fctx, e.f, loadSpec{obs: rate, drifts: c.DriftRate, calls: c.CallRate}, c.Duration)
 	el := time.Since(ts)
-	r.Usage = smp.end()
+	st.Usage = smp.end()
 	scancel()
-	st1 := streamStates(ctx, e.js)
-	r.Storage = growthOver(st0, st1, el)
+	st.Storage = growthOver(st0, streamStates(ctx, e.js), el)
 	waitFor(15*time.Second, func() bool { return rec.pendingCount() == 0 })
-	r.DriftsMissing = rec.dropExpectations()
+	st.DriftsMissing = rec.dropExpectations()
 	s := rec.take()
-	r.Duration = round1(el.Seconds())
-	r.ObsRate = round1(float64(n.obs+n.drifts) / el.Seconds())
-	r.FpRate = round1(float64(len(s.fp)) / el.Seconds())
-	r.ObsToFp = summarize(s.fp)
-	r.ObsToVerdict = summarize(s.verdictProxy)
-	r.ObsToBus = summarize(s.verdictBus)
-	r.DriftAll = summarize(s.allProxies)
-	r.KVToProxy = summarize(s.kvToProxy)
-	r.Warnings = e.f.warns.Load()
-	log.Info().Float64("obs_per_s", r.ObsRate).Float64("fingerprinted_per_s", r.FpRate).
-		Str("obs_to_fp", r.ObsToFp.String()).Str("obs_to_verdict", r.ObsToVerdict.String()).
-		Str("drift_to_every_proxy", r.DriftAll.String()).Str("status_write_to_proxy", r.KVToProxy.String()).
-		Int("drifts_missing", r.DriftsMissing).Msg("steady")
-	for name, u := range r.Usage {
-		log.Info().Str("process", name).Float64("cpu_pct", u.CPUPercent).Float64("rss_mib", u.RSSMiB).Msg("usage")
-	}
+	st.Duration = round1(el.Seconds())
+	st.ObsRate = round1(float64(n.obs+n.drifts) / el.Seconds())
+	st.FpRate = round1(float64(fingerprintedWithin(s.fpByObserved, ts, ts.Add(el))) / el.Seconds())
+	st.ObsToFp = summarize(s.fp)
+	st.ObsToVerdict = summarize(s.verdictProxy)
+	st.ObsToBus = summarize(s.verdictBus)
+	st.DriftAll = summarize(s.allProxies)
+	st.KVToProxy = summarize(s.kvToProxy)
+	return st
+}
 
-	if recover {
-		rc, err := runRecovery(ctx, c, e, rec, log)
-		if err != nil {
-			return nil, fmt.Errorf("recovery: %w", err)
+// fingerprintedWithin counts the fingerprinted observations published in [a, b).
+func fingerprintedWithin(ts []time.Time, a, b time.Time) int {
+	n := 0
+	for _, t := range ts {
+		if !t.Before(a) && t.Before(b) {
+			n++
 		}
-		r.Recovery = rc
 	}
-	r.Violations = e.c.violations()
-	return r, nil
+	return n
 }

@@ -207,27 +207,39 @@ func plotAll(out string, rs []*result) error {
 	}
 	comp := func(prefix string, cpu bool) []float64 {
 		return col(func(r *result) float64 {
-			u := r.sum(prefix)
+			u := r.Steady[0].sum(prefix)
 			if cpu {
 				return u.CPUPercent
 			}
 			return u.RSSMiB
 		})
 	}
-	rate := formatTick(rs[0].ObsRateTarget)
+	rate := func(i int) string { return formatTick(rs[0].Steady[i].ObsRateTarget) }
+	at := func(i int, f func(st *steady) float64) []float64 {
+		return col(func(r *result) float64 {
+			if i >= len(r.Steady) {
+				return math.NaN()
+			}
+			return f(r.Steady[i])
+		})
+	}
+	var lat, fan []series
+	for i := range rs[0].Steady {
+		lat = append(lat,
+			series{"VERDICT P50 @" + rate(i), at(i, func(st *steady) float64 { return st.ObsToVerdict.P50 })},
+			series{"VERDICT P99 @" + rate(i), at(i, func(st *steady) float64 { return st.ObsToVerdict.P99 })},
+			series{"FP P99 @" + rate(i), at(i, func(st *steady) float64 { return st.ObsToFp.P99 })})
+		fan = append(fan,
+			series{"OBS->ALL P99 @" + rate(i), at(i, func(st *steady) float64 { return st.DriftAll.P99 })},
+			series{"WRITE->PX P50 @" + rate(i), at(i, func(st *steady) float64 { return st.KVToProxy.P50 })},
+			series{"WRITE->PX P99 @" + rate(i), at(i, func(st *steady) float64 { return st.KVToProxy.P99 })})
+	}
+	storage := func(name string) []float64 {
+		return at(0, func(st *steady) float64 { return st.Storage[name].GiBPerDay })
+	}
 	charts := map[string]chart{
-		"latency.png": {title: "OBSERVATION TO VERDICT AT " + rate + " OBS/S", ylabel: "MS", goal: 10, goalName: "GOAL P99 10 MS", lines: []series{
-			{"VERDICT P50", col(func(r *result) float64 { return r.ObsToVerdict.P50 })},
-			{"VERDICT P99", col(func(r *result) float64 { return r.ObsToVerdict.P99 })},
-			{"FINGERPRINT P50", col(func(r *result) float64 { return r.ObsToFp.P50 })},
-			{"FINGERPRINT P99", col(func(r *result) float64 { return r.ObsToFp.P99 })},
-		}},
-		"fanout.png": {title: "A DRIFT REACHING EVERY PROXY", ylabel: "MS", goal: 50, goalName: "GOAL P99 50 MS", lines: []series{
-			{"OBS->ALL P50", col(func(r *result) float64 { return r.DriftAll.P50 })},
-			{"OBS->ALL P99", col(func(r *result) float64 { return r.DriftAll.P99 })},
-			{"WRITE->PROXY P50", col(func(r *result) float64 { return r.KVToProxy.P50 })},
-			{"WRITE->PROXY P99", col(func(r *result) float64 { return r.KVToProxy.P99 })},
-		}},
+		"latency.png": {title: "OBSERVATION TO VERDICT (LOG10 MS)", ylabel: "LOG10 MS", goal: 1, goalName: "GOAL P99 10 MS", lines: logs(lat)},
+		"fanout.png":  {title: "A DRIFT REACHING EVERY PROXY (LOG10 MS)", ylabel: "LOG10 MS", goal: math.Log10(50), goalName: "GOAL P99 50 MS", lines: logs(fan)},
 		"cpu.png": {title: "CPU DURING THE STEADY PHASE", ylabel: "% OF ONE CORE", lines: []series{
 			{"NATS (3 NODES)", comp("nats-", true)}, {"FINGERPRINT", comp("fingerprint", true)}, {"DRIFT (2)", comp("drift-", true)},
 			{"AUDIT", comp("audit", true)}, {"CLICKHOUSE", comp("clickhouse", true)}, {"PROXY FLEET", comp("fleet", true)},
@@ -246,12 +258,12 @@ func plotAll(out string, rs []*result) error {
 			{"HEAP KIB/GATE", col(func(r *result) float64 { return r.FleetHeapKiBPerGate })},
 			{"WATCHES/PROXY", col(func(r *result) float64 { return r.WatchesPerProxy })},
 		}},
-		"storage.png": {title: "JETSTREAM STORAGE PER DAY (ONE REPLICA)", ylabel: "GIB/DAY", lines: []series{
-			{"OBSERVATIONS", col(func(r *result) float64 { return r.Storage[bus.StreamObservations].GiBPerDay })},
-			{"FINGERPRINTS", col(func(r *result) float64 { return r.Storage[bus.StreamFingerprints].GiBPerDay })},
-			{"VERDICTS", col(func(r *result) float64 { return r.Storage[bus.StreamVerdicts].GiBPerDay })},
-			{"STATUS KV", col(func(r *result) float64 { return r.Storage["KV_"+bus.BucketStatus].GiBPerDay })},
-			{"MANIFESTS", col(func(r *result) float64 { return r.Storage["OBJ_"+bus.BucketManifests].GiBPerDay })},
+		"storage.png": {title: "JETSTREAM GIB PER DAY @" + rate(0) + " OBS/S (1 REPLICA)", ylabel: "GIB/DAY", lines: []series{
+			{"OBSERVATIONS", storage(bus.StreamObservations)},
+			{"FINGERPRINTS", storage(bus.StreamFingerprints)},
+			{"VERDICTS", storage(bus.StreamVerdicts)},
+			{"STATUS KV", storage("KV_" + bus.BucketStatus)},
+			{"MANIFESTS", storage("OBJ_" + bus.BucketManifests)},
 		}},
 	}
 	for name, c := range charts {
@@ -261,4 +273,21 @@ func plotAll(out string, rs []*result) error {
 		}
 	}
 	return nil
+}
+
+// logs maps every value to its base-10 logarithm (latencies span 1 ms to
+// seconds); zero and missing values are left out.
+func logs(ss []series) []series {
+	out := make([]series, len(ss))
+	for i, s := range ss {
+		ys := make([]float64, len(s.ys))
+		for j, y := range s.ys {
+			ys[j] = math.NaN()
+			if y > 0 {
+				ys[j] = math.Log10(y)
+			}
+		}
+		out[i] = series{s.name, ys}
+	}
+	return out
 }

@@ -32,14 +32,13 @@ type expectation struct {
 
 // samples are the latencies of one phase.
 type samples struct {
-	fp            []time.Duration // observation -> its fingerprint published
-	verdictProxy  []time.Duration // observation -> the observing proxy's gate has the new status
-	verdictBus    []time.Duration // observation -> the verdict on mcpdrift.drift.>
-	allProxies    []time.Duration // observation -> the last proxy fronting the server has it
-	kvToProxy     []time.Duration // status written (stream time) -> each fronting proxy has it
-	done          []completion
-	fpByObserved  []time.Time // when each fingerprinted observation was published
-	unmatchedGate int
+	fp           []time.Duration // observation -> its fingerprint published
+	verdictProxy []time.Duration // observation -> the observing proxy's gate has the new status
+	verdictBus   []time.Duration // observation -> the verdict on mcpdrift.drift.>
+	allProxies   []time.Duration // observation -> the last proxy fronting the server has it
+	kvToProxy    []time.Duration // status written (stream time) -> each fronting proxy has it
+	done         []completion
+	fpByObserved []time.Time // when each fingerprinted observation was published
 }
 
 // completion is one status change seen everywhere.

@@ -69,7 +69,7 @@ type accounting struct {
 // each under the steady load, then counts.
 func runRecovery(ctx context.Context, c Config, e *env, rec *recorder, log zerolog.Logger) (*recovery, error) {
 	rc := &recovery{}
-	spec := loadSpec{obs: c.Rate, drifts: c.DriftRate, calls: c.CallRate}
+	spec := loadSpec{obs: c.Rates[0], drifts: c.DriftRate, calls: c.CallRate}
 	background := func(d time.Duration) func() {
 		lctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})

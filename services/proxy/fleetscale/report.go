@@ -91,6 +91,24 @@ func growthOver(a, b map[string]streamState, d time.Duration) map[string]growth 
 	return out
 }
 
+// steady is one steady phase: the fleet's traffic at one observation rate.
+type steady struct {
+	Duration      float64           `json:"steady_s"`
+	ObsRateTarget float64           `json:"obs_rate_target"`
+	ObsRate       float64           `json:"obs_rate_published"`
+	FpRate        float64           `json:"obs_rate_fingerprinted"`
+	DriftRate     float64           `json:"drift_rate"`
+	CallRate      float64           `json:"call_rate"`
+	ObsToFp       dist              `json:"obs_to_fingerprint"`
+	ObsToVerdict  dist              `json:"obs_to_verdict_observing_proxy"`
+	ObsToBus      dist              `json:"obs_to_verdict_on_bus"`
+	DriftAll      dist              `json:"drift_obs_to_every_proxy"`
+	KVToProxy     dist              `json:"drift_status_write_to_each_proxy"`
+	DriftsMissing int               `json:"drifts_not_seen_everywhere"`
+	Usage         map[string]usage  `json:"usage"`
+	Storage       map[string]growth `json:"storage"`
+}
+
 // result is one size's figures.
 type result struct {
 	Servers         int     `json:"servers"`
@@ -107,26 +125,13 @@ type result struct {
 	FirstSightSeconds    float64 `json:"first_sight_s"`
 	FirstSightIncomplete int     `json:"first_sight_incomplete"`
 
-	Duration               float64           `json:"steady_s"`
-	ObsRateTarget          float64           `json:"obs_rate_target"`
-	ObsRate                float64           `json:"obs_rate_published"`
-	FpRate                 float64           `json:"obs_rate_fingerprinted"`
-	DriftRate              float64           `json:"drift_rate"`
-	CallRate               float64           `json:"call_rate"`
-	ObsToFp                dist              `json:"obs_to_fingerprint"`
-	ObsToVerdict           dist              `json:"obs_to_verdict_observing_proxy"`
-	ObsToBus               dist              `json:"obs_to_verdict_on_bus"`
-	DriftAll               dist              `json:"drift_obs_to_every_proxy"`
-	KVToProxy              dist              `json:"drift_status_write_to_each_proxy"`
-	DriftsMissing          int               `json:"drifts_not_seen_everywhere"`
-	Usage                  map[string]usage  `json:"usage"`
-	FleetHeapKiBPerGate    float64           `json:"fleet_heap_kib_per_gate"`
-	FleetRSSMiBPerProxy    float64           `json:"fleet_rss_mib_per_proxy"`
-	FleetGoroutinesPerGate float64           `json:"fleet_goroutines_per_gate"`
-	Storage                map[string]growth `json:"storage"`
-	Warnings               int64             `json:"fleet_warn_lines"`
-	Violations             int               `json:"nats_permission_violations"`
-	Recovery               *recovery         `json:"recovery,omitempty"`
+	Steady                 []*steady `json:"steady"`
+	FleetHeapKiBPerGate    float64   `json:"fleet_heap_kib_per_gate"`
+	FleetRSSMiBPerProxy    float64   `json:"fleet_rss_mib_per_proxy"`
+	FleetGoroutinesPerGate float64   `json:"fleet_goroutines_per_gate"`
+	Warnings               int64     `json:"fleet_warn_lines"`
+	Violations             int       `json:"nats_permission_violations"`
+	Recovery               *recovery `json:"recovery,omitempty"`
 }
 
 func writeJSON(path string, v any) error {
@@ -155,31 +160,36 @@ func writeCSV(path string, rs []*result) error {
 	if err := w.Write(head); err != nil {
 		return err
 	}
-	f2 := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 	for _, r := range rs {
-		nats, fp, dr, au, ch, fl := r.sum("nats-"), r.sum("fingerprint"), r.sum("drift-"), r.sum("audit"), r.sum("clickhouse"), r.sum("fleet")
-		row := []string{strconv.Itoa(r.Servers), strconv.Itoa(r.Proxies), strconv.Itoa(r.Tenants), strconv.Itoa(r.Fronting), strconv.Itoa(r.Gates),
-			f2(r.WatchesPerProxy), strconv.Itoa(r.KVConsumers), f2(r.WatchSetupSec),
-			f2(r.ObsRateTarget), f2(r.ObsRate), f2(r.FpRate), f2(r.DriftRate), f2(r.CallRate),
-			f2(r.ObsToFp.P50), f2(r.ObsToFp.P99), f2(r.ObsToVerdict.P50), f2(r.ObsToVerdict.P99),
-			f2(r.DriftAll.P50), f2(r.DriftAll.P99), f2(r.KVToProxy.P50), f2(r.KVToProxy.P99),
-			f2(nats.CPUPercent), f2(nats.RSSMiB), f2(fp.CPUPercent), f2(fp.RSSMiB), f2(dr.CPUPercent), f2(dr.RSSMiB),
-			f2(au.CPUPercent), f2(au.RSSMiB), f2(ch.CPUPercent), f2(ch.RSSMiB), f2(fl.CPUPercent), f2(fl.RSSMiB),
-			f2(r.FleetRSSMiBPerProxy), f2(r.FleetHeapKiBPerGate),
-			f2(r.Storage[bus.StreamObservations].GiBPerDay), f2(r.Storage[bus.StreamFingerprints].GiBPerDay),
-			f2(r.Storage[bus.StreamVerdicts].GiBPerDay), f2(r.Storage["KV_"+bus.BucketStatus].GiBPerDay)}
-		if err := w.Write(row); err != nil {
-			return err
+		for _, st := range r.Steady {
+			if err := w.Write(csvRow(r, st)); err != nil {
+				return err
+			}
 		}
 	}
 	w.Flush()
 	return w.Error()
 }
 
+func csvRow(r *result, st *steady) []string {
+	f2 := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+	nats, fp, dr, au, ch, fl := st.sum("nats-"), st.sum("fingerprint"), st.sum("drift-"), st.sum("audit"), st.sum("clickhouse"), st.sum("fleet")
+	return []string{strconv.Itoa(r.Servers), strconv.Itoa(r.Proxies), strconv.Itoa(r.Tenants), strconv.Itoa(r.Fronting), strconv.Itoa(r.Gates),
+		f2(r.WatchesPerProxy), strconv.Itoa(r.KVConsumers), f2(r.WatchSetupSec),
+		f2(st.ObsRateTarget), f2(st.ObsRate), f2(st.FpRate), f2(st.DriftRate), f2(st.CallRate),
+		f2(st.ObsToFp.P50), f2(st.ObsToFp.P99), f2(st.ObsToVerdict.P50), f2(st.ObsToVerdict.P99),
+		f2(st.DriftAll.P50), f2(st.DriftAll.P99), f2(st.KVToProxy.P50), f2(st.KVToProxy.P99),
+		f2(nats.CPUPercent), f2(nats.RSSMiB), f2(fp.CPUPercent), f2(fp.RSSMiB), f2(dr.CPUPercent), f2(dr.RSSMiB),
+		f2(au.CPUPercent), f2(au.RSSMiB), f2(ch.CPUPercent), f2(ch.RSSMiB), f2(fl.CPUPercent), f2(fl.RSSMiB),
+		f2(r.FleetRSSMiBPerProxy), f2(r.FleetHeapKiBPerGate),
+		f2(st.Storage[bus.StreamObservations].GiBPerDay), f2(st.Storage[bus.StreamFingerprints].GiBPerDay),
+		f2(st.Storage[bus.StreamVerdicts].GiBPerDay), f2(st.Storage["KV_"+bus.BucketStatus].GiBPerDay)}
+}
+
 // sum adds the usage of every process whose name starts with prefix.
-func (r *result) sum(prefix string) usage {
+func (st *steady) sum(prefix string) usage {
 	var u usage
-	for name, v := range r.Usage {
+	for name, v := range st.Usage {
 		if len(name) >= len(prefix) && name[:len(prefix)] == prefix {
 			u.CPUPercent += v.CPUPercent
 			u.RSSMiB += v.RSSMiB
