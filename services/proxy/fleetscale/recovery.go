@@ -32,7 +32,7 @@ type natsKill struct {
 	FirstStatusWriteS float64 `json:"kill_to_first_status_write_s"`         // the pipeline writes again
 	GatesWatchDown    int     `json:"gates_that_logged_watch_down"`
 	LastWatchResumedS float64 `json:"kill_to_last_watch_resumed_s"`
-	ProbeObsToAll     dist    `json:"probe_obs_to_every_proxy"`
+	ProbeObsToAll     dist    `json:"drifts_after_kill_obs_to_every_proxy"`
 	Restarted         float64 `json:"node_back_healthy_s"`
 }
 
