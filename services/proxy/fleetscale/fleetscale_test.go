@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"image/png"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,15 +93,14 @@ func TestTenantUsers(t *testing.T) {
 }
 
 func TestPlotRenders(t *testing.T) {
-	dir := t.TempDir()
-	r := func(servers int, p99 float64) *result {
-		return &result{Servers: servers, Proxies: servers / 25, Gates: 2 * servers, KVConsumers: 4 * servers,
-			Steady: []*steady{{ObsRateTarget: 1000, ObsToVerdict: dist{P50: p99 / 3, P99: p99}, Usage: map[string]usage{"nats-1": {CPUPercent: 20, RSSMiB: 100}}}}}
-	}
-	if err := plotAll(dir, []*result{r(500, 8), r(2000, 20), r(5000, 80)}); err != nil {
+	path := filepath.Join(t.TempDir(), "latency.png")
+	c := chart{title: "OBSERVATION TO VERDICT", ylabel: "MS", goal: 10, goalName: "GOAL P99 10 MS",
+		xs: []float64{500, 2000, 5000}, xlabels: []string{"500/20", "2000/100", "5000/200"},
+		lines: []series{{"P50", []float64{3, 5, 9}}, {"P99", []float64{8, math.NaN(), 80}}}}
+	if err := c.render(path); err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "latency.png"))
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}

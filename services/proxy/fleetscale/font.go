@@ -68,7 +68,7 @@ func textWidth(s string, scale int) int { return len([]rune(s)) * 6 * scale }
 
 // drawText draws s with its top-left corner at (x, y); vertical draws it
 // bottom to top (rotated a quarter turn), starting at (x, y) going up.
-func drawText(img *image.RGBA, x, y int, s string, scale int, c color.Color, vertical bool) {
+func drawText(img *image.RGBA, x, y int, s string, scale int, c color.RGBA, vertical bool) {
 	for i, r := range s {
 		g, ok := glyphs[r]
 		if !ok {
@@ -88,7 +88,7 @@ func drawText(img *image.RGBA, x, y int, s string, scale int, c color.Color, ver
 						if vertical {
 							px, py = x+row*scale+dy, y-(i*6+col)*scale-dx
 						}
-						img.Set(px, py, c)
+						img.SetRGBA(px, py, c)
 					}
 				}
 			}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"image"
 	"image/color"
-	"image/draw"
 	"image/png"
 	"math"
 	"os"
@@ -65,7 +64,9 @@ func formatTick(v float64) string {
 // render draws the chart as a PNG.
 func (c chart) render(path string) error {
 	img := image.NewRGBA(image.Rect(0, 0, plotW, plotH))
-	draw.Draw(img, img.Bounds(), image.NewUniform(color.White), image.Point{}, draw.Src)
+	for i := range img.Pix {
+		img.Pix[i] = 0xff
+	}
 	black, grey := color.RGBA{0, 0, 0, 0xff}, color.RGBA{0xdd, 0xdd, 0xdd, 0xff}
 	x0, x1, y0, y1 := marginL, plotW-marginR, plotH-marginB, marginT
 	ymax := c.goal * 1.2
@@ -124,7 +125,7 @@ func (c chart) render(path string) error {
 			}
 			for dx := -4; dx <= 4; dx++ {
 				for dy := -4; dy <= 4; dy++ {
-					img.Set(nx+dx, ny+dy, col)
+					img.SetRGBA(nx+dx, ny+dy, col)
 				}
 			}
 			px, py = nx, ny
@@ -145,13 +146,13 @@ func (c chart) render(path string) error {
 }
 
 // line draws a one-pixel line (Bresenham), dashed if asked.
-func line(img *image.RGBA, xa, ya, xb, yb int, c color.Color, dashed bool) {
+func line(img *image.RGBA, xa, ya, xb, yb int, c color.RGBA, dashed bool) {
 	dx, dy := abs(xb-xa), -abs(yb-ya)
 	sx, sy := sign(xb-xa), sign(yb-ya)
 	e := dx + dy
 	for n := 0; ; n++ {
 		if !dashed || (n/8)%2 == 0 {
-			img.Set(xa, ya, c)
+			img.SetRGBA(xa, ya, c)
 		}
 		if xa == xb && ya == yb {
 			return
@@ -166,7 +167,7 @@ func line(img *image.RGBA, xa, ya, xb, yb int, c color.Color, dashed bool) {
 	}
 }
 
-func thick(img *image.RGBA, xa, ya, xb, yb int, c color.Color) {
+func thick(img *image.RGBA, xa, ya, xb, yb int, c color.RGBA) {
 	for o := -1; o <= 1; o++ {
 		line(img, xa, ya+o, xb, yb+o, c, false)
 		line(img, xa+o, ya, xb+o, yb, c, false)
