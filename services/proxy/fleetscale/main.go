@@ -62,12 +62,13 @@ type Config struct {
 	Inflight  int // gates setting up their watches at once during the fleet's start (0: no limit)
 	Recovery  int // index in Sizes of the size that runs the recovery scenarios; -1: none
 	Audit     bool
-	Out       string // results and plots
-	Work      string // clusters, logs, outboxes
-	Bin       string // fingerprint, drift, audit binaries
-	NATS      string // nats-server binary
-	Deploy    string // deploy/nats
-	Captures  string // the captured real manifests
+	SvcEnv    []string // extra environment of the services (their flags' variables)
+	Out       string   // results and plots
+	Work      string   // clusters, logs, outboxes
+	Bin       string   // fingerprint, drift, audit binaries
+	NATS      string   // nats-server binary
+	Deploy    string   // deploy/nats
+	Captures  string   // the captured real manifests
 }
 
 // Validate reports settings that cannot work.
@@ -115,6 +116,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.DurationVar(&c.Duration, "duration", 30*time.Second, "each steady phase")
 	fs.IntVar(&c.Inflight, "start-inflight", 200, "gates setting up their watches at once while the fleet starts (0: all at once)")
 	fs.IntVar(&c.Recovery, "recovery", 1, "index of the size that also runs the recovery scenarios (-1: none)")
+	svcEnv := fs.String("service-env", "", "extra environment of the services, comma-separated (e.g. MCPDRIFT_FINGERPRINT_WORKERS=128)")
 	fs.BoolVar(&c.Audit, "audit", true, "run the audit sink with a private ClickHouse server")
 	fs.StringVar(&c.Out, "out", "docs/scale", "results and plots")
 	fs.StringVar(&c.Work, "work", "", "working directory (default: a temporary one, removed)")
@@ -128,6 +130,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	var err error
 	if c.Sizes, err = parseSizes(*sizes); err != nil {
 		return err
+	}
+	if *svcEnv != "" {
+		c.SvcEnv = strings.Split(*svcEnv, ",")
 	}
 	for _, f := range strings.Split(*rates, ",") {
 		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
@@ -232,7 +237,7 @@ func runSize(ctx context.Context, c Config, sz size, recover bool, manifests [][
 	}) {
 		return nil, fmt.Errorf("bus setup with 3 replicas: %w", err)
 	}
-	e.svc = &services{bin: c.Bin, dir: dir, c: e.c}
+	e.svc = &services{bin: c.Bin, dir: dir, c: e.c, extra: c.SvcEnv}
 	if c.Audit {
 		if e.ch, err = startClickHouse(filepath.Join(dir, "clickhouse")); err != nil {
 			return nil, err
@@ -341,6 +346,7 @@ func runSize(ctx context.Context, c Config, sz size, recover bool, manifests [][
 func steadyPhase(ctx, fctx context.Context, c Config, e *env, rec *recorder, rate float64) *steady {
 	st := &steady{ObsRateTarget: rate, DriftRate: c.DriftRate, CallRate: c.CallRate}
 	rec.take()
+	st.LoadAvg[0] = loadAvg()
 	st0 := streamStates(ctx, e.js)
 	smp := newSampler(e.pids)
 	sctx, scancel := context.WithCancel(fctx)
@@ -360,6 +366,7 @@ func steadyPhase(ctx, fctx context.Context, c Config, e *env, rec *recorder, rat
 	n := drive(fctx, e.f, loadSpec{obs: rate, drifts: c.DriftRate, calls: c.CallRate}, c.Duration)
 	el := time.Since(ts)
 	st.Usage = smp.end()
+	st.LoadAvg[1] = loadAvg()
 	scancel()
 	st.Storage = growthOver(st0, streamStates(ctx, e.js), el)
 	waitFor(15*time.Second, func() bool { return rec.pendingCount() == 0 })

@@ -106,3 +106,17 @@ func (s *sampler) end() map[string]usage {
 	}
 	return out
 }
+
+// loadAvg is the machine's 1-minute load average (0 when unreadable).
+func loadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
+}

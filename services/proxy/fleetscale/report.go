@@ -106,6 +106,7 @@ type steady struct {
 	KVToProxy     dist              `json:"drift_status_write_to_each_proxy"`
 	DriftsMissing int               `json:"drifts_not_seen_everywhere"`
 	Usage         map[string]usage  `json:"usage"`
+	LoadAvg       [2]float64        `json:"machine_load_average_start_end"` // 1-minute load average of the whole machine (shared)
 	Storage       map[string]growth `json:"storage"`
 }
 

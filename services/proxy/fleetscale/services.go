@@ -22,10 +22,11 @@ type services struct {
 	chAddr   string // "" when running without the audit sink
 	procs    map[string]*proc
 	env      map[string][]string
+	extra    []string // added to every service's environment
 }
 
 func (s *services) common(role string) []string {
-	return []string{"MCPDRIFT_NATS_URL=" + s.c.url(role), "MCPDRIFT_LOG_LEVEL=warn", "MCPDRIFT_BUS_SETUP=check", "MCPDRIFT_REPLICAS=3"}
+	return append([]string{"MCPDRIFT_NATS_URL=" + s.c.url(role), "MCPDRIFT_LOG_LEVEL=warn", "MCPDRIFT_BUS_SETUP=check", "MCPDRIFT_REPLICAS=3"}, s.extra...)
 }
 
 // startAll starts fingerprint, drift-1, drift-2 and (with ClickHouse) audit.
