@@ -334,7 +334,9 @@ func runSize(ctx context.Context, c Config, sz size, recover bool, manifests [][
 	if recover {
 		rc, err := runRecovery(ctx, c, e, rec, log)
 		if err != nil {
-			return nil, fmt.Errorf("recovery: %w", err)
+			// The steady figures stand; say what stopped the scenarios.
+			log.Error().Err(err).Msg("recovery scenarios")
+			rc = &recovery{Error: err.Error()}
 		}
 		r.Recovery = rc
 	}

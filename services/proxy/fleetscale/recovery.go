@@ -14,6 +14,7 @@ import (
 
 // recovery is what the failure scenarios measured.
 type recovery struct {
+	Error      string       `json:"error,omitempty"`
 	NATS       natsKill     `json:"nats_node_killed"`
 	Drift      serviceKill  `json:"drift_instance_killed"`
 	Audit      *serviceKill `json:"audit_sink_killed,omitempty"`
