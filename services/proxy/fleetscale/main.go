@@ -18,6 +18,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -124,8 +125,20 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.StringVar(&c.NATS, "nats-server", ".data/bin/nats-server", "nats-server binary")
 	fs.StringVar(&c.Deploy, "deploy", "deploy/nats", "deploy/nats of the repository")
 	fs.StringVar(&c.Captures, "captures", "services/internal/surface/testdata/real", "captured real manifests")
+	replot := fs.Bool("replot", false, "only redraw the plots from the results.json in --out")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *replot {
+		b, err := os.ReadFile(filepath.Join(c.Out, "results.json"))
+		if err != nil {
+			return err
+		}
+		var saved struct{ Sizes []*result }
+		if err := json.Unmarshal(b, &saved); err != nil {
+			return fmt.Errorf("reading results.json: %w", err)
+		}
+		return plotAll(c.Out, saved.Sizes)
 	}
 	var err error
 	if c.Sizes, err = parseSizes(*sizes); err != nil {

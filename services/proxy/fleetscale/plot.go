@@ -36,7 +36,7 @@ var palette = []color.RGBA{
 
 const (
 	plotW, plotH                       = 900, 560
-	marginL, marginR, marginT, marginB = 90, 250, 50, 70
+	marginL, marginR, marginT, marginB = 90, 290, 50, 70
 )
 
 // niceStep is a round tick step giving about n ticks up to v.
@@ -227,13 +227,13 @@ func plotAll(out string, rs []*result) error {
 	var lat, fan []series
 	for i := range rs[0].Steady {
 		lat = append(lat,
-			series{"VERDICT P50 @" + rate(i), at(i, func(st *steady) float64 { return st.ObsToVerdict.P50 })},
-			series{"VERDICT P99 @" + rate(i), at(i, func(st *steady) float64 { return st.ObsToVerdict.P99 })},
-			series{"FP P99 @" + rate(i), at(i, func(st *steady) float64 { return st.ObsToFp.P99 })})
+			series{"VERDICT P50 " + rate(i) + "/S", at(i, func(st *steady) float64 { return st.ObsToVerdict.P50 })},
+			series{"VERDICT P99 " + rate(i) + "/S", at(i, func(st *steady) float64 { return st.ObsToVerdict.P99 })},
+			series{"FP P99 " + rate(i) + "/S", at(i, func(st *steady) float64 { return st.ObsToFp.P99 })})
 		fan = append(fan,
-			series{"OBS->ALL P99 @" + rate(i), at(i, func(st *steady) float64 { return st.DriftAll.P99 })},
-			series{"WRITE->PX P50 @" + rate(i), at(i, func(st *steady) float64 { return st.KVToProxy.P50 })},
-			series{"WRITE->PX P99 @" + rate(i), at(i, func(st *steady) float64 { return st.KVToProxy.P99 })})
+			series{"OBS>ALL P99 " + rate(i) + "/S", at(i, func(st *steady) float64 { return st.DriftAll.P99 })},
+			series{"KV>PX P50 " + rate(i) + "/S", at(i, func(st *steady) float64 { return st.KVToProxy.P50 })},
+			series{"KV>PX P99 " + rate(i) + "/S", at(i, func(st *steady) float64 { return st.KVToProxy.P99 })})
 	}
 	storage := func(name string) []float64 {
 		return at(0, func(st *steady) float64 { return st.Storage[name].GiBPerDay })
@@ -259,7 +259,7 @@ func plotAll(out string, rs []*result) error {
 			{"HEAP KIB/GATE", col(func(r *result) float64 { return r.FleetHeapKiBPerGate })},
 			{"WATCHES/PROXY", col(func(r *result) float64 { return r.WatchesPerProxy })},
 		}},
-		"storage.png": {title: "JETSTREAM GIB PER DAY @" + rate(0) + " OBS/S (1 REPLICA)", ylabel: "GIB/DAY", lines: []series{
+		"storage.png": {title: "JETSTREAM GIB/DAY AT " + rate(0) + " OBS/S, 1 REPLICA", ylabel: "GIB/DAY", lines: []series{
 			{"OBSERVATIONS", storage(bus.StreamObservations)},
 			{"FINGERPRINTS", storage(bus.StreamFingerprints)},
 			{"VERDICTS", storage(bus.StreamVerdicts)},
