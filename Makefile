@@ -6,7 +6,7 @@ BIN   := bin
 
 CMDS  := stack fingerprint drift audit proxy demoserver driftctl
 
-.PHONY: run demo diff-releases images build test deps check fmt vet lint bench fuzz fixtures proto proto-check help
+.PHONY: run demo diff-releases images build test deps check fmt vet lint bench scale fuzz fixtures proto proto-check help
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -46,6 +46,9 @@ lint:
 
 bench: ## benchmarks, reported as ratios against baselines measured in the same run
 	@scripts/bench.sh
+
+scale: ## the scale simulation (docs/scale.md): a NATS cluster, the services and a simulated proxy fleet at three sizes; about 15 minutes
+	@scripts/scale.sh $(SCALE_ARGS)
 
 fuzz: ## run each fuzz target for FUZZTIME (default 30s)
 	@scripts/fuzz.sh $${FUZZTIME:-30s}

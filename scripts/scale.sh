@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# make scale: the scale simulation of docs/scale.md. Builds the services and
+# the harness, then runs services/proxy/fleetscale on a 3-node NATS cluster
+# from deploy/nats/cluster, writing results.json, results.csv and the PNG
+# plots into docs/scale (or $SCALE_OUT). Extra arguments go to the harness
+# (go run ./services/proxy/fleetscale --help lists them), e.g.
+#   scripts/scale.sh --sizes 200x10 --duration 10s --recovery -1
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+if ! .data/bin/nats-server --version >/dev/null 2>&1; then
+  bash scripts/deps.d/nats-server.sh
+fi
+mkdir -p bin
+$GO build -o bin/ ./services/fingerprint ./services/drift ./services/audit ./services/proxy/fleetscale
+# The fleet holds two KV watches (ordered consumers) and an outbox slot lock
+# per gate: raise the open-file limit as far as allowed.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+exec bin/fleetscale --out "${SCALE_OUT:-docs/scale}" "$@"

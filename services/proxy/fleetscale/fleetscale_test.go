@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bytes"
+	"image/png"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/surface"
+)
+
+func TestSummarize(t *testing.T) {
+	var ds []time.Duration
+	for i := 1; i <= 100; i++ {
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	got := summarize(ds)
+	if got.N != 100 || got.P50 != 50 || got.P99 != 99 || got.Max != 100 {
+		t.Fatalf("summarize(1..100 ms) = %+v, want n 100, p50 50, p99 99, max 100", got)
+	}
+	if z := summarize(nil); z != (dist{}) {
+		t.Fatalf("summarize(nil) = %+v, want zero", z)
+	}
+}
+
+func TestParseSizes(t *testing.T) {
+	got, err := parseSizes("500x20, 2000x100")
+	if err != nil || len(got) != 2 || got[1] != (size{2000, 100}) {
+		t.Fatalf("parseSizes = %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "500", "0x1", "ax2"} {
+		if _, err := parseSizes(bad); err == nil {
+			t.Errorf("parseSizes(%q): no error", bad)
+		}
+	}
+}
+
+// TestManifestsHashApart: every simulated server's manifest, made from a
+// real capture, parses and hashes differently from its neighbours', and its
+// rug pull changes the hash.
+func TestManifestsHashApart(t *testing.T) {
+	ms, _, err := loadManifests("../../internal/surface/testdata/real")
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers, proxies, tenants := layout(len(ms)+3, 6, 3, 2, ms)
+	if len(tenants) != 3 || len(proxies) != 6 {
+		t.Fatalf("layout: %d tenants, %d proxies", len(tenants), len(proxies))
+	}
+	seen := map[surface.Digest]string{}
+	for _, s := range servers {
+		if len(s.fronts) != 2 {
+			t.Fatalf("server %s fronted by %d proxies, want 2", s.id, len(s.fronts))
+		}
+		for _, p := range s.fronts {
+			if p.tenant != s.tenant {
+				t.Fatalf("server %s of %s fronted by a proxy of %s", s.id, s.tenant, p.tenant)
+			}
+		}
+		for _, m := range [][]byte{s.manifest, rugPull(s.manifest)} {
+			sf, err := surface.Parse(m, surface.Options{})
+			if err != nil {
+				t.Fatalf("server %s: %v", s.id, err)
+			}
+			if other, dup := seen[sf.Hash]; dup {
+				t.Fatalf("server %s hashes like %s", s.id, other)
+			}
+			seen[sf.Hash] = s.id
+		}
+	}
+}
+
+func TestTenantUsers(t *testing.T) {
+	auth, err := os.ReadFile("../../../deploy/nats/auth.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{passwords: map[string]string{}}
+	out, err := c.tenantUsers(string(auth), []string{"t07"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"PROXY_T07 = {", `"mcpdrift.obs.list.t07.*"`, `"$JS.API.CONSUMER.CREATE.KV_mcpdrift_status.*.$KV.mcpdrift_status.t07.>"`,
+		`"_INBOX_proxy_t07.>"`, "{ user = proxy-t07, password = ", "permissions = $PROXY_T07 }", "permissions = $PROXY_DEFAULT }"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("auth with tenant t07 lacks %q", want)
+		}
+	}
+}
+
+func TestPlotRenders(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "latency.png")
+	c := chart{title: "OBSERVATION TO VERDICT", ylabel: "MS", goal: 10, goalName: "GOAL P99 10 MS",
+		xs: []float64{500, 2000, 5000}, xlabels: []string{"500/20", "2000/100", "5000/200"},
+		lines: []series{{"P50", []float64{3, 5, 9}}, {"P99", []float64{8, math.NaN(), 80}}}}
+	if err := c.render(path); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil || img.Bounds().Dx() != plotW {
+		t.Fatalf("latency.png: %v, bounds %v", err, img.Bounds())
+	}
+}
+
+func TestNiceStep(t *testing.T) {
+	for _, c := range []struct{ v, want float64 }{{100, 20}, {7, 2}, {0.9, 0.2}, {4500, 1000}} {
+		if got := niceStep(c.v, 5); got != c.want {
+			t.Errorf("niceStep(%v) = %v, want %v", c.v, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,344 @@
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+// The NATS side of the simulation: deploy/nats/cluster/nats-{1,2,3}.conf as
+// three nats-server processes on loopback, with only their addresses and
+// store directories rewritten (as services/e2e does), and deploy/nats/auth.conf
+// with a proxy user per simulated tenant added beside the shipped ones.
+
+// roles are the users of deploy/nats/auth.conf.
+var roles = []string{"admin", "fingerprint", "drift", "audit", "alerting", "proxy", "sys"}
+
+// cluster is three running nats-server processes.
+type cluster struct {
+	bin       string
+	dir       string
+	passwords map[string]string // user -> password the clients send
+	env       []string          // the servers' environment: bcrypt hashes of the shipped roles
+	nodes     []*node
+}
+
+type node struct {
+	name                string
+	client, route, http int
+	conf, store, log    string
+	proc                *proc
+}
+
+// startCluster writes the three node configurations and the auth file
+// (with a proxy user per tenant) under dir and starts the nodes.
+func startCluster(deployDir, bin, dir string, tenants []string) (*cluster, error) {
+	c := &cluster{bin: bin, dir: dir, passwords: map[string]string{}}
+	auth, err := os.ReadFile(filepath.Join(deployDir, "auth.conf"))
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range roles {
+		c.passwords[r] = randomHex(16)
+		h, err := bcrypt.GenerateFromPassword([]byte(c.passwords[r]), bcrypt.MinCost)
+		if err != nil {
+			return nil, err
+		}
+		c.env = append(c.env, "MCPDRIFT_NATS_"+strings.ToUpper(r)+"_PASSWORD="+string(h))
+	}
+	tenantAuth, err := c.tenantUsers(string(auth), tenants)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "auth.conf"), []byte(tenantAuth), 0o600); err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(9)
+	if err != nil {
+		return nil, err
+	}
+	for i := range 3 {
+		c.nodes = append(c.nodes, &node{name: fmt.Sprintf("nats-%d", i+1), client: ports[3*i], route: ports[3*i+1], http: ports[3*i+2],
+			store: filepath.Join(dir, fmt.Sprintf("store-%d", i+1))})
+	}
+	for i, n := range c.nodes {
+		repl := [][2]string{
+			{`listen = "0.0.0.0:4222"`, fmt.Sprintf(`listen = "127.0.0.1:%d"`, n.client)},
+			{`http = "0.0.0.0:8222"`, fmt.Sprintf(`http = "127.0.0.1:%d"`, n.http)},
+			{`listen = "0.0.0.0:6222"`, fmt.Sprintf(`listen = "127.0.0.1:%d"`, n.route)},
+			{`store_dir = "/var/lib/nats"`, fmt.Sprintf(`store_dir = %q`, n.store)},
+			{`include ../auth.conf`, `include auth.conf`},
+		}
+		for _, o := range c.nodes {
+			repl = append(repl, [2]string{fmt.Sprintf(`"nats-route://%s:6222"`, o.name), fmt.Sprintf(`"nats-route://127.0.0.1:%d"`, o.route)})
+		}
+		conf, err := template(filepath.Join(deployDir, "cluster", fmt.Sprintf("nats-%d.conf", i+1)), repl)
+		if err != nil {
+			return nil, err
+		}
+		// nats-server's default of 1,000 consumers per stream caps the fleet
+		// at 500 (proxy, server) pairs (two status watches each); configs
+		// from before deploy/nats lifted it get the same limit here.
+		if !strings.Contains(conf, "default_max_consumers") {
+			conf = strings.Replace(conf, "jetstream {", "jetstream {\n  limits { default_max_consumers = 100000 }", 1)
+		}
+		n.conf = filepath.Join(dir, n.name+".conf")
+		n.log = filepath.Join(dir, n.name+".log")
+		if err := os.WriteFile(n.conf, []byte(conf), 0o600); err != nil {
+			return nil, err
+		}
+		if err := c.start(n); err != nil {
+			c.stop()
+			return nil, err
+		}
+	}
+	if err := c.waitHealthy(60 * time.Second); err != nil {
+		c.stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// tenantUsers adds, for each tenant, a copy of the shipped PROXY_DEFAULT
+// permissions with the tenant in place of "default" and a user
+// proxy-<tenant> (as auth.conf's comment says an operator does).
+func (c *cluster) tenantUsers(auth string, tenants []string) (string, error) {
+	start := strings.Index(auth, "PROXY_DEFAULT = {")
+	end := strings.Index(auth, "\n# fingerprint service")
+	if start < 0 || end < start {
+		return "", errors.New("auth.conf: PROXY_DEFAULT block not found; update fleetscale's template")
+	}
+	block := auth[start:end]
+	var blocks, users strings.Builder
+	for _, t := range tenants {
+		b := strings.Replace(block, "PROXY_DEFAULT", "PROXY_"+strings.ToUpper(t), 1)
+		b = strings.ReplaceAll(b, ".default.", "."+t+".")
+		b = strings.ReplaceAll(b, "_INBOX_proxy_default", "_INBOX_proxy_"+t)
+		blocks.WriteString(b)
+		pw := randomHex(16)
+		c.passwords["proxy-"+t] = pw
+		h, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.MinCost)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&users, "      { user = proxy-%s, password = %q, permissions = $PROXY_%s }\n", t, h, strings.ToUpper(t))
+	}
+	anchor := "      { user = proxy,"
+	i := strings.Index(auth, anchor)
+	if i < 0 {
+		return "", errors.New("auth.conf: proxy user not found; update fleetscale's template")
+	}
+	out := auth[:end] + "\n" + blocks.String() + auth[end:i] + users.String() + auth[i:]
+	return out, nil
+}
+
+func (c *cluster) start(n *node) error {
+	p, err := startProc(n.name, c.bin, []string{"-c", n.conf}, c.env, n.log)
+	if err != nil {
+		return err
+	}
+	n.proc = p
+	return nil
+}
+
+// kill stops a node abruptly (SIGKILL), as a crash would.
+func (c *cluster) kill(name string) error {
+	for _, n := range c.nodes {
+		if n.name == name {
+			n.proc.kill()
+			return nil
+		}
+	}
+	return fmt.Errorf("no node %s", name)
+}
+
+// restart starts a killed node again on its store.
+func (c *cluster) restart(name string) error {
+	for _, n := range c.nodes {
+		if n.name == name {
+			return c.start(n)
+		}
+	}
+	return fmt.Errorf("no node %s", name)
+}
+
+func (c *cluster) stop() {
+	for _, n := range c.nodes {
+		if n.proc != nil {
+			n.proc.stop(15 * time.Second)
+		}
+	}
+}
+
+// waitHealthy waits until every running node answers its JetStream health check.
+func (c *cluster) waitHealthy(within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for _, n := range c.nodes {
+		if n.proc == nil || n.proc.exited() {
+			continue
+		}
+		u := fmt.Sprintf("http://127.0.0.1:%d/healthz", n.http)
+		for {
+			resp, err := http.Get(u)
+			last := ""
+			if err == nil {
+				var body bytes.Buffer
+				_, _ = body.ReadFrom(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+				last = body.String()
+			} else {
+				last = err.Error()
+			}
+			if n.proc.exited() {
+				return fmt.Errorf("nats-server %s exited (log %s)", n.name, n.log)
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("nats-server %s not healthy within %v: %s", n.name, within, last)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// url is the client URL of every node with a user's credentials.
+func (c *cluster) url(user string) string {
+	var urls []string
+	for _, n := range c.nodes {
+		u := url.URL{Scheme: "nats", Host: fmt.Sprintf("127.0.0.1:%d", n.client), User: url.UserPassword(user, c.passwords[user])}
+		urls = append(urls, u.String())
+	}
+	return strings.Join(urls, ",")
+}
+
+func (c *cluster) pids() map[string]int {
+	m := map[string]int{}
+	for _, n := range c.nodes {
+		if n.proc != nil && !n.proc.exited() {
+			m[n.name] = n.proc.pid()
+		}
+	}
+	return m
+}
+
+// violations counts the permission violations the nodes logged.
+func (c *cluster) violations() int {
+	k := 0
+	for _, n := range c.nodes {
+		b, _ := os.ReadFile(n.log)
+		k += bytes.Count(b, []byte("Publish Violation")) + bytes.Count(b, []byte("Subscription Violation"))
+	}
+	return k
+}
+
+func template(file string, repl [][2]string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", err
+	}
+	s := string(b)
+	for _, r := range repl {
+		if n := strings.Count(s, r[0]); n != 1 {
+			return "", fmt.Errorf("%s has %d occurrences of %q, want 1: update fleetscale's template", file, n, r[0])
+		}
+		s = strings.Replace(s, r[0], r[1], 1)
+	}
+	return s, nil
+}
+
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("finding a free port: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// proc is a child process with its output in a log file.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func startProc(name, bin string, args, env []string, logFile string) (*proc, error) {
+	f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	// The children die with the harness, even when it is killed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); f.Close(); close(p.done) }()
+	return p, nil
+}
+
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// kill sends SIGKILL to the process group and waits.
+func (p *proc) kill() {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
+// stop sends SIGINT, then SIGKILL after grace.
+func (p *proc) stop(grace time.Duration) {
+	if p.exited() {
+		return
+	}
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		p.kill()
+	}
+}
