@@ -144,6 +144,20 @@ func StartWith(t testing.TB, files map[string][]byte, env []string) *Server {
 	return s
 }
 
+// StartIn starts a private server with its configuration and data under
+// dir, for a harness that is not a test (make scale); Stop ends it.
+func StartIn(dir string) (*Server, error) { return start(dir) }
+
+// Pid is the server process's id, 0 while it is not running.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 func start(dir string, env ...string) (*Server, error) {
 	if _, err := Binary(); err != nil {
 		return nil, err

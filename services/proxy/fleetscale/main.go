@@ -212,8 +212,8 @@ func (e *env) pids() map[string]int {
 	for k, v := range e.svc.pids() {
 		m[k] = v
 	}
-	if e.ch != nil && !e.ch.p.exited() {
-		m["clickhouse"] = e.ch.p.pid()
+	if pid := e.chPid(); pid != 0 {
+		m["clickhouse"] = pid
 	}
 	m["fleet"] = os.Getpid()
 	return m
@@ -255,7 +255,7 @@ func runSize(ctx context.Context, c Config, sz size, recover bool, manifests [][
 		if e.ch, err = startClickHouse(filepath.Join(dir, "clickhouse")); err != nil {
 			return nil, err
 		}
-		defer e.ch.p.stop(20 * time.Second)
+		defer e.ch.s.Stop()
 		e.svc.chAddr = e.ch.addr
 	}
 	if err := e.svc.startAll(); err != nil {
@@ -407,4 +407,12 @@ func fingerprintedWithin(ts []time.Time, a, b time.Time) int {
 		}
 	}
 	return n
+}
+
+// chPid is the ClickHouse server's process id, 0 when there is none.
+func (e *env) chPid() int {
+	if e.ch == nil {
+		return 0
+	}
+	return e.ch.s.Pid()
 }

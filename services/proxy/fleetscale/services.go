@@ -3,14 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/chtest"
 )
 
 // services are the real fingerprint, drift and audit commands (built
@@ -77,90 +77,22 @@ func (s *services) pids() map[string]int {
 }
 
 // clickhouseServer is a private clickhouse-server (Debian's package) with
-// its config and data under dir, on free loopback ports.
+// its config and data under dir, on free loopback ports: the one the tests
+// start (package chtest).
 type clickhouseServer struct {
 	addr string
-	p    *proc
+	s    *chtest.Server
 }
 
 func startClickHouse(dir string) (*clickhouseServer, error) {
-	bin := ""
-	for _, b := range []string{"/usr/bin/clickhouse-server", "/usr/sbin/clickhouse-server", "/usr/bin/clickhouse"} {
-		if _, err := os.Stat(b); err == nil {
-			bin = b
-			break
-		}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
 	}
-	if bin == "" {
-		return nil, fmt.Errorf("no clickhouse-server: install it with scripts/deps.d/clickhouse.sh, or run with --audit=false")
-	}
-	ports, err := freePorts(3)
+	s, err := chtest.StartIn(dir)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w (install it with scripts/deps.d/clickhouse.sh, or run with --audit=false)", err)
 	}
-	for _, d := range []string{"data", "tmp", "user_files", "format_schemas"} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			return nil, err
-		}
-	}
-	config := fmt.Sprintf(`<?xml version="1.0"?>
-<yandex>
-  <logger><level>warning</level><log>%[1]s/server.log</log><errorlog>%[1]s/server.err.log</errorlog></logger>
-  <listen_host>127.0.0.1</listen_host>
-  <tcp_port>%[2]d</tcp_port>
-  <http_port>%[3]d</http_port>
-  <interserver_http_port>%[4]d</interserver_http_port>
-  <path>%[1]s/data/</path>
-  <tmp_path>%[1]s/tmp/</tmp_path>
-  <user_files_path>%[1]s/user_files/</user_files_path>
-  <format_schema_path>%[1]s/format_schemas/</format_schema_path>
-  <mark_cache_size>268435456</mark_cache_size>
-  <uncompressed_cache_size>268435456</uncompressed_cache_size>
-  <users_config>users.xml</users_config>
-  <default_profile>default</default_profile>
-  <default_database>default</default_database>
-  <timezone>UTC</timezone>
-  <mlock_executable>false</mlock_executable>
-</yandex>
-`, dir, ports[0], ports[1], ports[2])
-	users := `<?xml version="1.0"?>
-<yandex>
-  <profiles><default></default></profiles>
-  <users><default><password></password><networks><ip>127.0.0.1</ip><ip>::1</ip></networks><profile>default</profile><quota>default</quota></default></users>
-  <quotas><default></default></quotas>
-</yandex>
-`
-	if err := os.WriteFile(filepath.Join(dir, "config.xml"), []byte(config), 0o644); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "users.xml"), []byte(users), 0o644); err != nil {
-		return nil, err
-	}
-	args := []string{"--config-file=" + filepath.Join(dir, "config.xml")}
-	if filepath.Base(bin) == "clickhouse" {
-		args = append([]string{"server"}, args...)
-	}
-	p, err := startProc("clickhouse", bin, args, nil, filepath.Join(dir, "stdout.log"))
-	if err != nil {
-		return nil, err
-	}
-	ch := &clickhouseServer{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])), p: p}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{ch.addr}, DialTimeout: time.Second})
-		if err == nil {
-			err = conn.Ping(context.Background())
-			_ = conn.Close()
-			if err == nil {
-				return ch, nil
-			}
-		}
-		if p.exited() || time.Now().After(deadline) {
-			p.kill()
-			return nil, fmt.Errorf("clickhouse-server not ready on %s: %v (log %s)", ch.addr, err, dir)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return &clickhouseServer{addr: s.Addr, s: s}, nil
 }
 
 // counts reads the audit tables' row counts (distinct event ids: the sink
