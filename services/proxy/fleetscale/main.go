@@ -365,7 +365,9 @@ func steadyPhase(ctx, fctx context.Context, c Config, e *env, rec *recorder, rat
 	st0 := streamStates(ctx, e.js)
 	smp := newSampler(e.pids)
 	sctx, scancel := context.WithCancel(fctx)
+	sampled := make(chan struct{})
 	go func() {
+		defer close(sampled)
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		for {
@@ -380,9 +382,10 @@ func steadyPhase(ctx, fctx context.Context, c Config, e *env, rec *recorder, rat
 	ts := time.Now()
 	n := drive(fctx, e.f, loadSpec{obs: rate, drifts: c.DriftRate, calls: c.CallRate}, c.Duration)
 	el := time.Since(ts)
+	scancel()
+	<-sampled
 	st.Usage = smp.end()
 	st.LoadAvg[1] = loadAvg()
-	scancel()
 	st.Storage = growthOver(st0, streamStates(ctx, e.js), el)
 	waitFor(15*time.Second, func() bool { return rec.pendingCount() == 0 })
 	st.DriftsMissing = rec.dropExpectations()

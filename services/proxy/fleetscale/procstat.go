@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -65,6 +66,7 @@ type usage struct {
 
 // sampler follows processes' CPU time and RSS over a phase.
 type sampler struct {
+	mu      sync.Mutex // sample runs on a ticker while the phase ends
 	start   time.Time
 	cpu0    map[string]time.Duration
 	peakRSS map[string]int64
@@ -84,6 +86,12 @@ func newSampler(pids func() map[string]int) *sampler {
 
 // sample records the current RSS of every process.
 func (s *sampler) sample() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sampleLocked()
+}
+
+func (s *sampler) sampleLocked() {
 	for name, pid := range s.pids() {
 		if r, err := rssBytes(pid); err == nil && r > s.peakRSS[name] {
 			s.peakRSS[name] = r
@@ -93,7 +101,9 @@ func (s *sampler) sample() {
 
 // end returns each process's usage since newSampler.
 func (s *sampler) end() map[string]usage {
-	s.sample()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sampleLocked()
 	el := time.Since(s.start)
 	out := map[string]usage{}
 	for name, pid := range s.pids() {
