@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -184,41 +183,10 @@ func benchSink(b *testing.B, per int) {
 // sink's consumer settings, from its creation until the server has every
 // one of msgs acks.
 func rawConsume(b *testing.B, js jetstream.JetStream, cfg Config, msgs int) time.Duration {
-	ctx := context.Background()
 	cc := cfg.ConsumerConfig(Consumers[0])
 	cc.Durable, cc.Description = "bench-raw", ""
-	_ = js.DeleteConsumer(ctx, Consumers[0].Stream, cc.Durable)
-	began := time.Now()
-	cons, err := js.CreateOrUpdateConsumer(ctx, Consumers[0].Stream, cc)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var got atomic.Int64
-	done := make(chan struct{})
-	sub, err := cons.Consume(func(msg jetstream.Msg) {
-		_ = msg.Ack()
-		if got.Add(1) == int64(msgs) {
-			close(done)
-		}
-	}, jetstream.PullMaxMessages(cfg.Prefetch), jetstream.PullExpiry(bus.PullExpiry))
-	if err != nil {
-		b.Fatal(err)
-	}
-	<-done
-	for {
-		info, err := cons.Info(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if info.NumPending == 0 && info.NumAckPending == 0 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	took := time.Since(began)
-	sub.Stop()
-	<-sub.Closed()
-	return took
+	_ = js.DeleteConsumer(context.Background(), Consumers[0].Stream, cc.Durable)
+	return natstest.AckOnly(b, js, Consumers[0].Stream, cc, msgs, jetstream.PullMaxMessages(cfg.Prefetch), jetstream.PullExpiry(bus.PullExpiry))
 }
 
 func sliceCalls(r *callRows, from, to int) *callRows {

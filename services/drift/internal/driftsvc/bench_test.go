@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -121,7 +120,7 @@ func benchThroughput(b *testing.B, known bool) {
 		publish(iter, n)
 		b.StartTimer()
 
-		rawDur += benchRawConsume(b, nb.JS, n, "bench-raw-"+strconv.Itoa(iter))
+		rawDur += natstest.AckOnly(b, nb.JS, bus.StreamFingerprints, consumerConfig("bench-raw-"+strconv.Itoa(iter)), n, jetstream.PullExpiry(bus.PullExpiry))
 		svcDur += benchService(b, nb, "bench-drift-"+strconv.Itoa(iter), n)
 	}
 	total := float64(n * iter)
@@ -136,34 +135,6 @@ func consumerConfig(durable string) jetstream.ConsumerConfig {
 	c := DefaultConfig
 	return jetstream.ConsumerConfig{Durable: durable, AckPolicy: jetstream.AckExplicitPolicy, AckWait: c.AckWait,
 		MaxDeliver: c.MaxDeliver, MaxAckPending: c.MaxAckPending, FilterSubject: bus.Prefix + ".fp.>"}
-}
-
-// benchRawConsume times an ack-only consumer from its creation until the
-// server has every ack.
-func benchRawConsume(b *testing.B, js jetstream.JetStream, n int, durable string) time.Duration {
-	ctx := context.Background()
-	began := time.Now()
-	cons, err := js.CreateOrUpdateConsumer(ctx, bus.StreamFingerprints, consumerConfig(durable))
-	if err != nil {
-		b.Fatal(err)
-	}
-	var got atomic.Int64
-	done := make(chan struct{})
-	cc, err := cons.Consume(func(msg jetstream.Msg) {
-		_ = msg.Ack()
-		if got.Add(1) == int64(n) {
-			close(done)
-		}
-	}, jetstream.PullExpiry(bus.PullExpiry))
-	if err != nil {
-		b.Fatal(err)
-	}
-	<-done
-	benchSettled(b, cons)
-	took := time.Since(began)
-	cc.Stop()
-	<-cc.Closed()
-	return took
 }
 
 // benchService times a drift service from Run until its consumer has
@@ -186,7 +157,7 @@ func benchService(b *testing.B, nb *natstest.Bus, durable string, n int) time.Du
 	if err != nil {
 		b.Fatal(err)
 	}
-	benchSettled(b, cons)
+	natstest.Settled(b, cons)
 	took := time.Since(began)
 	cancel()
 	if err := <-runErr; err != nil {
@@ -196,18 +167,4 @@ func benchService(b *testing.B, nb *natstest.Bus, durable string, n int) time.Du
 		b.Fatalf("stats %+v: want no poison and no redelivery", st)
 	}
 	return took
-}
-
-// benchSettled polls until cons has nothing pending and nothing unacked.
-func benchSettled(b *testing.B, cons jetstream.Consumer) {
-	for {
-		info, err := cons.Info(context.Background())
-		if err != nil {
-			b.Fatal(err)
-		}
-		if info.NumPending == 0 && info.NumAckPending == 0 {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
 }

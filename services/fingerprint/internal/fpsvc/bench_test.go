@@ -8,7 +8,6 @@ import (
 	"os"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -165,30 +164,9 @@ func publishMany(b *testing.B, js jetstream.JetStream, capture func(int) []byte,
 // rawConsume times an ack-only consumer with the service's consumer
 // settings from creation until the server has every ack.
 func rawConsume(b *testing.B, js jetstream.JetStream, n int) time.Duration {
-	ctx := context.Background()
 	cfg := testConfig.ConsumerConfig()
 	cfg.Durable, cfg.Description = "bench-raw", ""
-	began := time.Now()
-	cons, err := js.CreateOrUpdateConsumer(ctx, bus.StreamObservations, cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var got atomic.Int64
-	done := make(chan struct{})
-	cc, err := cons.Consume(func(msg jetstream.Msg) {
-		_ = msg.Ack()
-		if got.Add(1) == int64(n) {
-			close(done)
-		}
-	}, jetstream.PullMaxMessages(DefaultConfig.Prefetch))
-	if err != nil {
-		b.Fatal(err)
-	}
-	<-done
-	waitAcked(b, cons)
-	took := time.Since(began)
-	cc.Stop()
-	return took
+	return natstest.AckOnly(b, js, bus.StreamObservations, cfg, n, jetstream.PullMaxMessages(DefaultConfig.Prefetch))
 }
 
 // relayConsume times the least any JetStream-to-JetStream stage pays: for
@@ -278,17 +256,4 @@ func serviceConsume(b *testing.B, js jetstream.JetStream, h *bus.Handles, n int)
 		b.Fatalf("stats %+v, want %d processed and no retries", st, n)
 	}
 	return took
-}
-
-func waitAcked(b *testing.B, cons jetstream.Consumer) {
-	for {
-		info, err := cons.Info(context.Background())
-		if err != nil {
-			b.Fatal(err)
-		}
-		if info.NumPending == 0 && info.NumAckPending == 0 {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
