@@ -212,15 +212,7 @@ func (f *fleetSim) pubStats() fleet.Stats {
 	var t fleet.Stats
 	for _, p := range f.proxies {
 		for _, pub := range p.pubs {
-			s := pub.Stats()
-			t.Queued += s.Queued
-			t.Published += s.Published
-			t.Spooled += s.Spooled
-			t.Dropped += s.Dropped
-			t.DroppedListings += s.DroppedListings
-			t.Rejected += s.Rejected
-			t.OutboxDepth += s.OutboxDepth
-			t.OutboxBytes += s.OutboxBytes
+			t.Add(pub.Stats())
 		}
 	}
 	return t

@@ -161,6 +161,18 @@ type Stats struct {
 	OutboxBytes     int64  // bytes of the outbox now
 }
 
+// Add adds o's counts to s: the totals of several publishers.
+func (s *Stats) Add(o Stats) {
+	s.Queued += o.Queued
+	s.Published += o.Published
+	s.Spooled += o.Spooled
+	s.Dropped += o.Dropped
+	s.DroppedListings += o.DroppedListings
+	s.Rejected += o.Rejected
+	s.OutboxDepth += o.OutboxDepth
+	s.OutboxBytes += o.OutboxBytes
+}
+
 // Publisher publishes the proxy's observations (session.Observer). Listing
 // and Call never wait on the network. Create it with NewPublisher, run it
 // once with Run, and Close it after Run returned.

@@ -228,14 +228,7 @@ func (s *state) Collect(ch chan<- prometheus.Metric) {
 		if !u.Gate.Watching() {
 			connected = 0
 		}
-		one := u.Publisher.Stats()
-		st.OutboxDepth += one.OutboxDepth
-		st.OutboxBytes += one.OutboxBytes
-		st.Queued += one.Queued
-		st.Published += one.Published
-		st.Spooled += one.Spooled
-		st.Dropped += one.Dropped
-		st.Rejected += one.Rejected
+		st.Add(u.Publisher.Stats())
 	}
 	ch <- prometheus.MustNewConstMetric(descServersWithheld, prometheus.GaugeValue, float64(withheld))
 	ch <- prometheus.MustNewConstMetric(descGateConnected, prometheus.GaugeValue, float64(connected))
