@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -22,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/mcpdrift/mcpdrift/services/internal/chtest"
 	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 )
 
@@ -105,21 +105,12 @@ func newNATSDeployment(t testing.TB) *natsDeployment {
 	return d
 }
 
-// freePorts reserves n loopback ports and releases them for the servers.
+// natsFreePorts reserves n loopback ports and releases them for the servers.
 func natsFreePorts(t testing.TB, n int) []int {
 	t.Helper()
-	var ls []net.Listener
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
+	ports, err := chtest.FreePorts(n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return ports
 }

@@ -162,7 +162,7 @@ func start(dir string, env ...string) (*Server, error) {
 	if _, err := Binary(); err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(3)
+	ports, err := FreePorts(3)
 	if err != nil {
 		return nil, err
 	}
@@ -320,7 +320,9 @@ func waitReady(ctx context.Context, addr string, exited <-chan struct{}) error {
 	}
 }
 
-func freePorts(n int) ([]int, error) {
+// FreePorts reserves n loopback ports and releases them for the servers a
+// test or a harness starts (ClickHouse here, NATS in e2e and make scale).
+func FreePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/chtest"
 )
 
 // The NATS side of the simulation: deploy/nats/cluster/nats-{1,2,3}.conf as
@@ -66,7 +67,7 @@ func startCluster(deployDir, bin, dir string, tenants []string) (*cluster, error
 	if err := os.WriteFile(filepath.Join(dir, "auth.conf"), []byte(tenantAuth), 0o600); err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(9)
+	ports, err := chtest.FreePorts(9)
 	if err != nil {
 		return nil, err
 	}
@@ -260,25 +261,6 @@ func template(file string, repl [][2]string) (string, error) {
 		s = strings.Replace(s, r[0], r[1], 1)
 	}
 	return s, nil
-}
-
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("finding a free port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 func randomHex(n int) string {
