@@ -153,7 +153,11 @@ type ListObservation struct {
 	ObservedAtUnixMs int64  `protobuf:"varint,6,opt,name=observed_at_unix_ms,json=observedAtUnixMs,proto3" json:"observed_at_unix_ms,omitempty"`
 	// The surface in the capture format of docs/canonical-form.md: the
 	// server's raw bytes for initialize and every page of every listing.
-	Capture       []byte `protobuf:"bytes,7,opt,name=capture,proto3" json:"capture,omitempty"`
+	Capture []byte `protobuf:"bytes,7,opt,name=capture,proto3" json:"capture,omitempty"`
+	// The authenticated agent whose session listed it (the proxy's edge
+	// authentication: a token's name or a client certificate's subject;
+	// empty when the proxy does not authenticate agents).
+	Agent         string `protobuf:"bytes,8,opt,name=agent,proto3" json:"agent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -237,6 +241,13 @@ func (x *ListObservation) GetCapture() []byte {
 	return nil
 }
 
+func (x *ListObservation) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
 // CallObservation: a proxy handled a tools/call. Proxies publish them in
 // CallObservations batches; the single form on mcpdrift.obs.call.* is what
 // proxies before the batch form published, and subscribers still accept it.
@@ -261,9 +272,27 @@ type CallObservation struct {
 	// The code the call would have been refused with under the block posture
 	// (e.g. "server_changed", "tool_not_approved"); set only on calls
 	// forwarded under the alert posture.
-	AlertCode     string `protobuf:"bytes,12,opt,name=alert_code,json=alertCode,proto3" json:"alert_code,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	AlertCode string `protobuf:"bytes,12,opt,name=alert_code,json=alertCode,proto3" json:"alert_code,omitempty"`
+	// The authenticated agent that made the call (see ListObservation.agent).
+	Agent string `protobuf:"bytes,13,opt,name=agent,proto3" json:"agent,omitempty"`
+	// The per-call policy's decision (docs/policy.md): the rule that decided
+	// (empty when none matched), its action (allow, audit, sanitize, deny,
+	// pending_approval), its reason, and the risk mode that tightened it.
+	PolicyRule   string `protobuf:"bytes,14,opt,name=policy_rule,json=policyRule,proto3" json:"policy_rule,omitempty"`
+	PolicyAction string `protobuf:"bytes,15,opt,name=policy_action,json=policyAction,proto3" json:"policy_action,omitempty"`
+	PolicyReason string `protobuf:"bytes,16,opt,name=policy_reason,json=policyReason,proto3" json:"policy_reason,omitempty"`
+	RiskMode     string `protobuf:"bytes,17,opt,name=risk_mode,json=riskMode,proto3" json:"risk_mode,omitempty"`
+	// The first shadow rule that matched (evaluated and recorded, not
+	// enforced) and its action.
+	ShadowRule   string `protobuf:"bytes,18,opt,name=shadow_rule,json=shadowRule,proto3" json:"shadow_rule,omitempty"`
+	ShadowAction string `protobuf:"bytes,19,opt,name=shadow_action,json=shadowAction,proto3" json:"shadow_action,omitempty"`
+	// A call held for approval: the request's id, how it ended (approved,
+	// denied, timeout) and who resolved it.
+	ApprovalId      string `protobuf:"bytes,20,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
+	ApprovalOutcome string `protobuf:"bytes,21,opt,name=approval_outcome,json=approvalOutcome,proto3" json:"approval_outcome,omitempty"`
+	ApprovalActor   string `protobuf:"bytes,22,opt,name=approval_actor,json=approvalActor,proto3" json:"approval_actor,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CallObservation) Reset() {
@@ -376,6 +405,76 @@ func (x *CallObservation) GetObservedAtUnixMs() int64 {
 func (x *CallObservation) GetAlertCode() string {
 	if x != nil {
 		return x.AlertCode
+	}
+	return ""
+}
+
+func (x *CallObservation) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *CallObservation) GetPolicyRule() string {
+	if x != nil {
+		return x.PolicyRule
+	}
+	return ""
+}
+
+func (x *CallObservation) GetPolicyAction() string {
+	if x != nil {
+		return x.PolicyAction
+	}
+	return ""
+}
+
+func (x *CallObservation) GetPolicyReason() string {
+	if x != nil {
+		return x.PolicyReason
+	}
+	return ""
+}
+
+func (x *CallObservation) GetRiskMode() string {
+	if x != nil {
+		return x.RiskMode
+	}
+	return ""
+}
+
+func (x *CallObservation) GetShadowRule() string {
+	if x != nil {
+		return x.ShadowRule
+	}
+	return ""
+}
+
+func (x *CallObservation) GetShadowAction() string {
+	if x != nil {
+		return x.ShadowAction
+	}
+	return ""
+}
+
+func (x *CallObservation) GetApprovalId() string {
+	if x != nil {
+		return x.ApprovalId
+	}
+	return ""
+}
+
+func (x *CallObservation) GetApprovalOutcome() string {
+	if x != nil {
+		return x.ApprovalOutcome
+	}
+	return ""
+}
+
+func (x *CallObservation) GetApprovalActor() string {
+	if x != nil {
+		return x.ApprovalActor
 	}
 	return ""
 }
@@ -1045,7 +1144,7 @@ var File_mcpdrift_v1_events_proto protoreflect.FileDescriptor
 
 const file_mcpdrift_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x18mcpdrift/v1/events.proto\x12\vmcpdrift.v1\"\xd5\x01\n" +
+	"\x18mcpdrift/v1/events.proto\x12\vmcpdrift.v1\"\xeb\x01\n" +
 	"\x0fListObservation\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x16\n" +
@@ -1053,7 +1152,8 @@ const file_mcpdrift_v1_events_proto_rawDesc = "" +
 	"\x05proxy\x18\x04 \x01(\tR\x05proxy\x12\x18\n" +
 	"\avariant\x18\x05 \x01(\tR\avariant\x12-\n" +
 	"\x13observed_at_unix_ms\x18\x06 \x01(\x03R\x10observedAtUnixMs\x12\x18\n" +
-	"\acapture\x18\a \x01(\fR\acapture\"\x93\x03\n" +
+	"\acapture\x18\a \x01(\fR\acapture\x12\x14\n" +
+	"\x05agent\x18\b \x01(\tR\x05agent\"\xea\x05\n" +
 	"\x0fCallObservation\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x16\n" +
@@ -1069,7 +1169,20 @@ const file_mcpdrift_v1_events_proto_rawDesc = "" +
 	" \x01(\fR\targuments\x12-\n" +
 	"\x13observed_at_unix_ms\x18\v \x01(\x03R\x10observedAtUnixMs\x12\x1d\n" +
 	"\n" +
-	"alert_code\x18\f \x01(\tR\talertCode\"F\n" +
+	"alert_code\x18\f \x01(\tR\talertCode\x12\x14\n" +
+	"\x05agent\x18\r \x01(\tR\x05agent\x12\x1f\n" +
+	"\vpolicy_rule\x18\x0e \x01(\tR\n" +
+	"policyRule\x12#\n" +
+	"\rpolicy_action\x18\x0f \x01(\tR\fpolicyAction\x12#\n" +
+	"\rpolicy_reason\x18\x10 \x01(\tR\fpolicyReason\x12\x1b\n" +
+	"\trisk_mode\x18\x11 \x01(\tR\briskMode\x12\x1f\n" +
+	"\vshadow_rule\x18\x12 \x01(\tR\n" +
+	"shadowRule\x12#\n" +
+	"\rshadow_action\x18\x13 \x01(\tR\fshadowAction\x12\x1f\n" +
+	"\vapproval_id\x18\x14 \x01(\tR\n" +
+	"approvalId\x12)\n" +
+	"\x10approval_outcome\x18\x15 \x01(\tR\x0fapprovalOutcome\x12%\n" +
+	"\x0eapproval_actor\x18\x16 \x01(\tR\rapprovalActor\"F\n" +
 	"\x10CallObservations\x122\n" +
 	"\x05calls\x18\x01 \x03(\v2\x1c.mcpdrift.v1.CallObservationR\x05calls\"F\n" +
 	"\bItemHash\x12\x12\n" +

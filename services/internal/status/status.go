@@ -40,6 +40,12 @@ type Policy struct {
 	Posture string `json:"posture"`  // Discovery or Strict
 	OnDrift string `json:"on_drift"` // Block or Alert
 	Guard   bool   `json:"guard"`    // auto-accept a provably benign change as a new baseline
+	// Hash is the fingerprint's hash algorithm ("sha256" when empty) and
+	// Annotations whether tool annotations are covered (true when nil):
+	// the settings the baseline's hashes were made with, so that every
+	// part judges the server by the same ones (policy.DriftSetting).
+	Hash        string `json:"hash,omitempty"`
+	Annotations *bool  `json:"annotations,omitempty"`
 }
 
 // Validate reports a policy with unknown values.
@@ -149,7 +155,23 @@ type Server struct {
 	FirstVariant string `json:"first_variant,omitempty"`
 	FirstAtMs    int64  `json:"first_at_ms,omitempty"`
 
+	// Risk is the server's risk band and enforcement mode (nil: never
+	// rated, which enforces nothing beyond the rules).
+	Risk *Risk `json:"risk,omitempty"`
+
 	UpdatedAtMs int64 `json:"updated_at_ms"`
+}
+
+// Risk is a server's risk band (low, medium, high, critical: what the
+// engine found on its surface) and enforcement mode (allow, quarantine,
+// block: policy.Mode). A re-scan only ratchets them tighter; only an admin
+// relaxes them (SetBy names who set them last, "system" for a re-scan).
+type Risk struct {
+	Band    string   `json:"band"`
+	Mode    string   `json:"mode"`
+	Reasons []string `json:"reasons,omitempty"`
+	SetBy   string   `json:"set_by,omitempty"`
+	AtMs    int64    `json:"at_ms,omitempty"`
 }
 
 // IsHeld reports whether srv holds its server; nil holds nothing.
