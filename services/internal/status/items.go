@@ -11,7 +11,8 @@ import (
 // Item is one item of a manifest as the pipeline publishes it (the
 // Fingerprint event's ItemHash): its kind ("tool", "prompt", "resource",
 // "resourceTemplate", "instructions"), its name (empty for instructions)
-// and its hash ("sha256:<hex>").
+// and its hash ("sha256:<hex>", or "sha512:<hex>" for a server whose
+// settings say so).
 type Item struct {
 	Kind string `json:"kind"`
 	Name string `json:"name,omitempty"`
@@ -77,7 +78,7 @@ func NewItems(surfaceHash string, items []Item) (*Items, error) {
 				listed = append(listed, k)
 			}
 		}
-		got, err := surface.HashItems(parsed, listed)
+		got, err := surface.HashItems(want.Alg(), parsed, listed)
 		if err != nil {
 			return nil, err
 		}
@@ -115,11 +116,15 @@ func (its *Items) Verify() ([]surface.Item, error) {
 		}
 		listed = append(listed, k)
 	}
-	got, err := surface.HashItems(parsed, listed)
+	label, err := surface.ParseDigest(its.Surface)
+	if err != nil {
+		return nil, fmt.Errorf("surface hash: %w", err)
+	}
+	got, err := surface.HashItems(label.Alg(), parsed, listed)
 	if err != nil {
 		return nil, err
 	}
-	if got.String() != its.Surface {
+	if got != label {
 		return nil, fmt.Errorf("%w: they make up %s, labelled %s", ErrItemsMismatch, got, its.Surface)
 	}
 	return parsed, nil

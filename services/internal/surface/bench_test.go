@@ -158,3 +158,35 @@ func BenchmarkFingerprintReal(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFingerprintAlg fingerprints the 66 KB real-world manifest with
+// SHA-256 and with SHA-512, interleaved as BenchmarkFingerprintReal does,
+// and reports the SHA-512 run's cost as a ratio (x-sha512, time over
+// SHA-256's).
+func BenchmarkFingerprintAlg(b *testing.B) {
+	src, err := realworld.Manifest("testdata/real", 66<<10)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bds := []*Builder{NewBuilder(Options{}), NewBuilder(Options{Hash: SHA512})}
+	var took [2]time.Duration
+	b.SetBytes(int64(len(src)))
+	b.ReportAllocs()
+	for b.Loop() {
+		for i, bd := range bds {
+			start := time.Now()
+			bd.Reset()
+			if _, err := bd.AddPage(KindTool, src); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := bd.Surface(); err != nil {
+				b.Fatal(err)
+			}
+			took[i] += time.Since(start)
+		}
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(took[0].Nanoseconds())/n, "sha256-ns/op")
+	b.ReportMetric(float64(took[1].Nanoseconds())/n, "sha512-ns/op")
+	b.ReportMetric(took[1].Seconds()/took[0].Seconds(), "x-sha512")
+}

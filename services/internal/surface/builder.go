@@ -1,7 +1,6 @@
 package surface
 
 import (
-	"crypto/sha256"
 	"slices"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
@@ -178,7 +177,7 @@ func (b *Builder) addInitialize(n canonjson.NodeID, unwrap bool) error {
 	b.kinds[KindInstructions] = listing{listed: true, pages: 1, items: 1}
 	off := len(b.arena)
 	b.arena = d.Append(b.arena, ins)
-	b.pending = append(b.pending, pending{kind: KindInstructions, off: off, end: len(b.arena), hash: sha256.Sum256(b.arena[off:])})
+	b.pending = append(b.pending, pending{kind: KindInstructions, off: off, end: len(b.arena), hash: b.opt.Hash.Sum(b.arena[off:])})
 	return nil
 }
 
@@ -407,7 +406,7 @@ func (b *Builder) addItem(kind Kind, n canonjson.NodeID) *Error {
 		wrote = true
 	}
 	b.arena = append(b.arena, '}')
-	b.pending = append(b.pending, pending{kind: kind, name: name, off: off, end: len(b.arena), hash: sha256.Sum256(b.arena[off:])})
+	b.pending = append(b.pending, pending{kind: kind, name: name, off: off, end: len(b.arena), hash: b.opt.Hash.Sum(b.arena[off:])})
 	return nil
 }
 
@@ -512,7 +511,7 @@ func (b *Builder) Surface() (*Surface, error) {
 		s.listed[k] = b.kinds[k].listed
 	}
 	b.scratch = appendSurfaceDoc(b.scratch[:0], s)
-	s.Hash = sha256.Sum256(b.scratch)
+	s.Hash = b.opt.Hash.Sum(b.scratch)
 	b.arena = nil // now owned by s
 	b.pending = b.pending[:0]
 	b.kinds = [numKinds + 1]listing{}
@@ -571,6 +570,6 @@ func appendSurfaceDoc(dst []byte, s *Surface) []byte {
 	return append(dst, '}')
 }
 
-// SurfaceDocument returns the canonical bytes whose SHA-256 is s.Hash, for
+// SurfaceDocument returns the canonical bytes whose hash is s.Hash, for
 // anyone who wants to check the hash by hand.
 func (s *Surface) SurfaceDocument() []byte { return appendSurfaceDoc(nil, s) }

@@ -1,7 +1,6 @@
 package surface
 
 import (
-	"crypto/sha256"
 	"fmt"
 	"slices"
 
@@ -19,15 +18,16 @@ func KindNamed(name string) (Kind, bool) {
 	return 0, false
 }
 
-// HashItems returns the surface hash of a surface made of exactly items
+// HashItems returns the surface hash, under alg, of a surface made of exactly items
 // (in any order; their Canonical bytes are not needed) and the listings of
 // the kinds listed: the Hash a Surface with those items and listings has.
 // It is how a reader of item hashes published by the pipeline checks that
 // they are the items of the surface hash they claim to be, without the
 // manifest. Instructions are never listed: an instructions item is there
 // or not. It fails on an item whose kind is not listed, on a kind listed
-// that has no listing, and on two items of one kind and name.
-func HashItems(items []Item, listed []Kind) (Digest, error) {
+// that has no listing, on two items of one kind and name, and on an item
+// hashed with another algorithm than alg.
+func HashItems(alg Alg, items []Item, listed []Kind) (Digest, error) {
 	s := &Surface{Items: slices.Clone(items)}
 	for _, k := range listed {
 		if k < KindTool || k > KindResourceTemplate {
@@ -52,9 +52,12 @@ func HashItems(items []Item, listed []Kind) (Digest, error) {
 		case !s.listed[it.Kind]:
 			return Digest{}, fmt.Errorf("%s %q of a kind not listed", it.Kind, it.Name)
 		}
+		if it.Hash.alg != alg {
+			return Digest{}, fmt.Errorf("%s %q hashed with %s, not %s", it.Kind, it.Name, it.Hash.alg, alg)
+		}
 		if i > 0 && s.Items[i-1].Kind == it.Kind && s.Items[i-1].Name == it.Name {
 			return Digest{}, fmt.Errorf("two %s items named %q", it.Kind, it.Name)
 		}
 	}
-	return sha256.Sum256(appendSurfaceDoc(nil, s)), nil
+	return alg.Sum(appendSurfaceDoc(nil, s)), nil
 }

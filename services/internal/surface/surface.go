@@ -1,7 +1,7 @@
 // Package surface is the fingerprint engine: it turns what an MCP server
 // advertises (tools, prompts, resources, resource templates and the
 // initialize instructions), as the raw bytes the server sent, into canonical
-// items with SHA-256 hashes, and classifies the difference between two such
+// items with SHA-256 (or SHA-512) hashes, and classifies the difference between two such
 // surfaces.
 //
 // The canonical form is specified in docs/canonical-form.md; it is RFC 8785
@@ -16,6 +16,7 @@ package surface
 
 import (
 	"crypto/sha256"
+	"crypto/sha512"
 	"encoding/hex"
 	"fmt"
 	"slices"
@@ -59,17 +60,80 @@ func (k Kind) String() string {
 // ListKey is the JSON member that carries this kind in a list result.
 func (k Kind) ListKey() string { return kindInfo[k].listKey }
 
-// Digest is a SHA-256 hash. It prints as "sha256:<64 lowercase hex digits>".
-type Digest [sha256.Size]byte
+// Alg is the hash algorithm of a fingerprint. Hashes are always written
+// tagged with it ("sha256:<hex>", "sha512:<hex>"); the zero value is
+// SHA-256, the default, whose hashes are the ones mcpdrift always made.
+type Alg uint8
 
-const digestPrefix = "sha256:"
+// The hash algorithms.
+const (
+	SHA256 Alg = iota // the default
+	SHA512            // for deployments that require it
+)
+
+var algInfo = [...]struct {
+	name   string
+	prefix string // the tag of a hash, with its colon
+	size   int
+}{
+	SHA256: {"sha256", "sha256:", sha256.Size},
+	SHA512: {"sha512", "sha512:", sha512.Size},
+}
+
+func (a Alg) String() string {
+	if int(a) < len(algInfo) {
+		return algInfo[a].name
+	}
+	return fmt.Sprintf("alg(%d)", a)
+}
+
+// Size is the length of a's sums in bytes.
+func (a Alg) Size() int { return algInfo[a].size }
+
+// AlgNamed returns the algorithm named name ("sha256", "sha512"); "" is
+// the default, SHA-256.
+func AlgNamed(name string) (Alg, bool) {
+	switch name {
+	case "", "sha256":
+		return SHA256, true
+	case "sha512":
+		return SHA512, true
+	}
+	return 0, false
+}
+
+// Sum hashes b with a.
+func (a Alg) Sum(b []byte) Digest {
+	d := Digest{alg: a}
+	if a == SHA512 {
+		d.sum = sha512.Sum512(b)
+	} else {
+		*(*[sha256.Size]byte)(d.sum[:]) = sha256.Sum256(b)
+	}
+	return d
+}
+
+// Digest is a hash tagged with its algorithm. It prints as
+// "sha256:<64 lowercase hex digits>" (or "sha512:<128 ...>"). Digests are
+// comparable: two are equal when algorithm and sum are, so a SHA-256 hash
+// never equals a SHA-512 one.
+type Digest struct {
+	alg Alg
+	sum [sha512.Size]byte // the first alg.Size() bytes; the rest zero
+}
+
+// Alg is d's algorithm.
+func (d Digest) Alg() Alg { return d.alg }
+
+// Sum is d's bytes.
+func (d *Digest) Sum() []byte { return d.sum[:d.alg.Size()] }
 
 func (d Digest) String() string { return string(d.AppendText(nil)) }
 
 // AppendText appends the tagged hex form of d.
 func (d Digest) AppendText(b []byte) []byte {
-	b = append(b, digestPrefix...)
-	return hex.AppendEncode(b, d[:])
+	b = append(b, algInfo[d.alg].prefix...)
+	return hex.AppendEncode(b, d.sum[:algInfo[d.alg].size])
 }
 
 // MarshalText implements encoding.TextMarshaler.
@@ -85,14 +149,21 @@ func (d *Digest) UnmarshalText(b []byte) error {
 // ParseDigest parses the tagged form written by Digest.String.
 func ParseDigest(s string) (Digest, error) {
 	var d Digest
-	hexPart, ok := strings.CutPrefix(s, digestPrefix)
-	if !ok || len(hexPart) != 2*sha256.Size {
-		return d, fmt.Errorf("parsing digest %q: want %s followed by %d hex digits", s, digestPrefix, 2*sha256.Size)
+	for a := range algInfo {
+		hexPart, ok := strings.CutPrefix(s, algInfo[a].prefix)
+		if !ok {
+			continue
+		}
+		d.alg = Alg(a)
+		if size := algInfo[a].size; len(hexPart) != 2*size {
+			return Digest{}, fmt.Errorf("parsing digest %q: want %s followed by %d hex digits", s, algInfo[a].prefix, 2*size)
+		}
+		if _, err := hex.Decode(d.sum[:], []byte(hexPart)); err != nil || strings.ToLower(hexPart) != hexPart {
+			return Digest{}, fmt.Errorf("parsing digest %q: want lowercase hex digits", s)
+		}
+		return d, nil
 	}
-	if _, err := hex.Decode(d[:], []byte(hexPart)); err != nil || strings.ToLower(hexPart) != hexPart {
-		return d, fmt.Errorf("parsing digest %q: want lowercase hex digits", s)
-	}
-	return d, nil
+	return d, fmt.Errorf("parsing digest %q: want %s or %s followed by hex digits", s, algInfo[SHA256].prefix, algInfo[SHA512].prefix)
 }
 
 // Item is one advertised thing: a tool, prompt, resource, resource template,
@@ -102,7 +173,8 @@ type Item struct {
 	// Name identifies the item within its kind: a tool's or prompt's name, a
 	// resource's uri, a template's uriTemplate; empty for instructions.
 	Name string
-	// Hash is the SHA-256 of Canonical.
+	// Hash is the hash of Canonical (SHA-256 unless Options.Hash says
+	// otherwise).
 	Hash Digest
 	// Canonical is the canonical JSON of the item's covered fields (for
 	// instructions, the canonical JSON string).
@@ -111,7 +183,8 @@ type Item struct {
 
 // Surface is everything a server advertised, canonicalized and hashed.
 type Surface struct {
-	// Hash is the SHA-256 of the surface document (docs/canonical-form.md):
+	// Hash is the hash of the surface document (docs/canonical-form.md),
+	// with the algorithm of its items:
 	// it changes exactly when an item of a listed kind is added, removed or
 	// changed, or a kind starts or stops being listed.
 	Hash Digest
@@ -165,7 +238,10 @@ type Options struct {
 	// are hints a server sets, but clients act on them (auto-approving a
 	// read-only tool, say), so they are covered by default.
 	ExcludeAnnotations bool
-	Limits             Limits // zero fields take DefaultLimits
+	// Hash is the algorithm of every hash: SHA256 (the zero value) or
+	// SHA512. The canonical bytes do not depend on it.
+	Hash   Alg
+	Limits Limits // zero fields take DefaultLimits
 }
 
 func (o Options) limits() Limits {
