@@ -14,7 +14,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
-	"github.com/mcpdrift/mcpdrift/services/internal/policy"
 	"github.com/mcpdrift/mcpdrift/services/internal/status"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
@@ -59,8 +58,6 @@ type Gate struct {
 	// held: the server record holds the server (quarantined as a whole,
 	// or unreadable): no variant is served, whatever its own record says.
 	held bool
-	// risk is the server record's risk mode ("" when never rated).
-	risk policy.Mode
 	wake chan struct{} // closed and replaced whenever records change
 	// loaded: the first watch delivered its initial values, or a watch
 	// failed; records that exist are known by then, so a View that does
@@ -104,7 +101,6 @@ type record struct {
 	// items: the baseline's item hashes, checked against baselineHash
 	// (status.Items.Verify); nil when the record carries none that do.
 	items    map[session.ItemKey]surface.Digest
-	risk     policy.Mode // the server's risk mode, filled in by record
 	revision uint64
 	value    []byte // as stored, for the status copy
 }
@@ -164,7 +160,7 @@ func (g *Gate) View(ctx context.Context, variant string, awaiting bool, wait tim
 	if !ok {
 		return session.View{}, false
 	}
-	return session.View{Status: rec.status, Serve: rec.serve, Alert: rec.alert, BaselineHash: rec.baselineHash, Items: rec.items, RiskMode: rec.risk}, true
+	return session.View{Status: rec.status, Serve: rec.serve, Alert: rec.alert, BaselineHash: rec.baselineHash, Items: rec.items}, true
 }
 
 // bounded is the context of one View: its deadline is made on first use.
@@ -199,13 +195,12 @@ func (g *Gate) record(b *bounded, variant string, awaiting bool) (record, bool) 
 	for {
 		g.mu.Lock()
 		rec, ok := g.records[variant]
-		wake, loaded, held, cp, risk := g.wake, g.loaded, g.held, g.copy, g.risk
+		wake, loaded, held, cp := g.wake, g.loaded, g.held, g.copy
 		g.mu.Unlock()
 		if held {
-			return record{status: string(status.Quarantined), risk: risk}, true
+			return record{status: string(status.Quarantined)}, true
 		}
 		if ok {
-			rec.risk = risk
 			return rec, true
 		}
 		connected := g.connected()
@@ -430,39 +425,25 @@ initialServer:
 // does not.
 func (g *Gate) applyServer(e jetstream.KeyValueEntry) {
 	held := false
-	var risk policy.Mode
 	var entry *copyEntry
 	if e.Operation() == jetstream.KeyValuePut {
 		entry = &copyEntry{Key: e.Key(), Revision: e.Revision(), Value: e.Value()}
 		srv, err := status.DecodeServer(e.Value())
 		if err != nil {
-			held, risk = true, policy.ModeBlock
+			held = true
 			g.log.Error().Err(err).Uint64("revision", e.Revision()).Msg("server record unreadable, failing closed")
 		} else {
-			held, risk = srv.Held, riskMode(srv.Risk)
+			held = srv.Held
 		}
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if held != g.held || risk != g.risk {
-		g.log.Info().Bool("held", held).Str("risk_mode", string(risk)).Uint64("revision", e.Revision()).Msg("server record")
+	if held != g.held {
+		g.log.Info().Bool("held", held).Uint64("revision", e.Revision()).Msg("server record")
 	}
-	g.held, g.risk = held, risk
+	g.held = held
 	g.serverEntry = entry
 	g.changedLocked()
-}
-
-// riskMode is the enforcement mode of a server's risk: "" when it was
-// never rated; a mode this proxy does not know is block (fail closed).
-func riskMode(r *status.Risk) policy.Mode {
-	if r == nil {
-		return ""
-	}
-	switch m := policy.Mode(r.Mode); m {
-	case policy.ModeAllow, policy.ModeQuarantine, policy.ModeBlock:
-		return m
-	}
-	return policy.ModeBlock
 }
 
 // apply stores one watched entry and returns its variant.

@@ -12,7 +12,6 @@ import (
 
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
-	"github.com/mcpdrift/mcpdrift/services/internal/policy"
 	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/status"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
@@ -517,46 +516,6 @@ func TestGateHeldFromTheStart(t *testing.T) {
 			if v, ok := view(g, "v1", time.Second); !ok || v.Serve || v.Status != "quarantined" {
 				t.Fatalf("a held server: %+v %v", v, ok)
 			}
-		})
-	}
-}
-
-// TestGateRiskMode: the server record's risk mode reaches every session's
-// View (session.View.RiskMode), held or not, with or without a variant
-// record; a mode the proxy does not know, or an unreadable server record,
-// is block.
-func TestGateRiskMode(t *testing.T) {
-	b := natstest.StartBus(t)
-	ctx := context.Background()
-	_, sf := fixture(t, "memory/2025.9.25.json")
-	server := "risky"
-	if _, err := b.Handles.Status.Put(ctx, bus.StatusKey(tenant, server, "v1"), recordJSON("verified", "block", sf)); err != nil {
-		t.Fatal(err)
-	}
-	g := startGate(t, b, server)
-	for _, st := range []struct {
-		name  string
-		value string
-		want  policy.Mode
-	}{
-		{"never_rated", `{"held":false}`, ""},
-		{"quarantine", `{"held":false,"risk":{"band":"high","mode":"quarantine"}}`, policy.ModeQuarantine},
-		{"allow", `{"held":false,"risk":{"band":"low","mode":"allow"}}`, policy.ModeAllow},
-		{"block_held", `{"held":true,"risk":{"band":"critical","mode":"block"}}`, policy.ModeBlock},
-		{"unknown_mode_blocks", `{"held":false,"risk":{"band":"low","mode":"relaxed"}}`, policy.ModeBlock},
-		{"unreadable_blocks", `{"held":`, policy.ModeBlock},
-	} {
-		t.Run(st.name, func(t *testing.T) {
-			if _, err := b.Handles.Status.Put(ctx, bus.ServerKey(tenant, server), []byte(st.value)); err != nil {
-				t.Fatal(err)
-			}
-			poll.Eventually(t, 10*time.Second, func() error {
-				v, ok := view(g, "v1", 50*time.Millisecond)
-				if ok && v.RiskMode == st.want {
-					return nil
-				}
-				return seen("risk mode "+string(st.want), v, ok)
-			})
 		})
 	}
 }

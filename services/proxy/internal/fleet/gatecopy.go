@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mcpdrift/mcpdrift/services/internal/policy"
 	"github.com/mcpdrift/mcpdrift/services/internal/status"
 )
 
@@ -80,9 +79,6 @@ func (g *Gate) fromCopy(doc *copyDoc) *copied {
 	if doc.Hold != nil {
 		srv, err := status.DecodeServer(doc.Hold.Value)
 		cp.held = err != nil || srv.Held
-		if err == nil {
-			cp.risk = riskMode(srv.Risk)
-		}
 	}
 	for _, e := range doc.Variants {
 		variant := strings.TrimPrefix(e.Key, g.prefix) // checked by read
@@ -101,7 +97,6 @@ func (g *Gate) fromCopy(doc *copyDoc) *copied {
 // and each variant's record narrowed (fromCopy).
 type copied struct {
 	held    bool
-	risk    policy.Mode
 	records map[string]record
 	liveAt  time.Time
 	expires time.Time // liveAt + MaxAge: too old from then on
@@ -123,10 +118,9 @@ func (g *Gate) fromCopyRecord(cp *copied, variant string) (record, bool) {
 		return record{}, false
 	}
 	if cp.held {
-		return record{status: string(status.Quarantined), risk: cp.risk}, true
+		return record{status: string(status.Quarantined)}, true
 	}
 	rec, ok := cp.records[variant]
-	rec.risk = cp.risk
 	return rec, ok
 }
 

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
-	"github.com/mcpdrift/mcpdrift/services/internal/policy"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
 )
@@ -42,11 +41,6 @@ type View struct {
 	Alert        bool
 	BaselineHash string
 	Items        map[ItemKey]surface.Digest // the baseline's items
-	// RiskMode is the server's risk enforcement mode (status.Server.Risk,
-	// ratcheted by the drift service): quarantine and block constrain every
-	// call whatever the rules say. "" when the server was never rated,
-	// which is policy.ModeAllow.
-	RiskMode policy.Mode
 }
 
 // Gate answers for the server's approved surface per listing variant. When
