@@ -610,10 +610,15 @@ type Fingerprint struct {
 	// Set when the observation could not be fingerprinted (hostile or broken
 	// input): the stable code and sentence of the engine. A rejected surface
 	// is never a baseline, and fails closed.
-	ErrorCode     string `protobuf:"bytes,10,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
-	ErrorMessage  string `protobuf:"bytes,11,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ErrorCode    string `protobuf:"bytes,10,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	ErrorMessage string `protobuf:"bytes,11,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// The hashing the surface was fingerprinted with: the algorithm is the
+	// hashes' tag (sha256 or sha512); this says whether tool annotations
+	// were left out (the server's drift settings, docs/policy-drift-settings.md).
+	// The drift service compares only hashes made with the record's settings.
+	AnnotationsExcluded bool `protobuf:"varint,12,opt,name=annotations_excluded,json=annotationsExcluded,proto3" json:"annotations_excluded,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *Fingerprint) Reset() {
@@ -721,6 +726,13 @@ func (x *Fingerprint) GetErrorMessage() string {
 		return x.ErrorMessage
 	}
 	return ""
+}
+
+func (x *Fingerprint) GetAnnotationsExcluded() bool {
+	if x != nil {
+		return x.AnnotationsExcluded
+	}
+	return false
 }
 
 // Verdict: the schema status of a server (for one listing variant) changed.
@@ -1188,7 +1200,7 @@ const file_mcpdrift_v1_events_proto_rawDesc = "" +
 	"\bItemHash\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
-	"\x04hash\x18\x03 \x01(\tR\x04hash\"\xf2\x02\n" +
+	"\x04hash\x18\x03 \x01(\tR\x04hash\"\xa5\x03\n" +
 	"\vFingerprint\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12%\n" +
 	"\x0eobservation_id\x18\x02 \x01(\tR\robservationId\x12\x16\n" +
@@ -1202,7 +1214,8 @@ const file_mcpdrift_v1_events_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\n" +
 	" \x01(\tR\terrorCode\x12#\n" +
-	"\rerror_message\x18\v \x01(\tR\ferrorMessage\"\xb2\x04\n" +
+	"\rerror_message\x18\v \x01(\tR\ferrorMessage\x121\n" +
+	"\x14annotations_excluded\x18\f \x01(\bR\x13annotationsExcluded\"\xb2\x04\n" +
 	"\aVerdict\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x16\n" +

@@ -126,7 +126,7 @@ func serve(ctx context.Context, cfg Config) error {
 // API until ctx ends; o holds its readiness checks and metrics.
 func serveDrift(ctx context.Context, cfg Config, log zerolog.Logger, o *ops.Server) error {
 	started := o.Starting("connecting, checking streams and opening the admin API")
-	b, err := cfg.Open(ctx, "drift", log, []bus.Object{bus.Fingerprints, bus.Verdicts, bus.Admin, bus.Status, bus.Baselines, bus.Manifests})
+	b, err := cfg.Open(ctx, "drift", log, []bus.Object{bus.Fingerprints, bus.Verdicts, bus.Admin, bus.Status, bus.Baselines, bus.Policies, bus.Manifests})
 	if err != nil {
 		return err
 	}

@@ -38,12 +38,13 @@ var (
 	Admin        = Object{StreamAdmin, KindStream, StreamAdmin}
 	Status       = Object{BucketStatus, KindKV, "KV_" + BucketStatus}
 	Baselines    = Object{BucketBaselines, KindKV, "KV_" + BucketBaselines}
+	Policies     = Object{BucketPolicy, KindKV, "KV_" + BucketPolicy}
 	Manifests    = Object{BucketManifests, KindObjectStore, "OBJ_" + BucketManifests}
 )
 
 // Objects returns everything Setup makes, in its order.
 func Objects() []Object {
-	return []Object{Observations, Fingerprints, Verdicts, Admin, Status, Baselines, Manifests}
+	return []Object{Observations, Fingerprints, Verdicts, Admin, Status, Baselines, Policies, Manifests}
 }
 
 func (o Object) String() string { return o.Kind + " " + o.Name }
@@ -90,6 +91,8 @@ func Bind(ctx context.Context, js jetstream.JetStream, mode string, cfg Config, 
 			h.Status, err = js.KeyValue(ctx, o.Name)
 		case Baselines:
 			h.Baselines, err = js.KeyValue(ctx, o.Name)
+		case Policies:
+			h.Policy, err = js.KeyValue(ctx, o.Name)
 		case Manifests:
 			h.Manifests, err = js.ObjectStore(ctx, o.Name)
 		}

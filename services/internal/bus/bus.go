@@ -34,6 +34,9 @@ const (
 
 	BucketStatus    = "mcpdrift_status"
 	BucketBaselines = "mcpdrift_baselines"
+	// BucketPolicy holds each tenant's policy (policy.Stored under the
+	// tenant id); only the drift service writes it.
+	BucketPolicy    = "mcpdrift_policy"
 	BucketManifests = "mcpdrift_manifests"
 
 	ConsumerFingerprint = "fingerprint"
@@ -181,6 +184,7 @@ func (c Config) Validate() error {
 type Handles struct {
 	Status    jetstream.KeyValue
 	Baselines jetstream.KeyValue
+	Policy    jetstream.KeyValue
 	Manifests jetstream.ObjectStore
 }
 
@@ -226,6 +230,13 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Handles, e
 	if err != nil {
 		return nil, fmt.Errorf("creating bucket %s: %w", BucketBaselines, err)
 	}
+	pol, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: BucketPolicy, Description: "each tenant's policy: call rules, drift settings, risk modes",
+		History: 16, Replicas: c.Replicas, Storage: jetstream.FileStorage, MaxValueSize: 1 << 20,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating bucket %s: %w", BucketPolicy, err)
+	}
 	manifests, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
 		Bucket: BucketManifests, Description: "observed manifests (capture format), content-addressed by surface hash",
 		Replicas: c.Replicas, Storage: jetstream.FileStorage,
@@ -233,7 +244,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Handles, e
 	if err != nil {
 		return nil, fmt.Errorf("creating object store %s: %w", BucketManifests, err)
 	}
-	return &Handles{Status: status, Baselines: baselines, Manifests: manifests}, nil
+	return &Handles{Status: status, Baselines: baselines, Policy: pol, Manifests: manifests}, nil
 }
 
 // ManifestName is the object name of a manifest with the given surface hash

@@ -11,6 +11,8 @@ package status
 import (
 	"errors"
 	"fmt"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
 
 // Status is the schema status of one listing variant of a server.
@@ -48,9 +50,75 @@ type Policy struct {
 	Annotations *bool  `json:"annotations,omitempty"`
 }
 
+// Hashing is how a server's hashes are made: what changing moves every
+// hash of it, so that it never takes effect without an explicit
+// re-baseline.
+type Hashing struct {
+	Hash        string `json:"hash"`        // "sha256" or "sha512"
+	Annotations bool   `json:"annotations"` // tool annotations covered
+}
+
+// DefaultHashing is the hashing of a policy that says nothing of it.
+var DefaultHashing = Hashing{Hash: "sha256", Annotations: true}
+
+// Hashing returns p's hashing settings, defaults filled in.
+func (p Policy) Hashing() Hashing {
+	h := DefaultHashing
+	if p.Hash != "" {
+		h.Hash = p.Hash
+	}
+	if p.Annotations != nil {
+		h.Annotations = *p.Annotations
+	}
+	return h
+}
+
+// WithHashing returns p with h as its hashing settings, written so that
+// the defaults leave the record's JSON as it was before they existed.
+func (p Policy) WithHashing(h Hashing) Policy {
+	p.Hash, p.Annotations = "", nil
+	if h.Hash != DefaultHashing.Hash {
+		p.Hash = h.Hash
+	}
+	if !h.Annotations {
+		p.Annotations = &h.Annotations
+	}
+	return p
+}
+
+// Options are the engine's options for h. An unknown algorithm is an
+// error: nothing is hashed by a setting that is not understood.
+func (h Hashing) Options() (surface.Options, error) {
+	alg, ok := surface.AlgNamed(h.Hash)
+	if !ok {
+		return surface.Options{}, fmt.Errorf("hash %q: want sha256 or sha512", h.Hash)
+	}
+	return surface.Options{Hash: alg, ExcludeAnnotations: !h.Annotations}, nil
+}
+
+// HashingOf returns the settings a hash was made with, as far as the hash
+// says (its algorithm tag) with the annotations switch given.
+func HashingOf(hash string, annotations bool) (Hashing, error) {
+	d, err := surface.ParseDigest(hash)
+	if err != nil {
+		return Hashing{}, err
+	}
+	return Hashing{Hash: d.Alg().String(), Annotations: annotations}, nil
+}
+
+func (h Hashing) String() string {
+	if h.Annotations {
+		return h.Hash + ", annotations covered"
+	}
+	return h.Hash + ", annotations not covered"
+}
+
 // Validate reports a policy with unknown values.
 func (p Policy) Validate() error {
 	var errs []error
+	if _, ok := surface.AlgNamed(p.Hash); !ok {
+		errs = append(errs, fmt.Errorf("hash %q: want sha256 or sha512", p.Hash))
+	}
 	if p.Posture != Discovery && p.Posture != Strict {
 		errs = append(errs, fmt.Errorf("posture %q: want %s or %s", p.Posture, Discovery, Strict))
 	}
@@ -102,6 +170,15 @@ type Record struct {
 	// until the variant has a baseline of its own).
 	ReferenceVariant string `json:"reference_variant,omitempty"`
 	ReferenceHash    string `json:"reference_hash,omitempty"`
+
+	// PolicyWants are the hashing settings the tenant's policy asks for
+	// when they differ from the record's (Policy): they would move every
+	// hash, so the record keeps its own until an admin re-baselines
+	// (docs/policy-drift-settings.md). PolicyWantsLiveHash is the live
+	// manifest's hash under them, what a re-baseline names ("" until a
+	// listing under them was fingerprinted).
+	PolicyWants         *Hashing `json:"policy_wants,omitempty"`
+	PolicyWantsLiveHash string   `json:"policy_wants_live_hash,omitempty"`
 
 	Reason      string   `json:"reason"`
 	ReasonText  string   `json:"reason_text,omitempty"`

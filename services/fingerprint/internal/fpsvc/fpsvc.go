@@ -25,6 +25,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/settings"
 )
 
 // ServiceName names the service in dead letters and logs.
@@ -179,6 +180,11 @@ type Deps struct {
 	Now       func() time.Time // time.Now when nil
 	// Metrics records what the service does; nil records nothing.
 	Metrics *Metrics
+	// Policy is the policy bucket (bus.Handles.Policy): each observation is
+	// hashed by its server's hashing settings, resolved from its tenant's
+	// policy (package settings). Nil hashes every server with the defaults
+	// (SHA-256, annotations covered).
+	Policy jetstream.KeyValue
 }
 
 // Stats counts what the service did since New. Processed counts every
@@ -205,6 +211,7 @@ type Service struct {
 	m     *Metrics
 
 	settler *bus.Settler
+	pol     *settings.Watch // nil: the default hashing for every server
 	memo    *memo
 	known   *knownSet
 	flight  flightGroup
@@ -237,6 +244,11 @@ func New(cfg Config, d Deps) (*Service, error) {
 		known: newKnownSet(4096, 10*time.Minute, d.Now),
 	}
 	var err error
+	if d.Policy != nil {
+		if s.pol, err = settings.NewWatch(d.Policy, d.Log); err != nil {
+			return nil, fmt.Errorf("fingerprint: %w", err)
+		}
+	}
 	s.settler, err = bus.NewSettler(bus.SettleConfig{
 		Service: ServiceName, MaxDeliver: cfg.MaxDeliver, Timeout: cfg.OpTimeout,
 		Backoff: bus.Backoff(cfg.RetryDelay, cfg.MaxRetryDelay),
@@ -285,6 +297,17 @@ func (c Config) ConsumerConfig() jetstream.ConsumerConfig {
 // error when the consumer cannot be created or consuming stops on its own
 // (the consumer was deleted).
 func (s *Service) Run(ctx context.Context) error {
+	if s.pol != nil {
+		// The policies first: an observation hashed before its tenant's
+		// policy arrived would be hashed with the defaults.
+		polCtx, stopPol := context.WithCancel(ctx)
+		polDone := make(chan struct{})
+		go func() { defer close(polDone); _ = s.pol.Run(polCtx) }()
+		defer func() { stopPol(); <-polDone }()
+		if err := s.pol.WaitLoaded(ctx); err != nil {
+			return nil // asked to stop before starting
+		}
+	}
 	cons, err := s.js.CreateOrUpdateConsumer(ctx, bus.StreamObservations, s.cfg.ConsumerConfig())
 	if err != nil {
 		if ctx.Err() != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
 	"github.com/mcpdrift/mcpdrift/services/internal/poll"
+	"github.com/mcpdrift/mcpdrift/services/internal/status"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
 
@@ -789,7 +790,9 @@ func TestMemo(t *testing.T) {
 	b := observation("o", []byte("capture-b"))
 	other := observation("o", []byte("capture-a"))
 	other.Server = "other"
-	entry := func(o *mcpdriftv1.ListObservation) *memoEntry { return &memoEntry{capture: o.Capture} }
+	entry := func(o *mcpdriftv1.ListObservation) *memoEntry {
+		return &memoEntry{capture: o.Capture, hashing: status.DefaultHashing}
+	}
 	for _, tc := range []struct {
 		name   string
 		budget int
@@ -809,7 +812,7 @@ func TestMemo(t *testing.T) {
 			for _, o := range tc.put {
 				m.put(o, entry(o))
 			}
-			if _, hit := m.get(tc.get); hit != tc.hit {
+			if _, hit := m.get(tc.get, status.DefaultHashing); hit != tc.hit {
 				t.Errorf("hit = %v, want %v", hit, tc.hit)
 			}
 		})

@@ -13,6 +13,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/coded"
+	"github.com/mcpdrift/mcpdrift/services/internal/status"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
 
@@ -80,10 +81,11 @@ func clip(s string, n int) string {
 // result for its capture. A rejected surface is a result, not an error: the
 // Fingerprint carries the code.
 func (s *Service) fingerprint(obs *mcpdriftv1.ListObservation) ([]byte, *memoEntry, error) {
-	e, ok := s.memo.get(obs)
+	h := s.hashing(obs)
+	e, ok := s.memo.get(obs, h)
 	if !ok {
 		var err error
-		if e, err = compute(obs.Capture); err != nil {
+		if e, err = compute(obs.Capture, h); err != nil {
 			return nil, nil, err
 		}
 		s.memo.put(obs, e)
@@ -107,19 +109,44 @@ func (s *Service) fingerprint(obs *mcpdriftv1.ListObservation) ([]byte, *memoEnt
 	return append(data, e.result...), e, nil
 }
 
-// compute runs the engine on a capture and encodes the result fields.
-func compute(capture []byte) (*memoEntry, error) {
-	e := &memoEntry{capture: capture}
-	res := new(mcpdriftv1.Fingerprint)
-	surf, err := parse(capture)
-	if err != nil {
+// CodeUnknownHashing is the Fingerprint error_code when the server's
+// settings name a hash algorithm this service does not know: nothing is
+// hashed by a setting it does not understand (fail closed).
+const CodeUnknownHashing = "unknown_hashing"
+
+// hashing returns the hashing settings of the observation's server: its
+// tenant's policy resolved for it (package settings), the defaults without
+// one. The drift service compares a fingerprint only with a record made
+// with the same settings (docs/policy-drift-settings.md).
+func (s *Service) hashing(obs *mcpdriftv1.ListObservation) status.Hashing {
+	if s.pol == nil {
+		return status.DefaultHashing
+	}
+	return s.pol.Drift(obs.Tenant, obs.Server, status.Policy{}).Hashing()
+}
+
+// compute runs the engine on a capture, hashing with h, and encodes the
+// result fields.
+func compute(capture []byte, h status.Hashing) (*memoEntry, error) {
+	e := &memoEntry{capture: capture, hashing: h}
+	res := &mcpdriftv1.Fingerprint{AnnotationsExcluded: !h.Annotations}
+	opt, err := h.Options()
+	var surf *surface.Surface
+	if err == nil {
+		surf, err = parse(capture, opt)
+	}
+	switch {
+	case err != nil:
 		code := string(surface.CodeOf(err))
 		if code == "" {
 			code = CodeUnfingerprintable
 		}
+		if _, ok := surface.AlgNamed(h.Hash); !ok {
+			code = CodeUnknownHashing
+		}
 		res.ErrorCode = code
 		res.ErrorMessage = clip(coded.MessageOf(err), maxErrorMessage)
-	} else {
+	default:
 		res.SurfaceHash = surf.Hash.String()
 		res.Items = make([]*mcpdriftv1.ItemHash, len(surf.Items))
 		for i, it := range surf.Items {
@@ -135,19 +162,31 @@ func compute(capture []byte) (*memoEntry, error) {
 
 // parse is surface.Parse that turns a panic on hostile bytes into an error,
 // so that one capture cannot crash every instance in turn.
-func parse(capture []byte) (s *surface.Surface, err error) {
+func parse(capture []byte, opt surface.Options) (s *surface.Surface, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			s, err = nil, fmt.Errorf("the fingerprint engine panicked: %v", r)
 		}
 	}()
-	b := builders.Get().(*surface.Builder)
-	defer builders.Put(b)
+	pool := &builders[opt.Hash][boolIndex(opt.ExcludeAnnotations)]
+	b, _ := pool.Get().(*surface.Builder)
+	if b == nil {
+		b = surface.NewBuilder(opt)
+	}
+	defer pool.Put(b)
 	return b.Parse(capture)
 }
 
-// builders keeps the engine's buffers between captures (one per worker at a time).
-var builders = sync.Pool{New: func() any { return surface.NewBuilder(surface.Options{}) }}
+// builders keeps the engine's buffers between captures (one per worker at
+// a time), by hash algorithm and annotations switch.
+var builders [surface.SHA512 + 1][2]sync.Pool
+
+func boolIndex(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
 
 // inflight is a message whose Fingerprint was published asynchronously:
 // it is acked when the publish is acknowledged.

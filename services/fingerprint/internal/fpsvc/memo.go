@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
+	"github.com/mcpdrift/mcpdrift/services/internal/status"
 )
 
 // memo remembers, per tenant, server and variant, the last capture and the
@@ -23,7 +24,8 @@ type memo struct {
 // memoEntry is the engine's result for one capture; immutable once stored.
 type memoEntry struct {
 	capture     []byte
-	surfaceHash string // "" when rejected
+	hashing     status.Hashing // the settings it was hashed with
+	surfaceHash string         // "" when rejected
 	errorCode   string
 	// result is the protobuf encoding of a Fingerprint holding only the
 	// result fields: surface_hash and items, or error_code and error_message.
@@ -40,15 +42,15 @@ func memoKey(obs *mcpdriftv1.ListObservation) string {
 }
 
 // get returns the entry for obs when its capture is byte for byte the one
-// remembered.
-func (m *memo) get(obs *mcpdriftv1.ListObservation) (*memoEntry, bool) {
+// remembered and was hashed with h.
+func (m *memo) get(obs *mcpdriftv1.ListObservation, h status.Hashing) (*memoEntry, bool) {
 	if m.budget <= 0 {
 		return nil, false
 	}
 	m.mu.Lock()
 	e := m.m[memoKey(obs)]
 	m.mu.Unlock()
-	if e == nil || !bytes.Equal(e.capture, obs.Capture) {
+	if e == nil || e.hashing != h || !bytes.Equal(e.capture, obs.Capture) {
 		return nil, false
 	}
 	return e, true

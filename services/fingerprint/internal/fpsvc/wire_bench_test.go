@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
+	"github.com/mcpdrift/mcpdrift/services/internal/status"
 )
 
 // BenchmarkWire measures, in the same run and on the same messages, the
@@ -66,7 +67,7 @@ func BenchmarkWire(b *testing.B) {
 			// The standard path's memo keeps the decoded result instead of
 			// its encoding.
 			var result mcpdriftv1.Fingerprint
-			if e, ok := s.memo.get(first); !ok {
+			if e, ok := s.memo.get(first, status.DefaultHashing); !ok {
 				b.Fatal("memo miss")
 			} else if err := proto.Unmarshal(e.result, &result); err != nil {
 				b.Fatal(err)
@@ -85,7 +86,7 @@ func BenchmarkWire(b *testing.B) {
 				if err := proto.Unmarshal(data, obs); err != nil {
 					b.Fatal(err)
 				}
-				if _, ok := s.memo.get(obs); !ok {
+				if _, ok := s.memo.get(obs, status.DefaultHashing); !ok {
 					b.Fatal("memo miss")
 				}
 				if _, err := proto.Marshal(&mcpdriftv1.Fingerprint{
