@@ -61,12 +61,12 @@ type Clause struct {
 // order of Priority (higher first), then in the order written; the first
 // enforced match decides.
 type Rule struct {
-	ID     string   `json:"id" yaml:"id"`
-	Tenant string   `json:"tenant" yaml:"tenant"`
-	Server string   `json:"server,omitempty" yaml:"server,omitempty"`
-	Tool   string   `json:"tool,omitempty" yaml:"tool,omitempty"`
-	Agent  string   `json:"agent,omitempty" yaml:"agent,omitempty"`
-	Args   []Clause `json:"args,omitempty" yaml:"args,omitempty"`
+	ID       string   `json:"id" yaml:"id"`
+	Tenant   string   `json:"tenant" yaml:"tenant"`
+	Server   string   `json:"server,omitempty" yaml:"server,omitempty"`
+	Tool     string   `json:"tool,omitempty" yaml:"tool,omitempty"`
+	Agent    string   `json:"agent,omitempty" yaml:"agent,omitempty"`
+	Args     []Clause `json:"args,omitempty" yaml:"args,omitempty"`
 	// Drifted, when set, makes the rule match only when the server's drift
 	// state equals it (true: tool drift was detected on the server and it
 	// is served under the alert posture).
