@@ -133,7 +133,7 @@ func serveDrift(ctx context.Context, cfg Config, log zerolog.Logger, o *ops.Serv
 	defer b.Close(2 * time.Second)
 	o.AddCheck("nats", ops.NATSConnected(b.NC))
 	js, nc := b.JS, b.NC
-	svc, err := driftsvc.New(cfg.Drift, driftsvc.Deps{JS: js, Handles: b.Handles, Log: log, Metrics: driftsvc.NewMetrics(o.Registry())})
+	svc, err := driftsvc.New(cfg.Drift, driftsvc.Deps{JS: js, Handles: b.Handles, Log: log, Metrics: driftsvc.NewMetrics(o.Registry()), Policy: b.Policy})
 	if err != nil {
 		return err
 	}

@@ -249,6 +249,11 @@ type Risk struct {
 	Reasons []string `json:"reasons,omitempty"`
 	SetBy   string   `json:"set_by,omitempty"`
 	AtMs    int64    `json:"at_ms,omitempty"`
+	// Surfaces are the surface hashes already rated into Band (the most
+	// recent, bounded): a re-scan of one of them changes nothing, so that
+	// an admin's relax stands until the server shows a surface not rated
+	// yet.
+	Surfaces []string `json:"surfaces,omitempty"`
 }
 
 // IsHeld reports whether srv holds its server; nil holds nothing.

@@ -25,6 +25,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/state"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/coded"
+	"github.com/mcpdrift/mcpdrift/services/internal/settings"
 	"github.com/mcpdrift/mcpdrift/services/internal/status"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
@@ -113,6 +114,11 @@ type Deps struct {
 	Now     func() time.Time
 	// Metrics records what the service does; nil records nothing.
 	Metrics *Metrics
+	// Policy is the policy bucket (bus.Handles.Policy): each server's
+	// drift settings and risk modes are resolved from its tenant's policy
+	// over Config.Policy (package settings). Nil: Config.Policy for every
+	// server, and every risk band allowed.
+	Policy jetstream.KeyValue
 }
 
 // Service is the drift service.
@@ -131,6 +137,11 @@ type Service struct {
 	// beforeHandle, when set (by tests), is called by a worker before it
 	// handles a message.
 	beforeHandle func(subject string)
+	// pol keeps every tenant's policy (nil: Config.Policy for every server).
+	pol *settings.Watch
+	// rated remembers the surface each variant was last rated by, so that
+	// an unchanged surface is not rated again (see rate).
+	rated *ratedSet
 
 	settler *bus.Settler
 
@@ -151,8 +162,13 @@ func New(cfg Config, d Deps) (*Service, error) {
 	}
 	cfg = cfg.withDefaults()
 	s := &Service{cfg: cfg, js: d.JS, h: d.Handles, log: d.Log, now: d.Now, m: d.Metrics, surf: newManifestCache(cfg.ManifestCacheBytes),
-		status: newStatusCache(cfg.StatusCacheRecords), items: newItemsCache(maxCheckedItems)}
+		status: newStatusCache(cfg.StatusCacheRecords), items: newItemsCache(maxCheckedItems), rated: newRatedSet(maxRated)}
 	var err error
+	if d.Policy != nil {
+		if s.pol, err = settings.NewWatch(d.Policy, d.Log); err != nil {
+			return nil, fmt.Errorf("driftsvc: %w", err)
+		}
+	}
 	s.settler, err = bus.NewSettler(bus.SettleConfig{
 		Service: ServiceName, MaxDeliver: cfg.MaxDeliver, Backoff: retryDelay, Timeout: cfg.AckWait,
 	}, bus.SettleDeps{JS: d.JS, Log: d.Log, Now: d.Now, Metrics: s.count})
@@ -172,6 +188,17 @@ func (s *Service) Stats() Stats {
 
 // Run consumes fingerprint results until ctx is done, then drains.
 func (s *Service) Run(ctx context.Context) error {
+	if s.pol != nil {
+		// The policies first: a server first seen before its tenant's
+		// policy arrived would be recorded with the flags' settings.
+		polCtx, stopPol := context.WithCancel(ctx)
+		polDone := make(chan struct{})
+		go func() { defer close(polDone); _ = s.pol.Run(polCtx) }()
+		defer func() { stopPol(); <-polDone }()
+		if err := s.pol.WaitLoaded(ctx); err != nil {
+			return nil // asked to stop before starting
+		}
+	}
 	cons, err := s.js.CreateOrUpdateConsumer(ctx, bus.StreamFingerprints, jetstream.ConsumerConfig{
 		Durable:       s.cfg.Durable,
 		Description:   "drift service: fingerprint results to schema status",
@@ -289,27 +316,44 @@ func retryDelay(delivered uint64) time.Duration {
 	return min(time.Duration(max(delivered, 1))*time.Second, 30*time.Second)
 }
 
-// Observe applies one fingerprint result.
+// Observe applies one fingerprint result. The record is judged by the
+// settings it was made with: a fingerprint made with other hashing
+// settings is hashed again from its stored manifest (rehash), never
+// compared as it is; the settings the tenant's policy resolves now apply to
+// the record as state.Observation.Policy says.
 func (s *Service) Observe(ctx context.Context, fp *mcpdriftv1.Fingerprint) error {
 	key := bus.StatusKey(fp.Tenant, fp.Server, fp.Variant)
 	items := s.itemsOf(fp)
+	want := s.settingsOf(fp.Tenant, fp.Server)
 	created := false
 	rec, err := s.transact(ctx, key, fp.EventId, func(rec *state.Record) (state.Outcome, error) {
+		hashing := want.Hashing()
+		if rec != nil {
+			hashing = rec.Policy.Hashing()
+		}
+		u, err := s.rehash(ctx, fp, items, hashing, want.Hashing())
+		if err != nil {
+			return state.Outcome{}, err
+		}
 		o := state.Observation{
-			EventID: fp.EventId, Hash: fp.SurfaceHash, ErrorCode: fp.ErrorCode,
-			ObservedAt: time.UnixMilli(fp.ObservedAtUnixMs), Items: items,
+			EventID: fp.EventId, Hash: u.hash, ErrorCode: fp.ErrorCode,
+			ObservedAt: time.UnixMilli(fp.ObservedAtUnixMs), Items: u.items,
 			Assess: func(base, live string) state.Assessment {
 				return s.assess(ctx, fp.Tenant, fp.Server, base, live)
 			},
+			Policy: &want, WantsLiveHash: u.wantsLive,
 		}
 		created = rec == nil
 		if rec == nil {
-			if err := s.firstSight(ctx, fp, &o); err != nil {
+			if err := s.firstSight(ctx, fp, u.hash, want.Posture, &o); err != nil {
 				return state.Outcome{}, err
 			}
 		}
-		return state.Observe(rec, fp.Tenant, fp.Server, fp.Variant, o, s.cfg.Policy, s.now()), nil
+		return state.Observe(rec, fp.Tenant, fp.Server, fp.Variant, o, want, s.now()), nil
 	})
+	if err == nil && rec != nil {
+		err = s.rate(ctx, rec)
+	}
 	if err != nil || !created || rec == nil || rec.Status == state.Quarantined {
 		return err
 	}
@@ -367,7 +411,7 @@ const claimPatience = 30 * time.Second
 // the discovery posture, a server with no approved variant is trusted on
 // first use once: the variant that claims it in the server record (create
 // or compare-and-set); any other is compared with it.
-func (s *Service) firstSight(ctx context.Context, fp *mcpdriftv1.Fingerprint, o *state.Observation) error {
+func (s *Service) firstSight(ctx context.Context, fp *mcpdriftv1.Fingerprint, hash, posture string, o *state.Observation) error {
 	srv, rev, err := s.getServer(ctx, fp.Tenant, fp.Server)
 	if err != nil {
 		return err
@@ -379,11 +423,11 @@ func (s *Service) firstSight(ctx context.Context, fp *mcpdriftv1.Fingerprint, o 
 	if fp.ErrorCode != "" {
 		return nil
 	}
-	cmp, err := s.compare(ctx, fp.Tenant, fp.Server, fp.Variant, fp.SurfaceHash)
+	cmp, err := s.compare(ctx, fp.Tenant, fp.Server, fp.Variant, hash)
 	if err != nil {
 		return err
 	}
-	if !cmp.Approved && s.cfg.Policy.Posture == state.Discovery {
+	if !cmp.Approved && posture == state.Discovery {
 		claimed, write, ok := state.ClaimFirst(srv, fp.Tenant, fp.Server, fp.Variant, s.now())
 		switch {
 		case write:
@@ -739,11 +783,38 @@ func Verdict(rec *state.Record, prev state.Status) *mcpdriftv1.Verdict {
 	}
 }
 
-// surfaceOf loads and parses a stored manifest.
+// surfaceOf loads and parses a stored manifest, checked against its name:
+// parsed with the settings its hash was made with (the algorithm of its
+// tag; annotations covered, or else not, whichever makes up the hash).
 func (s *Service) surfaceOf(ctx context.Context, hash string) (*surface.Surface, error) {
 	if sf, ok := s.surf.get(hash); ok {
 		return sf, nil
 	}
+	raw, err := s.manifestBytes(ctx, hash)
+	if err != nil {
+		return nil, err
+	}
+	var last error
+	for _, annotations := range []bool{true, false} {
+		h, err := status.HashingOf(hash, annotations)
+		if err != nil {
+			return nil, fmt.Errorf("manifest %s: %w", hash, err)
+		}
+		sf, err := parseWith(raw, h)
+		if err != nil {
+			return nil, fmt.Errorf("parsing manifest %s: %w", hash, err)
+		}
+		if sf.Hash.String() == hash {
+			s.surf.put(hash, sf, len(raw))
+			return sf, nil
+		}
+		last = fmt.Errorf("manifest stored as %s hashes to %s", hash, sf.Hash)
+	}
+	return nil, last
+}
+
+// manifestBytes reads the manifest stored under hash.
+func (s *Service) manifestBytes(ctx context.Context, hash string) ([]byte, error) {
 	r, err := s.h.Manifests.Get(ctx, bus.ManifestName(hash))
 	if err != nil {
 		return nil, fmt.Errorf("reading manifest %s: %w", hash, err)
@@ -753,15 +824,15 @@ func (s *Service) surfaceOf(ctx context.Context, hash string) (*surface.Surface,
 	if err != nil {
 		return nil, fmt.Errorf("reading manifest %s: %w", hash, err)
 	}
-	sf, err := surface.Parse(raw, surface.Options{})
+	return raw, nil
+}
+
+func parseWith(raw []byte, h status.Hashing) (*surface.Surface, error) {
+	opt, err := h.Options()
 	if err != nil {
-		return nil, fmt.Errorf("parsing manifest %s: %w", hash, err)
+		return nil, err
 	}
-	if sf.Hash.String() != hash {
-		return nil, fmt.Errorf("manifest stored as %s hashes to %s", hash, sf.Hash)
-	}
-	s.surf.put(hash, sf, len(raw))
-	return sf, nil
+	return surface.Parse(raw, opt)
 }
 
 func (s *Service) diffHashes(ctx context.Context, base, live string) (*surface.Report, error) {

@@ -24,6 +24,7 @@ type Metrics struct {
 	verdicts     *prometheus.CounterVec
 	writes       prometheus.Counter
 	conflicts    prometheus.Counter
+	rehashes     prometheus.Counter
 }
 
 // NewMetrics registers the service's metrics on reg.
@@ -49,6 +50,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "mcpdrift_drift_cas_conflicts_total",
 			Help: "Compare-and-set conflicts: another writer changed a status record or baseline first, and the change was read and applied again.",
 		}),
+		rehashes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mcpdrift_drift_rehashes_total",
+			Help: "Fingerprints made with other hashing settings than their status record's (a policy change in flight, or one waiting for a re-baseline), hashed again from the stored manifest before they were compared.",
+		}),
 	}
 	for _, r := range []string{ResultOK, ResultRetried, ResultDeadLettered} {
 		m.fingerprints.WithLabelValues(r)
@@ -59,7 +64,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for st := range statusOf {
 		m.verdicts.WithLabelValues(string(st))
 	}
-	reg.MustRegister(m.fingerprints, m.deadLetters, m.verdicts, m.writes, m.conflicts)
+	reg.MustRegister(m.fingerprints, m.deadLetters, m.verdicts, m.writes, m.conflicts, m.rehashes)
 	return m
 }
 
@@ -91,5 +96,11 @@ func (m *Metrics) write() {
 func (m *Metrics) conflict() {
 	if m != nil {
 		m.conflicts.Inc()
+	}
+}
+
+func (m *Metrics) rehashed() {
+	if m != nil {
+		m.rehashes.Inc()
 	}
 }

@@ -138,6 +138,17 @@ type Observation struct {
 	// unknown. A baseline set from the manifest carries them, so that
 	// proxies compare live items with them.
 	Items *Items
+	// Policy is the server's drift settings as its tenant's policy
+	// resolves them now; nil leaves the record's. Posture, on_drift and
+	// guard apply to an existing record with this observation; hashing
+	// settings (Hash, Annotations) that differ from the record's never
+	// apply here: the record keeps its own and names the policy's in
+	// PolicyWants until an admin re-baselines (Rebaseline). Hash and Items
+	// are always made with the record's hashing.
+	Policy *Policy
+	// WantsLiveHash is the live manifest's hash with the hashing Policy
+	// asks for, when that differs from the record's.
+	WantsLiveHash string
 }
 
 // Assessment is the classified drift from a baseline.
@@ -253,6 +264,7 @@ func Observe(rec *Record, tenant, server, variant string, obs Observation, pol P
 		// replaces a newer one.
 		return out
 	}
+	moved := obs.Policy != nil && applyPolicy(&r, *obs.Policy, obs.WantsLiveHash, obs.ErrorCode != "")
 	sameLive := obs.Hash == r.LiveHash && obs.ErrorCode == r.LiveError
 	matches := obs.ErrorCode == "" && obs.Hash == r.BaselineHash && r.BaselineHash != ""
 	r.LiveHash, r.LiveError, r.LiveObservedMs = obs.Hash, obs.ErrorCode, obsMs
@@ -260,7 +272,7 @@ func Observe(rec *Record, tenant, server, variant string, obs Observation, pol P
 	// fillIn stores item hashes that the record lacked (it was written
 	// before they were kept), when nothing else changed.
 	fillIn := func() Outcome {
-		if !filled {
+		if !filled && !moved {
 			return out
 		}
 		r.UpdatedAtMs = nowMs
@@ -332,6 +344,31 @@ func Observe(rec *Record, tenant, server, variant string, obs Observation, pol P
 	remember(&r, obs.EventID)
 	out.Record, out.Write, out.Announce = r, true, true
 	return out
+}
+
+// applyPolicy applies the settings the policy resolves for the server to
+// r: posture, on_drift and guard at once; hashing settings other than the
+// record's only as PolicyWants (with the live manifest's hash under them,
+// when known). It reports whether r changed.
+func applyPolicy(r *Record, p Policy, wantsLive string, failed bool) bool {
+	before, wants, live := r.Policy, r.PolicyWants, r.PolicyWantsLiveHash
+	r.Policy.Posture, r.Policy.OnDrift, r.Policy.Guard = p.Posture, p.OnDrift, p.Guard
+	if h := p.Hashing(); h != r.Policy.Hashing() {
+		if wants == nil || *wants != h {
+			r.PolicyWants, r.PolicyWantsLiveHash = &h, ""
+		}
+		switch {
+		case wantsLive != "":
+			r.PolicyWantsLiveHash = wantsLive
+		case failed:
+			r.PolicyWantsLiveHash = "" // nothing sound to re-baseline to
+		}
+	} else {
+		r.PolicyWants, r.PolicyWantsLiveHash = nil, ""
+	}
+	return r.Policy.Posture != before.Posture || r.Policy.OnDrift != before.OnDrift || r.Policy.Guard != before.Guard ||
+		(r.PolicyWants == nil) != (wants == nil) || (wants != nil && r.PolicyWants != nil && *wants != *r.PolicyWants) ||
+		r.PolicyWantsLiveHash != live
 }
 
 func plural(n int, what string) string {
