@@ -931,10 +931,12 @@ type AdminAction struct {
 	Tenant  string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	Server  string                 `protobuf:"bytes,3,opt,name=server,proto3" json:"server,omitempty"`
 	Variant string                 `protobuf:"bytes,4,opt,name=variant,proto3" json:"variant,omitempty"`
-	Action  string                 `protobuf:"bytes,5,opt,name=action,proto3" json:"action,omitempty"` // approve | quarantine | status | show | diff | history | tail
+	Action  string                 `protobuf:"bytes,5,opt,name=action,proto3" json:"action,omitempty"` // approve | quarantine | rebaseline | risk | status | show | diff | history | tail
 	Actor   string                 `protobuf:"bytes,6,opt,name=actor,proto3" json:"actor,omitempty"`
 	Role    string                 `protobuf:"bytes,7,opt,name=role,proto3" json:"role,omitempty"` // read | write
-	// approve: the hash the admin reviewed and approves.
+	// approve: the hash the admin reviewed and approves; rebaseline: the
+	// live hash with the new settings; risk: what was set ("band=<band>
+	// mode=<mode>").
 	Hash          string `protobuf:"bytes,8,opt,name=hash,proto3" json:"hash,omitempty"`
 	Ok            bool   `protobuf:"varint,9,opt,name=ok,proto3" json:"ok,omitempty"`
 	ErrorCode     string `protobuf:"bytes,10,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`

@@ -116,14 +116,18 @@ func withVariant(p, variant string) string {
 // variant, and a row for a held server no variant of which was seen yet.
 func printServers(w io.Writer, servers []status.ServerShow) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TENANT\tSERVER\tVARIANT\tSTATUS\tSERVED\tBASELINE\tLIVE\tREASON")
+	fmt.Fprintln(tw, "TENANT\tSERVER\tVARIANT\tSTATUS\tSERVED\tRISK\tBASELINE\tLIVE\tREASON")
 	for _, sv := range servers {
+		risk := "-"
+		if sv.Risk != nil {
+			risk = sv.Risk.Band + "/" + sv.Risk.Mode
+		}
 		if len(sv.Variants) == 0 {
 			st, reason := "-", "-"
 			if sv.Held {
 				st, reason = "held", "quarantined"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t-\t%s\tfalse\t-\t-\t%s\n", sv.Tenant, sv.Server, st, reason)
+			fmt.Fprintf(tw, "%s\t%s\t-\t%s\tfalse\t%s\t-\t-\t%s\n", sv.Tenant, sv.Server, st, risk, reason)
 			continue
 		}
 		for _, s := range sv.Variants {
@@ -136,8 +140,14 @@ func printServers(w io.Writer, servers []status.ServerShow) error {
 			if sv.Held {
 				st += " (server held)"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\tv%d %s\t%s\t%s\n", r.Tenant, r.Server, r.Variant, st, s.Serve,
-				r.BaselineVersion, short(r.BaselineHash), live, r.Reason)
+			reason := r.Reason
+			if r.PolicyWants != nil {
+				// The policy asks for other hashing settings: they wait
+				// for an explicit rebaseline.
+				reason += " (policy wants " + r.PolicyWants.String() + ": rebaseline)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\tv%d %s\t%s\t%s\n", r.Tenant, r.Server, r.Variant, st, s.Serve, risk,
+				r.BaselineVersion, short(r.BaselineHash), live, reason)
 		}
 	}
 	return tw.Flush()
@@ -151,22 +161,26 @@ func runAPI(ctx context.Context, cmd string, args []string, getenv func(string) 
 		"history":     "history [--variant V] TENANT SERVER",
 		"approve":     "approve --hash sha256:<hex> [--variant V] TENANT SERVER",
 		"quarantine":  "quarantine [--reason TEXT] [--preemptive] TENANT SERVER",
+		"rebaseline":  "rebaseline --hash sha512:<hex> [--variant V] TENANT SERVER",
+		"risk-set":    "risk set --band low|medium|high|critical --mode allow|quarantine|block [--reason TEXT] TENANT SERVER",
 		"tail":        "tail",
 	}[cmd]
-	name := map[string]string{"server-diff": "diff --live"}[cmd]
+	name := map[string]string{"server-diff": "diff --live", "risk-set": "risk set"}[cmd]
 	if name == "" {
 		name = cmd
 	}
-	api, token, variant, hash, reason := "http://127.0.0.1:8470", "", "", "", ""
+	api, token, variant, hash, reason, band, mode := "http://127.0.0.1:8470", "", "", "", "", "", ""
 	var asJSON, preemptive bool
 	fs := command(name, synopsis, options.Interleaved,
 		options.Opt("api", "MCPDRIFT_API", "URL", "admin API base URL", options.String(&api)),
 		options.Opt("token", "MCPDRIFT_TOKEN", "TOKEN", "admin API bearer token (prefer the variable: flags show in ps)", options.String(&token)),
 		options.Opt("json", "", "", "print the API's JSON instead of a table (status)", options.Bool(&asJSON)),
-		options.Opt("hash", "", "HASH", "the live manifest hash you reviewed and approve; the variant live at it is approved (approve)", options.String(&hash)),
-		options.Opt("reason", "", "TEXT", "why (quarantine)", options.String(&reason)),
+		options.Opt("hash", "", "HASH", "the live manifest hash you reviewed and approve; the variant live at it is approved (approve); the live hash with the settings the policy asks for (rebaseline)", options.String(&hash)),
+		options.Opt("reason", "", "TEXT", "why (quarantine, risk set)", options.String(&reason)),
+		options.Opt("band", "", "BAND", "the risk band: low, medium, high or critical (risk set)", options.String(&band)),
+		options.Opt("mode", "", "MODE", "the enforcement mode: allow, quarantine or block (risk set)", options.String(&mode)),
 		options.Opt("preemptive", "", "", "quarantine a server never observed yet, so that its first listing comes up held (quarantine)", options.Bool(&preemptive)),
-		options.Opt("variant", "", "V", "the listing variant, only where the server has several the command could mean (show, diff --live, history, approve)", options.String(&variant)),
+		options.Opt("variant", "", "V", "the listing variant, only where the server has several the command could mean (show, diff --live, history, approve, rebaseline)", options.String(&variant)),
 	)
 	pos, err := options.Parse(fs, args, getenv, stderr)
 	if err != nil {
@@ -209,19 +223,34 @@ func runAPI(ctx context.Context, cmd string, args []string, getenv func(string) 
 			return ambiguityHint(err)
 		}
 		return writeJSON(stdout, out)
-	case "approve":
+	case "approve", "rebaseline":
 		p, err := serverPath(name, pos)
 		if err != nil || hash == "" {
 			options.Usage(stderr, fs.Header, fs.Options)
-			return errors.Join(err, errors.New("usage: approve needs --hash, the live hash you reviewed (see driftctl show)"))
+			what := "the live hash you reviewed (see driftctl show)"
+			if cmd == "rebaseline" {
+				what = "the live hash with the settings the policy asks for (policy_wants_live_hash in driftctl show)"
+			}
+			return errors.Join(err, fmt.Errorf("usage: %s needs --hash, %s", cmd, what))
 		}
 		body := map[string]string{"hash": hash}
 		if variant != "" {
 			body["variant"] = variant
 		}
 		var out json.RawMessage
-		if err := c.do(ctx, "POST", p+"/approve", body, &out); err != nil {
+		if err := c.do(ctx, "POST", p+"/"+cmd, body, &out); err != nil {
 			return ambiguityHint(err)
+		}
+		return writeJSON(stdout, out)
+	case "risk-set":
+		p, err := serverPath(name, pos)
+		if err != nil || band == "" || mode == "" {
+			options.Usage(stderr, fs.Header, fs.Options)
+			return errors.Join(err, errors.New("usage: risk set needs --band and --mode"))
+		}
+		var out json.RawMessage
+		if err := c.do(ctx, "POST", p+"/risk", map[string]string{"band": band, "mode": mode, "reason": reason}, &out); err != nil {
+			return err
 		}
 		return writeJSON(stdout, out)
 	case "quarantine":

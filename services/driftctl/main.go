@@ -1,7 +1,7 @@
 // Command driftctl is the mcpdrift operator CLI: it fingerprints and diffs
 // MCP server surfaces, captures what a server advertises, and drives the
 // drift service's admin API (status, show, diff --live, history, approve,
-// quarantine, tail), queries the audit tables, and sets up the bus
+// quarantine, rebaseline, risk set, tail), queries the audit tables, and sets up the bus
 // (bus-setup).
 //
 // Exit status: 0 success (for diff of two files: nothing changed), 1 diff of
@@ -24,7 +24,7 @@ import (
 const usage = `driftctl: the mcpdrift operator CLI
 
 Usage:
-  driftctl fingerprint [--json] [--no-annotations] FILE|-
+  driftctl fingerprint [--json] [--no-annotations] [--hash sha256|sha512] FILE|-
   driftctl diff [--no-annotations] OLD NEW
   driftctl capture [flags] -- COMMAND [ARGS...]
   driftctl status [--json] [TENANT SERVER]
@@ -33,12 +33,14 @@ Usage:
   driftctl history [--variant V] TENANT SERVER
   driftctl approve --hash sha256:<hex> [--variant V] TENANT SERVER
   driftctl quarantine [--reason TEXT] [--preemptive] TENANT SERVER
+  driftctl rebaseline --hash sha512:<hex> [--variant V] TENANT SERVER
+  driftctl risk set --band B --mode M [--reason TEXT] TENANT SERVER
   driftctl tail
   driftctl audit drifts|drifts-per-day|approval-time|refused|approvals|closed [--since DURATION] [--json]
   driftctl bus-setup [--nats-url URL] [--nats-creds FILE] [--replicas N] [--check]
 
 Commands on files:
-  fingerprint  print the sha256 fingerprint of a server surface
+  fingerprint  print the fingerprint of a server surface (sha256, or --hash sha512)
   diff         classify what changed between two surfaces (JSON report)
   capture      run an MCP server over stdio and capture what it advertises
 
@@ -55,6 +57,11 @@ error, variant_ambiguous, names them):
                (the variant live at that hash); lifts a quarantine
   quarantine   withhold a server, every variant present and future, until an
                explicit approve; --preemptive for a server never observed
+  rebaseline   move a verified variant to the hashing settings its tenant's
+               policy asks for (hash, annotations), naming its live hash with
+               them (policy_wants_live_hash in show)
+  risk set     set a server's risk band (low, medium, high, critical) and
+               mode (allow, quarantine, block); re-scans only tighten them
   tail         follow verdicts as they happen (JSON lines)
 
 Commands against the audit tables in ClickHouse (--clickhouse or
@@ -116,8 +123,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			}
 		}
 		return runDiff(args[1:], stdin, stdout, stderr)
-	case "status", "show", "history", "approve", "quarantine", "tail":
+	case "status", "show", "history", "approve", "quarantine", "rebaseline", "tail":
 		return runAPI(ctx, args[0], args[1:], getenv, stdout, stderr)
+	case "risk":
+		if len(args) < 2 || args[1] != "set" {
+			fmt.Fprint(stderr, usage)
+			return options.Usagef("risk takes the subcommand set: driftctl risk set --band B --mode M TENANT SERVER")
+		}
+		return runAPI(ctx, "risk-set", args[2:], getenv, stdout, stderr)
 	case "capture":
 		return runCapture(ctx, args[1:], stdout, stderr)
 	case "audit":

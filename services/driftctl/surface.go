@@ -85,9 +85,11 @@ func loadSurface(name string, stdin io.Reader, opt surface.Options) (*surface.Su
 
 func runFingerprint(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	var asJSON, noAnn bool
-	c := command("fingerprint", "fingerprint [--json] [--no-annotations] FILE|-", options.Interleaved,
+	algName := "sha256"
+	c := command("fingerprint", "fingerprint [--json] [--no-annotations] [--hash sha256|sha512] FILE|-", options.Interleaved,
 		options.Opt("json", "", "", "print every item's hash too, as JSON", options.Bool(&asJSON)),
-		options.Opt("no-annotations", "", "", "leave tool annotations out of the hashes", options.Bool(&noAnn)))
+		options.Opt("no-annotations", "", "", "leave tool annotations out of the hashes", options.Bool(&noAnn)),
+		options.Opt("hash", "", "ALG", "the hash algorithm: sha256 or sha512 (a server's drift settings say which it is judged by)", options.String(&algName)))
 	pos, err := options.Parse(c, args, noEnv, stderr)
 	if err != nil {
 		return err
@@ -95,7 +97,11 @@ func runFingerprint(args []string, stdin io.Reader, stdout, stderr io.Writer) er
 	if len(pos) != 1 {
 		return usageOf(c, stderr, "fingerprint takes one FILE (or - for stdin)")
 	}
-	s, err := loadSurface(pos[0], stdin, surface.Options{ExcludeAnnotations: noAnn})
+	alg, ok := surface.AlgNamed(algName)
+	if !ok {
+		return usageOf(c, stderr, "--hash %q: want sha256 or sha512", algName)
+	}
+	s, err := loadSurface(pos[0], stdin, surface.Options{ExcludeAnnotations: noAnn, Hash: alg})
 	if err != nil {
 		return err
 	}

@@ -23,10 +23,14 @@ type ServerShow struct {
 	// present or future, until an explicit approve.
 	Held bool    `json:"held"`
 	Hold *Server `json:"hold,omitempty"`
+	// Risk is the server's risk band and enforcement mode (nil: never
+	// rated); the server record's (Hold.Risk).
+	Risk *Risk `json:"risk,omitempty"`
 	// Serve: some variant is served.
 	Serve    bool   `json:"serve"`
 	Variants []Show `json:"variants"`
-	// Approved names the variants an approve re-baselined (approve only).
+	// Approved names the variants an approve or a rebaseline re-baselined
+	// (those actions only).
 	Approved []string `json:"approved,omitempty"`
 }
 
@@ -34,6 +38,9 @@ type ServerShow struct {
 // by the serve rule.
 func ShowServer(v *View) ServerShow {
 	out := ServerShow{Tenant: v.Tenant, Server: v.Server, Held: v.Held(), Hold: v.Hold, Variants: make([]Show, 0, len(v.Variants))}
+	if v.Hold != nil {
+		out.Risk = v.Hold.Risk
+	}
 	for i := range v.Variants {
 		sh := Show{Record: v.Variants[i], Serve: v.Serve(&v.Variants[i])}
 		out.Serve = out.Serve || sh.Serve

@@ -1,6 +1,6 @@
 // Package admin is the drift service's admin HTTP API: list, show, diff and
-// history of server status for the read role; approve and quarantine for the
-// write role; a live stream of verdicts. It speaks of servers: a path names
+// history of server status for the read role; approve, quarantine,
+// rebaseline and risk for the write role; a live stream of verdicts. It speaks of servers: a path names
 // a tenant and a server, and a listing variant is named (?variant= or in
 // the body) only where an action could mean several. Every request is authenticated with
 // a bearer token, and every action, allowed or not, is published as an
@@ -25,6 +25,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/state"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/coded"
+	"github.com/mcpdrift/mcpdrift/services/internal/policy"
 	"github.com/mcpdrift/mcpdrift/services/internal/status"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
@@ -100,6 +101,12 @@ type Backend interface {
 	History(ctx context.Context, tenant, server, variant string) ([]state.History, error)
 	Approve(ctx context.Context, tenant, server, variant, hash, actor string) (*state.View, []string, error)
 	Quarantine(ctx context.Context, tenant, server, actor, reason string, preemptive bool) (*state.View, error)
+	// Rebaseline moves variants to the hashing settings the tenant's
+	// policy asks for, naming the live hash with them.
+	Rebaseline(ctx context.Context, tenant, server, variant, hash, actor string) (*state.View, []string, error)
+	// SetRisk sets the server's risk band and mode (an admin's relax or
+	// tightening).
+	SetRisk(ctx context.Context, tenant, server string, band policy.Band, mode policy.Mode, actor, reason string) (*state.View, error)
 }
 
 // Deps are what the handler needs besides the backend.
@@ -140,6 +147,8 @@ func NewHandler(b Backend, tokens []Token, d Deps) http.Handler {
 	mux.HandleFunc("GET /v1/servers/{tenant}/{server}/history", h.auth(RoleRead, "history", h.history))
 	mux.HandleFunc("POST /v1/servers/{tenant}/{server}/approve", h.auth(RoleWrite, "approve", h.approve))
 	mux.HandleFunc("POST /v1/servers/{tenant}/{server}/quarantine", h.auth(RoleWrite, "quarantine", h.quarantine))
+	mux.HandleFunc("POST /v1/servers/{tenant}/{server}/rebaseline", h.auth(RoleWrite, "rebaseline", h.rebaseline))
+	mux.HandleFunc("POST /v1/servers/{tenant}/{server}/risk", h.auth(RoleWrite, "risk", h.risk))
 	mux.HandleFunc("/v1/servers/{tenant}/{server}/{rest...}", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path+
 			" (a path names a tenant and a server; name a listing variant with ?variant= or \"variant\" in the body)")
@@ -302,9 +311,10 @@ func httpStatus(code string) int {
 	switch code {
 	case "not_found":
 		return http.StatusNotFound
-	case "stale_hash", "unfingerprintable", "no_baseline", "nothing_to_approve", "variant_ambiguous", "held_again":
+	case "stale_hash", "unfingerprintable", "no_baseline", "nothing_to_approve", "variant_ambiguous", "held_again",
+		"nothing_to_rebaseline", "not_verified":
 		return http.StatusConflict
-	case "invalid_id", "bad_request":
+	case "invalid_id", "bad_request", "invalid_risk":
 		return http.StatusBadRequest
 	}
 	return http.StatusInternalServerError
@@ -449,6 +459,66 @@ func (h *handler) quarantine(ctx context.Context, w http.ResponseWriter, r *http
 	}
 	t, s := path(r)
 	v, err := h.b.Quarantine(ctx, t, s, c.action.Actor, req.Reason, req.Preemptive)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, serverShow(v), nil
+}
+
+// RebaselineRequest is the body of POST .../rebaseline.
+type RebaselineRequest struct {
+	// Hash is the live manifest's hash with the settings the policy asks
+	// for (policy_wants_live_hash in show), as reviewed.
+	Hash string `json:"hash"`
+	// Variant names the listing variant; empty: the variants live at Hash
+	// with the new settings (or the server's only variant).
+	Variant string `json:"variant,omitempty"`
+}
+
+// RiskRequest is the body of POST .../risk.
+type RiskRequest struct {
+	Band   policy.Band `json:"band"`
+	Mode   policy.Mode `json:"mode"`
+	Reason string      `json:"reason,omitempty"`
+}
+
+func (h *handler) rebaseline(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
+	var req RebaselineRequest
+	if err := decodeBody(r, &req); err != nil {
+		return 0, nil, err
+	}
+	c.action.Hash = req.Hash
+	if req.Variant != "" {
+		if err := bus.ValidID("variant", req.Variant); err != nil {
+			return 0, nil, coded.Errorf(bus.CodeInvalidID, "%w", err)
+		}
+		c.action.Variant = req.Variant
+	}
+	if _, err := surface.ParseDigest(req.Hash); err != nil {
+		return 0, nil, coded.Errorf("bad_request", "hash must be the live hash with the new settings (policy_wants_live_hash): %w", err)
+	}
+	t, s := path(r)
+	v, done, err := h.b.Rebaseline(ctx, t, s, req.Variant, req.Hash, c.action.Actor)
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(done) == 1 {
+		c.action.Variant = done[0]
+	}
+	out := serverShow(v)
+	out.Approved = done
+	return http.StatusOK, out, nil
+}
+
+func (h *handler) risk(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
+	var req RiskRequest
+	if err := decodeBody(r, &req); err != nil {
+		return 0, nil, err
+	}
+	// The audit row's hash column carries what was set (AdminAction.hash).
+	c.action.Hash = "band=" + string(req.Band) + " mode=" + string(req.Mode)
+	t, s := path(r)
+	v, err := h.b.SetRisk(ctx, t, s, req.Band, req.Mode, c.action.Actor, req.Reason)
 	if err != nil {
 		return 0, nil, err
 	}

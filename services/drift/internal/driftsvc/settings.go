@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -11,6 +12,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/state"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/coded"
 	"github.com/mcpdrift/mcpdrift/services/internal/policy"
 	"github.com/mcpdrift/mcpdrift/services/internal/status"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
@@ -177,4 +179,97 @@ func (r *ratedSet) put(key, hash string) {
 		clear(r.m)
 	}
 	r.m[key] = hash
+}
+
+// Rebaseline moves variants of a server to the hashing settings its
+// tenant's policy asks for (state.Rebaseline): the named variant, or else
+// every variant whose live manifest with those settings is hash (or the
+// server's only variant). It returns the server after, and the variants
+// re-baselined.
+func (s *Service) Rebaseline(ctx context.Context, tenant, server, variant, hash, actor string) (*state.View, []string, error) {
+	v, err := s.Server(ctx, tenant, server)
+	if err != nil {
+		return nil, nil, err
+	}
+	var targets []string
+	if variant != "" || len(v.Variants) == 1 {
+		rec, err := s.pick(v, variant, "rebaseline", nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		targets = []string{rec.Variant}
+	} else {
+		var wants []string
+		for _, r := range v.Variants {
+			if r.PolicyWants != nil && r.PolicyWantsLiveHash == hash {
+				targets = append(targets, r.Variant)
+			}
+			if r.PolicyWants != nil {
+				wants = append(wants, r.Variant+" "+r.PolicyWantsLiveHash)
+			}
+		}
+		if len(targets) == 0 {
+			if len(wants) == 0 {
+				return nil, nil, coded.Errorf(state.ErrNothingToRebaseline.Code, "the policy asks for the settings every variant of %s/%s already has", tenant, server)
+			}
+			return nil, nil, coded.Errorf(state.ErrStaleHash.Code, "no variant of %s/%s is live at %s with the new settings; name one of: %s", tenant, server, hash, strings.Join(wants, "; "))
+		}
+	}
+	for _, t := range targets {
+		if _, err := s.transact(ctx, bus.StatusKey(tenant, server, t), "", func(rec *state.Record) (state.Outcome, error) {
+			items, err := s.rebaselineItems(ctx, rec, hash)
+			if err != nil {
+				return state.Outcome{}, err
+			}
+			return state.Rebaseline(rec, hash, actor, items, s.now())
+		}); err != nil {
+			return nil, nil, err
+		}
+	}
+	v, err = s.Server(ctx, tenant, server)
+	return v, targets, err
+}
+
+// rebaselineItems reads the manifest a re-baseline names (hash, with the
+// settings the policy asks for) and checks that it is the approved one:
+// hashed with the record's settings it is the baseline. It returns its
+// item hashes with the new settings; nil when the record has nothing to
+// re-baseline (state.Rebaseline says why).
+func (s *Service) rebaselineItems(ctx context.Context, rec *state.Record, hash string) (*state.Items, error) {
+	if rec == nil || rec.PolicyWants == nil || hash != rec.PolicyWantsLiveHash || rec.BaselineHash == "" {
+		return nil, nil
+	}
+	raw, err := s.manifestBytes(ctx, hash)
+	if err != nil {
+		return nil, err
+	}
+	next, err := parseWith(raw, *rec.PolicyWants)
+	if err != nil || next.Hash.String() != hash {
+		return nil, fmt.Errorf("manifest stored as %s does not hash to it with %s (%v)", hash, *rec.PolicyWants, err)
+	}
+	old, err := parseWith(raw, rec.Policy.Hashing())
+	if err != nil {
+		return nil, fmt.Errorf("parsing manifest %s with the record's settings: %w", hash, err)
+	}
+	if old.Hash.String() != rec.BaselineHash {
+		return nil, coded.Errorf(state.ErrStaleHash.Code, "the manifest at %s is not the approved baseline %s (with %s it is %s); approve the live manifest first",
+			hash, rec.BaselineHash, rec.Policy.Hashing(), old.Hash)
+	}
+	return status.ItemsOf(next), nil
+}
+
+// SetRisk sets a server's risk band and mode as an admin says (a relax,
+// or a tightening); only an admin relaxes a band (state.Ratchet). A server
+// never observed is not_found.
+func (s *Service) SetRisk(ctx context.Context, tenant, server string, band policy.Band, mode policy.Mode, actor, reason string) (*state.View, error) {
+	if _, err := s.Server(ctx, tenant, server); err != nil {
+		return nil, err
+	}
+	if _, err := s.updateServer(ctx, tenant, server, func(srv *state.Server) (state.Server, bool, error) {
+		next, err := state.SetRisk(srv, tenant, server, band, mode, actor, reason, s.now())
+		return next, err == nil, err
+	}); err != nil {
+		return nil, err
+	}
+	return s.Server(ctx, tenant, server)
 }

@@ -520,3 +520,53 @@ func Quarantine(rec *Record, actor, reason string, now time.Time) Outcome {
 	}
 	return Outcome{Record: r, Write: true, Announce: true, Previous: prev}
 }
+
+// ReasonRebaselined: an admin re-baselined a variant to the hashing
+// settings its tenant's policy asks for.
+const ReasonRebaselined = "rebaselined"
+
+// Errors of Rebaseline.
+var (
+	ErrNothingToRebaseline = coded.New("nothing_to_rebaseline", "")
+	ErrNotVerified         = coded.New("not_verified", "")
+)
+
+// Rebaseline moves a verified variant to the hashing settings its
+// tenant's policy asks for (rec.PolicyWants): the approved manifest,
+// hashed with them, becomes the next baseline version, approved by actor,
+// who names its hash (rec.PolicyWantsLiveHash) as approve names a hash.
+// items are that manifest's item hashes with the new settings, read by the
+// caller from the stored manifest, which the caller checked is the
+// approved one (it hashes to the baseline with the record's settings). A
+// variant that is not verified is refused: re-baselining would approve a
+// change nobody reviewed; approve it (or quarantine it) first.
+func Rebaseline(rec *Record, hash, actor string, items *Items, now time.Time) (Outcome, error) {
+	if rec == nil {
+		return Outcome{}, coded.Errorf(ErrNotFound.Code, "no manifest of this server has been observed")
+	}
+	if rec.PolicyWants == nil {
+		return Outcome{}, coded.Errorf(ErrNothingToRebaseline.Code, "the policy asks for the settings variant %s already has (%s)", rec.Variant, rec.Policy.Hashing())
+	}
+	if rec.Status != Verified || rec.LiveError != "" || rec.LiveHash != rec.BaselineHash {
+		return Outcome{}, coded.Errorf(ErrNotVerified.Code, "variant %s is %s, not verified at its baseline: a re-baseline would approve what nobody reviewed; approve or quarantine it first", rec.Variant, rec.Status)
+	}
+	if rec.PolicyWantsLiveHash == "" {
+		return Outcome{}, coded.Errorf(ErrNothingToRebaseline.Code, "no listing of variant %s has been fingerprinted with %s yet; it will be with the next one", rec.Variant, *rec.PolicyWants)
+	}
+	if hash != rec.PolicyWantsLiveHash {
+		return Outcome{}, coded.Errorf(ErrStaleHash.Code, "you named %s but the live manifest with %s is %s; review it and name that hash", hash, *rec.PolicyWants, rec.PolicyWantsLiveHash)
+	}
+	if !items.Of(hash) {
+		return Outcome{}, coded.Errorf(ErrNothingToRebaseline.Code, "the item hashes of %s are not at hand", hash)
+	}
+	r := cloneRecord(rec)
+	nowMs := now.UnixMilli()
+	b := Baseline{Version: r.BaselineVersion + 1, Hash: hash, CapturedAtMs: r.LiveObservedMs, ApprovedAtMs: nowMs, ApprovedBy: actor, Reason: ReasonRebaselined}
+	r.Policy = r.Policy.WithHashing(*rec.PolicyWants)
+	r.PolicyWants, r.PolicyWantsLiveHash = nil, ""
+	r.LiveHash = hash
+	setBaseline(&r, b, items)
+	r.Status, r.Reason, r.Actor, r.UpdatedAtMs = Verified, ReasonRebaselined, actor, nowMs
+	r.ReasonText = fmt.Sprintf("re-baselined by %s to %s as baseline v%d", actor, r.Policy.Hashing(), b.Version)
+	return Outcome{Record: r, Write: true, Announce: true, Previous: rec.Status, NewBaseline: &b}, nil
+}
