@@ -101,6 +101,7 @@ type record struct {
 	// items: the baseline's item hashes, checked against baselineHash
 	// (status.Items.Verify); nil when the record carries none that do.
 	items    map[session.ItemKey]surface.Digest
+	hashing  surface.Options // how the baseline's items were hashed (the record's settings)
 	revision uint64
 	value    []byte // as stored, for the status copy
 }
@@ -160,7 +161,7 @@ func (g *Gate) View(ctx context.Context, variant string, awaiting bool, wait tim
 	if !ok {
 		return session.View{}, false
 	}
-	return session.View{Status: rec.status, Serve: rec.serve, Alert: rec.alert, BaselineHash: rec.baselineHash, Items: rec.items}, true
+	return session.View{Status: rec.status, Serve: rec.serve, Alert: rec.alert, BaselineHash: rec.baselineHash, Items: rec.items, Hashing: rec.hashing}, true
 }
 
 // bounded is the context of one View: its deadline is made on first use.
@@ -491,6 +492,12 @@ func (g *Gate) read(value []byte, revision uint64, variant string, prev *record)
 		return rec
 	}
 	rec.status, rec.alert, rec.baselineHash = string(sr.Status), sr.Alerting(), sr.BaselineHash
+	if rec.hashing, err = sr.Policy.Hashing().Options(); err != nil {
+		// Settings this proxy does not know: nothing it hashes could be
+		// compared with the baseline.
+		g.log.Error().Err(err).Str("variant", variant).Uint64("revision", revision).Msg("status record with unknown hashing settings, failing closed")
+		return record{status: string(status.Unknown), revision: revision, value: value}
+	}
 	switch {
 	case sr.BaselineHash == "":
 		return rec // nothing approved to compare items with
@@ -500,7 +507,7 @@ func (g *Gate) read(value []byte, revision uint64, variant string, prev *record)
 				Uint64("revision", revision).Msg("status record without its baseline's item hashes, failing closed until the drift service writes them")
 		}
 		return rec
-	case prev != nil && prev.baselineHash == sr.BaselineHash && prev.items != nil:
+	case prev != nil && prev.baselineHash == sr.BaselineHash && prev.items != nil && prev.hashing == rec.hashing:
 		rec.items = prev.items // checked when the baseline arrived
 	default:
 		items, err := sr.BaselineItems.Verify()

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
@@ -41,6 +42,11 @@ type View struct {
 	Alert        bool
 	BaselineHash string
 	Items        map[ItemKey]surface.Digest // the baseline's items
+	// Hashing is how the baseline's items were hashed: the server's drift
+	// settings as its record says (hash algorithm, annotations). The
+	// session hashes live items the same way (zero: SHA-256 with
+	// annotations, the default).
+	Hashing surface.Options
 }
 
 // Gate answers for the server's approved surface per listing variant. When
@@ -147,6 +153,10 @@ type Session struct {
 	assembling      bool            // ListAll ran and the whole surface is not published yet
 
 	ownPrefix string // the prefix of the ids of the proxy's own requests
+
+	// hashing is what the session hashes items with: the last View's
+	// Hashing (adoptHashing); followers use their leader's.
+	hashing atomic.Pointer[surface.Options]
 
 	pubMu   sync.Mutex
 	lastPub map[string]publication // by variant: what this session published last (publish)
@@ -311,7 +321,7 @@ type kindState struct {
 
 // startListing starts k's listing by by afresh; s.mu held.
 func (s *Session) startListing(k surface.Kind, by owner) {
-	s.kinds[k].listing[by] = assembly{builder: surface.NewBuilder(surface.Options{})}
+	s.kinds[k].listing[by] = assembly{builder: surface.NewBuilder(s.judge().hashOptions())}
 	if by == byProxy {
 		s.kinds[k].cursors = nil
 		s.kinds[k].gen++
@@ -339,12 +349,84 @@ func (s *Session) currentVariant() string {
 
 // view asks the gate, waiting at most Config.Timeout; awaiting says that a
 // verdict on this variant is due (see Gate). A session that has not named
-// its variant (no initialize yet) knows nothing: there is no default.
+// its variant (no initialize yet) knows nothing: there is no default. The
+// session adopts the view's hashing (adoptHashing). The caller must not
+// hold s.mu.
 func (s *Session) view(ctx context.Context, variant string, awaiting bool) (View, bool) {
 	if variant == "" {
 		return View{}, false
 	}
-	return s.gate.View(ctx, variant, awaiting, s.cfg.Timeout)
+	v, ok := s.gate.View(ctx, variant, awaiting, s.cfg.Timeout)
+	if ok {
+		s.judge().adoptHashing(v.Hashing)
+	}
+	return v, ok
+}
+
+// hashOptions is what the session hashes items with.
+func (s *Session) hashOptions() surface.Options {
+	if o := s.hashing.Load(); o != nil {
+		return *o
+	}
+	return surface.Options{}
+}
+
+// adoptHashing makes o the session's hashing when it differs: every item
+// hash the session holds (its live items, its last listings) is made again
+// from the raw pages it kept, so that what it compares with the baseline is
+// hashed as the baseline was. Until then a digest of another algorithm
+// never equals the baseline's, which withholds (fail closed). The caller
+// must not hold s.mu.
+func (s *Session) adoptHashing(o surface.Options) {
+	if s.hashOptions() == o {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hashOptions() == o {
+		return
+	}
+	s.hashing.Store(&o)
+	clear(s.live)
+	for k := surface.KindTool; k <= surface.KindResourceTemplate; k++ {
+		ks := &s.kinds[k]
+		if ks.lastItems == nil {
+			continue
+		}
+		items, err := itemsOf(o, k, ks.complete)
+		if err != nil {
+			items = nil // judged as a listing that failed: drift
+		}
+		ks.lastItems = items
+		for name, h := range items {
+			s.live[ItemKey{k, name}] = h
+		}
+		if k == surface.KindTool && s.lastTools != nil {
+			s.lastTools, s.driftBase = items, ""
+			if items == nil {
+				s.drifted = true
+			}
+		}
+	}
+}
+
+// itemsOf hashes the items of a listing's raw pages with o.
+func itemsOf(o surface.Options, k surface.Kind, pages [][]byte) (map[string]surface.Digest, error) {
+	b := surface.NewBuilder(o)
+	for _, p := range pages {
+		if _, err := b.AddPage(k, p); err != nil {
+			return nil, err
+		}
+	}
+	sf, err := b.Surface()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]surface.Digest{}
+	for _, it := range sf.Of(k) {
+		out[it.Name] = it.Hash
+	}
+	return out, nil
 }
 
 // awaits reports whether a verdict on variant is due for the session that
@@ -369,8 +451,19 @@ func (s *Session) judgePage(ctx context.Context, k surface.Kind, m *jsonrpc.Mess
 		}
 		return ErrorResponse(m.ID, -32603, "mcpdrift proxy: the server's "+k.ListKey()+" listing could not be judged ("+codeOf(err)+"); it is withheld", RefuseListingInvalid), nil
 	}
+	hashedWith := s.judge().hashOptions() // what the page's items were hashed with
 	v, ok := s.view(ctx, variant, awaiting)
 	serve := ok && v.Serve
+	if ok && len(items) > 0 && hashedWith != v.Hashing {
+		// Hashed before the session knew the server's settings: hash the
+		// page again as the baseline was.
+		b := surface.NewBuilder(v.Hashing)
+		if _, perr := b.AddPage(k, m.Result); perr == nil {
+			items = b.LastPage()
+		} else {
+			serve = false
+		}
+	}
 	keep := map[string]bool{}
 	switch {
 	case err != nil || !serve || hasDuplicates(items):
@@ -777,7 +870,8 @@ func (s *Session) captureLocked() []byte {
 // has its instructions withheld for this session, which fails closed; the
 // verdict, once there, serves them to the sessions that follow.
 func (s *Session) pinInstructions(ctx context.Context, variant string, m *jsonrpc.Message) []byte {
-	b := surface.NewBuilder(surface.Options{})
+	hashedWith := s.judge().hashOptions()
+	b := surface.NewBuilder(hashedWith)
 	err := b.AddInitialize(m.Result)
 	items := b.LastPage()
 	if err == nil && len(items) == 0 {
@@ -791,7 +885,16 @@ func (s *Session) pinInstructions(ctx context.Context, variant string, m *jsonrp
 		return ErrorResponse(m.ID, -32603, "mcpdrift proxy: the server's initialize result reads two ways ("+string(se.Code)+"); it is withheld", DropAmbiguous)
 	}
 	if err == nil {
-		if v, ok := s.view(ctx, variant, false); ok && v.Serve && (v.Alert || v.Items[ItemKey{surface.KindInstructions, ""}] == items[0].Hash) {
+		v, ok := s.view(ctx, variant, false)
+		if ok && v.Hashing != hashedWith {
+			b = surface.NewBuilder(v.Hashing)
+			if b.AddInitialize(m.Result) == nil && len(b.LastPage()) == 1 {
+				items = b.LastPage()
+			} else {
+				ok = false
+			}
+		}
+		if ok && v.Serve && (v.Alert || v.Items[ItemKey{surface.KindInstructions, ""}] == items[0].Hash) {
 			return m.Raw // approved, or served whole under the alert posture
 		}
 	}
