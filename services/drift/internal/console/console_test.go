@@ -444,3 +444,25 @@ func TestPendingReview(t *testing.T) {
 	must(t, a, http.StatusSeeOther)
 	s.waitStatus("acme", "fresh", "verified")
 }
+
+// TestRiskShown: the fleet page and the review page show a server's risk
+// band and mode (a rug pull with injection markers is rated critical).
+func TestRiskShown(t *testing.T) {
+	s := startStack(t)
+	s.observe("acme", "notes", s.manifest(reviewedTools()...))
+	s.waitStatus("acme", "notes", "verified")
+	s.observe("acme", "notes", s.manifest(rugPullTools()...))
+	s.waitStatus("acme", "notes", "changed")
+	c := s.client()
+	c.login(readSecret)
+	poll.Eventually(t, 10*time.Second, func() error {
+		fleet := c.get("/")
+		if !strings.Contains(fleet.body, `<span class="badge sev-critical" title="risk band">critical</span> allow`) {
+			return fmt.Errorf("the fleet page shows no critical risk: %.2000s", fleet.body)
+		}
+		return nil
+	})
+	a := c.get("/servers/acme/notes")
+	must(t, a, http.StatusOK)
+	contains(t, a.body, `class="risk-note"`, `<span class="badge sev-critical">critical</span> mode <b>allow</b>`, "marker at")
+}

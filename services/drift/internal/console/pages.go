@@ -143,6 +143,7 @@ type FleetRow struct {
 	Baseline       int64
 	DriftAtMs      int64
 	Severity       string
+	Risk           *status.Risk // the server's risk band and mode (nil: never rated)
 	Serve          bool
 }
 
@@ -186,6 +187,9 @@ func severityRank(s string) int {
 // quarantined), its newest baseline version and drift, its worst severity.
 func fleetRow(v *status.View) FleetRow {
 	row := FleetRow{Tenant: v.Tenant, Server: v.Server, Held: v.Held()}
+	if v.Hold != nil {
+		row.Risk = v.Hold.Risk
+	}
 	worst := len(statusOrder)
 	for i := range v.Variants {
 		rec := &v.Variants[i]
