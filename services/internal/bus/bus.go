@@ -35,6 +35,10 @@ const (
 	BucketStatus    = "mcpdrift_status"
 	BucketBaselines = "mcpdrift_baselines"
 	BucketManifests = "mcpdrift_manifests"
+	// BucketPolicy holds each tenant's per-call policy (policy.Stored under
+	// the key <tenant>): written by the drift service only, watched by
+	// proxies (docs/policy.md).
+	BucketPolicy = "mcpdrift_policy"
 
 	ConsumerFingerprint = "fingerprint"
 	ConsumerDrift       = "drift"
@@ -182,6 +186,7 @@ type Handles struct {
 	Status    jetstream.KeyValue
 	Baselines jetstream.KeyValue
 	Manifests jetstream.ObjectStore
+	Policy    jetstream.KeyValue
 }
 
 // Setup creates or updates every stream and bucket; running it again, or
@@ -226,6 +231,13 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Handles, e
 	if err != nil {
 		return nil, fmt.Errorf("creating bucket %s: %w", BucketBaselines, err)
 	}
+	policy, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: BucketPolicy, Description: "per-call policy per tenant (rules, drift and risk settings), versioned",
+		History: 16, Replicas: c.Replicas, Storage: jetstream.FileStorage, MaxValueSize: 8 << 20,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating bucket %s: %w", BucketPolicy, err)
+	}
 	manifests, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
 		Bucket: BucketManifests, Description: "observed manifests (capture format), content-addressed by surface hash",
 		Replicas: c.Replicas, Storage: jetstream.FileStorage,
@@ -233,7 +245,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Handles, e
 	if err != nil {
 		return nil, fmt.Errorf("creating object store %s: %w", BucketManifests, err)
 	}
-	return &Handles{Status: status, Baselines: baselines, Manifests: manifests}, nil
+	return &Handles{Status: status, Baselines: baselines, Manifests: manifests, Policy: policy}, nil
 }
 
 // ManifestName is the object name of a manifest with the given surface hash

@@ -568,3 +568,14 @@ func Hash(d *Document) string {
 	sum := sha256.Sum256(b)
 	return SHA256 + ":" + hex.EncodeToString(sum[:])
 }
+
+// DecodeStored reads a tenant's record as the policy bucket holds it
+// (JSON), keeping clause numbers exact. What it returns may still be
+// refused by CompileStored (a document this version does not know).
+func DecodeStored(b []byte) (*Stored, error) {
+	var st Stored
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("decoding a stored policy: %w", err)
+	}
+	return &st, nil
+}

@@ -9,12 +9,13 @@
 package policy
 
 import (
+	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/status"
 )
 
 // Bucket is the JetStream KV bucket of policies: one key per tenant (Key),
 // whose value is a Stored record (JSON). Only the drift service writes it.
-const Bucket = "mcpdrift_policy"
+const Bucket = bus.BucketPolicy
 
 // Key is the policy bucket's key of a tenant.
 func Key(tenant string) string { return tenant }
