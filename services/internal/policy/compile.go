@@ -2,6 +2,7 @@ package policy
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -82,14 +83,10 @@ func Compile(tenant string, d *Document) (*Set, error) {
 	}
 	part := d.For(tenant)
 	s := &Set{tenant: tenant, hash: Hash(&part), servers: map[string]*toolIndex{}}
-	order := make([]int, len(part.Rules))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return part.Rules[b].Priority - part.Rules[a].Priority })
-	s.rules = make([]rule, 0, len(order))
-	for _, i := range order {
-		r := &part.Rules[i]
+	ordered := Ordered(part.Rules)
+	s.rules = make([]rule, 0, len(ordered))
+	for i := range ordered {
+		r := &ordered[i]
 		cr := rule{
 			id: r.ID, server: r.Server, tool: r.Tool, agent: r.Agent,
 			serverGlob: isGlob(r.Server), toolGlob: isGlob(r.Tool),
@@ -142,6 +139,14 @@ func Compile(tenant string, d *Document) (*Set, error) {
 		s.risk[rs.Server] = rs.Modes
 	}
 	return s, nil
+}
+
+// Ordered returns rules in evaluation order: by Priority, higher first,
+// then in the order written.
+func Ordered(rules []Rule) []Rule {
+	out := slices.Clone(rules)
+	slices.SortStableFunc(out, func(a, b Rule) int { return cmp.Compare(b.Priority, a.Priority) })
+	return out
 }
 
 // CompileStored compiles a tenant's stored record, keeping its version and
