@@ -21,6 +21,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/admin"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/console"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/driftsvc"
+	"github.com/mcpdrift/mcpdrift/services/drift/internal/policystore"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/state"
 	"github.com/mcpdrift/mcpdrift/services/internal/auditq"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
@@ -126,7 +127,7 @@ func serve(ctx context.Context, cfg Config) error {
 // API until ctx ends; o holds its readiness checks and metrics.
 func serveDrift(ctx context.Context, cfg Config, log zerolog.Logger, o *ops.Server) error {
 	started := o.Starting("connecting, checking streams and opening the admin API")
-	b, err := cfg.Open(ctx, "drift", log, []bus.Object{bus.Fingerprints, bus.Verdicts, bus.Admin, bus.Status, bus.Baselines, bus.Policies, bus.Manifests})
+	b, err := cfg.Open(ctx, "drift", log, []bus.Object{bus.Fingerprints, bus.Verdicts, bus.Admin, bus.Status, bus.Baselines, bus.Manifests, bus.Policy})
 	if err != nil {
 		return err
 	}
@@ -158,10 +159,11 @@ func serveDrift(ctx context.Context, cfg Config, log zerolog.Logger, o *ops.Serv
 			_, err = bus.Publish(ctx, js, subject, data, a.EventId)
 			return err
 		},
-		Follow:  follow,
-		Code:    driftsvc.Code,
-		Log:     log,
-		Metrics: admin.NewMetrics(o.Registry()),
+		Follow:   follow,
+		Code:     driftsvc.Code,
+		Log:      log,
+		Metrics:  admin.NewMetrics(o.Registry()),
+		Policies: policystore.New(b.Handles.Policy, nil),
 	})
 	// The review console shares the address: the API under /v1, pages at /.
 	cd := console.Deps{Backend: svc, API: api, Manifest: svc.Manifest, Follow: follow, JS: js, Log: log}

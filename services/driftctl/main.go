@@ -1,7 +1,7 @@
 // Command driftctl is the mcpdrift operator CLI: it fingerprints and diffs
 // MCP server surfaces, captures what a server advertises, and drives the
 // drift service's admin API (status, show, diff --live, history, approve,
-// quarantine, rebaseline, risk set, tail), queries the audit tables, and sets up the bus
+// quarantine, rebaseline, risk set, tail, policy), queries the audit tables, and sets up the bus
 // (bus-setup).
 //
 // Exit status: 0 success (for diff of two files: nothing changed), 1 diff of
@@ -38,6 +38,9 @@ Usage:
   driftctl tail
   driftctl audit drifts|drifts-per-day|approval-time|refused|approvals|closed [--since DURATION] [--json]
   driftctl bus-setup [--nats-url URL] [--nats-creds FILE] [--replicas N] [--check]
+  driftctl policy apply [--clear TENANT] FILE|-
+  driftctl policy list [--tenant T] [--json]
+  driftctl policy test --tenant T --server S --tool NAME [--args JSON] [--agent A]
 
 Commands on files:
   fingerprint  print the fingerprint of a server surface (sha256, or --hash sha512)
@@ -63,6 +66,9 @@ error, variant_ambiguous, names them):
   risk set     set a server's risk band (low, medium, high, critical) and
                mode (allow, quarantine, block); re-scans only tighten them
   tail         follow verdicts as they happen (JSON lines)
+  policy       the per-call policy: apply a policy file (validated whole,
+               nothing applied on any error), list the stored policies, test
+               a call against one ("driftctl policy --help")
 
 Commands against the audit tables in ClickHouse (--clickhouse or
 MCPDRIFT_CLICKHOUSE_ADDR; "driftctl audit --help" lists the queries):
@@ -137,6 +143,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return runAudit(ctx, args[1:], getenv, stdout, stderr)
 	case "bus-setup":
 		return runBusSetup(ctx, args[1:], getenv, stdout, stderr)
+	case "policy":
+		return runPolicy(ctx, args[1:], getenv, stdin, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -102,7 +102,7 @@ func serve(ctx context.Context, s *settings, log zerolog.Logger, o *ops.Server) 
 	c := s.svc.WithDefaults()
 	// Asynchronous publishes that get no answer are dropped after the
 	// operation timeout instead of being tracked for ever.
-	b, err := s.Open(ctx, fpsvc.ServiceName, log, []bus.Object{bus.Observations, bus.Fingerprints, bus.Policies, bus.Manifests},
+	b, err := s.Open(ctx, fpsvc.ServiceName, log, []bus.Object{bus.Observations, bus.Fingerprints, bus.Policy, bus.Manifests},
 		jetstream.WithPublishAsyncTimeout(c.OpTimeout))
 	if err != nil {
 		return err

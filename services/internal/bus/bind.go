@@ -38,13 +38,13 @@ var (
 	Admin        = Object{StreamAdmin, KindStream, StreamAdmin}
 	Status       = Object{BucketStatus, KindKV, "KV_" + BucketStatus}
 	Baselines    = Object{BucketBaselines, KindKV, "KV_" + BucketBaselines}
-	Policies     = Object{BucketPolicy, KindKV, "KV_" + BucketPolicy}
 	Manifests    = Object{BucketManifests, KindObjectStore, "OBJ_" + BucketManifests}
+	Policy       = Object{BucketPolicy, KindKV, "KV_" + BucketPolicy}
 )
 
 // Objects returns everything Setup makes, in its order.
 func Objects() []Object {
-	return []Object{Observations, Fingerprints, Verdicts, Admin, Status, Baselines, Policies, Manifests}
+	return []Object{Observations, Fingerprints, Verdicts, Admin, Status, Baselines, Manifests, Policy}
 }
 
 func (o Object) String() string { return o.Kind + " " + o.Name }
@@ -91,10 +91,10 @@ func Bind(ctx context.Context, js jetstream.JetStream, mode string, cfg Config, 
 			h.Status, err = js.KeyValue(ctx, o.Name)
 		case Baselines:
 			h.Baselines, err = js.KeyValue(ctx, o.Name)
-		case Policies:
-			h.Policy, err = js.KeyValue(ctx, o.Name)
 		case Manifests:
 			h.Manifests, err = js.ObjectStore(ctx, o.Name)
+		case Policy:
+			h.Policy, err = js.KeyValue(ctx, o.Name)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("binding %s: %w", o, err)

@@ -34,10 +34,11 @@ const (
 
 	BucketStatus    = "mcpdrift_status"
 	BucketBaselines = "mcpdrift_baselines"
-	// BucketPolicy holds each tenant's policy (policy.Stored under the
-	// tenant id); only the drift service writes it.
-	BucketPolicy    = "mcpdrift_policy"
 	BucketManifests = "mcpdrift_manifests"
+	// BucketPolicy holds each tenant's per-call policy (policy.Stored under
+	// the key <tenant>): written by the drift service only, watched by
+	// proxies (docs/policy.md).
+	BucketPolicy = "mcpdrift_policy"
 
 	ConsumerFingerprint = "fingerprint"
 	ConsumerDrift       = "drift"
@@ -184,8 +185,8 @@ func (c Config) Validate() error {
 type Handles struct {
 	Status    jetstream.KeyValue
 	Baselines jetstream.KeyValue
-	Policy    jetstream.KeyValue
 	Manifests jetstream.ObjectStore
+	Policy    jetstream.KeyValue
 }
 
 // Setup creates or updates every stream and bucket; running it again, or
@@ -230,9 +231,9 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Handles, e
 	if err != nil {
 		return nil, fmt.Errorf("creating bucket %s: %w", BucketBaselines, err)
 	}
-	pol, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: BucketPolicy, Description: "each tenant's policy: call rules, drift settings, risk modes",
-		History: 16, Replicas: c.Replicas, Storage: jetstream.FileStorage, MaxValueSize: 1 << 20,
+	policy, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: BucketPolicy, Description: "per-call policy per tenant (rules, drift and risk settings), versioned",
+		History: 16, Replicas: c.Replicas, Storage: jetstream.FileStorage, MaxValueSize: 8 << 20,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating bucket %s: %w", BucketPolicy, err)
@@ -244,7 +245,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Handles, e
 	if err != nil {
 		return nil, fmt.Errorf("creating object store %s: %w", BucketManifests, err)
 	}
-	return &Handles{Status: status, Baselines: baselines, Policy: pol, Manifests: manifests}, nil
+	return &Handles{Status: status, Baselines: baselines, Manifests: manifests, Policy: policy}, nil
 }
 
 // ManifestName is the object name of a manifest with the given surface hash

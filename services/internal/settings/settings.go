@@ -24,76 +24,45 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/status"
 )
 
-// Drift returns the drift settings of server under its tenant's stored
-// policy st (nil when the tenant has none) over defaults: each field the
-// server's override sets, else the tenant's setting, else the default.
-func Drift(st *policy.Stored, server string, defaults status.Policy) status.Policy {
+// Drift returns the drift settings of server under its tenant's compiled
+// policy set (nil when the tenant has none) over defaults: each field the
+// server's override sets, else the tenant's setting (policy.Set.Drift),
+// else the default.
+func Drift(set *policy.Set, server string, defaults status.Policy) status.Policy {
 	out := defaults
-	if st == nil {
+	if set == nil {
 		return out
 	}
-	apply := func(ds policy.DriftSetting) {
-		if ds.Posture != "" {
-			out.Posture = ds.Posture
-		}
-		if ds.OnDrift != "" {
-			out.OnDrift = ds.OnDrift
-		}
-		if ds.Guard != nil {
-			out.Guard = *ds.Guard
-		}
-		h := out.Hashing()
-		if ds.Hash != "" {
-			h.Hash = ds.Hash
-		}
-		if ds.Annotations != nil {
-			h.Annotations = *ds.Annotations
-		}
-		out = out.WithHashing(h)
+	ds := set.Drift(server)
+	if ds.Posture != "" {
+		out.Posture = ds.Posture
 	}
-	for pass := range 2 { // the tenant's setting, then the server's override
-		for _, ds := range st.Document.Drift {
-			if ds.Tenant != st.Tenant {
-				continue
-			}
-			if (pass == 0 && ds.Server == "") || (pass == 1 && ds.Server == server) {
-				apply(ds)
-			}
-		}
+	if ds.OnDrift != "" {
+		out.OnDrift = ds.OnDrift
 	}
-	return out
+	if ds.Guard != nil {
+		out.Guard = *ds.Guard
+	}
+	h := out.Hashing()
+	if ds.Hash != "" {
+		h.Hash = ds.Hash
+	}
+	if ds.Annotations != nil {
+		h.Annotations = *ds.Annotations
+	}
+	return out.WithHashing(h)
 }
 
-// RiskMode returns the enforcement mode of band for server under its
-// tenant's stored policy st: the server's risk setting when it names the
-// band, else the tenant's, else allow.
-func RiskMode(st *policy.Stored, server string, band policy.Band) policy.Mode {
-	if st == nil {
-		return policy.ModeAllow
-	}
-	mode := policy.ModeAllow
-	for pass := range 2 {
-		for _, rs := range st.Document.Risk {
-			if rs.Tenant != st.Tenant || (pass == 0 && rs.Server != "") || (pass == 1 && rs.Server != server) {
-				continue
-			}
-			if m, ok := rs.Modes[band]; ok {
-				mode = m
-			}
-		}
-	}
-	return mode
-}
-
-// Watch keeps every tenant's stored policy as the policy bucket holds it,
-// from a KV watch: a service reads it from memory per message. A value it
-// cannot read keeps the tenant's last good policy (and is logged).
+// Watch keeps every tenant's policy as the policy bucket holds it,
+// compiled, from a KV watch: a service reads it from memory per message. A
+// value it cannot read or compile keeps the tenant's last good policy (and
+// is logged).
 type Watch struct {
 	kv  jetstream.KeyValue
 	log zerolog.Logger
 
 	mu       sync.Mutex
-	policies map[string]*policy.Stored
+	policies map[string]*policy.Set
 	loaded   chan struct{}
 	once     sync.Once
 }
@@ -103,11 +72,11 @@ func NewWatch(kv jetstream.KeyValue, log zerolog.Logger) (*Watch, error) {
 	if kv == nil {
 		return nil, errors.New("settings: the policy bucket is nil")
 	}
-	return &Watch{kv: kv, log: log, policies: map[string]*policy.Stored{}, loaded: make(chan struct{})}, nil
+	return &Watch{kv: kv, log: log, policies: map[string]*policy.Set{}, loaded: make(chan struct{})}, nil
 }
 
-// Policy returns tenant's stored policy, nil when it has none.
-func (w *Watch) Policy(tenant string) *policy.Stored {
+// Policy returns tenant's compiled policy, nil when it has none.
+func (w *Watch) Policy(tenant string) *policy.Set {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.policies[tenant]
@@ -118,9 +87,10 @@ func (w *Watch) Drift(tenant, server string, defaults status.Policy) status.Poli
 	return Drift(w.Policy(tenant), server, defaults)
 }
 
-// RiskMode is RiskMode with tenant's policy from the watch.
+// RiskMode is the enforcement mode of band for server under tenant's
+// policy (policy.Set.RiskMode): allow without one.
 func (w *Watch) RiskMode(tenant, server string, band policy.Band) policy.Mode {
-	return RiskMode(w.Policy(tenant), server, band)
+	return w.Policy(tenant).RiskMode(server, band)
 }
 
 // Loaded is closed once the policies that existed when the watch started
@@ -188,12 +158,20 @@ func (w *Watch) apply(e jetstream.KeyValueEntry) {
 		return
 	}
 	st := new(policy.Stored)
-	if err := json.Unmarshal(e.Value(), st); err != nil || st.Tenant != tenant {
-		w.log.Error().Err(err).Str("tenant", tenant).Str("stored_tenant", st.Tenant).Uint64("revision", e.Revision()).
+	err := json.Unmarshal(e.Value(), st)
+	if err == nil && st.Tenant != tenant {
+		err = fmt.Errorf("stored under %q for tenant %q", tenant, st.Tenant)
+	}
+	var set *policy.Set
+	if err == nil {
+		set, err = policy.CompileStored(st)
+	}
+	if err != nil {
+		w.log.Error().Err(err).Str("tenant", tenant).Uint64("revision", e.Revision()).
 			Msg("stored policy unreadable; keeping the tenant's last good one")
 		return
 	}
 	w.mu.Lock()
-	w.policies[tenant] = st
+	w.policies[tenant] = set
 	w.mu.Unlock()
 }

@@ -125,6 +125,8 @@ type Deps struct {
 	Now  func() time.Time
 	// Metrics counts requests by action and result; nil counts nothing.
 	Metrics *Metrics
+	// Policies serves /v1/policy (docs/policy.md); nil answers 501.
+	Policies Policies
 }
 
 type handler struct {
@@ -154,6 +156,7 @@ func NewHandler(b Backend, tokens []Token, d Deps) http.Handler {
 			" (a path names a tenant and a server; name a listing variant with ?variant= or \"variant\" in the body)")
 	})
 	mux.HandleFunc("GET /v1/verdicts", h.auth(RoleRead, "tail", nil)) // a stream, served by tail
+	h.policyRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
@@ -250,6 +253,11 @@ func (h *handler) auth(need Role, action string, f apiFunc) http.HandlerFunc {
 				status = httpStatus(code)
 			}
 			h.d.Metrics.done(action, status)
+			var refused *policyErrors
+			if errors.As(err, &refused) {
+				writeErrorList(w, status, code, msg, refused.list)
+				return
+			}
 			var cands candidates
 			if errors.As(err, &cands) {
 				writeError(w, status, code, msg, cands.CandidateVariants()...)
@@ -574,12 +582,21 @@ type Error struct {
 		// Candidates names the listing variants an ambiguous action could
 		// mean (variant_ambiguous).
 		Candidates []string `json:"candidates,omitempty"`
+		// Errors are every error of a refused policy document
+		// (policy_invalid): code, rule, field, line, message each.
+		Errors []*policy.Error `json:"errors,omitempty"`
 	} `json:"error"`
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string, cands ...string) {
 	var e Error
 	e.Error.Code, e.Error.Message, e.Error.Candidates = code, msg, cands
+	writeJSON(w, status, e)
+}
+
+func writeErrorList(w http.ResponseWriter, status int, code, msg string, list []*policy.Error) {
+	var e Error
+	e.Error.Code, e.Error.Message, e.Error.Errors = code, msg, list
 	writeJSON(w, status, e)
 }
 

@@ -209,6 +209,9 @@ func (s *Service) Run(ctx context.Context) error {
 		FilterSubject: bus.Prefix + ".fp.>",
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // asked to stop before starting
+		}
 		return fmt.Errorf("creating consumer %s: %w", s.cfg.Durable, err)
 	}
 	watchCtx, stopWatch := context.WithCancel(ctx)
