@@ -108,6 +108,21 @@ func (w *Watch) WaitLoaded(ctx context.Context) error {
 	}
 }
 
+// Start runs the watch until ctx ends and waits for Loaded: what a service
+// does before it consumes anything. stop ends the watch and waits for it;
+// err is ctx's when ctx ended first (the watch is stopped then).
+func (w *Watch) Start(ctx context.Context) (stop func(), err error) {
+	watchCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(watchCtx) }()
+	stop = func() { cancel(); <-done }
+	if err := w.WaitLoaded(ctx); err != nil {
+		stop()
+		return func() {}, err
+	}
+	return stop, nil
+}
+
 // Run watches the bucket until ctx ends, watching again after a failure.
 func (w *Watch) Run(ctx context.Context) error {
 	delay := 100 * time.Millisecond

@@ -431,6 +431,15 @@ func decodeBody(r *http.Request, v any) error {
 }
 
 func (h *handler) approve(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
+	return h.namedHash(ctx, r, c, "hash must be the sha256:<hex> you reviewed", h.b.Approve)
+}
+
+// namedHash carries out an action that names a hash and, optionally, a
+// variant (approve, rebaseline): the body is an ApproveRequest (a
+// RebaselineRequest has its shape), the hash is audited, and the answer is
+// the server after, with the variants the action re-baselined.
+func (h *handler) namedHash(ctx context.Context, r *http.Request, c *call, hashHint string,
+	do func(ctx context.Context, tenant, server, variant, hash, actor string) (*state.View, []string, error)) (int, any, error) {
 	var req ApproveRequest
 	if err := decodeBody(r, &req); err != nil {
 		return 0, nil, err
@@ -443,18 +452,18 @@ func (h *handler) approve(ctx context.Context, w http.ResponseWriter, r *http.Re
 		c.action.Variant = req.Variant
 	}
 	if _, err := surface.ParseDigest(req.Hash); err != nil {
-		return 0, nil, coded.Errorf("bad_request", "hash must be the sha256:<hex> you reviewed: %w", err)
+		return 0, nil, coded.Errorf("bad_request", "%s: %w", hashHint, err)
 	}
 	t, s := path(r)
-	v, approved, err := h.b.Approve(ctx, t, s, req.Variant, req.Hash, c.action.Actor)
+	v, done, err := do(ctx, t, s, req.Variant, req.Hash, c.action.Actor)
 	if err != nil {
 		return 0, nil, err
 	}
-	if len(approved) == 1 {
-		c.action.Variant = approved[0]
+	if len(done) == 1 {
+		c.action.Variant = done[0]
 	}
 	out := serverShow(v)
-	out.Approved = approved
+	out.Approved = done
 	return http.StatusOK, out, nil
 }
 
@@ -473,15 +482,11 @@ func (h *handler) quarantine(ctx context.Context, w http.ResponseWriter, r *http
 	return http.StatusOK, serverShow(v), nil
 }
 
-// RebaselineRequest is the body of POST .../rebaseline.
-type RebaselineRequest struct {
-	// Hash is the live manifest's hash with the settings the policy asks
-	// for (policy_wants_live_hash in show), as reviewed.
-	Hash string `json:"hash"`
-	// Variant names the listing variant; empty: the variants live at Hash
-	// with the new settings (or the server's only variant).
-	Variant string `json:"variant,omitempty"`
-}
+// RebaselineRequest is the body of POST .../rebaseline: Hash is the live
+// manifest's hash by the settings the policy asks for
+// (policy_wants_live_hash in show); Variant names the listing variant,
+// empty: the variants live at Hash by them (or the server's only one).
+type RebaselineRequest = ApproveRequest
 
 // RiskRequest is the body of POST .../risk.
 type RiskRequest struct {
@@ -491,31 +496,7 @@ type RiskRequest struct {
 }
 
 func (h *handler) rebaseline(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
-	var req RebaselineRequest
-	if err := decodeBody(r, &req); err != nil {
-		return 0, nil, err
-	}
-	c.action.Hash = req.Hash
-	if req.Variant != "" {
-		if err := bus.ValidID("variant", req.Variant); err != nil {
-			return 0, nil, coded.Errorf(bus.CodeInvalidID, "%w", err)
-		}
-		c.action.Variant = req.Variant
-	}
-	if _, err := surface.ParseDigest(req.Hash); err != nil {
-		return 0, nil, coded.Errorf("bad_request", "hash must be the live hash with the new settings (policy_wants_live_hash): %w", err)
-	}
-	t, s := path(r)
-	v, done, err := h.b.Rebaseline(ctx, t, s, req.Variant, req.Hash, c.action.Actor)
-	if err != nil {
-		return 0, nil, err
-	}
-	if len(done) == 1 {
-		c.action.Variant = done[0]
-	}
-	out := serverShow(v)
-	out.Approved = done
-	return http.StatusOK, out, nil
+	return h.namedHash(ctx, r, c, "hash must be the live hash by the new settings (policy_wants_live_hash)", h.b.Rebaseline)
 }
 
 func (h *handler) risk(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {

@@ -191,13 +191,11 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.pol != nil {
 		// The policies first: a server first seen before its tenant's
 		// policy arrived would be recorded with the flags' settings.
-		polCtx, stopPol := context.WithCancel(ctx)
-		polDone := make(chan struct{})
-		go func() { defer close(polDone); _ = s.pol.Run(polCtx) }()
-		defer func() { stopPol(); <-polDone }()
-		if err := s.pol.WaitLoaded(ctx); err != nil {
+		stop, err := s.pol.Start(ctx)
+		if err != nil {
 			return nil // asked to stop before starting
 		}
+		defer stop()
 	}
 	cons, err := s.js.CreateOrUpdateConsumer(ctx, bus.StreamFingerprints, jetstream.ConsumerConfig{
 		Durable:       s.cfg.Durable,

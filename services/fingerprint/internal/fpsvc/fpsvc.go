@@ -300,13 +300,11 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.pol != nil {
 		// The policies first: an observation hashed before its tenant's
 		// policy arrived would be hashed with the defaults.
-		polCtx, stopPol := context.WithCancel(ctx)
-		polDone := make(chan struct{})
-		go func() { defer close(polDone); _ = s.pol.Run(polCtx) }()
-		defer func() { stopPol(); <-polDone }()
-		if err := s.pol.WaitLoaded(ctx); err != nil {
+		stop, err := s.pol.Start(ctx)
+		if err != nil {
 			return nil // asked to stop before starting
 		}
+		defer stop()
 	}
 	cons, err := s.js.CreateOrUpdateConsumer(ctx, bus.StreamObservations, s.cfg.ConsumerConfig())
 	if err != nil {
