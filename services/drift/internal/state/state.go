@@ -26,6 +26,7 @@ type (
 	Server   = status.Server
 	Baseline = status.Baseline
 	Items    = status.Items
+	Hashing  = status.Hashing
 )
 
 // The statuses of the design (status.Status).
