@@ -15,6 +15,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/admin"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/policy"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 )
 
 const acmePolicy = `
@@ -221,34 +222,38 @@ rules2: []
 
 	// Audited: who applied what (the document's hash), refusals included.
 	seen := map[string]bool{}
-	for {
-		m, err := actions.NextMsg(time.Second)
-		if err != nil {
-			break
+	wants := []string{"policy_apply alice false policy_invalid ", "policy_apply alice true  ", "policy_apply alice true  acme",
+		"policy_apply reader false forbidden ", "policy_list reader true  default", "policy_test reader true  acme"}
+	poll.Eventually(t, 15*time.Second, func() error {
+		for {
+			m, err := actions.NextMsg(10 * time.Millisecond)
+			if err != nil {
+				break
+			}
+			var act struct {
+				Action, Actor, Tenant, Hash string
+				Ok                          bool
+				ErrorCode                   string `json:"error_code"`
+				ErrorMessage                string `json:"error_message"`
+			}
+			if err := json.Unmarshal(m.Data, &act); err != nil {
+				t.Fatalf("admin action is not JSON: %s", m.Data)
+			}
+			if act.Action == "policy_apply" && act.Ok && !strings.HasPrefix(act.Hash, "sha256:") {
+				t.Errorf("an apply audited without the document's hash: %s", m.Data)
+			}
+			if act.ErrorCode == admin.CodePolicyInvalid && !strings.Contains(act.ErrorMessage, "policy_bad_op") {
+				t.Errorf("a refusal audited without its errors: %s", m.Data)
+			}
+			seen[fmt.Sprint(act.Action, " ", act.Actor, " ", act.Ok, " ", act.ErrorCode, " ", act.Tenant)] = true
 		}
-		var act struct {
-			Action, Actor, Tenant, Hash string
-			Ok                          bool
-			ErrorCode                   string `json:"error_code"`
-			ErrorMessage                string `json:"error_message"`
+		for _, want := range wants {
+			if !seen[want] {
+				return fmt.Errorf("no admin action %q among %v", want, seen)
+			}
 		}
-		if err := json.Unmarshal(m.Data, &act); err != nil {
-			t.Fatalf("admin action is not JSON: %s", m.Data)
-		}
-		if act.Action == "policy_apply" && act.Ok && !strings.HasPrefix(act.Hash, "sha256:") {
-			t.Errorf("an apply audited without the document's hash: %s", m.Data)
-		}
-		if act.ErrorCode == admin.CodePolicyInvalid && !strings.Contains(act.ErrorMessage, "policy_bad_op") {
-			t.Errorf("a refusal audited without its errors: %s", m.Data)
-		}
-		seen[fmt.Sprint(act.Action, " ", act.Actor, " ", act.Ok, " ", act.ErrorCode, " ", act.Tenant)] = true
-	}
-	for _, want := range []string{"policy_apply alice false policy_invalid ", "policy_apply alice true  ", "policy_apply alice true  acme",
-		"policy_apply reader false forbidden ", "policy_list reader true  default", "policy_test reader true  acme"} {
-		if !seen[want] {
-			t.Errorf("no admin action %q among %v", want, seen)
-		}
-	}
+		return nil
+	})
 }
 
 func ptr[T any](v T) *T { return &v }
