@@ -185,7 +185,15 @@ func (s *Session) decide(ctx context.Context, kind surface.Kind, name string) (c
 		// Whatever the verdict and the posture: the server's surface is not a surface.
 		return RefuseListingInvalid, fmt.Sprintf("mcpdrift withheld this call: the tools listing of server %q could not be assembled (%s), so none of its tools can be trusted. The server must be fixed; the proxy lists it again when it announces a change.", s.cfg.Server, listErr), ""
 	}
+	hashedWith := judge.hashOptions()
 	v, ok := s.view(ctx, variant, awaiting)
+	if judge.hashOptions() != hashedWith {
+		// The view brought other hashing settings: the live items were
+		// hashed again (adoptHashing).
+		judge.mu.Lock()
+		live, seen = judge.live[ItemKey{kind, name}]
+		judge.mu.Unlock()
+	}
 	drifted := judge.driftedFrom(v, ok)
 	switch {
 	case !ok:
