@@ -39,11 +39,12 @@ var (
 	Status       = Object{BucketStatus, KindKV, "KV_" + BucketStatus}
 	Baselines    = Object{BucketBaselines, KindKV, "KV_" + BucketBaselines}
 	Manifests    = Object{BucketManifests, KindObjectStore, "OBJ_" + BucketManifests}
+	Approvals    = Object{BucketApprovals, KindKV, "KV_" + BucketApprovals}
 )
 
 // Objects returns everything Setup makes, in its order.
 func Objects() []Object {
-	return []Object{Observations, Fingerprints, Verdicts, Admin, Status, Baselines, Manifests}
+	return []Object{Observations, Fingerprints, Verdicts, Admin, Status, Baselines, Manifests, Approvals}
 }
 
 func (o Object) String() string { return o.Kind + " " + o.Name }
@@ -92,6 +93,8 @@ func Bind(ctx context.Context, js jetstream.JetStream, mode string, cfg Config, 
 			h.Baselines, err = js.KeyValue(ctx, o.Name)
 		case Manifests:
 			h.Manifests, err = js.ObjectStore(ctx, o.Name)
+		case Approvals:
+			h.Approvals, err = js.KeyValue(ctx, o.Name)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("binding %s: %w", o, err)
