@@ -190,7 +190,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	host, _ := os.Hostname()
 	cfg := Config{Tenant: "default", ProxyID: strings.Trim(idClean.ReplaceAllString(host, "-"), "-"),
 		OutboxDir: filepath.Join(os.TempDir(), "mcpdrift-outbox"), FirstSightWait: 2 * time.Second, Arguments: argumentsDigest,
-		StatusCopyMaxAge: 24 * time.Hour}
+		StatusCopyMaxAge: 24 * time.Hour, Policy: policyEnforce, ApprovalWait: 2 * time.Minute}
 	if dir, err := os.UserCacheDir(); err == nil {
 		cfg.OutboxDir = filepath.Join(dir, "mcpdrift", "outbox")
 	}

@@ -40,11 +40,12 @@ var (
 	Baselines    = Object{BucketBaselines, KindKV, "KV_" + BucketBaselines}
 	Manifests    = Object{BucketManifests, KindObjectStore, "OBJ_" + BucketManifests}
 	Approvals    = Object{BucketApprovals, KindKV, "KV_" + BucketApprovals}
+	Policy       = Object{BucketPolicy, KindKV, "KV_" + BucketPolicy}
 )
 
 // Objects returns everything Setup makes, in its order.
 func Objects() []Object {
-	return []Object{Observations, Fingerprints, Verdicts, Admin, Status, Baselines, Manifests, Approvals}
+	return []Object{Observations, Fingerprints, Verdicts, Admin, Status, Baselines, Manifests, Approvals, Policy}
 }
 
 func (o Object) String() string { return o.Kind + " " + o.Name }
@@ -95,6 +96,8 @@ func Bind(ctx context.Context, js jetstream.JetStream, mode string, cfg Config, 
 			h.Manifests, err = js.ObjectStore(ctx, o.Name)
 		case Approvals:
 			h.Approvals, err = js.KeyValue(ctx, o.Name)
+		case Policy:
+			h.Policy, err = js.KeyValue(ctx, o.Name)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("binding %s: %w", o, err)

@@ -39,6 +39,8 @@ const (
 	// (package approval): one key per held call, written by the drift
 	// service only.
 	BucketApprovals = "mcpdrift_approvals"
+	// BucketPolicy holds each tenant's per-call policy (policy.Bucket).
+	BucketPolicy = "mcpdrift_policy"
 
 	ConsumerFingerprint = "fingerprint"
 	ConsumerDrift       = "drift"
@@ -191,6 +193,7 @@ type Handles struct {
 	Baselines jetstream.KeyValue
 	Manifests jetstream.ObjectStore
 	Approvals jetstream.KeyValue
+	Policy    jetstream.KeyValue
 }
 
 // Setup creates or updates every stream and bucket; running it again, or
@@ -249,7 +252,14 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Handles, e
 	if err != nil {
 		return nil, fmt.Errorf("creating bucket %s: %w", BucketApprovals, err)
 	}
-	return &Handles{Status: status, Baselines: baselines, Manifests: manifests, Approvals: approvals}, nil
+	pol, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: BucketPolicy, Description: "the per-call policy of each tenant, versioned",
+		History: 16, Replicas: c.Replicas, Storage: jetstream.FileStorage, MaxValueSize: 8 << 20,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating bucket %s: %w", BucketPolicy, err)
+	}
+	return &Handles{Status: status, Baselines: baselines, Manifests: manifests, Approvals: approvals, Policy: pol}, nil
 }
 
 // ManifestName is the object name of a manifest with the given surface hash
