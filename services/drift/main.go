@@ -22,6 +22,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/approvals"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/console"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/driftsvc"
+	"github.com/mcpdrift/mcpdrift/services/drift/internal/policystore"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/state"
 	"github.com/mcpdrift/mcpdrift/services/internal/auditq"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
@@ -127,7 +128,7 @@ func serve(ctx context.Context, cfg Config) error {
 // API until ctx ends; o holds its readiness checks and metrics.
 func serveDrift(ctx context.Context, cfg Config, log zerolog.Logger, o *ops.Server) error {
 	started := o.Starting("connecting, checking streams and opening the admin API")
-	b, err := cfg.Open(ctx, "drift", log, []bus.Object{bus.Fingerprints, bus.Verdicts, bus.Admin, bus.Status, bus.Baselines, bus.Manifests, bus.Approvals})
+	b, err := cfg.Open(ctx, "drift", log, []bus.Object{bus.Fingerprints, bus.Verdicts, bus.Admin, bus.Status, bus.Baselines, bus.Manifests, bus.Approvals, bus.Policy})
 	if err != nil {
 		return err
 	}
@@ -168,6 +169,7 @@ func serveDrift(ctx context.Context, cfg Config, log zerolog.Logger, o *ops.Serv
 		Log:       log,
 		Metrics:   admin.NewMetrics(o.Registry()),
 		Approvals: held,
+		Policies:  policystore.New(b.Handles.Policy, nil),
 	})
 	// The review console shares the address: the API under /v1, pages at /.
 	cd := console.Deps{Backend: svc, API: api, Manifest: svc.Manifest, Follow: follow, JS: js, Log: log}

@@ -61,6 +61,7 @@ func allStates(state string, replicas string) map[string]string {
 		bus.StreamAdmin:        "stream replicas " + replicas + " " + state,
 		bus.BucketStatus:       "kv replicas " + replicas + " " + state,
 		bus.BucketBaselines:    "kv replicas " + replicas + " " + state,
+		bus.BucketPolicy:       "kv replicas " + replicas + " " + state,
 		bus.BucketManifests:    "object-store replicas " + replicas + " " + state,
 	}
 }

@@ -1,7 +1,7 @@
 // Command driftctl is the mcpdrift operator CLI: it fingerprints and diffs
 // MCP server surfaces, captures what a server advertises, and drives the
 // drift service's admin API (status, show, diff --live, history, approve,
-// quarantine, tail), queries the audit tables, and sets up the bus
+// quarantine, tail, policy), queries the audit tables, and sets up the bus
 // (bus-setup).
 //
 // Exit status: 0 success (for diff of two files: nothing changed), 1 diff of
@@ -36,6 +36,9 @@ Usage:
   driftctl tail
   driftctl audit drifts|drifts-per-day|approval-time|refused|approvals|closed [--since DURATION] [--json]
   driftctl bus-setup [--nats-url URL] [--nats-creds FILE] [--replicas N] [--check]
+  driftctl policy apply [--clear TENANT] FILE|-
+  driftctl policy list [--tenant T] [--json]
+  driftctl policy test --tenant T --server S --tool NAME [--args JSON] [--agent A]
 
 Commands on files:
   fingerprint  print the sha256 fingerprint of a server surface
@@ -56,6 +59,9 @@ error, variant_ambiguous, names them):
   quarantine   withhold a server, every variant present and future, until an
                explicit approve; --preemptive for a server never observed
   tail         follow verdicts as they happen (JSON lines)
+  policy       the per-call policy: apply a policy file (validated whole,
+               nothing applied on any error), list the stored policies, test
+               a call against one ("driftctl policy --help")
 
 Commands against the audit tables in ClickHouse (--clickhouse or
 MCPDRIFT_CLICKHOUSE_ADDR; "driftctl audit --help" lists the queries):
@@ -124,6 +130,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return runAudit(ctx, args[1:], getenv, stdout, stderr)
 	case "bus-setup":
 		return runBusSetup(ctx, args[1:], getenv, stdout, stderr)
+	case "policy":
+		return runPolicy(ctx, args[1:], getenv, stdin, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

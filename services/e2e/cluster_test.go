@@ -325,6 +325,46 @@ func TestNATSRolePermissions(t *testing.T) {
 	}
 	_ = ws.Stop()
 
+	// The per-call policy: drift writes a tenant's record, the tenant's proxy
+	// reads it and watches it.
+	dpol, err := drift.js.KeyValue(natsOpCtx(t, 10*time.Second), bus.BucketPolicy)
+	if err != nil {
+		t.Fatalf("drift binds the policy bucket: %v", err)
+	}
+	var polRev uint64
+	for _, tenant := range []string{"default", "acme"} {
+		r, err := dpol.Put(natsOpCtx(t, 10*time.Second), tenant, []byte(`{"tenant":"`+tenant+`","version":1}`))
+		if err != nil {
+			t.Fatalf("drift writes the policy of %s: %v", tenant, err)
+		}
+		if tenant == "default" {
+			polRev = r
+		}
+	}
+	if keys, err := dpol.Keys(natsOpCtx(t, 10*time.Second)); err != nil || len(keys) != 2 {
+		t.Fatalf("drift lists the policy bucket: %v %v", keys, err)
+	}
+	ppol, err := proxy.js.KeyValue(natsOpCtx(t, 10*time.Second), bus.BucketPolicy)
+	if err != nil {
+		t.Fatalf("proxy binds the policy bucket: %v", err)
+	}
+	if e, err := ppol.Get(natsOpCtx(t, 10*time.Second), "default"); err != nil || e.Key() != "default" {
+		t.Fatalf("proxy reads its tenant's policy: %v", err)
+	}
+	wp, err := ppol.Watch(natsOpCtx(t, 10*time.Second), "default")
+	if err != nil {
+		t.Fatalf("proxy watches its tenant's policy: %v", err)
+	}
+	select {
+	case e := <-wp.Updates():
+		if e == nil || e.Key() != "default" {
+			t.Fatalf("proxy's policy watch: first entry %v", e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("proxy's policy watch: nothing within 10s")
+	}
+	_ = wp.Stop()
+
 	// Refused, each on a fresh connection so that the violation is its own.
 	denied := []struct {
 		name, role, kind, subject string
@@ -404,6 +444,34 @@ func TestNATSRolePermissions(t *testing.T) {
 		}},
 		{"proxy_deletes_stream", "proxy", "publish", "$JS.API.STREAM.DELETE.KV_mcpdrift_status", func(ctx context.Context, c *natsRoleConn) error {
 			return c.js.DeleteKeyValue(ctx, bus.BucketStatus)
+		}},
+		{"proxy_writes_policy", "proxy", "publish", "$KV.mcpdrift_policy.default", func(ctx context.Context, c *natsRoleConn) error {
+			kv, err := c.js.KeyValue(natsOpCtx(t, 10*time.Second), bus.BucketPolicy)
+			if err != nil {
+				return nil
+			}
+			_, err = kv.Put(ctx, "default", []byte(`{"tenant":"default","version":99}`))
+			return err
+		}},
+		{"proxy_reads_other_policy", "proxy", "publish", "$JS.API.DIRECT.GET.KV_mcpdrift_policy.$KV.mcpdrift_policy.acme", func(ctx context.Context, c *natsRoleConn) error {
+			kv, err := c.js.KeyValue(natsOpCtx(t, 10*time.Second), bus.BucketPolicy)
+			if err != nil {
+				return nil
+			}
+			_, err = kv.Get(ctx, "acme")
+			return err
+		}},
+		{"proxy_watches_other_policy", "proxy", "publish", "$JS.API.CONSUMER.CREATE.KV_mcpdrift_policy.*.$KV.mcpdrift_policy.acme", func(ctx context.Context, c *natsRoleConn) error {
+			kv, err := c.js.KeyValue(natsOpCtx(t, 10*time.Second), bus.BucketPolicy)
+			if err != nil {
+				return nil
+			}
+			_, err = kv.Watch(ctx, "acme")
+			return err
+		}},
+		{"fingerprint_writes_policy", "fingerprint", "publish", "$KV.mcpdrift_policy.default", func(ctx context.Context, c *natsRoleConn) error {
+			_, err := c.js.Publish(ctx, "$KV.mcpdrift_policy.default", []byte(`{}`))
+			return err
 		}},
 		{"fingerprint_writes_status", "fingerprint", "publish", "$KV.mcpdrift_status." + key, func(ctx context.Context, c *natsRoleConn) error {
 			_, err := c.js.Publish(ctx, "$KV.mcpdrift_status."+key, []byte(`{"status":"verified"}`))
@@ -485,6 +553,9 @@ func TestNATSRolePermissions(t *testing.T) {
 	}
 	if got, err := h.Manifests.GetBytes(natsOpCtx(t, 10*time.Second), "sha256-abc"); err != nil || string(got) != string(manifest) {
 		t.Fatalf("manifest after a refused write: %v %q", err, got)
+	}
+	if e, err := h.Policy.Get(natsOpCtx(t, 10*time.Second), "default"); err != nil || e.Revision() != polRev {
+		t.Fatalf("policy after a refused write: %v, want revision %d", err, polRev)
 	}
 
 	// Allowed: alerting follows verdicts, audit consumes them on its own

@@ -36,11 +36,11 @@ func TestBind(t *testing.T) {
 	}
 
 	h, err := bus.Bind(ctx, js, bus.SetupCreate, bus.Config{Replicas: 1})
-	if err != nil || h.Status == nil || h.Baselines == nil || h.Manifests == nil {
+	if err != nil || h.Status == nil || h.Baselines == nil || h.Manifests == nil || h.Policy == nil {
 		t.Fatalf("create: %+v %v", h, err)
 	}
 	h, err = bus.Bind(ctx, js, bus.SetupCheck, bus.Config{}, bus.Objects()...)
-	if err != nil || h.Status == nil || h.Baselines == nil || h.Manifests == nil {
+	if err != nil || h.Status == nil || h.Baselines == nil || h.Manifests == nil || h.Policy == nil {
 		t.Fatalf("check after create: %+v %v", h, err)
 	}
 	h, err = bus.Bind(ctx, js, bus.SetupCheck, bus.Config{}, bus.Observations, bus.Manifests)

@@ -39,7 +39,9 @@ const (
 	// (package approval): one key per held call, written by the drift
 	// service only.
 	BucketApprovals = "mcpdrift_approvals"
-	// BucketPolicy holds each tenant's per-call policy (policy.Bucket).
+	// BucketPolicy holds each tenant's per-call policy (policy.Stored under
+	// the key <tenant>): written by the drift service only, watched by
+	// proxies (docs/policy.md).
 	BucketPolicy = "mcpdrift_policy"
 
 	ConsumerFingerprint = "fingerprint"
@@ -238,6 +240,13 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Handles, e
 	if err != nil {
 		return nil, fmt.Errorf("creating bucket %s: %w", BucketBaselines, err)
 	}
+	policy, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: BucketPolicy, Description: "per-call policy per tenant (rules, drift and risk settings), versioned",
+		History: 16, Replicas: c.Replicas, Storage: jetstream.FileStorage, MaxValueSize: 8 << 20,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating bucket %s: %w", BucketPolicy, err)
+	}
 	manifests, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
 		Bucket: BucketManifests, Description: "observed manifests (capture format), content-addressed by surface hash",
 		Replicas: c.Replicas, Storage: jetstream.FileStorage,
@@ -252,14 +261,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Handles, e
 	if err != nil {
 		return nil, fmt.Errorf("creating bucket %s: %w", BucketApprovals, err)
 	}
-	pol, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: BucketPolicy, Description: "the per-call policy of each tenant, versioned",
-		History: 16, Replicas: c.Replicas, Storage: jetstream.FileStorage, MaxValueSize: 8 << 20,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("creating bucket %s: %w", BucketPolicy, err)
-	}
-	return &Handles{Status: status, Baselines: baselines, Manifests: manifests, Approvals: approvals, Policy: pol}, nil
+	return &Handles{Status: status, Baselines: baselines, Manifests: manifests, Approvals: approvals, Policy: policy}, nil
 }
 
 // ManifestName is the object name of a manifest with the given surface hash

@@ -9,12 +9,13 @@
 package policy
 
 import (
+	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/status"
 )
 
 // Bucket is the JetStream KV bucket of policies: one key per tenant (Key),
 // whose value is a Stored record (JSON). Only the drift service writes it.
-const Bucket = "mcpdrift_policy"
+const Bucket = bus.BucketPolicy
 
 // Key is the policy bucket's key of a tenant.
 func Key(tenant string) string { return tenant }
@@ -61,12 +62,12 @@ type Clause struct {
 // order of Priority (higher first), then in the order written; the first
 // enforced match decides.
 type Rule struct {
-	ID       string   `json:"id" yaml:"id"`
-	Tenant   string   `json:"tenant" yaml:"tenant"`
-	Server   string   `json:"server,omitempty" yaml:"server,omitempty"`
-	Tool     string   `json:"tool,omitempty" yaml:"tool,omitempty"`
-	Agent    string   `json:"agent,omitempty" yaml:"agent,omitempty"`
-	Args     []Clause `json:"args,omitempty" yaml:"args,omitempty"`
+	ID     string   `json:"id" yaml:"id"`
+	Tenant string   `json:"tenant" yaml:"tenant"`
+	Server string   `json:"server,omitempty" yaml:"server,omitempty"`
+	Tool   string   `json:"tool,omitempty" yaml:"tool,omitempty"`
+	Agent  string   `json:"agent,omitempty" yaml:"agent,omitempty"`
+	Args   []Clause `json:"args,omitempty" yaml:"args,omitempty"`
 	// Drifted, when set, makes the rule match only when the server's drift
 	// state equals it (true: tool drift was detected on the server and it
 	// is served under the alert posture).
@@ -171,7 +172,11 @@ type Decision struct {
 	Rule   string
 	Action Action
 	Reason string
-	Redact []string // for Sanitize
+	Redact []string // for Sanitize (kept when quarantine holds it: an approved call is still sanitized)
+
+	// Code is set when the engine itself decided rather than a rule's
+	// action: CodeUnreadableArgs, CodeRiskBlock, CodeRiskQuarantine.
+	Code string
 
 	// Mode is the risk mode that changed the rule's action ("" when it did
 	// not): quarantine and block are enforced also under shadow mode.

@@ -27,6 +27,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/approval"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/coded"
+	"github.com/mcpdrift/mcpdrift/services/internal/policy"
 	"github.com/mcpdrift/mcpdrift/services/internal/status"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
@@ -123,6 +124,8 @@ type Deps struct {
 	// Approvals serves the held calls' approvals (GET /v1/approvals, POST
 	// /v1/approvals/{id}/approve|deny); nil: those answer 503.
 	Approvals Approvals
+	// Policies serves /v1/policy (docs/policy.md); nil answers 501.
+	Policies Policies
 }
 
 // Approvals is what the API serves of held calls (*approvals.Service).
@@ -165,6 +168,7 @@ func NewHandler(b Backend, tokens []Token, d Deps) http.Handler {
 	mux.HandleFunc("GET /v1/approvals", h.auth(RoleRead, "approvals", h.approvals))
 	mux.HandleFunc("POST /v1/approvals/{id}/approve", h.auth(RoleWrite, "approve_call", h.resolve(true)))
 	mux.HandleFunc("POST /v1/approvals/{id}/deny", h.auth(RoleWrite, "deny_call", h.resolve(false)))
+	h.policyRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
@@ -261,6 +265,11 @@ func (h *handler) auth(need Role, action string, f apiFunc) http.HandlerFunc {
 				status = httpStatus(code)
 			}
 			h.d.Metrics.done(action, status)
+			var refused *policyErrors
+			if errors.As(err, &refused) {
+				writeErrorList(w, status, code, msg, refused.list)
+				return
+			}
 			var cands candidates
 			if errors.As(err, &cands) {
 				writeError(w, status, code, msg, cands.CandidateVariants()...)
@@ -528,12 +537,21 @@ type Error struct {
 		// Candidates names the listing variants an ambiguous action could
 		// mean (variant_ambiguous).
 		Candidates []string `json:"candidates,omitempty"`
+		// Errors are every error of a refused policy document
+		// (policy_invalid): code, rule, field, line, message each.
+		Errors []*policy.Error `json:"errors,omitempty"`
 	} `json:"error"`
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string, cands ...string) {
 	var e Error
 	e.Error.Code, e.Error.Message, e.Error.Candidates = code, msg, cands
+	writeJSON(w, status, e)
+}
+
+func writeErrorList(w http.ResponseWriter, status int, code, msg string, list []*policy.Error) {
+	var e Error
+	e.Error.Code, e.Error.Message, e.Error.Errors = code, msg, list
 	writeJSON(w, status, e)
 }
 

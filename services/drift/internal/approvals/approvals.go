@@ -27,15 +27,15 @@ import (
 
 // Error codes of Resolve and the request handler.
 const (
-	CodeNotFound  = "not_found"           // no request with this id
-	CodeResolved  = "approval_resolved"   // already approved or denied
-	CodeExpired   = "approval_expired"    // its proxy stopped waiting
-	CodeConflict  = "approval_conflict"   // resolved by someone else meanwhile
-	CodeInvalid   = "approval_invalid"    // a request that does not check out
-	CodeBadID     = "invalid_id"          // not an approval id
-	queueGroup    = "drift-approvals"     // every drift instance answers, once per request
-	maxListed     = 1000                  // the newest requests listed
-	recentListed  = 100                   // of which resolved or expired
+	CodeNotFound  = "not_found"         // no request with this id
+	CodeResolved  = "approval_resolved" // already approved or denied
+	CodeExpired   = "approval_expired"  // its proxy stopped waiting
+	CodeConflict  = "approval_conflict" // resolved by someone else meanwhile
+	CodeInvalid   = "approval_invalid"  // a request that does not check out
+	CodeBadID     = "invalid_id"        // not an approval id
+	queueGroup    = "drift-approvals"   // every drift instance answers, once per request
+	maxListed     = 1000                // the newest requests listed
+	recentListed  = 100                 // of which resolved or expired
 	drainDeadline = 5 * time.Second
 )
 
