@@ -8,6 +8,7 @@ package approval
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -126,4 +127,42 @@ type Reply struct {
 	OK    bool   `json:"ok"`
 	Code  string `json:"code,omitempty"`
 	Error string `json:"error,omitempty"`
+}
+
+// Show is a request as the admin API, driftctl and the console show it.
+type Show struct {
+	ID                 string          `json:"id"`
+	State              string          `json:"state"` // pending, approved, denied, expired
+	Tenant             string          `json:"tenant"`
+	Server             string          `json:"server"`
+	Proxy              string          `json:"proxy"`
+	Tool               string          `json:"tool"`
+	Agent              string          `json:"agent,omitempty"`
+	Rule               string          `json:"rule,omitempty"`
+	Reason             string          `json:"reason,omitempty"`
+	RiskMode           string          `json:"risk_mode,omitempty"`
+	ArgumentsDigest    string          `json:"arguments_digest"`
+	Arguments          json.RawMessage `json:"arguments,omitempty"`
+	ArgumentsTruncated bool            `json:"arguments_truncated,omitempty"`
+	RequestedAtMs      int64           `json:"requested_at_ms"`
+	ExpiresAtMs        int64           `json:"expires_at_ms"`
+	Actor              string          `json:"actor,omitempty"`
+	ResolutionReason   string          `json:"resolution_reason,omitempty"`
+	ResolvedAtMs       int64           `json:"resolved_at_ms,omitempty"`
+}
+
+// ShowOf is how a is shown at now.
+func ShowOf(a *mcpdriftv1.Approval, now time.Time) Show {
+	r := a.GetRequest()
+	sh := Show{ID: r.GetId(), State: State(a, now), Tenant: r.GetTenant(), Server: r.GetServer(), Proxy: r.GetProxy(),
+		Tool: r.GetTool(), Agent: r.GetAgent(), Rule: r.GetRule(), Reason: r.GetReason(), RiskMode: r.GetRiskMode(),
+		ArgumentsDigest: r.GetArgumentsDigest(), ArgumentsTruncated: r.GetArgumentsTruncated(),
+		RequestedAtMs: r.GetRequestedAtUnixMs(), ExpiresAtMs: r.GetExpiresAtUnixMs()}
+	if args := r.GetArguments(); len(args) > 0 && json.Valid(args) {
+		sh.Arguments = args
+	}
+	if res := a.GetResolution(); res != nil {
+		sh.Actor, sh.ResolutionReason, sh.ResolvedAtMs = res.GetActor(), res.GetReason(), res.GetResolvedAtUnixMs()
+	}
+	return sh
 }

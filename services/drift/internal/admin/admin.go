@@ -130,14 +130,14 @@ type Deps struct {
 
 // Approvals is what the API serves of held calls (*approvals.Service).
 type Approvals interface {
-	List(ctx context.Context) (pending, recent []approvals.Show, err error)
-	Resolve(ctx context.Context, id string, approve bool, actor, reason string) (approvals.Show, error)
+	List(ctx context.Context) (pending, recent []approval.Show, err error)
+	Resolve(ctx context.Context, id string, approve bool, actor, reason string) (approval.Show, error)
 }
 
 // ApprovalsShow is the body of GET /v1/approvals.
 type ApprovalsShow struct {
-	Pending []approvals.Show `json:"pending"`
-	Recent  []approvals.Show `json:"recent"`
+	Pending []approval.Show `json:"pending"`
+	Recent  []approval.Show `json:"recent"`
 }
 
 type handler struct {
@@ -576,9 +576,9 @@ func (h *handler) approvals(ctx context.Context, w http.ResponseWriter, r *http.
 	return http.StatusOK, ApprovalsShow{Pending: nonNil(pending), Recent: nonNil(recent)}, nil
 }
 
-func nonNil(s []approvals.Show) []approvals.Show {
+func nonNil(s []approval.Show) []approval.Show {
 	if s == nil {
-		return []approvals.Show{}
+		return []approval.Show{}
 	}
 	return s
 }

@@ -113,47 +113,9 @@ func (s *Service) store(ctx context.Context, subject string, data []byte) approv
 	return approval.Reply{OK: true}
 }
 
-// Show is a request as the admin API, driftctl and the console show it.
-type Show struct {
-	ID                 string          `json:"id"`
-	State              string          `json:"state"` // pending, approved, denied, expired
-	Tenant             string          `json:"tenant"`
-	Server             string          `json:"server"`
-	Proxy              string          `json:"proxy"`
-	Tool               string          `json:"tool"`
-	Agent              string          `json:"agent,omitempty"`
-	Rule               string          `json:"rule,omitempty"`
-	Reason             string          `json:"reason,omitempty"`
-	RiskMode           string          `json:"risk_mode,omitempty"`
-	ArgumentsDigest    string          `json:"arguments_digest"`
-	Arguments          json.RawMessage `json:"arguments,omitempty"`
-	ArgumentsTruncated bool            `json:"arguments_truncated,omitempty"`
-	RequestedAtMs      int64           `json:"requested_at_ms"`
-	ExpiresAtMs        int64           `json:"expires_at_ms"`
-	Actor              string          `json:"actor,omitempty"`
-	ResolutionReason   string          `json:"resolution_reason,omitempty"`
-	ResolvedAtMs       int64           `json:"resolved_at_ms,omitempty"`
-}
-
-// ShowOf is how a is shown at now.
-func ShowOf(a *mcpdriftv1.Approval, now time.Time) Show {
-	r := a.GetRequest()
-	sh := Show{ID: r.GetId(), State: approval.State(a, now), Tenant: r.GetTenant(), Server: r.GetServer(), Proxy: r.GetProxy(),
-		Tool: r.GetTool(), Agent: r.GetAgent(), Rule: r.GetRule(), Reason: r.GetReason(), RiskMode: r.GetRiskMode(),
-		ArgumentsDigest: r.GetArgumentsDigest(), ArgumentsTruncated: r.GetArgumentsTruncated(),
-		RequestedAtMs: r.GetRequestedAtUnixMs(), ExpiresAtMs: r.GetExpiresAtUnixMs()}
-	if args := r.GetArguments(); len(args) > 0 && json.Valid(args) {
-		sh.Arguments = args
-	}
-	if res := a.GetResolution(); res != nil {
-		sh.Actor, sh.ResolutionReason, sh.ResolvedAtMs = res.GetActor(), res.GetReason(), res.GetResolvedAtUnixMs()
-	}
-	return sh
-}
-
 // List is the pending requests, oldest first, then the most recent
 // resolved or expired ones, newest first.
-func (s *Service) List(ctx context.Context) (pending, recent []Show, err error) {
+func (s *Service) List(ctx context.Context) (pending, recent []approval.Show, err error) {
 	lister, err := s.d.KV.ListKeys(ctx)
 	if errors.Is(err, jetstream.ErrNoKeysFound) {
 		return nil, nil, nil
@@ -179,15 +141,15 @@ func (s *Service) List(ctx context.Context) (pending, recent []Show, err error) 
 			s.d.Log.Error().Err(err).Str("key", k).Msg("approval record unreadable")
 			continue
 		}
-		sh := ShowOf(a, now)
+		sh := approval.ShowOf(a, now)
 		if sh.State == approval.Pending {
 			pending = append(pending, sh)
 		} else {
 			recent = append(recent, sh)
 		}
 	}
-	slices.SortFunc(pending, func(a, b Show) int { return int(a.RequestedAtMs - b.RequestedAtMs) })
-	slices.SortFunc(recent, func(a, b Show) int { return int(b.RequestedAtMs - a.RequestedAtMs) })
+	slices.SortFunc(pending, func(a, b approval.Show) int { return int(a.RequestedAtMs - b.RequestedAtMs) })
+	slices.SortFunc(recent, func(a, b approval.Show) int { return int(b.RequestedAtMs - a.RequestedAtMs) })
 	if len(pending) > maxListed {
 		pending = pending[:maxListed]
 	}
@@ -198,24 +160,24 @@ func (s *Service) List(ctx context.Context) (pending, recent []Show, err error) 
 }
 
 // Resolve approves (or denies) the pending request id as actor.
-func (s *Service) Resolve(ctx context.Context, id string, approve bool, actor, reason string) (Show, error) {
+func (s *Service) Resolve(ctx context.Context, id string, approve bool, actor, reason string) (approval.Show, error) {
 	if err := approval.ValidID(id); err != nil {
-		return Show{}, coded.Errorf(CodeBadID, "%w", err)
+		return approval.Show{}, coded.Errorf(CodeBadID, "%w", err)
 	}
 	e, err := s.find(ctx, id)
 	if err != nil {
-		return Show{}, err
+		return approval.Show{}, err
 	}
 	a, err := approval.Decode(e.Value())
 	if err != nil {
-		return Show{}, fmt.Errorf("reading approval %s: %w", id, err)
+		return approval.Show{}, fmt.Errorf("reading approval %s: %w", id, err)
 	}
 	now := s.d.Now()
 	switch approval.State(a, now) {
 	case approval.Approved, approval.Denied:
-		return ShowOf(a, now), coded.Errorf(CodeResolved, "approval %s was already %s by %s", id, a.GetResolution().GetOutcome(), a.GetResolution().GetActor())
+		return approval.ShowOf(a, now), coded.Errorf(CodeResolved, "approval %s was already %s by %s", id, a.GetResolution().GetOutcome(), a.GetResolution().GetActor())
 	case approval.Expired:
-		return ShowOf(a, now), coded.Errorf(CodeExpired, "approval %s expired: its proxy stopped waiting and refused the call", id)
+		return approval.ShowOf(a, now), coded.Errorf(CodeExpired, "approval %s expired: its proxy stopped waiting and refused the call", id)
 	}
 	outcome := approval.Denied
 	if approve {
@@ -225,15 +187,15 @@ func (s *Service) Resolve(ctx context.Context, id string, approve bool, actor, r
 		Reason: reason, ResolvedAtUnixMs: now.UnixMilli()}
 	value, err := approval.Encode(a)
 	if err != nil {
-		return Show{}, err
+		return approval.Show{}, err
 	}
 	if _, err := s.d.KV.Update(ctx, e.Key(), value, e.Revision()); err != nil {
 		if errors.Is(err, jetstream.ErrKeyExists) {
-			return Show{}, coded.Errorf(CodeConflict, "approval %s changed while it was resolved; look again", id)
+			return approval.Show{}, coded.Errorf(CodeConflict, "approval %s changed while it was resolved; look again", id)
 		}
-		return Show{}, fmt.Errorf("writing the resolution of %s: %w", id, err)
+		return approval.Show{}, fmt.Errorf("writing the resolution of %s: %w", id, err)
 	}
-	return ShowOf(a, now), nil
+	return approval.ShowOf(a, now), nil
 }
 
 // find returns the entry of request id, whichever its tenant.
