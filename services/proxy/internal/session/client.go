@@ -58,7 +58,7 @@ func (s *Session) clientBatch(ctx context.Context, raw []byte, msgs []*jsonrpc.M
 		if v.held != nil {
 			// The answers of a batch go back together: one element cannot
 			// wait for an admin apart from the others.
-			s.obs.Call(Call{Tool: stringParam(m.Params, "name"), Refused: true, RefusalCode: PolicyApprovalInBatch})
+			s.observe(Call{Tool: stringParam(m.Params, "name"), Refused: true, RefusalCode: PolicyApprovalInBatch})
 			v.refusal = ToolError(m.ID, PolicyApprovalInBatch, "policy deny: this call needs an admin's approval, which a call inside a JSON-RPC batch cannot wait for; send it on its own.")
 		}
 		switch {
@@ -115,7 +115,7 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) verdict
 	if twin != "" {
 		text := "mcpdrift withheld this request: its params have member names that differ only in case (" + twin + "), which servers read in different ways."
 		if m.Method == jsonrpc.MethodToolsCall {
-			s.obs.Call(Call{Tool: tool, Refused: true, RefusalCode: RefuseAmbiguous, ArgsDigest: digest, Arguments: args})
+			s.observe(Call{Tool: tool, Refused: true, RefusalCode: RefuseAmbiguous, ArgsDigest: digest, Arguments: args})
 			return verdict{refusal: ToolError(m.ID, RefuseAmbiguous, text)}
 		}
 		return verdict{refusal: ErrorResponse(m.ID, -32600, text, RefuseAmbiguous)}
@@ -143,7 +143,7 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) verdict
 	case m.Method == jsonrpc.MethodToolsCall:
 		code, text, alert, risk := s.decide(ctx, surface.KindTool, tool)
 		if code != "" {
-			s.obs.Call(Call{Tool: tool, Refused: true, RefusalCode: code, ArgsDigest: digest, Arguments: args})
+			s.observe(Call{Tool: tool, Refused: true, RefusalCode: code, ArgsDigest: digest, Arguments: args})
 			return verdict{refusal: ToolError(m.ID, code, text)}
 		}
 		p := pendingReq{method: m.Method, tool: tool, start: time.Now(), digest: digest, args: args, alert: alert}

@@ -147,7 +147,7 @@ func policyUnknownText(code Code) string {
 
 // policyRefusal refuses the call p with code and text, and records it.
 func (s *Session) policyRefusal(m *jsonrpc.Message, p *pendingReq, code Code, text string) verdict {
-	s.obs.Call(Call{Tool: p.tool, Refused: true, RefusalCode: code, ArgsDigest: p.digest, Arguments: p.args, Policy: p.policy})
+	s.observe(Call{Tool: p.tool, Refused: true, RefusalCode: code, ArgsDigest: p.digest, Arguments: p.args, Policy: p.policy})
 	return verdict{refusal: ToolError(m.ID, code, text)}
 }
 

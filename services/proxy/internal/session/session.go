@@ -93,6 +93,14 @@ type Call struct {
 	// Policy is what the per-call policy decided on the call (empty
 	// without a policy, or when the call was refused before it).
 	Policy Decided
+	// Agent is the session's authenticated agent (Config.Agent).
+	Agent string
+}
+
+// observe hands a call to the observer, with the session's agent.
+func (s *Session) observe(c Call) {
+	c.Agent = s.cfg.Agent
+	s.obs.Call(c)
 }
 
 // Config identifies the server behind the session.
