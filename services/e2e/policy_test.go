@@ -389,7 +389,9 @@ func TestPolicyUnknownFailsClosed(t *testing.T) {
 	url := p.nc.ConnectedUrl()
 	// A first run with policy off builds the status copy only.
 	first := startPolicyProxy(t, url, "node-u", outbox, "--policy", "off")
-	poll.Eventually(t, wait, func() error { return copySays(filepath.Join(outbox, "status", "default.files.copy"), `"status":"verified"`) })
+	poll.Eventually(t, wait, func() error {
+		return copySays(filepath.Join(outbox, "status", "default.files.copy"), `"status":"verified"`)
+	})
 	first.stop()
 	if _, err := os.Stat(filepath.Join(outbox, "policy")); !os.IsNotExist(err) {
 		t.Fatalf("a proxy with --policy off kept a policy copy: %v", err)

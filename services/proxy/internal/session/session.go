@@ -186,8 +186,8 @@ type pendingReq struct {
 	// rawArgs: the call's arguments during its decision only (a slice of
 	// the transport's buffer, never kept).
 	rawArgs []byte
-	gen    int    // the proxy's own listing a page request belongs to
-	own    bool   // a request of the proxy's own
+	gen     int  // the proxy's own listing a page request belongs to
+	own     bool // a request of the proxy's own
 }
 
 var listKinds = map[string]surface.Kind{
