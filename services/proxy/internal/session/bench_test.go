@@ -2,10 +2,13 @@ package session
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
+	"github.com/mcpdrift/mcpdrift/services/internal/policy"
 )
 
 // BenchmarkCallRoundTrip is the session's own work for one tools/call and
@@ -63,4 +66,62 @@ func BenchmarkIsToolError(b *testing.B) {
 			})
 		}
 	}
+}
+
+// fixedPolicy is a compiled policy that never changes.
+type fixedPolicy struct{ set *policy.Set }
+
+func (p fixedPolicy) Evaluate(_ context.Context, c *policy.Call) (policy.Decision, Code) {
+	return p.set.Evaluate(c), ""
+}
+
+// BenchmarkCallRoundTripPolicy is BenchmarkCallRoundTrip without a policy
+// and with 1,000 rules over 100 servers none of which matches the call,
+// the two sessions' round trips interleaved in one loop; it reports each
+// one's ns/call and policy-ratio (with over without).
+func BenchmarkCallRoundTripPolicy(b *testing.B) {
+	var doc policy.Document
+	for i := range 1000 {
+		doc.Rules = append(doc.Rules, policy.Rule{ID: fmt.Sprintf("r%04d", i), Tenant: "default",
+			Server: fmt.Sprintf("srv-%02d", i%100), Tool: fmt.Sprintf("tool_%d_*", i),
+			Args: []policy.Clause{{Path: "$.path", Op: policy.OpContains, Value: "secret"}}, Action: policy.Deny})
+	}
+	set, err := policy.Compile("default", &doc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	off, on := newRig(b), newRig(b)
+	on.newSession(Config{Server: "fs", Policy: fixedPolicy{set}}, on.gate)
+	for _, r := range []*rig{off, on} {
+		r.gate.v, r.gate.ok = baseline(readTool, writeTool), true
+	}
+	ctx := context.Background()
+	req := []byte(`{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"read","arguments":{"path":"/tmp/some/file.txt"}}}`)
+	resp := []byte(`{"jsonrpc":"2.0","id":12,"result":{"content":[{"type":"text","text":"hello"}]}}`)
+	var spent [2]time.Duration
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		for i := range 2 {
+			k := (n + i) % 2
+			r := []*rig{off, on}[k]
+			start := time.Now()
+			r.toClient, r.toServer = r.toClient[:0], r.toServer[:0]
+			if err := r.io.fromClient(ctx, req); err != nil {
+				b.Fatal(err)
+			}
+			if err := r.io.fromServer(ctx, resp); err != nil {
+				b.Fatal(err)
+			}
+			r.obs.calls = r.obs.calls[:0]
+			spent[k] += time.Since(start)
+		}
+		n++
+	}
+	if len(on.toServer) != 1 || len(off.toServer) != 1 {
+		b.Fatalf("calls not forwarded: %v %v", on.toClient, off.toClient)
+	}
+	b.ReportMetric(float64(spent[0].Nanoseconds())/float64(n), "off-ns/call")
+	b.ReportMetric(float64(spent[1].Nanoseconds())/float64(n), "on-ns/call")
+	b.ReportMetric(float64(spent[1])/float64(spent[0]), "policy-ratio")
 }
