@@ -20,6 +20,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/chtest"
 	"github.com/mcpdrift/mcpdrift/services/internal/mcptest"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/policy"
 	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 )
 
@@ -117,9 +118,15 @@ func (e *policyEnv) applyPolicy(t *testing.T, doc string) {
 	})
 }
 
-// pendingID waits for a pending approval request of tool whose arguments
-// contain args, and returns its id.
+// pendingID waits for a pending approval request of rule hold-etc whose
+// arguments contain args, and returns its id.
 func (e *policyEnv) pendingID(t *testing.T, args string) string {
+	t.Helper()
+	return e.pendingIDOf(t, args, "hold-etc")
+}
+
+// pendingIDOf is pendingID for rule.
+func (e *policyEnv) pendingIDOf(t *testing.T, args, rule string) string {
 	t.Helper()
 	var id string
 	poll.Eventually(t, wait, func() error {
@@ -129,7 +136,7 @@ func (e *policyEnv) pendingID(t *testing.T, args string) string {
 			return awaiting(false, "GET /v1/approvals", body)
 		}
 		for _, p := range got.Pending {
-			if strings.Contains(string(p.Arguments), args) && p.Rule == "hold-etc" && p.State == approval.Pending {
+			if strings.Contains(string(p.Arguments), args) && p.Rule == rule && p.State == approval.Pending {
 				id = p.ID
 				return nil
 			}
@@ -166,8 +173,9 @@ func (a *agent) send(id, method, params string) {
 	}
 }
 
-// answer waits for the answer with id (call skips answers to other ids:
-// use it only while no other request is outstanding).
+// answer waits for the answer with id, skipping notifications and the
+// answers to other ids (so call only while no other request whose answer
+// matters is outstanding).
 func (a *agent) answer(id string) string {
 	a.t.Helper()
 	for {
@@ -408,5 +416,55 @@ func TestPolicyUnknownFailsClosed(t *testing.T) {
 	}
 	if !bytes.Contains([]byte(got), []byte("policy deny: ")) {
 		t.Errorf("the refusal's text: %s", got)
+	}
+}
+
+// TestPolicyOverHTTP: the policy on Streamable HTTP, through the proxy
+// command in front of a Go SDK server: sanitize (what the echo tool echoes
+// is what the server received), deny, and a held call whose POST waits
+// while the session's other calls go on, then approved.
+func TestPolicyOverHTTP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the commands, and a ClickHouse server")
+	}
+	e := startPolicyEnv(t)
+	_, upURL := httpUpstream(t, nil)
+	base := runHTTPProxy(t, "http-1", "--nats-url", e.natsURL, "--upstream", "web="+upURL)
+	cs := httpClient(t, base+"/web/mcp", "2025-11-25")
+	poll.Eventually(t, wait, func() error {
+		got, isErr := echo(cs, "ready")
+		return awaiting(!isErr && got == "ready", "the HTTP proxy serves echo", got)
+	})
+	e.applyPolicy(t, `rules:
+  - {id: no-secrets, tenant: default, server: web, tool: echo, args: [{path: $.text, op: contains, value: secret}], action: deny, reason: no secrets over http}
+  - {id: redact, tenant: default, server: web, tool: echo, args: [{path: $.text, op: contains, value: token=}], action: sanitize, redact: [$.text]}
+  - {id: hold, tenant: default, server: web, tool: echo, args: [{path: $.text, op: contains, value: /etc}], action: pending_approval}
+`)
+	poll.Eventually(t, wait, func() error {
+		got, isErr := echo(cs, "a secret")
+		return awaiting(isErr && strings.Contains(got, "policy deny: no secrets over http"), "the HTTP proxy denies", got)
+	})
+	if got, isErr := echo(cs, "token=hunter2"); isErr || got != policy.Redacted {
+		t.Errorf("sanitized over HTTP, the server echoed %q (error %v)", got, isErr)
+	}
+	held := make(chan string, 1)
+	go func() {
+		got, _ := echo(cs, "/etc/passwd please")
+		held <- got
+	}()
+	id := e.pendingIDOf(t, "/etc/passwd please", "hold")
+	if got, isErr := echo(cs, "meanwhile"); isErr || got != "meanwhile" {
+		t.Errorf("a call while another is held: %q %v", got, isErr)
+	}
+	if code, body := e.admin(t, http.MethodPost, "/v1/approvals/"+id+"/approve", ""); code != http.StatusOK {
+		t.Fatalf("approve: %d %s", code, body)
+	}
+	select {
+	case got := <-held:
+		if got != "/etc/passwd please" {
+			t.Errorf("the approved call: %q", got)
+		}
+	case <-time.After(wait):
+		t.Fatal("the approved call did not return")
 	}
 }

@@ -306,27 +306,41 @@ func (g *Gate) Run(ctx context.Context) error {
 		}()
 	}
 
+	rewatch(ctx, reconnected, g.log, "status", "answering from memory", func(failing *bool) error {
+		err := g.watch(ctx, reconnected, failing)
+		g.setWatch(false)
+		return err
+	})
+	return nil
+}
+
+// rewatch runs watch (one watch of what, until it breaks or the connection
+// comes back after an outage) until ctx ends: again at once after a
+// reconnect, and after a failure from minRewatch on, doubling up to
+// maxRewatch, or at once when the connection comes back. The first failure
+// of a run is logged at warn ("<what> watch down, <meanwhile>"); watch
+// clears *failing (and says so) once a watch of its loads.
+func rewatch(ctx context.Context, reconnected <-chan nats.Status, log zerolog.Logger, what, meanwhile string, watch func(failing *bool) error) {
 	delay, failing := minRewatch, false
 	for {
-		err := g.watch(ctx, reconnected, &failing)
-		g.setWatch(false)
+		err := watch(&failing)
 		if ctx.Err() != nil {
-			return nil
+			return
 		}
 		if errors.Is(err, errReconnected) {
-			g.log.Debug().Msg("reconnected to nats, watching status again")
+			log.Debug().Msg("reconnected to nats, watching " + what + " again")
 			delay = minRewatch
 			continue
 		}
 		if !failing {
 			failing = true
-			g.log.Warn().Err(err).Msg("status watch down, answering from memory")
+			log.Warn().Err(err).Msg(what + " watch down, " + meanwhile)
 		} else {
-			g.log.Debug().Err(err).Dur("retry_in", delay).Msg("status watch still down")
+			log.Debug().Err(err).Dur("retry_in", delay).Msg(what + " watch still down")
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-reconnected:
 			delay = minRewatch
 		case <-time.After(delay):

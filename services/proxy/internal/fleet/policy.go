@@ -162,31 +162,13 @@ func (p *Policy) Run(ctx context.Context) error {
 	}
 	reconnected := nc.StatusChanged(nats.CONNECTED)
 	defer nc.RemoveStatusListener(reconnected)
-	delay, failing := minRewatch, false
-	for {
-		err := p.watch(ctx, reconnected, &failing)
+	rewatch(ctx, reconnected, p.log, "policy", "enforcing the last good policy", func(failing *bool) error {
+		err := p.watch(ctx, reconnected, failing)
 		p.watching.Store(false)
 		p.once.Do(func() { close(p.loaded) }) // nothing more will come soon
-		if ctx.Err() != nil {
-			return nil
-		}
-		if errors.Is(err, errReconnected) {
-			delay = minRewatch
-			continue
-		}
-		if !failing {
-			failing = true
-			p.log.Warn().Err(err).Msg("policy watch down, enforcing the last good policy")
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-reconnected:
-			delay = minRewatch
-		case <-time.After(delay):
-			delay = min(2*delay, maxRewatch)
-		}
-	}
+		return err
+	})
+	return nil
 }
 
 func (p *Policy) watch(ctx context.Context, reconnected <-chan nats.Status, failing *bool) error {

@@ -2,13 +2,12 @@ package session
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
-	"github.com/mcpdrift/mcpdrift/services/internal/policy"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session/sessiontest"
 )
 
 // BenchmarkCallRoundTrip is the session's own work for one tools/call and
@@ -68,30 +67,17 @@ func BenchmarkIsToolError(b *testing.B) {
 	}
 }
 
-// fixedPolicy is a compiled policy that never changes.
-type fixedPolicy struct{ set *policy.Set }
-
-func (p fixedPolicy) Evaluate(_ context.Context, c *policy.Call) (policy.Decision, Code) {
-	return p.set.Evaluate(c), ""
-}
-
 // BenchmarkCallRoundTripPolicy is BenchmarkCallRoundTrip without a policy
 // and with 1,000 rules over 100 servers none of which matches the call,
 // the two sessions' round trips interleaved in one loop; it reports each
 // one's ns/call and policy-ratio (with over without).
 func BenchmarkCallRoundTripPolicy(b *testing.B) {
-	var doc policy.Document
-	for i := range 1000 {
-		doc.Rules = append(doc.Rules, policy.Rule{ID: fmt.Sprintf("r%04d", i), Tenant: "default",
-			Server: fmt.Sprintf("srv-%02d", i%100), Tool: fmt.Sprintf("tool_%d_*", i),
-			Args: []policy.Clause{{Path: "$.path", Op: policy.OpContains, Value: "secret"}}, Action: policy.Deny})
-	}
-	set, err := policy.Compile("default", &doc)
+	set, err := sessiontest.NonMatchingRules(1000)
 	if err != nil {
 		b.Fatal(err)
 	}
 	off, on := newRig(b), newRig(b)
-	on.newSession(Config{Server: "fs", Policy: fixedPolicy{set}}, on.gate)
+	on.newSession(Config{Server: "fs", Policy: sessiontest.Policy[Code]{Set: set}}, on.gate)
 	for _, r := range []*rig{off, on} {
 		r.gate.v, r.gate.ok = baseline(readTool, writeTool), true
 	}

@@ -3,7 +3,6 @@ package stdio
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -12,17 +11,9 @@ import (
 	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/mcptest"
-	"github.com/mcpdrift/mcpdrift/services/internal/policy"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session/sessiontest"
 )
-
-// fixedPolicy is a compiled policy that never changes (fleet.Policy without
-// its watch).
-type fixedPolicy struct{ set *policy.Set }
-
-func (p fixedPolicy) Evaluate(_ context.Context, c *policy.Call) (policy.Decision, session.Code) {
-	return p.set.Evaluate(c), ""
-}
 
 // BenchmarkPolicyOverhead: sequential tools/call round trips to the mcptest
 // server directly, through an in-process stdio proxy without a policy, and
@@ -33,16 +24,7 @@ func (p fixedPolicy) Evaluate(_ context.Context, c *policy.Call) (policy.Decisio
 // with the policy over without it) and added-ratio (what the proxy adds to
 // the direct call, with the policy over without it).
 func BenchmarkPolicyOverhead(b *testing.B) {
-	var doc policy.Document
-	for i := range 1000 {
-		doc.Rules = append(doc.Rules, policy.Rule{ID: fmt.Sprintf("r%04d", i), Tenant: "default",
-			Server: fmt.Sprintf("srv-%02d", i%100), Tool: fmt.Sprintf("tool_%d_*", i),
-			Args:   []policy.Clause{{Path: "$.path", Op: policy.OpContains, Value: "secret"}},
-			Action: policy.Deny, Reason: "no"})
-	}
-	doc.Rules = append(doc.Rules, policy.Rule{ID: "any-server-other-path", Tenant: "default", Tool: "read",
-		Args: []policy.Clause{{Path: "$.path", Op: policy.OpContains, Value: "/etc/"}}, Action: policy.Deny})
-	set, err := policy.Compile("default", &doc)
+	set, err := sessiontest.NonMatchingRules(1000)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -80,7 +62,7 @@ func BenchmarkPolicyOverhead(b *testing.B) {
 		b.Cleanup(func() { inW.Close(); <-done; _ = bound.Wait() })
 		return &path{name: name, w: inW, r: bufio.NewReader(outR)}
 	}
-	paths := []*path{direct(), proxied("policy-off", nil), proxied("policy-on", fixedPolicy{set})}
+	paths := []*path{direct(), proxied("policy-off", nil), proxied("policy-on", sessiontest.Policy[session.Code]{Set: set})}
 	roundTrip := func(p *path, msg []byte, id string) string {
 		if _, err := p.w.Write(msg); err != nil {
 			b.Fatal(err)
