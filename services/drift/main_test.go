@@ -88,14 +88,20 @@ func startStackWith(t *testing.T, edit func(*Config)) *stack {
 	return nil
 }
 
+// do sends body as JSON (none when nil).
 func (s *stack) do(method, path, secret string, body any) (int, []byte) {
 	s.t.Helper()
-	var rd io.Reader
+	var b []byte
 	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
+		b, _ = json.Marshal(body)
 	}
-	req, _ := http.NewRequest(method, s.api+path, rd)
+	return s.doRaw(method, path, secret, b)
+}
+
+// doRaw sends body as it is (none when empty).
+func (s *stack) doRaw(method, path, secret string, body []byte) (int, []byte) {
+	s.t.Helper()
+	req, _ := http.NewRequest(method, s.api+path, bytes.NewReader(body))
 	if secret != "" {
 		req.Header.Set("Authorization", "Bearer "+secret)
 	}

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -17,25 +15,8 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/admin"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/policy"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 )
-
-// issuePolicy is the file of issue 14, as written, with a second tenant.
-const issuePolicy = `rules:
-  - id: no-secret-search
-    tenant: default
-    server: notes
-    tool: "search_*"
-    args:
-      - path: $.query
-        op: contains
-        value: secret
-    action: deny
-    reason: searching for secrets is not allowed
-drift:
-  - tenant: default
-    posture: discovery
-    on_drift: block
-`
 
 const acmePolicy = `
   - id: drifted-writes
@@ -55,19 +36,6 @@ const acmePolicy = `
     action: sanitize
     redact: [$.password]
 `
-
-func (s *stack) doRaw(method, path, secret string, body []byte) (int, []byte) {
-	s.t.Helper()
-	req, _ := http.NewRequest(method, s.api+path, bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+secret)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, out
-}
 
 func policyKeys(t *testing.T, s *stack) []string {
 	t.Helper()
@@ -95,6 +63,11 @@ func TestPolicyAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	raw, err := os.ReadFile("../internal/policy/testdata/issue14.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	issuePolicy := string(raw)
 
 	bad := issuePolicy + `  - tenant: default
     posture: lax
@@ -128,7 +101,7 @@ rules2: []
 	// Applied: one record per tenant, version 1.
 	doc := strings.Replace(issuePolicy, "drift:\n", strings.TrimPrefix(acmePolicy, "\n")+"drift:\n", 1)
 	code, body = s.doRaw("PUT", "/v1/policy", writeSecret, []byte(doc))
-	var applied admin.PolicyApplied
+	var applied policy.ApplyResult
 	if code != 200 || json.Unmarshal(body, &applied) != nil || len(applied.Applied) != 2 {
 		t.Fatalf("apply: %d %s", code, body)
 	}
@@ -174,26 +147,26 @@ rules2: []
 	s.waitStatus("mem", "verified")
 	tests := []struct {
 		name   string
-		req    admin.PolicyTestRequest
+		req    policy.TestRequest
 		action string
 		rule   string
 		shadow string
 		from   string
 	}{
-		{"deny", admin.PolicyTestRequest{Tenant: "default", Server: "notes", Tool: "search_notes", Args: json.RawMessage(`{"query":"the secret"}`)}, "deny", "no-secret-search", "", "none"},
-		{"allow", admin.PolicyTestRequest{Tenant: "default", Server: "notes", Tool: "search_notes", Args: json.RawMessage(`{"query":"lunch"}`)}, "allow", "", "", "none"},
-		{"unreadable", admin.PolicyTestRequest{Tenant: "default", Server: "notes", Tool: "search_notes", Args: json.RawMessage(`{"query":"a","query":"secret"}`)}, "deny", "no-secret-search", "", "none"},
-		{"not_drifted", admin.PolicyTestRequest{Tenant: "acme", Server: "mem", Tool: "write"}, "allow", "", "staged", "status"},
-		{"drifted_override", admin.PolicyTestRequest{Tenant: "acme", Server: "mem", Tool: "write", Drifted: ptr(true)}, "pending_approval", "drifted-writes", "", "request"},
-		{"risk_block", admin.PolicyTestRequest{Tenant: "acme", Server: "mem", Tool: "write", Risk: "block"}, "deny", "", "staged", "request"},
-		{"sanitize", admin.PolicyTestRequest{Tenant: "acme", Server: "other", Tool: "login", Args: json.RawMessage(`{"user":"u","password":"hunter2"}`)}, "sanitize", "scrub", "staged", "none"},
-		{"no_policy", admin.PolicyTestRequest{Tenant: "nobody", Server: "x", Tool: "y"}, "allow", "", "", "none"},
+		{"deny", policy.TestRequest{Tenant: "default", Server: "notes", Tool: "search_notes", Args: json.RawMessage(`{"query":"the secret"}`)}, "deny", "no-secret-search", "", "none"},
+		{"allow", policy.TestRequest{Tenant: "default", Server: "notes", Tool: "search_notes", Args: json.RawMessage(`{"query":"lunch"}`)}, "allow", "", "", "none"},
+		{"unreadable", policy.TestRequest{Tenant: "default", Server: "notes", Tool: "search_notes", Args: json.RawMessage(`{"query":"a","query":"secret"}`)}, "deny", "no-secret-search", "", "none"},
+		{"not_drifted", policy.TestRequest{Tenant: "acme", Server: "mem", Tool: "write"}, "allow", "", "staged", "status"},
+		{"drifted_override", policy.TestRequest{Tenant: "acme", Server: "mem", Tool: "write", Drifted: ptr(true)}, "pending_approval", "drifted-writes", "", "request"},
+		{"risk_block", policy.TestRequest{Tenant: "acme", Server: "mem", Tool: "write", Risk: "block"}, "deny", "", "staged", "request"},
+		{"sanitize", policy.TestRequest{Tenant: "acme", Server: "other", Tool: "login", Args: json.RawMessage(`{"user":"u","password":"hunter2"}`)}, "sanitize", "scrub", "staged", "none"},
+		{"no_policy", policy.TestRequest{Tenant: "nobody", Server: "x", Tool: "y"}, "allow", "", "", "none"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			code, body := s.do("POST", "/v1/policy/test", readSecret, tt.req)
-			var res admin.PolicyTestResult
-			if code != 200 || json.Unmarshal(body, &res) != nil || res.Action != tt.action || res.Rule != tt.rule || res.ShadowRule != tt.shadow || res.StateFrom != tt.from {
+			var res policy.TestResult
+			if code != 200 || json.Unmarshal(body, &res) != nil || string(res.Action) != tt.action || res.Rule != tt.rule || res.ShadowRule != tt.shadow || res.StateFrom != tt.from {
 				t.Fatalf("%d %s; want %s by %q, shadow %q, state from %s", code, body, tt.action, tt.rule, tt.shadow, tt.from)
 			}
 			if tt.name == "sanitize" && (strings.Contains(string(res.Sanitized), "hunter2") || !strings.Contains(string(res.Sanitized), policy.Redacted)) {
@@ -207,7 +180,7 @@ rules2: []
 	// Drift seen by the drift service gates the rule without an override.
 	s.observe("mem", "o2", fx+"2025.9.25.json", t0.Add(time.Second))
 	s.waitStatus("mem", "changed")
-	code, body = s.do("POST", "/v1/policy/test", readSecret, admin.PolicyTestRequest{Tenant: "acme", Server: "mem", Tool: "write"})
+	code, body = s.do("POST", "/v1/policy/test", readSecret, policy.TestRequest{Tenant: "acme", Server: "mem", Tool: "write"})
 	if !strings.Contains(string(body), `"rule":"drifted-writes"`) || !strings.Contains(string(body), `"drifted":true`) || code != 200 {
 		t.Fatalf("test on a drifted server: %d %s", code, body)
 	}
@@ -229,10 +202,10 @@ rules2: []
 		status                     int
 		code                       string
 	}{
-		{"read_cannot_apply", "PUT", "/v1/policy", readSecret, []byte(issuePolicy), 403, "forbidden"},
+		{"read_cannot_apply", "PUT", "/v1/policy", readSecret, raw, 403, "forbidden"},
 		{"no_token", "GET", "/v1/policy", "", nil, 401, "unauthenticated"},
 		{"empty_document", "PUT", "/v1/policy", writeSecret, []byte("# nothing\n"), 400, "bad_request"},
-		{"clear_and_name", "PUT", "/v1/policy?clear=default", writeSecret, []byte(issuePolicy), 400, "policy_clear_named"},
+		{"clear_and_name", "PUT", "/v1/policy?clear=default", writeSecret, raw, 400, "policy_clear_named"},
 		{"clear_bad_id", "PUT", "/v1/policy?clear=a.b", writeSecret, nil, 400, "invalid_id"},
 		{"list_bad_tenant", "GET", "/v1/policy?tenant=a.b", readSecret, nil, 400, "invalid_id"},
 		{"test_bad_body", "POST", "/v1/policy/test", readSecret, []byte(`{"tenant":"t","server":"s","tool":"x","bogus":1}`), 400, "bad_request"},
@@ -249,34 +222,38 @@ rules2: []
 
 	// Audited: who applied what (the document's hash), refusals included.
 	seen := map[string]bool{}
-	for {
-		m, err := actions.NextMsg(time.Second)
-		if err != nil {
-			break
+	wants := []string{"policy_apply alice false policy_invalid ", "policy_apply alice true  ", "policy_apply alice true  acme",
+		"policy_apply reader false forbidden ", "policy_list reader true  default", "policy_test reader true  acme"}
+	poll.Eventually(t, 15*time.Second, func() error {
+		for {
+			m, err := actions.NextMsg(10 * time.Millisecond)
+			if err != nil {
+				break
+			}
+			var act struct {
+				Action, Actor, Tenant, Hash string
+				Ok                          bool
+				ErrorCode                   string `json:"error_code"`
+				ErrorMessage                string `json:"error_message"`
+			}
+			if err := json.Unmarshal(m.Data, &act); err != nil {
+				t.Fatalf("admin action is not JSON: %s", m.Data)
+			}
+			if act.Action == "policy_apply" && act.Ok && !strings.HasPrefix(act.Hash, "sha256:") {
+				t.Errorf("an apply audited without the document's hash: %s", m.Data)
+			}
+			if act.ErrorCode == admin.CodePolicyInvalid && !strings.Contains(act.ErrorMessage, "policy_bad_op") {
+				t.Errorf("a refusal audited without its errors: %s", m.Data)
+			}
+			seen[fmt.Sprint(act.Action, " ", act.Actor, " ", act.Ok, " ", act.ErrorCode, " ", act.Tenant)] = true
 		}
-		var act struct {
-			Action, Actor, Tenant, Hash string
-			Ok                          bool
-			ErrorCode                   string `json:"error_code"`
-			ErrorMessage                string `json:"error_message"`
+		for _, want := range wants {
+			if !seen[want] {
+				return fmt.Errorf("no admin action %q among %v", want, seen)
+			}
 		}
-		if err := json.Unmarshal(m.Data, &act); err != nil {
-			t.Fatalf("admin action is not JSON: %s", m.Data)
-		}
-		if act.Action == "policy_apply" && act.Ok && !strings.HasPrefix(act.Hash, "sha256:") {
-			t.Errorf("an apply audited without the document's hash: %s", m.Data)
-		}
-		if act.ErrorCode == admin.CodePolicyInvalid && !strings.Contains(act.ErrorMessage, "policy_bad_op") {
-			t.Errorf("a refusal audited without its errors: %s", m.Data)
-		}
-		seen[fmt.Sprint(act.Action, " ", act.Actor, " ", act.Ok, " ", act.ErrorCode, " ", act.Tenant)] = true
-	}
-	for _, want := range []string{"policy_apply alice false policy_invalid ", "policy_apply alice true  ", "policy_apply alice true  acme",
-		"policy_apply reader false forbidden ", "policy_list reader true  default", "policy_test reader true  acme"} {
-		if !seen[want] {
-			t.Errorf("no admin action %q among %v", want, seen)
-		}
-	}
+		return nil
+	})
 }
 
 func ptr[T any](v T) *T { return &v }

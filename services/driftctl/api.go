@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcpdrift/mcpdrift/services/internal/coded"
 	"github.com/mcpdrift/mcpdrift/services/internal/options"
+	"github.com/mcpdrift/mcpdrift/services/internal/policy"
 	"github.com/mcpdrift/mcpdrift/services/internal/status"
 )
 
@@ -45,22 +46,39 @@ func (e *apiError) ErrorMessage() string { return e.Message }
 // or, from something else, its status and the start of its body.
 func answerError(resp *http.Response, data []byte) error {
 	var e struct {
-		Error struct{ Code, Message string } `json:"error"`
+		Error struct {
+			Code, Message string
+			Errors        []policy.Error // a refused policy document's
+		} `json:"error"`
 	}
 	if json.Unmarshal(data, &e) != nil || e.Error.Code == "" {
 		return &apiError{Status: resp.StatusCode, Code: "api_error", Message: fmt.Sprintf("%s: %.200s", resp.Status, data)}
 	}
-	return &apiError{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
+	ae := apiError{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
+	if len(e.Error.Errors) > 0 {
+		return &policyError{apiError: ae, list: e.Error.Errors}
+	}
+	return &ae
 }
 
+// do sends body as JSON (none when nil) and reads the answer into out.
 func (c *apiClient) do(ctx context.Context, method, path string, body, out any) error {
+	if body == nil {
+		return c.send(ctx, method, path, nil, "", out)
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	return c.send(ctx, method, path, b, "application/json", out)
+}
+
+// send sends body as it is, of the content type given (no body when
+// contentType is empty), and reads the answer into out.
+func (c *apiClient) send(ctx context.Context, method, path string, body []byte, contentType string, out any) error {
 	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
+	if contentType != "" {
+		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
@@ -69,8 +87,8 @@ func (c *apiClient) do(ctx context.Context, method, path string, body, out any) 
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/mcpdrift/mcpdrift/services/internal/coded"
 	"github.com/mcpdrift/mcpdrift/services/internal/options"
 	"github.com/mcpdrift/mcpdrift/services/internal/policy"
 )
@@ -72,18 +70,12 @@ func runPolicy(ctx context.Context, args []string, getenv func(string) string, s
 			}
 		}
 		q := url.Values{"clear": clear}
-		var out struct {
-			Hash    string `json:"hash"`
-			Applied []struct {
-				Tenant  string `json:"tenant"`
-				Version int64  `json:"version"`
-				Hash    string `json:"hash"`
-				Rules   int    `json:"rules"`
-				Changed bool   `json:"changed"`
-				Cleared bool   `json:"cleared"`
-			} `json:"applied"`
+		var out policy.ApplyResult
+		ct := "application/yaml"
+		if data == nil {
+			ct = ""
 		}
-		if err := client().policyDo(ctx, "PUT", "/v1/policy?"+q.Encode(), data, &out); err != nil {
+		if err := client().send(ctx, "PUT", "/v1/policy?"+q.Encode(), data, ct, &out); err != nil {
 			return err
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
@@ -113,7 +105,7 @@ func runPolicy(ctx context.Context, args []string, getenv func(string) string, s
 			p += "?tenant=" + url.QueryEscape(tenant)
 		}
 		var list []policy.Stored
-		if err := client().policyDo(ctx, "GET", p, nil, &list); err != nil {
+		if err := client().do(ctx, "GET", p, nil, &list); err != nil {
 			return err
 		}
 		if asJSON {
@@ -162,9 +154,8 @@ func runPolicy(ctx context.Context, args []string, getenv func(string) string, s
 		if t.Risk != "" {
 			body["risk"] = t.Risk
 		}
-		b, _ := json.Marshal(body)
 		var out json.RawMessage
-		if err := client().policyDo(ctx, "POST", "/v1/policy/test", b, &out); err != nil {
+		if err := client().do(ctx, "POST", "/v1/policy/test", body, &out); err != nil {
 			return err
 		}
 		if asJSON {
@@ -200,41 +191,6 @@ func (e *policyError) ErrorMessage() string {
 		b.WriteString(e.list[i].Error())
 	}
 	return b.String()
-}
-
-// policyDo sends body as it is (a policy document, or JSON) and reads the
-// answer into out; a refused document is a *policyError.
-func (c *apiClient) policyDo(ctx context.Context, method, path string, body []byte, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("usage: bad --api %q: %w", c.base, err)
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return coded.Errorf("api_unreachable", "%w (is the drift service running at %s?)", err, c.base)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return coded.Errorf("api_unreachable", "reading the answer: %w", err)
-	}
-	if resp.StatusCode >= 300 {
-		var e struct {
-			Error struct {
-				Code    string         `json:"code"`
-				Message string         `json:"message"`
-				Errors  []policy.Error `json:"errors"`
-			} `json:"error"`
-		}
-		if json.Unmarshal(data, &e) == nil && len(e.Error.Errors) > 0 {
-			return &policyError{apiError: apiError{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}, list: e.Error.Errors}
-		}
-		return answerError(resp, data)
-	}
-	return json.Unmarshal(data, out)
 }
 
 // printPolicies prints a table of tenants' policies and, with rules, a
@@ -303,24 +259,7 @@ func orDash(s string) string {
 
 // printPolicyTest prints the outcome of a test, one "field: value" a line.
 func printPolicyTest(w io.Writer, raw json.RawMessage) error {
-	var r struct {
-		Tenant     string          `json:"tenant"`
-		Server     string          `json:"server"`
-		Tool       string          `json:"tool"`
-		Version    int64           `json:"version"`
-		Drifted    bool            `json:"drifted"`
-		Risk       string          `json:"risk"`
-		StateFrom  string          `json:"state_from"`
-		Rule       string          `json:"rule"`
-		Action     string          `json:"action"`
-		Reason     string          `json:"reason"`
-		Code       string          `json:"code"`
-		Mode       string          `json:"mode"`
-		Redact     []string        `json:"redact"`
-		ShadowRule string          `json:"shadow_rule"`
-		ShadowAct  string          `json:"shadow_action"`
-		Sanitized  json.RawMessage `json:"sanitized"`
-	}
+	var r policy.TestResult
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return err
 	}
@@ -331,7 +270,7 @@ func printPolicyTest(w io.Writer, raw json.RawMessage) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', 0)
 	fmt.Fprintf(tw, "policy:\t%s v%d\n", r.Tenant, r.Version)
 	fmt.Fprintf(tw, "call:\t%s/%s\n", r.Server, r.Tool)
-	fmt.Fprintf(tw, "server:\tdrifted %v, risk mode %s (from %s)\n", r.Drifted, orDash(r.Risk), r.StateFrom)
+	fmt.Fprintf(tw, "server:\tdrifted %v, risk mode %s (from %s)\n", r.Drifted, orDash(string(r.Risk)), r.StateFrom)
 	fmt.Fprintf(tw, "rule:\t%s\n", rule)
 	fmt.Fprintf(tw, "action:\t%s\n", r.Action)
 	if r.Reason != "" {
@@ -350,7 +289,7 @@ func printPolicyTest(w io.Writer, raw json.RawMessage) error {
 		fmt.Fprintf(tw, "forwarded args:\t%s\n", r.Sanitized)
 	}
 	if r.ShadowRule != "" {
-		fmt.Fprintf(tw, "shadow:\t%s (%s, recorded, not enforced)\n", r.ShadowRule, r.ShadowAct)
+		fmt.Fprintf(tw, "shadow:\t%s (%s, recorded, not enforced)\n", r.ShadowRule, r.ShadowAction)
 	} else {
 		fmt.Fprintf(tw, "shadow:\t-\n")
 	}

@@ -8,24 +8,6 @@ import (
 	"testing"
 )
 
-// issuePolicy is the file of issue 14, as written.
-const issuePolicy = `rules:
-  - id: no-secret-search
-    tenant: default
-    server: notes
-    tool: "search_*"
-    args:
-      - path: $.query
-        op: contains
-        value: secret
-    action: deny
-    reason: searching for secrets is not allowed
-drift:
-  - tenant: default
-    posture: discovery
-    on_drift: block
-`
-
 func writeFile(t *testing.T, name, content string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), name)
@@ -72,7 +54,7 @@ func TestPolicyCommands(t *testing.T) {
 		t.Fatalf("a refused file stored something: %d\n%s", code, out)
 	}
 
-	good := writeFile(t, "policy.yaml", issuePolicy)
+	good := "../internal/policy/testdata/issue14.yaml" // the file of issue 14, as written
 	out, errOut, code = r.cli("policy", "apply", good)
 	if code != 0 || !regexpMatch(`default\s+v1\s+1\s+applied\s+sha256:`, out) {
 		t.Fatalf("apply: code %d\n%s%s", code, out, errOut)

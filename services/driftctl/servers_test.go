@@ -191,6 +191,9 @@ func TestREADMECommands(t *testing.T) {
 		}
 		for i, a := range args {
 			args[i] = strings.ReplaceAll(a, "sha256:<live>", live)
+			if strings.HasPrefix(a, "docs/") { // a file of the repository, from its root
+				args[i] = "../../" + a
+			}
 		}
 		t.Run(strings.ReplaceAll(strings.Join(args[:1], "_"), "-", "_"), func(t *testing.T) {
 			out, errOut, code := r.cli(args...)

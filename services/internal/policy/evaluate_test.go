@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 )
@@ -375,6 +376,45 @@ func TestRedact(t *testing.T) {
 	for _, bad := range []string{"$", "a", "$..a"} {
 		if _, err := Redact([]byte(`{"a":1}`), []string{bad}); err == nil || Errors(err)[0].Code != CodeBadPath {
 			t.Errorf("Redact path %q = %v; want %s", bad, err, CodeBadPath)
+		}
+	}
+}
+
+// TestExamplePolicy: docs/examples/policy.yaml decides as its comments say.
+func TestExamplePolicy(t *testing.T) {
+	raw, err := os.ReadFile("../../../docs/examples/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := mustCompile(t, "default", string(raw))
+	tests := []struct {
+		call           Call
+		rule           string
+		action         Action
+		shadow         string
+		redactedTokens bool
+	}{
+		{Call{Server: "notes", Tool: "search_notes", Arguments: []byte(`{"query":"the secret plan"}`)}, "no-secret-search", Deny, "", false},
+		{Call{Server: "fs", Tool: "read_file", Arguments: []byte(`{"path":"/home/u/.ssh/id_rsa"}`)}, "no-key-paths", Deny, "", false},
+		{Call{Server: "fs", Tool: "read_file", Arguments: []byte(`{"path":"/home/u/notes.txt"}`)}, "", Allow, "", false},
+		{Call{Server: "web", Tool: "fetch", Arguments: []byte(`{"host":"169.254.169.254"}`)}, "no-internal-fetch", Deny, "", false},
+		{Call{Server: "web", Tool: "fetch", Arguments: []byte(`{"host":"93.184.216.34"}`)}, "", Allow, "", false},
+		{Call{Server: "billing", Tool: "pay", Arguments: []byte(`{"amount":"5000"}`)}, "big-payments", PendingApproval, "", false},
+		{Call{Server: "crm", Tool: "update", Arguments: []byte(`{"api_token":"t0k","auth":{"bearer":"b"},"name":"x"}`)}, "scrub-tokens", Sanitize, "", true},
+		{Call{Server: "ops", Tool: "delete_vm", Arguments: []byte(`{"confirm":false}`)}, "", Allow, "deletes-from-ci-only", false},
+		{Call{Server: "ops", Tool: "list_vms", Drifted: true}, "drifted-audit", Audit, "", false},
+		{Call{Server: "ops", Tool: "list_vms", Risk: ModeQuarantine}, "", PendingApproval, "", false},
+	}
+	for _, tt := range tests {
+		d := s.Evaluate(&tt.call)
+		if d.Rule != tt.rule || d.Action != tt.action || d.ShadowRule != tt.shadow {
+			t.Errorf("%s/%s %s: %+v; want %s by %q, shadow %q", tt.call.Server, tt.call.Tool, tt.call.Arguments, d, tt.action, tt.rule, tt.shadow)
+		}
+		if tt.redactedTokens {
+			out, err := Redact(tt.call.Arguments, d.Redact)
+			if err != nil || strings.Contains(string(out), "t0k") || strings.Contains(string(out), `"b"`) || !strings.Contains(string(out), `"name":"x"`) {
+				t.Errorf("sanitized: %s, %v", out, err)
+			}
 		}
 	}
 }

@@ -299,18 +299,12 @@ func validate(d *Document, info *shapeInfo) error {
 			at(n, line(info.ruleLines, i))
 		}
 	}
-	type pair struct{ tenant, server string }
-	seen := map[pair]bool{}
+	seen := map[[2]string]bool{}
 	for i := range d.Drift {
 		n := len(l.list)
 		s := &d.Drift[i]
 		ref := fmt.Sprintf("drift[%d]", i)
-		validTenant(&l, ref, s.Tenant)
-		validServer(&l, ref, s.Server)
-		if seen[pair{s.Tenant, s.Server}] {
-			l.add(CodeDuplicateSetting, ref, "", "a second drift setting for tenant %q and server %q", s.Tenant, s.Server)
-		}
-		seen[pair{s.Tenant, s.Server}] = true
+		validSetting(&l, ref, "drift", s.Tenant, s.Server, seen)
 		if s.Posture != "" && s.Posture != status.Discovery && s.Posture != status.Strict {
 			l.add(CodeBadSetting, ref, "posture", "unknown posture %q (want %s or %s)", clip(s.Posture), status.Discovery, status.Strict)
 		}
@@ -329,12 +323,7 @@ func validate(d *Document, info *shapeInfo) error {
 		n := len(l.list)
 		s := &d.Risk[i]
 		ref := fmt.Sprintf("risk[%d]", i)
-		validTenant(&l, ref, s.Tenant)
-		validServer(&l, ref, s.Server)
-		if seen[pair{s.Tenant, s.Server}] {
-			l.add(CodeDuplicateSetting, ref, "", "a second risk setting for tenant %q and server %q", s.Tenant, s.Server)
-		}
-		seen[pair{s.Tenant, s.Server}] = true
+		validSetting(&l, ref, "risk", s.Tenant, s.Server, seen)
 		if len(s.Modes) == 0 {
 			l.add(CodeBadSetting, ref, "modes", "a risk setting maps bands (%s) to modes (%s)", bandList, modeList)
 		}
@@ -373,6 +362,17 @@ func validTenant(l *errs, ref, tenant string) {
 	} else if bus.ValidID("tenant", tenant) != nil {
 		l.add(CodeBadTenant, ref, "tenant", "tenant %q must be 1 to 64 characters of A-Z, a-z, 0-9, _ and -", clip(tenant))
 	}
+}
+
+// validSetting checks a drift or risk setting's tenant and server, and that
+// no other setting of its kind (seen) is for the same ones.
+func validSetting(l *errs, ref, kind, tenant, server string, seen map[[2]string]bool) {
+	validTenant(l, ref, tenant)
+	validServer(l, ref, server)
+	if seen[[2]string{tenant, server}] {
+		l.add(CodeDuplicateSetting, ref, "", "a second %s setting for tenant %q and server %q", kind, tenant, server)
+	}
+	seen[[2]string{tenant, server}] = true
 }
 
 func validServer(l *errs, ref, server string) {

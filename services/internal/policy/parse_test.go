@@ -2,6 +2,8 @@ package policy
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -9,23 +11,16 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/coded"
 )
 
-// issueExample is the file of issue 14, which must be accepted as written.
-const issueExample = `rules:
-  - id: no-secret-search
-    tenant: default
-    server: notes
-    tool: "search_*"
-    args:
-      - path: $.query
-        op: contains
-        value: secret
-    action: deny
-    reason: searching for secrets is not allowed
-drift:
-  - tenant: default
-    posture: discovery
-    on_drift: block
-`
+// issueExample is the file of issue 14, which must be accepted as written
+// (testdata/issue14.yaml; the drift service's and driftctl's tests apply it
+// too).
+var issueExample = func() string {
+	b, err := os.ReadFile("testdata/issue14.yaml")
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}()
 
 func TestParseIssueExample(t *testing.T) {
 	d, err := Parse([]byte(issueExample))
@@ -56,6 +51,44 @@ func TestParseIssueExample(t *testing.T) {
 	}
 	if got := s.Evaluate(&Call{Server: "notes", Tool: "search_notes", Arguments: []byte(`{"query":"groceries"}`)}); got.Action != Allow || got.Rule != "" {
 		t.Errorf("Evaluate(harmless) = %+v", got)
+	}
+}
+
+// TestDocumentedExamplesParse: the example file and every YAML block of
+// docs/policy.md are accepted as written.
+func TestDocumentedExamplesParse(t *testing.T) {
+	docs := map[string]string{}
+	ex, err := os.ReadFile("../../../docs/examples/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs["docs/examples/policy.yaml"] = string(ex)
+	md, err := os.ReadFile("../../../docs/policy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, block := range strings.Split(string(md), "```yaml\n")[1:] {
+		body, _, _ := strings.Cut(block, "```")
+		if strings.HasPrefix(body, "args:") {
+			// A fragment of a rule: complete it.
+			body = "rules:\n  - id: r\n    tenant: t\n    action: deny\n    " + strings.ReplaceAll(strings.TrimSpace(body), "\n", "\n    ") + "\n"
+		}
+		docs[fmt.Sprintf("docs/policy.md block %d", i)] = body
+	}
+	for name, doc := range docs {
+		d, err := Parse([]byte(doc))
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		for _, tenant := range d.Tenants() {
+			if _, err := Compile(tenant, d); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		}
+	}
+	if len(docs) < 4 {
+		t.Errorf("found %d examples, want the file and at least 3 blocks", len(docs))
 	}
 }
 

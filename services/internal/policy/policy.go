@@ -172,7 +172,10 @@ type Decision struct {
 	Rule   string
 	Action Action
 	Reason string
-	Redact []string // for Sanitize (kept when quarantine holds it: an approved call is still sanitized)
+	// Redact are the paths of a Sanitize rule, kept when quarantine holds
+	// the call (an approved call is still sanitized): the set's own slice,
+	// never to be modified.
+	Redact []string
 
 	// Code is set when the engine itself decided rather than a rule's
 	// action: CodeUnreadableArgs, CodeRiskBlock, CodeRiskQuarantine.

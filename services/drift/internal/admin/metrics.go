@@ -15,7 +15,7 @@ const (
 )
 
 // actions are the audited actions, one per endpoint.
-var actions = []string{"status", "show", "diff", "history", "approve", "quarantine", "tail"}
+var actions = []string{"status", "show", "diff", "history", "approve", "quarantine", "tail", "policy_apply", "policy_list", "policy_test"}
 
 // Metrics are the admin API's Prometheus metrics (docs/metrics.md). A nil
 // *Metrics records nothing.

@@ -19,7 +19,7 @@ import (
 // Policies is the policy bucket as the API serves it; *policystore.Store
 // is one.
 type Policies interface {
-	Apply(ctx context.Context, d *policy.Document, clear []string, actor string) ([]policystore.Applied, error)
+	Apply(ctx context.Context, d *policy.Document, clear []string, actor string) ([]policy.Applied, error)
 	Get(ctx context.Context, tenant string) (*policy.Stored, error)
 	List(ctx context.Context) ([]policy.Stored, error)
 }
@@ -59,12 +59,6 @@ func (e *policyErrors) ErrorMessage() string {
 		b.WriteString("]")
 	}
 	return b.String()
-}
-
-// PolicyApplied is the body of a PUT /v1/policy that was applied.
-type PolicyApplied struct {
-	Hash    string                `json:"hash"` // of the whole document
-	Applied []policystore.Applied `json:"applied"`
 }
 
 func (h *handler) policyApply(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
@@ -111,7 +105,7 @@ func (h *handler) policyApply(ctx context.Context, w http.ResponseWriter, r *htt
 		}
 		return 0, nil, err
 	}
-	return http.StatusOK, PolicyApplied{Hash: c.action.Hash, Applied: applied}, nil
+	return http.StatusOK, policy.ApplyResult{Hash: c.action.Hash, Applied: applied}, nil
 }
 
 func (h *handler) policyList(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
@@ -141,52 +135,11 @@ func (h *handler) policyList(ctx context.Context, w http.ResponseWriter, r *http
 	return http.StatusOK, list, nil
 }
 
-// PolicyTestRequest is the body of POST /v1/policy/test: a call to
-// evaluate against the tenant's stored policy, without calling anything.
-type PolicyTestRequest struct {
-	Tenant string          `json:"tenant"`
-	Server string          `json:"server"`
-	Tool   string          `json:"tool"`
-	Agent  string          `json:"agent,omitempty"`
-	Args   json.RawMessage `json:"args,omitempty"`
-	// Drifted and Risk override what the status bucket says of the
-	// server (its drift state, its risk mode), to try a rule's gate.
-	Drifted *bool  `json:"drifted,omitempty"`
-	Risk    string `json:"risk,omitempty"`
-}
-
-// PolicyTestResult is the answer of POST /v1/policy/test.
-type PolicyTestResult struct {
-	Tenant  string `json:"tenant"`
-	Server  string `json:"server"`
-	Tool    string `json:"tool"`
-	Version int64  `json:"version"` // the stored policy's (0: the tenant has none)
-	Hash    string `json:"hash,omitempty"`
-	// What the call was judged with, and whence: "status" (the status
-	// bucket), "request" (the request's override) or "none" (the server
-	// has no record: not drifted, no risk mode).
-	Drifted    bool     `json:"drifted"`
-	Risk       string   `json:"risk,omitempty"`
-	StateFrom  string   `json:"state_from"`
-	RiskBand   string   `json:"risk_band,omitempty"`
-	Rule       string   `json:"rule"`
-	Action     string   `json:"action"`
-	Reason     string   `json:"reason,omitempty"`
-	Code       string   `json:"code,omitempty"`
-	Mode       string   `json:"mode,omitempty"`
-	Redact     []string `json:"redact,omitempty"`
-	ShadowRule string   `json:"shadow_rule,omitempty"`
-	ShadowAct  string   `json:"shadow_action,omitempty"`
-	// Sanitized are the arguments as the server would receive them, for a
-	// sanitize decision.
-	Sanitized json.RawMessage `json:"sanitized,omitempty"`
-}
-
 func (h *handler) policyTest(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
 	if h.d.Policies == nil {
 		return http.StatusNotImplemented, nil, coded.New(CodePolicyUnavailable, "this drift service has no policy bucket")
 	}
-	var req PolicyTestRequest
+	var req policy.TestRequest
 	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 1<<20))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
@@ -200,7 +153,7 @@ func (h *handler) policyTest(ctx context.Context, w http.ResponseWriter, r *http
 	if req.Tool == "" {
 		return 0, nil, coded.New("bad_request", "tool is required")
 	}
-	if req.Risk != "" && !policy.ValidMode(policy.Mode(req.Risk)) {
+	if req.Risk != "" && !policy.ValidMode(req.Risk) {
 		return 0, nil, coded.Errorf("bad_request", "risk %q: want allow, quarantine or block", req.Risk)
 	}
 	c.action.Tenant, c.action.Server = req.Tenant, req.Server
@@ -209,7 +162,7 @@ func (h *handler) policyTest(ctx context.Context, w http.ResponseWriter, r *http
 		return 0, nil, err
 	}
 	var set *policy.Set
-	out := PolicyTestResult{Tenant: req.Tenant, Server: req.Server, Tool: req.Tool, StateFrom: "none"}
+	out := policy.TestResult{Tenant: req.Tenant, Server: req.Server, Tool: req.Tool, StateFrom: policy.StateFromNone}
 	if st != nil {
 		if set, err = policy.CompileStored(st); err != nil {
 			return 0, nil, coded.Errorf("policy_stored_invalid", "the stored policy of %s does not compile: %w", req.Tenant, err)
@@ -220,7 +173,7 @@ func (h *handler) policyTest(ctx context.Context, w http.ResponseWriter, r *http
 	v, err := h.b.Server(ctx, req.Tenant, req.Server)
 	switch {
 	case err == nil:
-		out.StateFrom = "status"
+		out.StateFrom = policy.StateFromStatus
 		call.Drifted = drifted(v)
 		if v.Hold != nil && v.Hold.Risk != nil {
 			call.Risk = policy.Mode(v.Hold.Risk.Mode)
@@ -230,16 +183,16 @@ func (h *handler) policyTest(ctx context.Context, w http.ResponseWriter, r *http
 		return 0, nil, err
 	}
 	if req.Drifted != nil {
-		call.Drifted, out.StateFrom = *req.Drifted, "request"
+		call.Drifted, out.StateFrom = *req.Drifted, policy.StateFromRequest
 	}
 	if req.Risk != "" {
-		call.Risk, out.StateFrom = policy.Mode(req.Risk), "request"
+		call.Risk, out.StateFrom = req.Risk, policy.StateFromRequest
 	}
 	d := set.Evaluate(&call)
-	out.Drifted, out.Risk = call.Drifted, string(call.Risk)
-	out.Rule, out.Action, out.Reason, out.Code, out.Mode = d.Rule, string(d.Action), d.Reason, d.Code, string(d.Mode)
-	out.Redact, out.ShadowRule, out.ShadowAct = d.Redact, d.ShadowRule, string(d.ShadowAction)
-	if d.Action == policy.Sanitize || (d.Action == policy.PendingApproval && len(d.Redact) > 0) {
+	out.Drifted, out.Risk = call.Drifted, call.Risk
+	out.Rule, out.Action, out.Reason, out.Code, out.Mode = d.Rule, d.Action, d.Reason, d.Code, d.Mode
+	out.Redact, out.ShadowRule, out.ShadowAction = d.Redact, d.ShadowRule, d.ShadowAction
+	if len(d.Redact) > 0 {
 		if red, err := policy.Redact(req.Args, d.Redact); err == nil && json.Valid(red) {
 			out.Sanitized = red
 		}

@@ -43,19 +43,6 @@ func New(kv jetstream.KeyValue, now func() time.Time) *Store {
 	return &Store{kv: kv, now: now}
 }
 
-// Applied is what an apply did to one tenant.
-type Applied struct {
-	Tenant  string `json:"tenant"`
-	Version int64  `json:"version"`
-	Hash    string `json:"hash"`
-	Rules   int    `json:"rules"`
-	// Changed is false when the tenant's stored policy was already this
-	// one: nothing was written, the version did not move.
-	Changed bool `json:"changed"`
-	// Cleared: the tenant's policy was replaced by an empty one.
-	Cleared bool `json:"cleared,omitempty"`
-}
-
 // current is a tenant's record as read before writing.
 type current struct {
 	rev    uint64
@@ -72,7 +59,7 @@ type current struct {
 // takes effect whole or not at all as far as the bucket allows (proxies
 // may see the undone version for the moment it existed), and the error is
 // CodeConflict when another writer raced it.
-func (s *Store) Apply(ctx context.Context, d *policy.Document, clear []string, actor string) ([]Applied, error) {
+func (s *Store) Apply(ctx context.Context, d *policy.Document, clear []string, actor string) ([]policy.Applied, error) {
 	if err := policy.Validate(d); err != nil {
 		return nil, err
 	}
@@ -98,13 +85,13 @@ func (s *Store) Apply(ctx context.Context, d *policy.Document, clear []string, a
 		cur[t] = c
 	}
 	var done []write
-	out := make([]Applied, 0, len(tenants))
+	out := make([]policy.Applied, 0, len(tenants))
 	nowMs := s.now().UnixMilli()
 	for _, t := range tenants {
 		c := cur[t]
 		part := d.For(t)
 		hash := policy.Hash(&part)
-		a := Applied{Tenant: t, Hash: hash, Rules: len(part.Rules), Cleared: slices.Contains(clear, t)}
+		a := policy.Applied{Tenant: t, Hash: hash, Rules: len(part.Rules), Cleared: slices.Contains(clear, t)}
 		if c.stored != nil && c.stored.Hash == hash && policy.Hash(&c.stored.Document) == hash {
 			a.Version = c.stored.Version
 			out = append(out, a)
