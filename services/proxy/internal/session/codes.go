@@ -1,6 +1,9 @@
 package session
 
-import "github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
+import (
+	"github.com/mcpdrift/mcpdrift/services/internal/policy"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
+)
 
 // Code is a stable code the proxy gives what it refuses or drops. One type
 // for both ends: the agent reads it (under jsonrpc.MetaCode, in a tool
@@ -47,8 +50,13 @@ const (
 // (docs/policy-enforcement.md). Each answers a tool error whose text begins
 // "policy deny: ".
 const (
-	// PolicyDeny: a deny rule matched, or the server's risk mode is block.
+	// PolicyDeny: a deny rule matched.
 	PolicyDeny Code = "policy_deny"
+	// PolicyRiskBlock: the server's risk mode is block (policy.CodeRiskBlock).
+	PolicyRiskBlock Code = policy.CodeRiskBlock
+	// PolicyUnreadableArguments: a rule's clauses needed the arguments and
+	// they cannot be read one way only (policy.CodeUnreadableArgs).
+	PolicyUnreadableArguments Code = policy.CodeUnreadableArgs
 	// PolicyApprovalDenied: the call was held for approval and an admin
 	// denied it.
 	PolicyApprovalDenied Code = "policy_approval_denied"
@@ -74,7 +82,7 @@ const (
 )
 
 // PolicyCodes lists the policy refusal codes.
-var PolicyCodes = []Code{PolicyDeny, PolicyApprovalDenied, PolicyApprovalTimeout, PolicyApprovalUnavailable,
+var PolicyCodes = []Code{PolicyDeny, PolicyRiskBlock, PolicyUnreadableArguments, PolicyApprovalDenied, PolicyApprovalTimeout, PolicyApprovalUnavailable,
 	PolicyApprovalInBatch, PolicyUnknown, PolicyInvalid, PolicySanitizeFailed}
 
 // RefuseServer is the refusal of a request to a server whose status does
@@ -84,8 +92,8 @@ func RefuseServer(status string) Code { return Code("server_" + status) }
 // RefusalCodes are the codes a tools/call is refused with.
 var RefusalCodes = []Code{RefuseServerChanged, RefuseServerPending, RefuseServerQuarantined, RefuseServerUnknown,
 	RefuseToolNotApproved, RefuseListingInvalid, RefuseListingPending, RefuseAmbiguous,
-	PolicyDeny, PolicyApprovalDenied, PolicyApprovalTimeout, PolicyApprovalUnavailable, PolicyApprovalInBatch,
-	PolicyUnknown, PolicyInvalid, PolicySanitizeFailed}
+	PolicyDeny, PolicyRiskBlock, PolicyUnreadableArguments, PolicyApprovalDenied, PolicyApprovalTimeout,
+	PolicyApprovalUnavailable, PolicyApprovalInBatch, PolicyUnknown, PolicyInvalid, PolicySanitizeFailed}
 
 // AlertCodes are the refusals the alert posture forwards a call despite
 // (Call.AlertCode).

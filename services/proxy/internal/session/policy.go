@@ -116,7 +116,11 @@ func (s *Session) enforce(ctx context.Context, m *jsonrpc.Message, raw []byte, r
 		}
 		return verdict{forward: out}
 	case policy.Deny:
-		return s.policyRefusal(m, p, PolicyDeny, "policy deny: "+denyReason(d))
+		code := PolicyDeny
+		if d.Code != "" {
+			code = Code(d.Code) // the engine decided: a risk mode, unreadable arguments
+		}
+		return s.policyRefusal(m, p, code, "policy deny: "+denyReason(d))
 	case policy.PendingApproval:
 		return s.hold(m, p, d)
 	}
