@@ -100,21 +100,7 @@ func (s *Session) enforce(ctx context.Context, m *jsonrpc.Message, raw []byte, r
 	case policy.Allow, policy.Audit:
 		return verdict{}
 	case policy.Sanitize:
-		if raw == nil {
-			return verdict{} // no arguments: nothing to redact
-		}
-		redacted, err := policy.Redact(raw, d.Redact)
-		var out []byte
-		if err == nil {
-			out, err = jsonrpc.ReplaceParamsMember(m, "arguments", redacted)
-		}
-		if err != nil {
-			return s.policyRefusal(m, p, PolicySanitizeFailed, fmt.Sprintf("policy deny: the arguments could not be redacted as rule %q requires (%v), so the call is not forwarded", d.Rule, err))
-		}
-		if p.args != nil {
-			p.args = redacted // what audit keeps is what the server got
-		}
-		return verdict{forward: out}
+		return s.sanitize(m, raw, p, d)
 	case policy.Deny:
 		code := PolicyDeny
 		if d.Code != "" {
@@ -122,9 +108,37 @@ func (s *Session) enforce(ctx context.Context, m *jsonrpc.Message, raw []byte, r
 		}
 		return s.policyRefusal(m, p, code, "policy deny: "+denyReason(d))
 	case policy.PendingApproval:
-		return s.hold(m, p, d)
+		// A sanitize rule held by the quarantine risk mode keeps its
+		// paths: what is approved, and forwarded, is the redacted call.
+		v := s.sanitize(m, raw, p, d)
+		if v.refusal != nil {
+			return v
+		}
+		return s.hold(m, v.forward, p, d)
 	}
 	return s.policyRefusal(m, p, PolicyInvalid, fmt.Sprintf("policy deny: rule %q has an action the proxy does not know (%q)", d.Rule, d.Action))
+}
+
+// sanitize redacts d's paths (none: nothing) of a call's arguments raw
+// (nil: none) and returns the call to forward in place of m (nil: m as
+// it is), or a refusal when they cannot be redacted.
+func (s *Session) sanitize(m *jsonrpc.Message, raw []byte, p *pendingReq, d policy.Decision) verdict {
+	if raw == nil || len(d.Redact) == 0 {
+		return verdict{} // no arguments, or no paths: nothing to redact
+	}
+	redacted, err := policy.Redact(raw, d.Redact)
+	var out []byte
+	if err == nil {
+		out, err = jsonrpc.ReplaceParamsMember(m, "arguments", redacted)
+	}
+	if err != nil {
+		return s.policyRefusal(m, p, PolicySanitizeFailed, fmt.Sprintf("policy deny: the arguments could not be redacted as rule %q requires (%v), so the call is not forwarded", d.Rule, err))
+	}
+	p.rawArgs = redacted // what an approver sees is what the server gets
+	if p.args != nil {
+		p.args = redacted // and what audit keeps
+	}
+	return verdict{forward: out}
 }
 
 // denyReason is the reason a refused call's text gives.
@@ -155,11 +169,15 @@ func (s *Session) policyRefusal(m *jsonrpc.Message, p *pendingReq, code Code, te
 	return verdict{refusal: ToolError(m.ID, code, text)}
 }
 
-// hold makes the Held of a call under pending_approval: the message and
-// its pending record are kept (copied: the transport's buffer is reused),
-// and the call is forwarded or refused once the approval ends.
-func (s *Session) hold(m *jsonrpc.Message, p *pendingReq, d policy.Decision) verdict {
+// hold makes the Held of a call under pending_approval: the message (or
+// forward, its sanitized form, when not nil) and its pending record are
+// kept (copied: the transport's buffer is reused), and the call is
+// forwarded or refused once the approval ends.
+func (s *Session) hold(m *jsonrpc.Message, forward []byte, p *pendingReq, d policy.Decision) verdict {
 	raw, id := bytes.Clone(m.Raw), bytes.Clone(m.ID)
+	if forward != nil {
+		raw = forward // made afresh by sanitize, not the transport's
+	}
 	held := *p
 	req := ApprovalRequest{Server: s.cfg.Server, Tool: p.tool, Agent: s.cfg.Agent, Rule: d.Rule, Reason: d.Reason,
 		RiskMode: string(d.Mode), ArgsDigest: p.digest, Arguments: bytes.Clone(p.rawArgs)}

@@ -109,6 +109,21 @@ func TestPolicyCodes(t *testing.T) {
 			t.Errorf("batch: %+v", o)
 		}
 	})
+	t.Run("quarantined_sanitize_stays_sanitized", func(t *testing.T) {
+		ap := &approver{outcome: ApprovalApproved}
+		r := policyRig(t, `rules:
+  - {id: redact, tenant: default, tool: read, action: sanitize, redact: [$.token]}
+`, string(policy.ModeQuarantine), ap)
+		o := call(r, "9", "read", `{"path":"/a","token":"hunter2"}`)
+		if o.Held == nil {
+			t.Fatalf("not held: %+v", o)
+		}
+		got := o.Held.Wait(ctx)
+		if strings.Contains(string(got.Forward), "hunter2") || !strings.Contains(string(got.Forward), `"token":"`+policy.Redacted+`"`) ||
+			len(ap.asked) != 1 || strings.Contains(string(ap.asked[0].Arguments), "hunter2") {
+			t.Errorf("approved: forward %s, asked %s", got.Forward, ap.asked[0].Arguments)
+		}
+	})
 	t.Run("no_approvals", func(t *testing.T) {
 		r := policyRig(t, holdDoc, "", nil)
 		refusedWith(t, call(r, "1", "write", `{}`).Held.Wait(ctx), PolicyApprovalUnavailable)
