@@ -20,15 +20,21 @@ func BenchmarkCallRoundTrip(b *testing.B) {
 	resp := []byte(`{"jsonrpc":"2.0","id":12,"result":{"content":[{"type":"text","text":"hello"}]}}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		r.toClient, r.toServer = r.toClient[:0], r.toServer[:0]
-		if err := r.io.fromClient(ctx, req); err != nil {
-			b.Fatal(err)
-		}
-		if err := r.io.fromServer(ctx, resp); err != nil {
-			b.Fatal(err)
-		}
-		r.obs.calls = r.obs.calls[:0]
+		r.roundTrip(ctx, req, resp)
 	}
+}
+
+// roundTrip passes a call and its answer through the rig's session,
+// forgetting what it sent and observed.
+func (r *rig) roundTrip(ctx context.Context, req, resp []byte) {
+	r.toClient, r.toServer = r.toClient[:0], r.toServer[:0]
+	if err := r.io.fromClient(ctx, req); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := r.io.fromServer(ctx, resp); err != nil {
+		r.t.Fatal(err)
+	}
+	r.obs.calls = r.obs.calls[:0]
 }
 
 // isToolErrorParsed is how isToolError worked before it looked for the
@@ -92,14 +98,7 @@ func BenchmarkCallRoundTripPolicy(b *testing.B) {
 			k := (n + i) % 2
 			r := []*rig{off, on}[k]
 			start := time.Now()
-			r.toClient, r.toServer = r.toClient[:0], r.toServer[:0]
-			if err := r.io.fromClient(ctx, req); err != nil {
-				b.Fatal(err)
-			}
-			if err := r.io.fromServer(ctx, resp); err != nil {
-				b.Fatal(err)
-			}
-			r.obs.calls = r.obs.calls[:0]
+			r.roundTrip(ctx, req, resp)
 			spent[k] += time.Since(start)
 		}
 		n++
