@@ -931,17 +931,20 @@ type AdminAction struct {
 	Tenant  string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	Server  string                 `protobuf:"bytes,3,opt,name=server,proto3" json:"server,omitempty"`
 	Variant string                 `protobuf:"bytes,4,opt,name=variant,proto3" json:"variant,omitempty"`
-	Action  string                 `protobuf:"bytes,5,opt,name=action,proto3" json:"action,omitempty"` // approve | quarantine | rebaseline | risk | status | show | diff | history | tail
+	Action  string                 `protobuf:"bytes,5,opt,name=action,proto3" json:"action,omitempty"` // approve | quarantine | rebaseline | risk | status | show | diff | history | tail | approvals | approve_call | deny_call
 	Actor   string                 `protobuf:"bytes,6,opt,name=actor,proto3" json:"actor,omitempty"`
 	Role    string                 `protobuf:"bytes,7,opt,name=role,proto3" json:"role,omitempty"` // read | write
 	// approve: the hash the admin reviewed and approves; rebaseline: the
 	// live hash with the new settings; risk: what was set ("band=<band>
 	// mode=<mode>").
-	Hash          string `protobuf:"bytes,8,opt,name=hash,proto3" json:"hash,omitempty"`
-	Ok            bool   `protobuf:"varint,9,opt,name=ok,proto3" json:"ok,omitempty"`
-	ErrorCode     string `protobuf:"bytes,10,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
-	ErrorMessage  string `protobuf:"bytes,11,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
-	AtUnixMs      int64  `protobuf:"varint,12,opt,name=at_unix_ms,json=atUnixMs,proto3" json:"at_unix_ms,omitempty"`
+	Hash         string `protobuf:"bytes,8,opt,name=hash,proto3" json:"hash,omitempty"`
+	Ok           bool   `protobuf:"varint,9,opt,name=ok,proto3" json:"ok,omitempty"`
+	ErrorCode    string `protobuf:"bytes,10,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	ErrorMessage string `protobuf:"bytes,11,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	AtUnixMs     int64  `protobuf:"varint,12,opt,name=at_unix_ms,json=atUnixMs,proto3" json:"at_unix_ms,omitempty"`
+	// approve_call, deny_call: the held call's approval request
+	// (approval.proto); its tenant and server are the call's.
+	ApprovalId    string `protobuf:"bytes,30,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1058,6 +1061,13 @@ func (x *AdminAction) GetAtUnixMs() int64 {
 		return x.AtUnixMs
 	}
 	return 0
+}
+
+func (x *AdminAction) GetApprovalId() string {
+	if x != nil {
+		return x.ApprovalId
+	}
+	return ""
 }
 
 // DeadLetter: a message a service could never process (terminated), with
@@ -1239,7 +1249,7 @@ const file_mcpdrift_v1_events_proto_rawDesc = "" +
 	"\x06reason\x18\x10 \x01(\tR\x06reason\x12\x14\n" +
 	"\x05actor\x18\x11 \x01(\tR\x05actor\x12\x1c\n" +
 	"\n" +
-	"at_unix_ms\x18\x12 \x01(\x03R\batUnixMs\"\xba\x02\n" +
+	"at_unix_ms\x18\x12 \x01(\x03R\batUnixMs\"\xdb\x02\n" +
 	"\vAdminAction\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x16\n" +
@@ -1255,7 +1265,9 @@ const file_mcpdrift_v1_events_proto_rawDesc = "" +
 	" \x01(\tR\terrorCode\x12#\n" +
 	"\rerror_message\x18\v \x01(\tR\ferrorMessage\x12\x1c\n" +
 	"\n" +
-	"at_unix_ms\x18\f \x01(\x03R\batUnixMs\"\xe6\x01\n" +
+	"at_unix_ms\x18\f \x01(\x03R\batUnixMs\x12\x1f\n" +
+	"\vapproval_id\x18\x1e \x01(\tR\n" +
+	"approvalId\"\xe6\x01\n" +
 	"\n" +
 	"DeadLetter\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x18\n" +

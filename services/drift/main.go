@@ -19,6 +19,7 @@ import (
 
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/admin"
+	"github.com/mcpdrift/mcpdrift/services/drift/internal/approvals"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/console"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/driftsvc"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/policystore"
@@ -127,7 +128,7 @@ func serve(ctx context.Context, cfg Config) error {
 // API until ctx ends; o holds its readiness checks and metrics.
 func serveDrift(ctx context.Context, cfg Config, log zerolog.Logger, o *ops.Server) error {
 	started := o.Starting("connecting, checking streams and opening the admin API")
-	b, err := cfg.Open(ctx, "drift", log, []bus.Object{bus.Fingerprints, bus.Verdicts, bus.Admin, bus.Status, bus.Baselines, bus.Manifests, bus.Policy})
+	b, err := cfg.Open(ctx, "drift", log, []bus.Object{bus.Fingerprints, bus.Verdicts, bus.Admin, bus.Status, bus.Baselines, bus.Manifests, bus.Approvals, bus.Policy})
 	if err != nil {
 		return err
 	}
@@ -135,6 +136,10 @@ func serveDrift(ctx context.Context, cfg Config, log zerolog.Logger, o *ops.Serv
 	o.AddCheck("nats", ops.NATSConnected(b.NC))
 	js, nc := b.JS, b.NC
 	svc, err := driftsvc.New(cfg.Drift, driftsvc.Deps{JS: js, Handles: b.Handles, Log: log, Metrics: driftsvc.NewMetrics(o.Registry()), Policy: b.Policy})
+	if err != nil {
+		return err
+	}
+	held, err := approvals.New(approvals.Deps{NC: nc, KV: b.Handles.Approvals, Log: log})
 	if err != nil {
 		return err
 	}
@@ -159,11 +164,12 @@ func serveDrift(ctx context.Context, cfg Config, log zerolog.Logger, o *ops.Serv
 			_, err = bus.Publish(ctx, js, subject, data, a.EventId)
 			return err
 		},
-		Follow:   follow,
-		Code:     driftsvc.Code,
-		Log:      log,
-		Metrics:  admin.NewMetrics(o.Registry()),
-		Policies: policystore.New(b.Handles.Policy, nil),
+		Follow:    follow,
+		Code:      driftsvc.Code,
+		Log:       log,
+		Metrics:   admin.NewMetrics(o.Registry()),
+		Approvals: held,
+		Policies:  policystore.New(b.Handles.Policy, nil),
 	})
 	// The review console shares the address: the API under /v1, pages at /.
 	cd := console.Deps{Backend: svc, API: api, Manifest: svc.Manifest, Follow: follow, JS: js, Log: log}
@@ -205,6 +211,7 @@ func serveDrift(ctx context.Context, cfg Config, log zerolog.Logger, o *ops.Serv
 		Msg("drift service started")
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return svc.Run(gctx) })
+	g.Go(func() error { return held.Run(gctx) })
 	g.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return err

@@ -69,6 +69,10 @@ error, variant_ambiguous, names them):
   policy       the per-call policy: apply a policy file (validated whole,
                nothing applied on any error), list the stored policies, test
                a call against one ("driftctl policy --help")
+  pending      calls held for approval by the per-call policy (--all: and
+               the recently resolved)
+  resolve      approve or deny a held call: resolve ID approve|deny (write
+               role); the proxy holding it forwards or refuses it
 
 Commands against the audit tables in ClickHouse (--clickhouse or
 MCPDRIFT_CLICKHOUSE_ADDR; "driftctl audit --help" lists the queries):
@@ -145,6 +149,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return runBusSetup(ctx, args[1:], getenv, stdout, stderr)
 	case "policy":
 		return runPolicy(ctx, args[1:], getenv, stdin, stdout, stderr)
+	case "pending", "resolve":
+		return runApprovals(ctx, args[0], args[1:], getenv, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mcpdrift/mcpdrift/services/internal/approval"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 )
@@ -365,6 +366,45 @@ func TestNATSRolePermissions(t *testing.T) {
 	}
 	_ = wp.Stop()
 
+	// Approvals of held calls: the proxy asks (request-reply), drift answers
+	// it and stores the request, the proxy watches the request's key.
+	dsub, err := drift.nc.Subscribe(approval.RequestSubjects, func(m *nats.Msg) { _ = m.Respond([]byte(`{"ok":true}`)) })
+	if err != nil {
+		t.Fatalf("drift subscribes to approval requests: %v", err)
+	}
+	if err := drift.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := proxy.nc.Request(approval.RequestSubject("default", "files"), []byte(`{}`), 10*time.Second); err != nil || string(msg.Data) != `{"ok":true}` {
+		t.Fatalf("proxy asks for an approval and drift answers: %v", err)
+	}
+	_ = dsub.Unsubscribe()
+	dap, err := drift.js.KeyValue(natsOpCtx(t, 10*time.Second), bus.BucketApprovals)
+	if err != nil {
+		t.Fatalf("drift binds the approvals bucket: %v", err)
+	}
+	approvalKey := approval.Key("default", approval.NewID())
+	if _, err := dap.Create(natsOpCtx(t, 10*time.Second), approvalKey, []byte(`{}`)); err != nil {
+		t.Fatalf("drift stores an approval request: %v", err)
+	}
+	pap, err := proxy.js.KeyValue(natsOpCtx(t, 10*time.Second), bus.BucketApprovals)
+	if err != nil {
+		t.Fatalf("proxy binds the approvals bucket: %v", err)
+	}
+	wap, err := pap.Watch(natsOpCtx(t, 10*time.Second), approvalKey)
+	if err != nil {
+		t.Fatalf("proxy watches its approval request: %v", err)
+	}
+	select {
+	case e := <-wap.Updates():
+		if e == nil || e.Key() != approvalKey {
+			t.Fatalf("proxy's approval watch: first entry %v", e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("proxy's approval watch: nothing within 10s")
+	}
+	_ = wap.Stop()
+
 	// Refused, each on a fresh connection so that the violation is its own.
 	denied := []struct {
 		name, role, kind, subject string
@@ -467,6 +507,32 @@ func TestNATSRolePermissions(t *testing.T) {
 				return nil
 			}
 			_, err = kv.Watch(ctx, "acme")
+			return err
+		}},
+		{"proxy_writes_approval", "proxy", "publish", "$KV.mcpdrift_approvals.default.*", func(ctx context.Context, c *natsRoleConn) error {
+			kv, err := c.js.KeyValue(natsOpCtx(t, 10*time.Second), bus.BucketApprovals)
+			if err != nil {
+				return nil
+			}
+			_, err = kv.Put(ctx, approvalKey, []byte(`{"resolution":{"outcome":"approved"}}`))
+			return err
+		}},
+		{"proxy_asks_other_tenant_approval", "proxy", "publish", approval.RequestSubject("acme", "files"), func(ctx context.Context, c *natsRoleConn) error {
+			if err := c.nc.Publish(approval.RequestSubject("acme", "files"), []byte(`{}`)); err != nil {
+				return err
+			}
+			return c.nc.Flush()
+		}},
+		{"proxy_watches_other_approval", "proxy", "publish", "$JS.API.CONSUMER.CREATE.KV_mcpdrift_approvals.*.$KV.mcpdrift_approvals.acme.*", func(ctx context.Context, c *natsRoleConn) error {
+			kv, err := c.js.KeyValue(natsOpCtx(t, 10*time.Second), bus.BucketApprovals)
+			if err != nil {
+				return nil
+			}
+			_, err = kv.Watch(ctx, approval.Key("acme", approval.NewID()))
+			return err
+		}},
+		{"proxy_answers_approvals", "proxy", "subscription", approval.RequestSubjects, func(ctx context.Context, c *natsRoleConn) error {
+			_, err := c.nc.SubscribeSync(approval.RequestSubjects)
 			return err
 		}},
 		{"fingerprint_writes_policy", "fingerprint", "publish", "$KV.mcpdrift_policy.default", func(ctx context.Context, c *natsRoleConn) error {

@@ -99,22 +99,8 @@ func (a *agent) call(method, params string) string {
 	a.t.Helper()
 	a.seq++
 	id := fmt.Sprint(a.seq)
-	if _, err := fmt.Fprintf(a.in, `{"jsonrpc":"2.0","id":%s,"method":%q,"params":%s}`+"\n", id, method, params); err != nil {
-		a.t.Fatal(err)
-	}
-	for {
-		select {
-		case l, ok := <-a.lines:
-			if !ok {
-				a.t.Fatal("the proxy closed its output")
-			}
-			if strings.Contains(l, `"id":`+id+`,`) {
-				return l
-			}
-		case <-time.After(20 * time.Second):
-			a.t.Fatalf("no answer to %s within 20s", method)
-		}
-	}
+	a.send(id, method, params)
+	return a.answer(id)
 }
 
 func (a *agent) init() {

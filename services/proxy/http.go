@@ -49,10 +49,15 @@ func serveHTTP(ctx context.Context, cfg Config, js jetstream.JetStream, log zero
 		gates[u.ID] = gate
 		fronted = append(fronted, metrics.Upstream{Gate: gate, Publisher: pub})
 	}
+	en, err := startEnforcement(bg, &wg, js, cfg, o, log)
+	if err != nil {
+		return options.ExitFailure, err
+	}
 	m := metrics.New(o.Registry(), fronted)
+	m.AddPolicy(o.Registry(), en.policy, en.approvals)
 	var ups []streamhttp.Upstream
 	for i, u := range cfg.Upstreams {
-		scfg := cfg.sessionConfig(u.ID)
+		scfg := cfg.sessionConfig(u.ID, en)
 		scfg.Meter = newLoggedMeter(m, log.With().Str("server", u.ID).Logger())
 		up := streamhttp.Upstream{ID: u.ID, Gate: gates[u.ID], Observer: m.Observer(pubs[i]), Session: scfg}
 		if u.SSE {

@@ -61,6 +61,8 @@ type Config struct {
 	StatusCopyMaxAge time.Duration // 0: no status copy
 	FirstSightWait   time.Duration
 	Arguments        string // what a call observation holds of the arguments: digest or full
+	Policy           string // the per-call policy: enforce or off
+	ApprovalWait     time.Duration
 	Command          []string
 	Listen           string     // HTTP mode: the address to serve on
 	Upstreams        []upstream // HTTP mode: the servers fronted
@@ -115,22 +117,80 @@ Each flag can also be set by its environment variable; a flag wins.
 
 var idClean = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
 
+// The --policy modes.
+const (
+	policyEnforce = "enforce"
+	policyOff     = "off"
+)
+
 // The --arguments modes.
 const (
 	argumentsDigest = "digest"
 	argumentsFull   = "full"
 )
 
-// sessionConfig is the session configuration of one upstream server.
-func (c Config) sessionConfig(server string) session.Config {
-	return session.Config{Server: server, Timeout: c.FirstSightWait, FullArguments: c.Arguments == argumentsFull}
+// sessionConfig is the session configuration of one upstream server; en is
+// the per-call policy's enforcement (nil parts with --policy off).
+func (c Config) sessionConfig(server string, en enforcement) session.Config {
+	sc := session.Config{Server: server, Timeout: c.FirstSightWait, FullArguments: c.Arguments == argumentsFull}
+	if en.policy != nil {
+		sc.Policy, sc.Approvals = en.policy, en.approvals
+	}
+	return sc
+}
+
+// enforcement is the per-call policy of a proxy: its tenant's policy and
+// the approvals of held calls; both nil with --policy off.
+type enforcement struct {
+	policy    *fleet.Policy
+	approvals *fleet.Approvals
+}
+
+// startEnforcement makes the policy watcher (with its copy beside the
+// status copies) and the approvals, and runs the watcher on bg (counted in
+// wg) until it ends.
+func startEnforcement(bg context.Context, wg *sync.WaitGroup, js jetstream.JetStream, cfg Config, o *ops.Server, base zerolog.Logger) (enforcement, error) {
+	if cfg.Policy == policyOff {
+		return enforcement{}, nil
+	}
+	pol, err := fleet.NewPolicy(js, cfg.Tenant, cfg.FirstSightWait, base)
+	if err != nil {
+		return enforcement{}, err
+	}
+	if cfg.StatusCopyMaxAge > 0 {
+		copies, err := fleet.OpenStatusCopies(fleet.CopyConfig{Dir: filepath.Join(cfg.OutboxDir, "policy"), Proxy: cfg.ProxyID,
+			Key: cfg.StatusCopyKey, MaxAge: cfg.StatusCopyMaxAge})
+		if err != nil {
+			base.Warn().Err(err).Msg("no policy copy: a restart while nats is unreachable refuses every call")
+		} else {
+			pol.UseCopies(copies)
+		}
+	}
+	ap, err := fleet.NewApprovals(js, fleet.ApprovalsConfig{Tenant: cfg.Tenant, Proxy: cfg.ProxyID, Wait: cfg.ApprovalWait}, base)
+	if err != nil {
+		return enforcement{}, err
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := pol.Run(bg); err != nil {
+			base.Error().Err(err).Msg("policy watch stopped")
+		}
+	}()
+	o.AddCheck("policy", func(context.Context) error {
+		if !pol.Watching() {
+			return errors.New("no policy watch (enforcing the last good policy)")
+		}
+		return nil
+	})
+	return enforcement{policy: pol, approvals: ap}, nil
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
 	host, _ := os.Hostname()
 	cfg := Config{Tenant: "default", ProxyID: strings.Trim(idClean.ReplaceAllString(host, "-"), "-"),
 		OutboxDir: filepath.Join(os.TempDir(), "mcpdrift-outbox"), FirstSightWait: 2 * time.Second, Arguments: argumentsDigest,
-		StatusCopyMaxAge: 24 * time.Hour}
+		StatusCopyMaxAge: 24 * time.Hour, Policy: policyEnforce, ApprovalWait: 2 * time.Minute}
 	if dir, err := os.UserCacheDir(); err == nil {
 		cfg.OutboxDir = filepath.Join(dir, "mcpdrift", "outbox")
 	}
@@ -144,6 +204,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		options.Opt("status-cache-max-age", "MCPDRIFT_STATUS_CACHE_MAX_AGE", "DURATION", "a restart while NATS is unreachable serves what the status copy says is verified if its watch was live at most this long ago; 0: keep no copy", options.Duration(&cfg.StatusCopyMaxAge)),
 		options.Opt("first-sight-wait", "MCPDRIFT_FIRST_SIGHT_WAIT", "DURATION", "how long a decision waits for a verdict on a server never seen", options.Duration(&cfg.FirstSightWait)),
 		options.Opt("arguments", "MCPDRIFT_ARGUMENTS", "MODE", "what call observations hold of tool-call arguments: digest (a SHA-256 digest only) or full (the arguments too, as the client wrote them; they can hold secrets)", options.String(&cfg.Arguments)),
+		options.Opt("policy", "MCPDRIFT_POLICY", "MODE", "the per-call policy: enforce (watch the tenant's rules in the policy bucket and apply them to every tools/call) or off", options.String(&cfg.Policy)),
+		options.Opt("approval-wait", "MCPDRIFT_APPROVAL_WAIT", "DURATION", "how long a call a rule holds for approval waits for an admin's decision before it is refused (policy_approval_timeout)", options.Duration(&cfg.ApprovalWait)),
 		options.Opt("listen", "MCPDRIFT_LISTEN", "ADDR", "HTTP mode: serve on this address, e.g. 127.0.0.1:8080", options.String(&cfg.Listen)),
 		options.Opt("upstream", "MCPDRIFT_UPSTREAMS", "ID=URL", "HTTP mode: an upstream, ID=URL (Streamable HTTP) or ID=sse:URL (HTTP+SSE); repeat, or comma-separate, for several", options.List(&cfg.Upstreams, parseUpstream)),
 	)
@@ -192,6 +254,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	}
 	if cfg.FirstSightWait <= 0 {
 		errs = append(errs, errors.New("--first-sight-wait must be positive"))
+	}
+	if cfg.Policy != policyEnforce && cfg.Policy != policyOff {
+		errs = append(errs, fmt.Errorf("--policy %q: want %s or %s", cfg.Policy, policyEnforce, policyOff))
+	}
+	if cfg.ApprovalWait <= 0 {
+		errs = append(errs, errors.New("--approval-wait must be positive"))
 	}
 	if cfg.Arguments != argumentsDigest && cfg.Arguments != argumentsFull {
 		errs = append(errs, fmt.Errorf("--arguments %q: want %s or %s", cfg.Arguments, argumentsDigest, argumentsFull))
@@ -272,7 +340,14 @@ func serveStdio(ctx context.Context, cfg Config, js jetstream.JetStream, base ze
 		stopBG()
 		return options.ExitFailure, err
 	}
+	en, err := startEnforcement(bg, &wg, js, cfg, o, base)
+	if err != nil {
+		stopBG()
+		wg.Wait()
+		return options.ExitFailure, err
+	}
 	m := metrics.New(o.Registry(), []metrics.Upstream{{Gate: gate, Publisher: pub}})
+	m.AddPolicy(o.Registry(), en.policy, en.approvals)
 	o.AddCheck("gate", gateCheck(map[string]*fleet.Gate{cfg.ServerID: gate}))
 
 	p, err := stdio.Start(stdio.Config{Command: cfg.Command[0], Args: cfg.Command[1:]}, stdout, stderr)
@@ -287,7 +362,7 @@ func serveStdio(ctx context.Context, cfg Config, js jetstream.JetStream, base ze
 		}
 		return nil
 	})
-	scfg := cfg.sessionConfig(cfg.ServerID)
+	scfg := cfg.sessionConfig(cfg.ServerID, en)
 	scfg.Meter = newLoggedMeter(m, log)
 	h := stdio.Bind(session.New(scfg, gate, m.Observer(pub), p.Pipes().ToServer), p.Pipes())
 	sigs := make(chan os.Signal, 4)

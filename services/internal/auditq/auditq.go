@@ -65,6 +65,22 @@ FROM mcpdrift.admin_actions
 WHERE action = 'approve' AND at_ms >= SINCE_MS
 GROUP BY actor
 ORDER BY approved DESC, actor`},
+	{"policy-denials", "calls the per-call policy refused, by rule and code", `SELECT tenant, server, policy_rule, refusal_code, uniqExact(event_id) AS denied, max(at_ms) AS last_ms
+FROM mcpdrift.call_observations
+WHERE outcome = 'refused' AND substring(refusal_code, 1, 7) = 'policy_' AND at_ms >= SINCE_MS
+GROUP BY tenant, server, policy_rule, refusal_code
+ORDER BY denied DESC, tenant, server, policy_rule, refusal_code`},
+	{"held-calls", "calls held for approval: how each ended and who resolved it", `SELECT approval_id, any(tenant) AS tenant, any(server) AS server, any(tool) AS tool, any(policy_rule) AS rule,
+       any(approval_outcome) AS outcome, any(approval_actor) AS resolved_by, max(at_ms) AS last_ms
+FROM mcpdrift.call_observations
+WHERE approval_id != '' AND at_ms >= SINCE_MS
+GROUP BY approval_id
+ORDER BY last_ms DESC, approval_id`},
+	{"shadow", "calls a shadow rule matched (recorded, not enforced), by rule", `SELECT tenant, server, shadow_rule, shadow_action, policy_action, uniqExact(event_id) AS calls, max(at_ms) AS last_ms
+FROM mcpdrift.call_observations
+WHERE shadow_rule != '' AND at_ms >= SINCE_MS
+GROUP BY tenant, server, shadow_rule, shadow_action, policy_action
+ORDER BY calls DESC, tenant, server, shadow_rule`},
 	{"closed", "servers currently closed (tools withheld), by their latest verdict", `SELECT tenant, server, variant, status, reason_code, actor, last_ms
 FROM (
     SELECT tenant, server, variant, argMax(status, at_ms) AS status, argMax(serve, at_ms) AS serve,

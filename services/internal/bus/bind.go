@@ -39,12 +39,13 @@ var (
 	Status       = Object{BucketStatus, KindKV, "KV_" + BucketStatus}
 	Baselines    = Object{BucketBaselines, KindKV, "KV_" + BucketBaselines}
 	Manifests    = Object{BucketManifests, KindObjectStore, "OBJ_" + BucketManifests}
+	Approvals    = Object{BucketApprovals, KindKV, "KV_" + BucketApprovals}
 	Policy       = Object{BucketPolicy, KindKV, "KV_" + BucketPolicy}
 )
 
 // Objects returns everything Setup makes, in its order.
 func Objects() []Object {
-	return []Object{Observations, Fingerprints, Verdicts, Admin, Status, Baselines, Manifests, Policy}
+	return []Object{Observations, Fingerprints, Verdicts, Admin, Status, Baselines, Manifests, Approvals, Policy}
 }
 
 func (o Object) String() string { return o.Kind + " " + o.Name }
@@ -93,6 +94,8 @@ func Bind(ctx context.Context, js jetstream.JetStream, mode string, cfg Config, 
 			h.Baselines, err = js.KeyValue(ctx, o.Name)
 		case Manifests:
 			h.Manifests, err = js.ObjectStore(ctx, o.Name)
+		case Approvals:
+			h.Approvals, err = js.KeyValue(ctx, o.Name)
 		case Policy:
 			h.Policy, err = js.KeyValue(ctx, o.Name)
 		}

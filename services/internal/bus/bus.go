@@ -35,6 +35,10 @@ const (
 	BucketStatus    = "mcpdrift_status"
 	BucketBaselines = "mcpdrift_baselines"
 	BucketManifests = "mcpdrift_manifests"
+	// BucketApprovals holds the per-call policy's approval requests
+	// (package approval): one key per held call, written by the drift
+	// service only.
+	BucketApprovals = "mcpdrift_approvals"
 	// BucketPolicy holds each tenant's per-call policy (policy.Stored under
 	// the key <tenant>): written by the drift service only, watched by
 	// proxies (docs/policy.md).
@@ -83,6 +87,10 @@ func clip(s string) string {
 	}
 	return s
 }
+
+// approvalsMaxAge is how long the approvals bucket keeps a request
+// (approval.MaxAge).
+const approvalsMaxAge = 7 * 24 * time.Hour
 
 // Subjects. Tenant and server are single tokens (see ValidID).
 func ListObservationSubject(tenant, server string) string {
@@ -186,6 +194,7 @@ type Handles struct {
 	Status    jetstream.KeyValue
 	Baselines jetstream.KeyValue
 	Manifests jetstream.ObjectStore
+	Approvals jetstream.KeyValue
 	Policy    jetstream.KeyValue
 }
 
@@ -245,7 +254,14 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Handles, e
 	if err != nil {
 		return nil, fmt.Errorf("creating object store %s: %w", BucketManifests, err)
 	}
-	return &Handles{Status: status, Baselines: baselines, Manifests: manifests, Policy: policy}, nil
+	approvals, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: BucketApprovals, Description: "approval requests of held tools/call requests, and their resolutions",
+		History: 1, Replicas: c.Replicas, Storage: jetstream.FileStorage, MaxValueSize: 1 << 20, TTL: approvalsMaxAge,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating bucket %s: %w", BucketApprovals, err)
+	}
+	return &Handles{Status: status, Baselines: baselines, Manifests: manifests, Approvals: approvals, Policy: policy}, nil
 }
 
 // ManifestName is the object name of a manifest with the given surface hash

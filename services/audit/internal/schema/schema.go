@@ -204,6 +204,25 @@ var Migrations = []Migration{
 			`ALTER TABLE ` + d.db + `.call_observations ADD COLUMN alert_code ` + d.str(true) + ` AFTER refusal_code`,
 		}
 	}},
+	{Version: 3, Name: "the per-call policy's decision, shadow match and approval of each call, and its agent", Statements: func(d ddl) []string {
+		// One column per statement, each after the one before: ClickHouse
+		// 18.16 takes that form (without IF NOT EXISTS: exec passes over a
+		// column that exists), and a re-run after a partial failure adds
+		// only what is missing.
+		var out []string
+		after := "alert_code"
+		for _, c := range []struct {
+			name string
+			low  bool
+		}{
+			{"agent", true}, {"policy_rule", true}, {"policy_action", true}, {"policy_reason", false}, {"risk_mode", true},
+			{"shadow_rule", true}, {"shadow_action", true}, {"approval_id", false}, {"approval_outcome", true}, {"approval_actor", true},
+		} {
+			out = append(out, `ALTER TABLE `+d.db+`.call_observations ADD COLUMN `+c.name+` `+d.str(c.low)+` AFTER `+after)
+			after = c.name
+		}
+		return out
+	}},
 }
 
 // Result says what Migrate did.

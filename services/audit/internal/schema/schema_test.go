@@ -113,12 +113,15 @@ func TestMigrateFromVersion1(t *testing.T) {
 	if err != nil {
 		t.Fatalf("migrating to the latest version: %v", err)
 	}
-	if !slices.Equal(res.Applied, []uint32{2}) {
-		t.Errorf("applied %v, want [2]", res.Applied)
+	if !slices.Equal(res.Applied, []uint32{2, 3}) {
+		t.Errorf("applied %v, want [2 3]", res.Applied)
 	}
 	var code string
 	if err := conn.QueryRow(ctx, "SELECT alert_code FROM "+db+".call_observations WHERE event_id = 'old'").Scan(&code); err != nil || code != "" {
 		t.Errorf("the old row's alert_code: %q, %v; want empty", code, err)
+	}
+	if err := conn.QueryRow(ctx, "SELECT policy_action FROM "+db+".call_observations WHERE event_id = 'old'").Scan(&code); err != nil || code != "" {
+		t.Errorf("the old row's policy_action: %q, %v; want empty", code, err)
 	}
 }
 

@@ -122,20 +122,41 @@ type callRows struct {
 	common
 	tenant, server, proxy, tool, outcome, refusal, alert, digest, args []string
 	latency                                                            []int64
+	// the per-call policy's columns, in policyColumns order
+	policy [len(policyColumns)][]string
+}
+
+// policyColumns are the call columns of the per-call policy (schema
+// version 3), in the order of policyValues.
+var policyColumns = [...]string{"agent", "policy_rule", "policy_action", "policy_reason", "risk_mode",
+	"shadow_rule", "shadow_action", "approval_id", "approval_outcome", "approval_actor"}
+
+// policyValues are a call's values of policyColumns.
+func policyValues(ev *mcpdriftv1.CallObservation) [len(policyColumns)]string {
+	return [...]string{ev.Agent, ev.PolicyRule, ev.PolicyAction, ev.PolicyReason, ev.RiskMode,
+		ev.ShadowRule, ev.ShadowAction, ev.ApprovalId, ev.ApprovalOutcome, ev.ApprovalActor}
 }
 
 func (r *callRows) name() string { return "call_observations" }
 func (r *callRows) columns() string {
-	return commonColumns + ", tenant, server, proxy, tool, outcome, refusal_code, alert_code, latency_us, arguments_digest, arguments"
+	return commonColumns + ", tenant, server, proxy, tool, outcome, refusal_code, alert_code, latency_us, arguments_digest, arguments, " +
+		strings.Join(policyColumns[:], ", ")
 }
 func (r *callRows) len() int { return len(r.eventID) }
 func (r *callRows) appendTo(b driver.Batch) error {
-	return appendColumns(b, r.eventID, r.at, r.atMs, r.seq, r.tenant, r.server, r.proxy, r.tool, r.outcome, r.refusal, r.alert, r.latency, r.digest, r.args)
+	cols := []any{r.eventID, r.at, r.atMs, r.seq, r.tenant, r.server, r.proxy, r.tool, r.outcome, r.refusal, r.alert, r.latency, r.digest, r.args}
+	for i := range r.policy {
+		cols = append(cols, r.policy[i])
+	}
+	return appendColumns(b, cols...)
 }
 func (r *callRows) reset() {
 	r.resetCommon()
 	r.tenant, r.server, r.proxy, r.tool, r.outcome = r.tenant[:0], r.server[:0], r.proxy[:0], r.tool[:0], r.outcome[:0]
 	r.refusal, r.alert, r.digest, r.args, r.latency = r.refusal[:0], r.alert[:0], r.digest[:0], r.args[:0], r.latency[:0]
+	for i := range r.policy {
+		r.policy[i] = r.policy[i][:0]
+	}
 }
 
 type verdictRows struct {
@@ -389,6 +410,9 @@ func (s *Service) addCall(r *callRows, tenant, server, id string, atMs int64, se
 	r.tool, r.outcome = append(r.tool, ev.Tool), append(r.outcome, outcomeName(ev.Outcome))
 	r.refusal, r.latency = append(r.refusal, ev.RefusalCode), append(r.latency, ev.LatencyUs)
 	r.alert = append(r.alert, ev.AlertCode)
+	for i, v := range policyValues(ev) {
+		r.policy[i] = append(r.policy[i], v)
+	}
 	r.digest = append(r.digest, ev.ArgumentsDigest)
 	args := ""
 	if s.cfg.Arguments == ArgumentsFull && len(ev.Arguments) > 0 {

@@ -22,7 +22,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
+	"github.com/mcpdrift/mcpdrift/services/drift/internal/approvals"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/state"
+	"github.com/mcpdrift/mcpdrift/services/internal/approval"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/coded"
 	"github.com/mcpdrift/mcpdrift/services/internal/policy"
@@ -125,8 +127,23 @@ type Deps struct {
 	Now  func() time.Time
 	// Metrics counts requests by action and result; nil counts nothing.
 	Metrics *Metrics
+	// Approvals serves the held calls' approvals (GET /v1/approvals, POST
+	// /v1/approvals/{id}/approve|deny); nil: those answer 503.
+	Approvals Approvals
 	// Policies serves /v1/policy (docs/policy.md); nil answers 501.
 	Policies Policies
+}
+
+// Approvals is what the API serves of held calls (*approvals.Service).
+type Approvals interface {
+	List(ctx context.Context) (pending, recent []approval.Show, err error)
+	Resolve(ctx context.Context, id string, approve bool, actor, reason string) (approval.Show, error)
+}
+
+// ApprovalsShow is the body of GET /v1/approvals.
+type ApprovalsShow struct {
+	Pending []approval.Show `json:"pending"`
+	Recent  []approval.Show `json:"recent"`
 }
 
 type handler struct {
@@ -156,6 +173,9 @@ func NewHandler(b Backend, tokens []Token, d Deps) http.Handler {
 			" (a path names a tenant and a server; name a listing variant with ?variant= or \"variant\" in the body)")
 	})
 	mux.HandleFunc("GET /v1/verdicts", h.auth(RoleRead, "tail", nil)) // a stream, served by tail
+	mux.HandleFunc("GET /v1/approvals", h.auth(RoleRead, "approvals", h.approvals))
+	mux.HandleFunc("POST /v1/approvals/{id}/approve", h.auth(RoleWrite, "approve_call", h.resolve(true)))
+	mux.HandleFunc("POST /v1/approvals/{id}/deny", h.auth(RoleWrite, "deny_call", h.resolve(false)))
 	h.policyRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
@@ -324,6 +344,10 @@ func httpStatus(code string) int {
 		return http.StatusConflict
 	case "invalid_id", "bad_request", "invalid_risk":
 		return http.StatusBadRequest
+	case approvals.CodeResolved, approvals.CodeExpired, approvals.CodeConflict:
+		return http.StatusConflict
+	case "approvals_unavailable":
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
 }
@@ -587,4 +611,57 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(v)
+}
+
+var errNoApprovals = coded.New("approvals_unavailable", "this drift service serves no approvals")
+
+func (h *handler) approvals(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
+	if h.d.Approvals == nil {
+		return 0, nil, errNoApprovals
+	}
+	pending, recent, err := h.d.Approvals.List(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, ApprovalsShow{Pending: nonNil(pending), Recent: nonNil(recent)}, nil
+}
+
+func nonNil(s []approval.Show) []approval.Show {
+	if s == nil {
+		return []approval.Show{}
+	}
+	return s
+}
+
+// ResolveBody is the optional body of POST /v1/approvals/{id}/approve|deny.
+type ResolveBody struct {
+	Reason string `json:"reason"`
+}
+
+// resolve approves or denies a held call; the admin action names the
+// request and, once found, the call's tenant and server.
+func (h *handler) resolve(approve bool) apiFunc {
+	return func(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
+		if h.d.Approvals == nil {
+			return 0, nil, errNoApprovals
+		}
+		var body ResolveBody
+		if r.ContentLength != 0 {
+			if err := decodeBody(r, &body); err != nil {
+				return 0, nil, err
+			}
+		}
+		id := r.PathValue("id")
+		if approval.ValidID(id) == nil {
+			c.action.ApprovalId = id
+		}
+		sh, err := h.d.Approvals.Resolve(ctx, id, approve, c.action.Actor, body.Reason)
+		if sh.ID != "" {
+			c.action.Tenant, c.action.Server = sh.Tenant, sh.Server
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusOK, sh, nil
+	}
 }

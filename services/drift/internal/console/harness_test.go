@@ -22,6 +22,7 @@ import (
 
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/admin"
+	"github.com/mcpdrift/mcpdrift/services/drift/internal/approvals"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/driftsvc"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
@@ -70,6 +71,10 @@ func startStackPolicy(t *testing.T, cfg driftsvc.Config, edit func(*Deps)) *stac
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(ctx) }()
+	held, err := approvals.New(approvals.Deps{NC: b.NC, KV: b.Handles.Approvals, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	tokens, err := admin.ParseTokens("reader:read:" + readSecret + ",alice:write:" + writeSecret)
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +103,7 @@ func startStackPolicy(t *testing.T, cfg driftsvc.Config, edit func(*Deps)) *stac
 			_, err = bus.Publish(ctx, b.JS, bus.AdminSubject(dash(a.Tenant), dash(a.Server)), data, a.EventId)
 			return err
 		},
-		Follow: follow, Code: driftsvc.Code, Log: zerolog.Nop(),
+		Follow: follow, Code: driftsvc.Code, Log: zerolog.Nop(), Approvals: held,
 	})
 	deps := Deps{Backend: svc, API: api, Manifest: svc.Manifest, Follow: follow, JS: b.JS, Log: zerolog.Nop()}
 	if edit != nil {

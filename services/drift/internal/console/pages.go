@@ -8,7 +8,6 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strconv"
@@ -520,24 +519,7 @@ func (c *Console) diffView(ctx context.Context, oldHash, newHash, oldLabel, newL
 // callAPI carries out a write as the admin API: the same handler, the
 // caller's token, so that it is checked, done and audited as the API's.
 func (c *Console) callAPI(r *http.Request, u *who, path string, body any) (int, *admin.Error) {
-	b, _ := json.Marshal(body)
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, path, bytes.NewReader(b))
-	if err != nil {
-		return http.StatusBadRequest, apiError("bad_request", err.Error())
-	}
-	req.Header.Set("Authorization", "Bearer "+u.secret)
-	req.Header.Set("Content-Type", "application/json")
-	req.RemoteAddr = r.RemoteAddr
-	rec := httptest.NewRecorder()
-	c.d.API.ServeHTTP(rec, req)
-	if rec.Code == http.StatusOK {
-		return rec.Code, nil
-	}
-	var e admin.Error
-	if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Error.Code == "" {
-		return rec.Code, apiError("internal", "the admin API answered "+strconv.Itoa(rec.Code))
-	}
-	return rec.Code, &e
+	return c.apiDo(r, u, http.MethodPost, path, body, nil)
 }
 
 func apiError(code, msg string) *admin.Error {

@@ -58,6 +58,9 @@ type Gate struct {
 	// held: the server record holds the server (quarantined as a whole,
 	// or unreadable): no variant is served, whatever its own record says.
 	held bool
+	// risk is the server record's risk mode (status.Server.Risk.Mode, ""
+	// when the server was never rated): every variant's View carries it.
+	risk string
 	wake chan struct{} // closed and replaced whenever records change
 	// loaded: the first watch delivered its initial values, or a watch
 	// failed; records that exist are known by then, so a View that does
@@ -157,11 +160,11 @@ func NewGate(ctx context.Context, js jetstream.JetStream, tenant, server string,
 func (g *Gate) View(ctx context.Context, variant string, awaiting bool, wait time.Duration) (session.View, bool) {
 	b := &bounded{parent: ctx, wait: wait}
 	defer b.release()
-	rec, ok := g.record(b, variant, awaiting)
+	rec, risk, ok := g.record(b, variant, awaiting)
 	if !ok {
 		return session.View{}, false
 	}
-	return session.View{Status: rec.status, Serve: rec.serve, Alert: rec.alert, BaselineHash: rec.baselineHash, Items: rec.items, Hashing: rec.hashing}, true
+	return session.View{Status: rec.status, Serve: rec.serve, Alert: rec.alert, BaselineHash: rec.baselineHash, Items: rec.items, Hashing: rec.hashing, RiskMode: risk}, true
 }
 
 // bounded is the context of one View: its deadline is made on first use.
@@ -191,30 +194,31 @@ func (b *bounded) release() {
 // record returns the variant's record, waiting for one as View describes;
 // a held server answers a record that holds every variant. There is no
 // implicit variant: "" (a session that named none) has no record, and
-// nothing waits for one.
-func (g *Gate) record(b *bounded, variant string, awaiting bool) (record, bool) {
+// nothing waits for one. risk is the server's risk mode.
+func (g *Gate) record(b *bounded, variant string, awaiting bool) (rec record, risk string, ok bool) {
 	for {
 		g.mu.Lock()
 		rec, ok := g.records[variant]
-		wake, loaded, held, cp := g.wake, g.loaded, g.held, g.copy
+		wake, loaded, held, cp, risk := g.wake, g.loaded, g.held, g.copy, g.risk
 		g.mu.Unlock()
 		if held {
-			return record{status: string(status.Quarantined)}, true
+			return record{status: string(status.Quarantined)}, risk, true
 		}
 		if ok {
-			return rec, true
+			return rec, risk, true
 		}
 		connected := g.connected()
 		if cp != nil && !connected {
-			return g.fromCopyRecord(cp, variant)
+			rec, ok := g.fromCopyRecord(cp, variant)
+			return rec, cp.risk, ok
 		}
 		if variant == "" || !connected || (loaded && !awaiting) {
-			return record{}, false
+			return record{}, "", false
 		}
 		select {
 		case <-wake:
 		case <-b.get().Done():
-			return record{}, false
+			return record{}, "", false
 		}
 	}
 }
@@ -303,27 +307,41 @@ func (g *Gate) Run(ctx context.Context) error {
 		}()
 	}
 
+	rewatch(ctx, reconnected, g.log, "status", "answering from memory", func(failing *bool) error {
+		err := g.watch(ctx, reconnected, failing)
+		g.setWatch(false)
+		return err
+	})
+	return nil
+}
+
+// rewatch runs watch (one watch of what, until it breaks or the connection
+// comes back after an outage) until ctx ends: again at once after a
+// reconnect, and after a failure from minRewatch on, doubling up to
+// maxRewatch, or at once when the connection comes back. The first failure
+// of a run is logged at warn ("<what> watch down, <meanwhile>"); watch
+// clears *failing (and says so) once a watch of its loads.
+func rewatch(ctx context.Context, reconnected <-chan nats.Status, log zerolog.Logger, what, meanwhile string, watch func(failing *bool) error) {
 	delay, failing := minRewatch, false
 	for {
-		err := g.watch(ctx, reconnected, &failing)
-		g.setWatch(false)
+		err := watch(&failing)
 		if ctx.Err() != nil {
-			return nil
+			return
 		}
 		if errors.Is(err, errReconnected) {
-			g.log.Debug().Msg("reconnected to nats, watching status again")
+			log.Debug().Msg("reconnected to nats, watching " + what + " again")
 			delay = minRewatch
 			continue
 		}
 		if !failing {
 			failing = true
-			g.log.Warn().Err(err).Msg("status watch down, answering from memory")
+			log.Warn().Err(err).Msg(what + " watch down, " + meanwhile)
 		} else {
-			g.log.Debug().Err(err).Dur("retry_in", delay).Msg("status watch still down")
+			log.Debug().Err(err).Dur("retry_in", delay).Msg(what + " watch still down")
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-reconnected:
 			delay = minRewatch
 		case <-time.After(delay):
@@ -425,7 +443,7 @@ initialServer:
 // held. A record that cannot be read holds it (fail closed); a deleted one
 // does not.
 func (g *Gate) applyServer(e jetstream.KeyValueEntry) {
-	held := false
+	held, risk := false, ""
 	var entry *copyEntry
 	if e.Operation() == jetstream.KeyValuePut {
 		entry = &copyEntry{Key: e.Key(), Revision: e.Revision(), Value: e.Value()}
@@ -434,17 +452,25 @@ func (g *Gate) applyServer(e jetstream.KeyValueEntry) {
 			held = true
 			g.log.Error().Err(err).Uint64("revision", e.Revision()).Msg("server record unreadable, failing closed")
 		} else {
-			held = srv.Held
+			held, risk = srv.Held, riskMode(srv)
 		}
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if held != g.held {
-		g.log.Info().Bool("held", held).Uint64("revision", e.Revision()).Msg("server record")
+	if held != g.held || risk != g.risk {
+		g.log.Info().Bool("held", held).Str("risk_mode", risk).Uint64("revision", e.Revision()).Msg("server record")
 	}
-	g.held = held
+	g.held, g.risk = held, risk
 	g.serverEntry = entry
 	g.changedLocked()
+}
+
+// riskMode is the risk mode of a server record ("" when never rated).
+func riskMode(srv status.Server) string {
+	if srv.Risk == nil {
+		return ""
+	}
+	return srv.Risk.Mode
 }
 
 // apply stores one watched entry and returns its variant.
@@ -533,7 +559,7 @@ func (g *Gate) retain(seen map[string]bool, sawServer bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if !sawServer && (g.held || g.serverEntry != nil) {
-		g.held, g.serverEntry = false, nil
+		g.held, g.serverEntry, g.risk = false, nil, ""
 		g.changedLocked()
 	}
 	n := len(g.records)

@@ -79,6 +79,9 @@ func (g *Gate) fromCopy(doc *copyDoc) *copied {
 	if doc.Hold != nil {
 		srv, err := status.DecodeServer(doc.Hold.Value)
 		cp.held = err != nil || srv.Held
+		if err == nil {
+			cp.risk = riskMode(srv)
+		}
 	}
 	for _, e := range doc.Variants {
 		variant := strings.TrimPrefix(e.Key, g.prefix) // checked by read
@@ -97,6 +100,7 @@ func (g *Gate) fromCopy(doc *copyDoc) *copied {
 // and each variant's record narrowed (fromCopy).
 type copied struct {
 	held    bool
+	risk    string // the server record's risk mode
 	records map[string]record
 	liveAt  time.Time
 	expires time.Time // liveAt + MaxAge: too old from then on

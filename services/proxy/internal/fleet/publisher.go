@@ -277,7 +277,10 @@ func (p *Publisher) Call(c session.Call) {
 		EventId: id, Tenant: p.cfg.Tenant, Server: p.cfg.Server, Proxy: p.cfg.Proxy,
 		Tool: c.Tool, Outcome: outcome, RefusalCode: string(c.RefusalCode), LatencyUs: c.Latency.Microseconds(),
 		ArgumentsDigest: c.ArgsDigest, Arguments: c.Arguments, ObservedAtUnixMs: p.now().UnixMilli(),
-		AlertCode: string(c.AlertCode),
+		AlertCode: string(c.AlertCode), Agent: c.Agent,
+		PolicyRule: c.Policy.Rule, PolicyAction: c.Policy.Action, PolicyReason: c.Policy.Reason, RiskMode: c.Policy.RiskMode,
+		ShadowRule: c.Policy.ShadowRule, ShadowAction: c.Policy.ShadowAction,
+		ApprovalId: c.Policy.ApprovalID, ApprovalOutcome: c.Policy.ApprovalOutcome, ApprovalActor: c.Policy.Who,
 	}
 	// A CallObservations batch of one (mergeCalls joins them; ADR 0004,
 	// and ADR 0008 for why this is proto.Marshal and not framed by hand).

@@ -216,28 +216,34 @@ func (c *StatusCopies) path(tenant, server string) string {
 	return filepath.Join(c.cfg.Dir, tenant+"."+server+copySuffix)
 }
 
-// mac is the HMAC of a copy's content, bound to the tenant, server and
-// proxy it is for.
-func (c *StatusCopies) mac(tenant, server string, body []byte) []byte {
+// mac is the HMAC of a copy's content, bound to its format and to the
+// tenant, server ("" for a tenant's policy copy) and proxy it is for.
+func (c *StatusCopies) mac(format, tenant, server string, body []byte) []byte {
 	h := hmac.New(sha256.New, c.key)
-	fmt.Fprintf(h, "%s\n%s\n%s\n%s\n", copyFormat, tenant, server, c.cfg.Proxy)
+	fmt.Fprintf(h, "%s\n%s\n%s\n%s\n", format, tenant, server, c.cfg.Proxy)
 	h.Write(body)
 	return h.Sum(nil)
 }
 
-// write replaces the copy of doc's server: a temporary file, synced,
-// renamed, and the directory synced.
+// write replaces the copy of doc's server.
 func (c *StatusCopies) write(doc *copyDoc) error {
 	body, err := json.Marshal(doc)
 	if err != nil {
 		return fmt.Errorf("encoding the status copy: %w", err)
 	}
-	f, err := os.CreateTemp(c.cfg.Dir, "."+doc.Tenant+"."+doc.Server+"-*"+tmpSuffix)
+	return c.writeSigned(c.path(doc.Tenant, doc.Server), "."+doc.Tenant+"."+doc.Server+"-*"+tmpSuffix, copyFormat, doc.Tenant, doc.Server, body)
+}
+
+// writeSigned replaces the file at path with body under a header line of
+// format and the body's MAC: a temporary file (tmp, a pattern), synced,
+// renamed, and the directory synced.
+func (c *StatusCopies) writeSigned(path, tmp, format, tenant, server string, body []byte) error {
+	f, err := os.CreateTemp(c.cfg.Dir, tmp)
 	if err != nil {
-		return fmt.Errorf("writing the status copy: %w", err)
+		return fmt.Errorf("writing the %s: %w", copyWhat(format), err)
 	}
-	tmp := f.Name()
-	_, err = fmt.Fprintf(f, "%s %s\n", copyFormat, hex.EncodeToString(c.mac(doc.Tenant, doc.Server, body)))
+	tmp = f.Name()
+	_, err = fmt.Fprintf(f, "%s %s\n", format, hex.EncodeToString(c.mac(format, tenant, server, body)))
 	if err == nil {
 		_, err = f.Write(body)
 	}
@@ -248,16 +254,23 @@ func (c *StatusCopies) write(doc *copyDoc) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, c.path(doc.Tenant, doc.Server))
+		err = os.Rename(tmp, path)
 	}
 	if err == nil {
 		err = syncDir(c.cfg.Dir)
 	}
 	if err != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("writing the status copy: %w", err)
+		return fmt.Errorf("writing the %s: %w", copyWhat(format), err)
 	}
 	return nil
+}
+
+func copyWhat(format string) string {
+	if format == policyCopyFormat {
+		return "policy copy"
+	}
+	return "status copy"
 }
 
 // errNoCopy: there is no copy of the server.
@@ -280,34 +293,11 @@ func ignored(reason string, format string, a ...any) error {
 // age check out: errNoCopy when there is none, a *copyError when it is
 // ignored, another error when it cannot be read.
 func (c *StatusCopies) read(tenant, server string) (*copyDoc, error) {
-	f, err := os.Open(c.path(tenant, server))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, errNoCopy
-	}
+	body, macOK, err := c.readSigned(c.path(tenant, server), copyFormat, tenant, server)
 	if err != nil {
-		return nil, fmt.Errorf("reading the status copy: %w", err)
+		return nil, err
 	}
-	defer func() { _ = f.Close() }()
-	data, err := io.ReadAll(io.LimitReader(f, maxCopyBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading the status copy: %w", err)
-	}
-	if len(data) > maxCopyBytes {
-		return nil, ignored(CopyCorrupt, "larger than %d bytes", maxCopyBytes)
-	}
-	head, body, ok := bytes.Cut(data, []byte("\n"))
-	if !ok {
-		return nil, ignored(CopyCorrupt, "no header line")
-	}
-	format, sum, ok := strings.Cut(string(head), " ")
-	if !ok || format != copyFormat {
-		return nil, ignored(CopyCorrupt, "header %q: want %s <hmac>", clipBytes(head), copyFormat)
-	}
-	got, err := hex.DecodeString(sum)
-	if err != nil || len(got) != sha256.Size {
-		return nil, ignored(CopyCorrupt, "header %q: the hmac is not 64 hex digits", clipBytes(head))
-	}
-	if !hmac.Equal(got, c.mac(tenant, server, body)) {
+	if !macOK {
 		// Say whose copy it claims to be, for the log: a copy moved from
 		// another server, tenant or proxy does not match either.
 		var claim copyDoc
@@ -327,17 +317,58 @@ func (c *StatusCopies) read(tenant, server string) (*copyDoc, error) {
 	if err := doc.checkKeys(); err != nil {
 		return nil, ignored(CopyCorrupt, "%v", err)
 	}
-	now := c.cfg.Now()
-	live := time.UnixMilli(doc.LiveAtMs)
-	switch age := now.Sub(live); {
-	case doc.LiveAtMs <= 0:
-		return nil, ignored(CopyCorrupt, "no live time")
-	case age > c.cfg.MaxAge:
-		return nil, ignored(CopyExpired, "last live %s ago, more than the maximum age %s", age.Round(time.Second), c.cfg.MaxAge)
-	case age < -copyClockSkew:
-		return nil, ignored(CopyExpired, "last live %s in the future", (-age).Round(time.Second))
+	if err := c.fresh(doc.LiveAtMs); err != nil {
+		return nil, err
 	}
 	return &doc, nil
+}
+
+// fresh checks a copy's live time against MaxAge.
+func (c *StatusCopies) fresh(liveAtMs int64) error {
+	switch age := c.cfg.Now().Sub(time.UnixMilli(liveAtMs)); {
+	case liveAtMs <= 0:
+		return ignored(CopyCorrupt, "no live time")
+	case age > c.cfg.MaxAge:
+		return ignored(CopyExpired, "last live %s ago, more than the maximum age %s", age.Round(time.Second), c.cfg.MaxAge)
+	case age < -copyClockSkew:
+		return ignored(CopyExpired, "last live %s in the future", (-age).Round(time.Second))
+	}
+	return nil
+}
+
+// readSigned reads the file at path written by writeSigned with format:
+// its body, and whether the body's MAC (for tenant and server) matches.
+// errNoCopy when there is none, a *copyError when it is corrupt, another
+// error when it cannot be read.
+func (c *StatusCopies) readSigned(path, format, tenant, server string) (body []byte, macOK bool, err error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, false, errNoCopy
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("reading the %s: %w", copyWhat(format), err)
+	}
+	defer func() { _ = f.Close() }()
+	data, err := io.ReadAll(io.LimitReader(f, maxCopyBytes+1))
+	if err != nil {
+		return nil, false, fmt.Errorf("reading the %s: %w", copyWhat(format), err)
+	}
+	if len(data) > maxCopyBytes {
+		return nil, false, ignored(CopyCorrupt, "larger than %d bytes", maxCopyBytes)
+	}
+	head, body, ok := bytes.Cut(data, []byte("\n"))
+	if !ok {
+		return nil, false, ignored(CopyCorrupt, "no header line")
+	}
+	got, sum, ok := strings.Cut(string(head), " ")
+	if !ok || got != format {
+		return nil, false, ignored(CopyCorrupt, "header %q: want %s <hmac>", clipBytes(head), format)
+	}
+	mac, err := hex.DecodeString(sum)
+	if err != nil || len(mac) != sha256.Size {
+		return nil, false, ignored(CopyCorrupt, "header %q: the hmac is not 64 hex digits", clipBytes(head))
+	}
+	return body, hmac.Equal(mac, c.mac(format, tenant, server, body)), nil
 }
 
 // checkKeys checks that every entry is a key of the copy's server, once.

@@ -62,8 +62,8 @@ type Message struct {
 	// Result is the result member of a successful response; Error the
 	// error member of a failed one; Params the params of a request.
 	Result, Error, Params []byte
-	// resultOff is where Result starts in Raw.
-	resultOff int
+	// resultOff is where Result starts in Raw, paramsOff where Params does.
+	resultOff, paramsOff int
 }
 
 // Limits for messages; zero fields take canonjson's defaults.
@@ -128,6 +128,7 @@ func fromDoc(d *canonjson.Doc, n canonjson.NodeID, raw []byte) (*Message, error)
 				return nil, fmt.Errorf("%w: params must be an object or an array", ErrInvalid)
 			}
 			m.Params = d.Raw(p)
+			m.paramsOff = d.Offset(p) - d.Offset(n)
 		}
 		m.Kind = KindNotification
 		if hasID {
@@ -322,6 +323,34 @@ func RemoveResultMember(m *Message, key string) (out []byte, removed bool, err e
 	b.Write(m.Raw[:m.resultOff+start])
 	b.Write(m.Raw[m.resultOff+end:])
 	return b.Bytes(), true, nil
+}
+
+// ReplaceParamsMember returns m's bytes with the value of the member key
+// of its params object replaced by value (which the caller made valid
+// JSON): everything else, the id and the other members among them, stays
+// byte for byte as the client wrote it. A request without that member is
+// an error: nothing is added.
+func ReplaceParamsMember(m *Message, key string, value []byte) ([]byte, error) {
+	if m.Kind != KindRequest || m.Params == nil {
+		return nil, fmt.Errorf("%w: not a request with params", ErrInvalid)
+	}
+	var d canonjson.Doc
+	if err := d.Parse(m.Params, Limits{MaxBytes: len(m.Params) + 1, LaxNumbers: true}); err != nil {
+		return nil, err
+	}
+	if d.Kind(canonjson.Root) != canonjson.Object {
+		return nil, fmt.Errorf("%w: params are not an object", ErrInvalid)
+	}
+	v, ok := d.Get(canonjson.Root, key)
+	if !ok {
+		return nil, fmt.Errorf("%w: params have no member %q", ErrInvalid, key)
+	}
+	start := m.paramsOff + d.Offset(v)
+	end := start + len(d.Raw(v))
+	out := make([]byte, 0, len(m.Raw)-len(d.Raw(v))+len(value))
+	out = append(out, m.Raw[:start]...)
+	out = append(out, value...)
+	return append(out, m.Raw[end:]...), nil
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

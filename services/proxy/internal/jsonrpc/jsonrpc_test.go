@@ -201,3 +201,24 @@ func TestAmbiguousEnvelopeRefused(t *testing.T) {
 		}
 	}
 }
+
+// ReplaceParamsMember changes only the member's value: the id, the other
+// members, their order and white space stay byte for byte.
+func TestReplaceParamsMember(t *testing.T) {
+	raw := `{ "id" : 9007199254740993, "jsonrpc":"2.0","method":"tools/call","params":{"name":"read", "arguments" : {"a":1,"b":"x"} ,"_meta":{"k":1}}}`
+	m, err := Parse([]byte(raw), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := ReplaceParamsMember(m, "arguments", []byte(`{"a":1,"b":"[redacted]"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{ "id" : 9007199254740993, "jsonrpc":"2.0","method":"tools/call","params":{"name":"read", "arguments" : {"a":1,"b":"[redacted]"} ,"_meta":{"k":1}}}`
+	if string(out) != want {
+		t.Fatalf("got  %s\nwant %s", out, want)
+	}
+	if _, err := ReplaceParamsMember(m, "missing", []byte(`1`)); err == nil {
+		t.Error("a member the params lack was added")
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mcpdrift/mcpdrift/services/internal/policy"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/fleet"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
@@ -65,6 +66,7 @@ type Metrics struct {
 	listings                    prometheus.Counter
 	withheld                    [surface.KindInstructions + 1]prometheus.Counter
 	dropped                     map[session.Code]prometheus.Counter
+	decisions, shadow           *prometheus.CounterVec // by action; nil until AddPolicy
 }
 
 // New registers the proxy's metrics on reg, reading the state of ups at
@@ -150,6 +152,12 @@ func (o observer) Call(c session.Call) {
 		o.m.errored.Inc()
 	default:
 		o.m.forwarded.Inc()
+	}
+	if o.m.decisions != nil && c.Policy.Action != "" {
+		o.m.decisions.WithLabelValues(policyLabel(c.Policy.Action)).Inc()
+	}
+	if o.m.shadow != nil && c.Policy.ShadowAction != "" {
+		o.m.shadow.WithLabelValues(policyLabel(c.Policy.ShadowAction)).Inc()
 	}
 	if c.AlertCode != "" && !c.Refused {
 		a, ok := o.m.alerts[c.AlertCode]
@@ -245,5 +253,83 @@ func (s *state) Collect(ch chan<- prometheus.Metric) {
 		n      uint64
 	}{{"published", st.Published}, {"spooled", st.Spooled}, {"dropped", st.Dropped}, {"rejected", st.Rejected}} {
 		ch <- prometheus.MustNewConstMetric(descEvents, prometheus.CounterValue, float64(e.n), e.result)
+	}
+}
+
+// policyActions are the action label values of the policy metrics; any
+// other action is "other".
+var policyActions = []string{string(policy.Allow), string(policy.Audit), string(policy.Sanitize), string(policy.Deny), string(policy.PendingApproval)}
+
+func policyLabel(action string) string {
+	if slices.Contains(policyActions, action) {
+		return action
+	}
+	return "other"
+}
+
+// Policy is what the metrics read of a proxy's policy (fleet.Policy).
+type Policy interface{ Stats() fleet.PolicyStats }
+
+// Approvals is what the metrics read of a proxy's approvals
+// (fleet.Approvals).
+type Approvals interface{ Outcomes() []uint64 }
+
+// AddPolicy registers the per-call policy's metrics; pol nil (--policy
+// off) registers nothing.
+func (m *Metrics) AddPolicy(reg prometheus.Registerer, pol *fleet.Policy, ap *fleet.Approvals) {
+	if m == nil || pol == nil {
+		return
+	}
+	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mcpdrift_proxy_policy_decisions_total",
+		Help: "tools/call requests the per-call policy decided on, by the enforced action (allow when no rule matched).",
+	}, []string{"action"})
+	m.shadow = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mcpdrift_proxy_policy_shadow_matches_total",
+		Help: "tools/call requests a shadow rule matched (recorded, not enforced), by the shadow rule's action.",
+	}, []string{"action"})
+	for _, a := range append(slices.Clone(policyActions), "other") {
+		m.decisions.WithLabelValues(a)
+		m.shadow.WithLabelValues(a)
+	}
+	reg.MustRegister(m.decisions, m.shadow, &policyState{pol: pol, ap: ap})
+}
+
+var (
+	descPolicyVersion = prometheus.NewDesc("mcpdrift_proxy_policy_version",
+		"The version of the tenant's policy the proxy enforces (0: none stored, or none known).", nil, nil)
+	descPolicyKnown = prometheus.NewDesc("mcpdrift_proxy_policy_known",
+		"1 while the proxy knows its tenant's policy (loaded from the bucket or its copy, or known to be absent); 0 while it refuses every call (policy_unknown, policy_invalid).", nil, nil)
+	descPolicyApplied = prometheus.NewDesc("mcpdrift_proxy_policy_updates_total",
+		"Stored policies the proxy received, by result: applied (compiled and enforced), rejected (undecodable, another tenant's, or not compiling; the last good policy stays).", []string{"result"}, nil)
+	descApprovals = prometheus.NewDesc("mcpdrift_proxy_approvals_total",
+		"Calls held for approval, by outcome: approved, denied, timeout (--approval-wait passed), unavailable (the request could not be delivered, or the client went away).", []string{"outcome"}, nil)
+)
+
+type policyState struct {
+	pol Policy
+	ap  Approvals
+}
+
+func (s *policyState) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descPolicyVersion, descPolicyKnown, descPolicyApplied, descApprovals} {
+		ch <- d
+	}
+}
+
+func (s *policyState) Collect(ch chan<- prometheus.Metric) {
+	st := s.pol.Stats()
+	known := 0.0
+	if st.Known {
+		known = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descPolicyVersion, prometheus.GaugeValue, float64(st.Version))
+	ch <- prometheus.MustNewConstMetric(descPolicyKnown, prometheus.GaugeValue, known)
+	ch <- prometheus.MustNewConstMetric(descPolicyApplied, prometheus.CounterValue, float64(st.Applied), "applied")
+	ch <- prometheus.MustNewConstMetric(descPolicyApplied, prometheus.CounterValue, float64(st.Rejected), "rejected")
+	if s.ap != nil {
+		for i, n := range s.ap.Outcomes() {
+			ch <- prometheus.MustNewConstMetric(descApprovals, prometheus.CounterValue, float64(n), fleet.ApprovalOutcomes[i])
+		}
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session/sessiontest"
 )
 
 // BenchmarkCallRoundTrip is the session's own work for one tools/call and
@@ -18,15 +20,21 @@ func BenchmarkCallRoundTrip(b *testing.B) {
 	resp := []byte(`{"jsonrpc":"2.0","id":12,"result":{"content":[{"type":"text","text":"hello"}]}}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		r.toClient, r.toServer = r.toClient[:0], r.toServer[:0]
-		if err := r.io.fromClient(ctx, req); err != nil {
-			b.Fatal(err)
-		}
-		if err := r.io.fromServer(ctx, resp); err != nil {
-			b.Fatal(err)
-		}
-		r.obs.calls = r.obs.calls[:0]
+		r.roundTrip(ctx, req, resp)
 	}
+}
+
+// roundTrip passes a call and its answer through the rig's session,
+// forgetting what it sent and observed.
+func (r *rig) roundTrip(ctx context.Context, req, resp []byte) {
+	r.toClient, r.toServer = r.toClient[:0], r.toServer[:0]
+	if err := r.io.fromClient(ctx, req); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := r.io.fromServer(ctx, resp); err != nil {
+		r.t.Fatal(err)
+	}
+	r.obs.calls = r.obs.calls[:0]
 }
 
 // isToolErrorParsed is how isToolError worked before it looked for the
@@ -63,4 +71,42 @@ func BenchmarkIsToolError(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkCallRoundTripPolicy is BenchmarkCallRoundTrip without a policy
+// and with 1,000 rules over 100 servers none of which matches the call,
+// the two sessions' round trips interleaved in one loop; it reports each
+// one's ns/call and policy-ratio (with over without).
+func BenchmarkCallRoundTripPolicy(b *testing.B) {
+	set, err := sessiontest.NonMatchingRules(1000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	off, on := newRig(b), newRig(b)
+	on.newSession(Config{Server: "fs", Policy: sessiontest.Policy[Code]{Set: set}}, on.gate)
+	for _, r := range []*rig{off, on} {
+		r.gate.v, r.gate.ok = baseline(readTool, writeTool), true
+	}
+	ctx := context.Background()
+	req := []byte(`{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"read","arguments":{"path":"/tmp/some/file.txt"}}}`)
+	resp := []byte(`{"jsonrpc":"2.0","id":12,"result":{"content":[{"type":"text","text":"hello"}]}}`)
+	var spent [2]time.Duration
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		for i := range 2 {
+			k := (n + i) % 2
+			r := []*rig{off, on}[k]
+			start := time.Now()
+			r.roundTrip(ctx, req, resp)
+			spent[k] += time.Since(start)
+		}
+		n++
+	}
+	if len(on.toServer) != 1 || len(off.toServer) != 1 {
+		b.Fatalf("calls not forwarded: %v %v", on.toClient, off.toClient)
+	}
+	b.ReportMetric(float64(spent[0].Nanoseconds())/float64(n), "off-ns/call")
+	b.ReportMetric(float64(spent[1].Nanoseconds())/float64(n), "on-ns/call")
+	b.ReportMetric(float64(spent[1])/float64(spent[0]), "policy-ratio")
 }

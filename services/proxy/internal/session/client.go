@@ -31,12 +31,16 @@ func (s *Session) Client(ctx context.Context, raw []byte, msgs []*jsonrpc.Messag
 		return s.clientBatch(ctx, raw, msgs)
 	}
 	m := msgs[0]
-	refusal, drop := s.clientMessage(ctx, m)
+	v := s.clientMessage(ctx, m)
 	switch {
-	case refusal != nil:
-		return Outcome{Reply: refusal}
-	case drop:
+	case v.refusal != nil:
+		return Outcome{Reply: v.refusal}
+	case v.drop:
 		return Outcome{}
+	case v.held != nil:
+		return Outcome{Held: v.held}
+	case v.forward != nil:
+		return Outcome{Forward: v.forward}
 	}
 	o := Outcome{Forward: raw, Opened: m.Kind == jsonrpc.KindNotification && m.Method == jsonrpc.MethodInitialized}
 	if o.Opened {
@@ -48,14 +52,23 @@ func (s *Session) Client(ctx context.Context, raw []byte, msgs []*jsonrpc.Messag
 func (s *Session) clientBatch(ctx context.Context, raw []byte, msgs []*jsonrpc.Message) Outcome {
 	var refusals [][]byte
 	var forward [][]byte
-	opened, dropped := false, false
+	opened, dropped, rewritten := false, false, false
 	for _, m := range msgs {
-		refusal, drop := s.clientMessage(ctx, m)
+		v := s.clientMessage(ctx, m)
+		if v.held != nil {
+			// The answers of a batch go back together: one element cannot
+			// wait for an admin apart from the others.
+			s.observe(Call{Tool: stringParam(m.Params, "name"), Refused: true, RefusalCode: PolicyApprovalInBatch})
+			v.refusal = ToolError(m.ID, PolicyApprovalInBatch, "policy deny: this call needs an admin's approval, which a call inside a JSON-RPC batch cannot wait for; send it on its own.")
+		}
 		switch {
-		case refusal != nil:
-			refusals = append(refusals, refusal)
-		case drop:
+		case v.refusal != nil:
+			refusals = append(refusals, v.refusal)
+		case v.drop:
 			dropped = true
+		case v.forward != nil:
+			rewritten = true
+			forward = append(forward, v.forward)
 		default:
 			forward = append(forward, m.Raw)
 			opened = opened || (m.Kind == jsonrpc.KindNotification && m.Method == jsonrpc.MethodInitialized)
@@ -64,7 +77,7 @@ func (s *Session) clientBatch(ctx context.Context, raw []byte, msgs []*jsonrpc.M
 	if opened {
 		s.WillList()
 	}
-	if len(refusals) == 0 && !dropped {
+	if len(refusals) == 0 && !dropped && !rewritten {
 		return Outcome{Forward: raw, Opened: opened} // untouched
 	}
 	o := Outcome{Opened: opened}
@@ -78,33 +91,34 @@ func (s *Session) clientBatch(ctx context.Context, raw []byte, msgs []*jsonrpc.M
 }
 
 // clientMessage records what the proxy must answer for and returns a
-// refusal to send instead of forwarding, or drop when the message is
+// refusal to send instead of forwarding, drop when the message is
 // neither forwarded nor answered (a request sent as a notification, which
-// has no id to answer).
-func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) (refusal []byte, drop bool) {
+// has no id to answer), other bytes to forward in its place (a call the
+// policy sanitizes), or a call held for approval.
+func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) verdict {
 	switch m.Kind {
 	case jsonrpc.KindNotification:
 		// A request method without an id would reach the server unjudged
 		// (a tools/call the proxy never decided on): only notifications
 		// are notifications.
-		return nil, !strings.HasPrefix(m.Method, jsonrpc.NotificationPrefix)
+		return verdict{drop: !strings.HasPrefix(m.Method, jsonrpc.NotificationPrefix)}
 	case jsonrpc.KindResponse:
-		return nil, false // the client's answers to the server's requests
+		return verdict{} // the client's answers to the server's requests
 	}
 	var tool, digest, twin string
-	var args []byte
+	var rawArgs, args []byte
 	if m.Method == jsonrpc.MethodToolsCall {
-		tool, digest, args, twin = callOf(m.Params, s.cfg.FullArguments)
+		tool, digest, rawArgs, args, twin = callOf(m.Params, s.cfg.FullArguments)
 	} else {
 		twin = foldTwin(m.Params)
 	}
 	if twin != "" {
 		text := "mcpdrift withheld this request: its params have member names that differ only in case (" + twin + "), which servers read in different ways."
 		if m.Method == jsonrpc.MethodToolsCall {
-			s.obs.Call(Call{Tool: tool, Refused: true, RefusalCode: RefuseAmbiguous, ArgsDigest: digest, Arguments: args})
-			return ToolError(m.ID, RefuseAmbiguous, text), false
+			s.observe(Call{Tool: tool, Refused: true, RefusalCode: RefuseAmbiguous, ArgsDigest: digest, Arguments: args})
+			return verdict{refusal: ToolError(m.ID, RefuseAmbiguous, text)}
 		}
-		return ErrorResponse(m.ID, -32600, text, RefuseAmbiguous), false
+		return verdict{refusal: ErrorResponse(m.ID, -32600, text, RefuseAmbiguous)}
 	}
 	if s.cfg.Follow != nil && m.Method != jsonrpc.MethodInitialize && m.Method != jsonrpc.MethodDiscover && metaNames(m.Params) {
 		// A stateless request names its variant itself: what it is listed
@@ -127,23 +141,33 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) (refusa
 		}
 		s.mu.Unlock()
 	case m.Method == jsonrpc.MethodToolsCall:
-		code, text, alert := s.decide(ctx, surface.KindTool, tool)
+		code, text, alert, risk := s.decide(ctx, surface.KindTool, tool)
 		if code != "" {
-			s.obs.Call(Call{Tool: tool, Refused: true, RefusalCode: code, ArgsDigest: digest, Arguments: args})
-			return ToolError(m.ID, code, text), false
+			s.observe(Call{Tool: tool, Refused: true, RefusalCode: code, ArgsDigest: digest, Arguments: args})
+			return verdict{refusal: ToolError(m.ID, code, text)}
+		}
+		p := pendingReq{method: m.Method, tool: tool, start: time.Now(), digest: digest, args: args, alert: alert}
+		var v verdict
+		if s.cfg.Policy != nil {
+			p.rawArgs = rawArgs
+			if v = s.enforce(ctx, m, rawArgs, risk, &p); v.refusal != nil || v.held != nil {
+				return v
+			}
+			p.rawArgs = nil
 		}
 		s.mu.Lock()
-		s.pending[string(m.ID)] = pendingReq{method: m.Method, tool: tool, start: time.Now(), digest: digest, args: args, alert: alert}
+		s.pending[string(m.ID)] = p
 		s.mu.Unlock()
+		return v
 	default:
 		if code, text := s.decideOther(ctx, m); code != "" {
-			return ErrorResponse(m.ID, -32600, text, code), false
+			return verdict{refusal: ErrorResponse(m.ID, -32600, text, code)}
 		}
 		s.mu.Lock()
 		s.pending[string(m.ID)] = pendingReq{method: m.Method}
 		s.mu.Unlock()
 	}
-	return nil, false
+	return verdict{}
 }
 
 // decideOther decides on a request that is neither a listing nor a call:
@@ -156,11 +180,11 @@ func (s *Session) decideOther(ctx context.Context, m *jsonrpc.Message) (code Cod
 	}
 	switch m.Method {
 	case jsonrpc.MethodPromptsGet:
-		code, text, _ = s.decide(ctx, surface.KindPrompt, stringParam(m.Params, "name"))
+		code, text, _, _ = s.decide(ctx, surface.KindPrompt, stringParam(m.Params, "name"))
 	case jsonrpc.MethodResourcesRead, jsonrpc.MethodResourcesSubscribe:
-		code, text, _ = s.decide(ctx, surface.KindResource, stringParam(m.Params, "uri"))
+		code, text, _, _ = s.decide(ctx, surface.KindResource, stringParam(m.Params, "uri"))
 	default:
-		code, text, _ = s.decide(ctx, 0, "")
+		code, text, _, _ = s.decide(ctx, 0, "")
 	}
 	return code, text
 }
@@ -169,11 +193,12 @@ func (s *Session) decideOther(ctx context.Context, m *jsonrpc.Message) (code Cod
 // kind (a tools/call, prompts/get or resources/read; kind 0 for a request
 // that names no item), or "" to forward; alert is the code a request
 // forwarded under the alert posture would have been refused with under
-// block ("" when the baseline approves it).
-func (s *Session) decide(ctx context.Context, kind surface.Kind, name string) (code Code, text string, alert Code) {
+// block ("" when the baseline approves it); risk is the server's risk mode
+// (View.RiskMode) of a request it forwards.
+func (s *Session) decide(ctx context.Context, kind surface.Kind, name string) (code Code, text string, alert Code, risk string) {
 	judge := s.judge()
 	if !judge.waitRelisted(ctx, kind) {
-		return RefuseListingPending, fmt.Sprintf("mcpdrift withheld this request: server %q announced a change of what it offers and the proxy's check of it has not completed. Retry shortly.", s.cfg.Server), ""
+		return RefuseListingPending, fmt.Sprintf("mcpdrift withheld this request: server %q announced a change of what it offers and the proxy's check of it has not completed. Retry shortly.", s.cfg.Server), "", ""
 	}
 	judge.mu.Lock()
 	variant := judge.variant
@@ -183,7 +208,7 @@ func (s *Session) decide(ctx context.Context, kind surface.Kind, name string) (c
 	judge.mu.Unlock()
 	if listErr != "" && kind == surface.KindTool {
 		// Whatever the verdict and the posture: the server's surface is not a surface.
-		return RefuseListingInvalid, fmt.Sprintf("mcpdrift withheld this call: the tools listing of server %q could not be assembled (%s), so none of its tools can be trusted. The server must be fixed; the proxy lists it again when it announces a change.", s.cfg.Server, listErr), ""
+		return RefuseListingInvalid, fmt.Sprintf("mcpdrift withheld this call: the tools listing of server %q could not be assembled (%s), so none of its tools can be trusted. The server must be fixed; the proxy lists it again when it announces a change.", s.cfg.Server, listErr), "", ""
 	}
 	hashedWith := judge.hashOptions()
 	v, ok := s.view(ctx, variant, awaiting)
@@ -197,17 +222,17 @@ func (s *Session) decide(ctx context.Context, kind surface.Kind, name string) (c
 	drifted := judge.driftedFrom(v, ok)
 	switch {
 	case !ok:
-		return RefuseServerUnknown, fmt.Sprintf("mcpdrift withheld this request: there is no verdict on server %q yet, so it is not trusted. Retry shortly (the proxy publishes what the server advertises once the session is initialized and lists it); if it persists an admin must check the drift service.", s.cfg.Server), ""
+		return RefuseServerUnknown, fmt.Sprintf("mcpdrift withheld this request: there is no verdict on server %q yet, so it is not trusted. Retry shortly (the proxy publishes what the server advertises once the session is initialized and lists it); if it persists an admin must check the drift service.", s.cfg.Server), "", ""
 	case !v.Serve:
-		return RefuseServer(v.Status), fmt.Sprintf("mcpdrift withheld this request: server %q is %s. An admin must review it and approve its manifest (driftctl show, then driftctl approve --hash) before it can be used.", s.cfg.Server, v.Status), ""
+		return RefuseServer(v.Status), fmt.Sprintf("mcpdrift withheld this request: server %q is %s. An admin must review it and approve its manifest (driftctl show, then driftctl approve --hash) before it can be used.", s.cfg.Server, v.Status), "", ""
 	case drifted:
 		if v.Alert {
-			return "", "", RefuseServerChanged
+			return "", "", RefuseServerChanged, v.RiskMode
 		}
-		return RefuseServerChanged, fmt.Sprintf("mcpdrift withheld this request: server %q now advertises a manifest that differs from the approved one. An admin must review and approve it before its tools can be used.", s.cfg.Server), ""
+		return RefuseServerChanged, fmt.Sprintf("mcpdrift withheld this request: server %q now advertises a manifest that differs from the approved one. An admin must review and approve it before its tools can be used.", s.cfg.Server), "", ""
 	}
 	if kind == 0 {
-		return "", "", ""
+		return "", "", "", v.RiskMode
 	}
 	approved, inBaseline := v.Items[ItemKey{kind, name}]
 	var refused Code
@@ -229,11 +254,11 @@ func (s *Session) decide(ctx context.Context, kind surface.Kind, name string) (c
 	}
 	switch {
 	case refused == "":
-		return "", "", ""
+		return "", "", "", v.RiskMode
 	case v.Alert:
-		return "", "", refused
+		return "", "", refused, v.RiskMode
 	}
-	return refused, fmt.Sprintf("mcpdrift withheld this request: %s %q of server %q is not in its approved manifest (new or changed). An admin must review and approve it first.", kindWord[kind], name, s.cfg.Server), ""
+	return refused, fmt.Sprintf("mcpdrift withheld this request: %s %q of server %q is not in its approved manifest (new or changed). An admin must review and approve it first.", kindWord[kind], name, s.cfg.Server), "", ""
 }
 
 var kindWord = map[surface.Kind]string{surface.KindTool: "tool", surface.KindPrompt: "prompt", surface.KindResource: "resource"}

@@ -1,6 +1,9 @@
 package session
 
-import "github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
+import (
+	"github.com/mcpdrift/mcpdrift/services/internal/policy"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
+)
 
 // Code is a stable code the proxy gives what it refuses or drops. One type
 // for both ends: the agent reads it (under jsonrpc.MetaCode, in a tool
@@ -43,13 +46,54 @@ const (
 	RefuseAmbiguous Code = "request_ambiguous"
 )
 
+// Policy refusals: a tools/call the per-call policy does not let through
+// (docs/policy-enforcement.md). Each answers a tool error whose text begins
+// "policy deny: ".
+const (
+	// PolicyDeny: a deny rule matched.
+	PolicyDeny Code = "policy_deny"
+	// PolicyRiskBlock: the server's risk mode is block (policy.CodeRiskBlock).
+	PolicyRiskBlock Code = policy.CodeRiskBlock
+	// PolicyUnreadableArguments: a rule's clauses needed the arguments and
+	// they cannot be read one way only (policy.CodeUnreadableArgs).
+	PolicyUnreadableArguments Code = policy.CodeUnreadableArgs
+	// PolicyApprovalDenied: the call was held for approval and an admin
+	// denied it.
+	PolicyApprovalDenied Code = "policy_approval_denied"
+	// PolicyApprovalTimeout: the call was held for approval and nobody
+	// resolved it within the proxy's bound (--approval-wait).
+	PolicyApprovalTimeout Code = "policy_approval_timeout"
+	// PolicyApprovalUnavailable: the call needed approval and the request
+	// could not be delivered to the drift service (NATS or the drift
+	// service unreachable for the whole bound), or the client went away.
+	PolicyApprovalUnavailable Code = "policy_approval_unavailable"
+	// PolicyApprovalInBatch: a call that needs approval inside a JSON-RPC
+	// batch (2025-03-26), whose answer cannot wait apart from the others.
+	PolicyApprovalInBatch Code = "policy_approval_in_batch"
+	// PolicyUnknown: the proxy has never known its tenant's policy (NATS
+	// unreachable since it started and no valid copy on disk).
+	PolicyUnknown Code = "policy_unknown"
+	// PolicyInvalid: the only stored policy the proxy has seen is invalid
+	// (no good one to keep), or a rule's action is unknown.
+	PolicyInvalid Code = "policy_invalid"
+	// PolicySanitizeFailed: a sanitize rule matched and the arguments could
+	// not be redacted: the call is not forwarded unredacted.
+	PolicySanitizeFailed Code = "policy_sanitize_failed"
+)
+
+// PolicyCodes lists the policy refusal codes.
+var PolicyCodes = []Code{PolicyDeny, PolicyRiskBlock, PolicyUnreadableArguments, PolicyApprovalDenied, PolicyApprovalTimeout, PolicyApprovalUnavailable,
+	PolicyApprovalInBatch, PolicyUnknown, PolicyInvalid, PolicySanitizeFailed}
+
 // RefuseServer is the refusal of a request to a server whose status does
 // not serve: server_<status>.
 func RefuseServer(status string) Code { return Code("server_" + status) }
 
 // RefusalCodes are the codes a tools/call is refused with.
 var RefusalCodes = []Code{RefuseServerChanged, RefuseServerPending, RefuseServerQuarantined, RefuseServerUnknown,
-	RefuseToolNotApproved, RefuseListingInvalid, RefuseListingPending, RefuseAmbiguous}
+	RefuseToolNotApproved, RefuseListingInvalid, RefuseListingPending, RefuseAmbiguous,
+	PolicyDeny, PolicyRiskBlock, PolicyUnreadableArguments, PolicyApprovalDenied, PolicyApprovalTimeout,
+	PolicyApprovalUnavailable, PolicyApprovalInBatch, PolicyUnknown, PolicyInvalid, PolicySanitizeFailed}
 
 // AlertCodes are the refusals the alert posture forwards a call despite
 // (Call.AlertCode).

@@ -91,7 +91,7 @@ type Seen struct {
 // Report hands what was seen to the observer; call it once.
 func (o Seen) Report() {
 	for _, c := range o.calls {
-		o.s.obs.Call(c)
+		o.s.observe(c)
 	}
 }
 
@@ -419,7 +419,7 @@ func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message, mayWait
 	case p.kind != 0:
 		return s.listPage(ctx, p.kind, m, mayWait)
 	case p.method == jsonrpc.MethodToolsCall:
-		seen.calls = append(seen.calls, Call{Tool: p.tool, Error: m.Error != nil || isToolError(m.Result), Latency: time.Since(p.start), ArgsDigest: p.digest, AlertCode: p.alert, Arguments: p.args})
+		seen.calls = append(seen.calls, Call{Tool: p.tool, Error: m.Error != nil || isToolError(m.Result), Latency: time.Since(p.start), ArgsDigest: p.digest, AlertCode: p.alert, Arguments: p.args, Policy: p.policy})
 	}
 	return raw, nil, nil
 }

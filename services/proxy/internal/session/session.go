@@ -47,6 +47,9 @@ type View struct {
 	// session hashes live items the same way (zero: SHA-256 with
 	// annotations, the default).
 	Hashing surface.Options
+	// RiskMode is the server's risk enforcement mode (policy.Mode: allow,
+	// quarantine, block; "" when never rated), from its server record.
+	RiskMode string
 }
 
 // Gate answers for the server's approved surface per listing variant. When
@@ -93,6 +96,17 @@ type Call struct {
 	// when Config.FullArguments is set (nil otherwise, and when the call
 	// has none).
 	Arguments []byte
+	// Policy is what the per-call policy decided on the call (empty
+	// without a policy, or when the call was refused before it).
+	Policy Decided
+	// Agent is the session's authenticated agent (Config.Agent).
+	Agent string
+}
+
+// observe hands a call to the observer, with the session's agent.
+func (s *Session) observe(c Call) {
+	c.Agent = s.cfg.Agent
+	s.obs.Call(c)
 }
 
 // Config identifies the server behind the session.
@@ -122,6 +136,14 @@ type Config struct {
 	FullArguments bool
 	// Meter, when set, counts what the session withholds.
 	Meter Meter
+	// Policy, when set, is evaluated for every tools/call the server's
+	// status lets through; Approvals holds the calls it puts under
+	// pending_approval (nil: they are refused, policy_approval_unavailable).
+	Policy    Policy
+	Approvals Approvals
+	// Agent is the authenticated agent of the session ("" when the proxy
+	// does not authenticate agents): what rules match on and calls record.
+	Agent string
 }
 
 // Session is one client connection. Its methods are safe for concurrent use
@@ -170,8 +192,12 @@ type pendingReq struct {
 	digest string
 	args   []byte // with Config.FullArguments
 	alert  Code   // the refusal code a call was forwarded despite (alert posture)
-	gen    int    // the proxy's own listing a page request belongs to
-	own    bool   // a request of the proxy's own
+	policy Decided
+	// rawArgs: the call's arguments during its decision only (a slice of
+	// the transport's buffer, never kept).
+	rawArgs []byte
+	gen     int  // the proxy's own listing a page request belongs to
+	own     bool // a request of the proxy's own
 }
 
 var listKinds = map[string]surface.Kind{
@@ -253,6 +279,10 @@ type Outcome struct {
 	Forward []byte // the bytes to send upstream, or nil
 	Reply   []byte // the proxy's own answer to the client, or nil
 	Opened  bool   // the client opened the session: call ListAll once Forward is sent
+	// Held, when set, is a tools/call waiting for an admin's approval
+	// (Forward and Reply are then nil): the transport waits for it off its
+	// reader and does what its Outcome says.
+	Held *Held
 }
 
 // SetOwnMeta replaces Config.OwnMeta (nil: the proxy's own requests carry
@@ -979,14 +1009,15 @@ func variantOf(params []byte) string {
 // callOf returns the tool name of tools/call params, a digest of the
 // arguments as the client wrote them (audit keeps the digest, not the
 // arguments, which can hold secrets), when full is set a copy of the
-// arguments themselves, and twin, two member names of params that differ
+// arguments themselves, raw, the arguments' bytes (a slice of params, nil
+// when there are none), and twin, two member names of params that differ
 // only in case ("" when none: see foldTwin), from one parse.
-func callOf(params []byte, full bool) (name, digest string, args []byte, twin string) {
+func callOf(params []byte, full bool) (name, digest string, raw, args []byte, twin string) {
 	d := canonjson.Borrow()
 	defer canonjson.Return(d) // what it returns is copied, or a slice of params
 	if len(params) == 0 || d.Parse(params, canonjson.Limits{LaxNumbers: true}) != nil || d.Kind(canonjson.Root) != canonjson.Object {
 		sum := sha256.Sum256(params)
-		return "", "sha256:" + hex.EncodeToString(sum[:]), nil, ""
+		return "", "sha256:" + hex.EncodeToString(sum[:]), nil, nil, ""
 	}
 	if a, b, ok := d.FoldTwin(canonjson.Root); ok {
 		twin = fmt.Sprintf("%q and %q", a, b)
@@ -994,15 +1025,16 @@ func callOf(params []byte, full bool) (name, digest string, args []byte, twin st
 	if n, ok := d.Get(canonjson.Root, "name"); ok && d.Kind(n) == canonjson.String {
 		name = d.Text(n)
 	}
-	raw := []byte("null")
+	hashed := []byte("null")
 	if a, ok := d.Get(canonjson.Root, "arguments"); ok {
 		raw = d.Raw(a)
+		hashed = raw
 		if full {
 			args = bytes.Clone(raw) // raw is the transport's buffer
 		}
 	}
-	sum := sha256.Sum256(raw)
-	return name, "sha256:" + hex.EncodeToString(sum[:]), args, twin
+	sum := sha256.Sum256(hashed)
+	return name, "sha256:" + hex.EncodeToString(sum[:]), raw, args, twin
 }
 
 // isToolError reports a tools/call result with "isError": true. Most

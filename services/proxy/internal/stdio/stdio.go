@@ -47,12 +47,20 @@ type Bound struct {
 
 	mu    sync.Mutex
 	first error // the first error FromServer returned: it stops the server's pump, which drops it
+
+	// Calls held for an admin's approval wait off the reader, each in a
+	// goroutine of its own, until Wait ends them.
+	held      sync.WaitGroup
+	heldCtx   context.Context
+	stopHeld  context.CancelFunc
+	heldFirst error // the first write a held call failed at, under mu
 }
 
 // Bind binds s to pipes. The session's own messages to the server must go
 // to pipes.ToServer too (session.New).
 func Bind(s *session.Session, pipes *Pipes) *Bound {
-	return &Bound{s: s, pipes: pipes, q: ordered.New(pipes.ToClient)}
+	ctx, stop := context.WithCancel(context.Background())
+	return &Bound{s: s, pipes: pipes, q: ordered.New(pipes.ToClient), heldCtx: ctx, stopHeld: stop}
 }
 
 // FromClient passes one message of the agent's through the session: the
@@ -66,6 +74,27 @@ func (b *Bound) FromClient(ctx context.Context, raw []byte) error {
 		return b.pipes.ToClient(jsonrpc.ErrorResponse(nil, -32700, "mcpdrift proxy: unreadable message: "+err.Error()))
 	}
 	o := b.s.Client(ctx, raw, msgs, batch)
+	if o.Held != nil {
+		// Held for approval: the agent's next messages, and the server's,
+		// are read meanwhile; the call is forwarded or answered later.
+		b.held.Add(1)
+		go func() {
+			defer b.held.Done()
+			if err := b.deliver(o.Held.Wait(b.heldCtx)); err != nil {
+				b.mu.Lock()
+				if b.heldFirst == nil {
+					b.heldFirst = err
+				}
+				b.mu.Unlock()
+			}
+		}()
+		return nil
+	}
+	return b.deliver(o)
+}
+
+// deliver sends what the session decided on a message of the agent's.
+func (b *Bound) deliver(o session.Outcome) error {
 	if o.Reply != nil {
 		if err := b.pipes.ToClient(o.Reply); err != nil {
 			return err
@@ -104,11 +133,16 @@ func (b *Bound) Oversized() { b.s.Oversized() }
 // that failed, on the reader or off it), nil when none did; call it once
 // Serve has returned.
 func (b *Bound) Wait() error {
+	b.stopHeld() // the agent is gone: calls still held are not forwarded
+	b.held.Wait()
 	err := b.q.Wait()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.first != nil {
 		return b.first
+	}
+	if err == nil {
+		err = b.heldFirst
 	}
 	return err
 }

@@ -234,6 +234,11 @@ func (f *front) legacyPost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	o := l.s.Client(r.Context(), body, msgs, batch)
+	if o.Held != nil {
+		// Held for an admin's approval: this POST waits; the answer comes
+		// on the event stream like any other.
+		o = o.Held.Wait(r.Context())
+	}
 	if o.Reply != nil {
 		if err := l.reply(o.Reply); err != nil {
 			httpError(w, http.StatusGone, nil, CodeStreamClosed, err.Error())

@@ -2,6 +2,8 @@ package streamhttp
 
 import (
 	"bytes"
+	"encoding/base64"
+	"net/http"
 	"slices"
 	"sync"
 
@@ -94,4 +96,69 @@ func paramBindings(d *canonjson.Doc, schema canonjson.NodeID, path []string, out
 		out = paramBindings(d, v, p, out)
 	}
 	return out
+}
+
+// syncParams makes the Mcp-Param-* headers of a tools/call (msg, its
+// bytes as forwarded) that its tool's x-mcp-header bindings name agree
+// with its arguments again, after the proxy changed them (a sanitize
+// rule): an argument present and not null gets its header (a string as it
+// is, or in the Base64 sentinel form when a header cannot carry it; an
+// integer or a boolean as written), one that is absent or null has none,
+// and one whose value a header cannot mirror (an object, say: a redacted
+// parent) loses its header. Headers no binding names stay as they came.
+func syncParams(h http.Header, msg []byte, book *paramBook) {
+	d := new(canonjson.Doc)
+	if d.Parse(msg, canonjson.Limits{LaxNumbers: true}) != nil || d.Kind(canonjson.Root) != canonjson.Object {
+		return
+	}
+	params, ok := d.Get(canonjson.Root, "params")
+	if !ok || d.Kind(params) != canonjson.Object {
+		return
+	}
+	n, ok := d.Get(params, "name")
+	if !ok || d.Kind(n) != canonjson.String {
+		return
+	}
+	args, hasArgs := d.Get(params, "arguments")
+	for _, b := range book.bindings(d.Text(n)) {
+		header := paramPrefix + b.Header
+		had := len(h.Values(header)) > 0
+		h.Del(header)
+		var at canonjson.NodeID
+		present := hasArgs
+		if present {
+			at, present = argument(d, args, b.Path)
+		}
+		if !present {
+			continue
+		}
+		switch d.Kind(at) {
+		case canonjson.String:
+			v := d.Text(at)
+			if !headerSafe(v) || v != stringsTrim(v) {
+				v = "=?base64?" + base64.StdEncoding.EncodeToString([]byte(v)) + "?="
+			}
+			h.Set(header, v)
+		case canonjson.True:
+			h.Set(header, "true")
+		case canonjson.False:
+			h.Set(header, "false")
+		case canonjson.Number:
+			if had {
+				h.Set(header, string(d.Raw(at)))
+			}
+		}
+	}
+}
+
+// stringsTrim trims the spaces and tabs a header value loses on the wire.
+func stringsTrim(v string) string {
+	i, j := 0, len(v)
+	for i < j && (v[i] == ' ' || v[i] == '\t') {
+		i++
+	}
+	for j > i && (v[j-1] == ' ' || v[j-1] == '\t') {
+		j--
+	}
+	return v[i:j]
 }

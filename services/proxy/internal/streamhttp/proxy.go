@@ -388,12 +388,17 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	o := sess.Client(r.Context(), body, msgs, batch)
+	if o.Held != nil {
+		// Held for an admin's approval: this POST waits (its answer is
+		// the call's), the session's other requests go on.
+		o = o.Held.Wait(r.Context())
+	}
 	if o.Forward == nil {
 		writeJSON(w, http.StatusOK, o.Reply)
 		return
 	}
 	ids := requestIDs(o.Forward, body, msgs)
-	resp, err := f.send(r.Context(), r.Method, f.up.URL, forwardHeaders(r.Header, !bytes.Equal(o.Forward, body)), o.Forward)
+	resp, err := f.send(r.Context(), r.Method, f.up.URL, outHeaders(r.Header, body, o.Forward, msgs, batch, book), o.Forward)
 	if err != nil {
 		f.log.Warn().Err(err).Msg("upstream unreachable")
 		sess.Unanswered(ids)
@@ -874,6 +879,21 @@ func forwardHeaders(in http.Header, rewritten bool) http.Header {
 			}
 		}
 	}
+	return h
+}
+
+// outHeaders are the headers a client's POST is forwarded with: as
+// forwardHeaders says, except for one tools/call whose arguments the
+// policy sanitized (body and forward differ, one message): its Mcp-Method
+// and Mcp-Name still describe it, and its Mcp-Param-* headers are made
+// again from the new arguments (syncParams).
+func outHeaders(in http.Header, body, forward []byte, msgs []*jsonrpc.Message, batch bool, book *paramBook) http.Header {
+	rewritten := !bytes.Equal(forward, body)
+	if !rewritten || batch || msgs[0].Method != jsonrpc.MethodToolsCall {
+		return forwardHeaders(in, rewritten)
+	}
+	h := forwardHeaders(in, false)
+	syncParams(h, forward, book)
 	return h
 }
 

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/approval"
+	"github.com/mcpdrift/mcpdrift/services/internal/options"
+)
+
+// approvalsBody is the body of GET /v1/approvals (admin.ApprovalsShow).
+type approvalsBody struct {
+	Pending []approval.Show `json:"pending"`
+	Recent  []approval.Show `json:"recent"`
+}
+
+// runApprovals runs pending (list the calls held for approval) and
+// resolve (approve or deny one).
+func runApprovals(ctx context.Context, cmd string, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	synopsis := map[string]string{
+		"pending": "pending [--all] [--json]",
+		"resolve": "resolve [--reason TEXT] ID approve|deny",
+	}[cmd]
+	api, token, reason := "http://127.0.0.1:8470", "", ""
+	var asJSON, all bool
+	fs := command(cmd, synopsis, options.Interleaved,
+		options.Opt("api", "MCPDRIFT_API", "URL", "admin API base URL", options.String(&api)),
+		options.Opt("token", "MCPDRIFT_TOKEN", "TOKEN", "admin API bearer token (prefer the variable: flags show in ps)", options.String(&token)),
+		options.Opt("json", "", "", "print the API's JSON instead of a table (pending)", options.Bool(&asJSON)),
+		options.Opt("all", "", "", "also the recently resolved and expired requests (pending)", options.Bool(&all)),
+		options.Opt("reason", "", "TEXT", "why (resolve); the agent reads it in the refusal of a denied call", options.String(&reason)),
+	)
+	pos, err := options.Parse(fs, args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	c := &apiClient{base: strings.TrimRight(api, "/"), token: token, http: &http.Client{Timeout: 30 * time.Second}}
+	switch cmd {
+	case "pending":
+		if len(pos) != 0 {
+			options.Usage(stderr, fs.Header, fs.Options)
+			return options.Usagef("pending takes no arguments")
+		}
+		var body approvalsBody
+		if err := c.do(ctx, http.MethodGet, "/v1/approvals", nil, &body); err != nil {
+			return err
+		}
+		if !all {
+			body.Recent = nil
+		}
+		if asJSON {
+			return writeJSON(stdout, body)
+		}
+		return printApprovals(stdout, append(body.Pending, body.Recent...))
+	case "resolve":
+		if len(pos) != 2 || (pos[1] != "approve" && pos[1] != "deny") {
+			options.Usage(stderr, fs.Header, fs.Options)
+			return options.Usagef("resolve needs an approval id and approve or deny")
+		}
+		if err := approval.ValidID(pos[0]); err != nil {
+			return options.Usagef("%v", err)
+		}
+		var out approval.Show
+		if err := c.do(ctx, http.MethodPost, "/v1/approvals/"+pos[0]+"/"+pos[1], map[string]string{"reason": reason}, &out); err != nil {
+			return err
+		}
+		return writeJSON(stdout, out)
+	}
+	return errors.New("usage: unknown command " + cmd)
+}
+
+// printApprovals prints one request a line.
+func printApprovals(w io.Writer, list []approval.Show) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tTENANT\tSERVER\tTOOL\tRULE\tREQUESTED\tEXPIRES\tBY")
+	for _, a := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.State, a.Tenant, a.Server, a.Tool, orDash(a.Rule),
+			time.UnixMilli(a.RequestedAtMs).UTC().Format(time.RFC3339), time.UnixMilli(a.ExpiresAtMs).UTC().Format(time.RFC3339), orDash(a.Actor))
+	}
+	return tw.Flush()
+}
