@@ -122,7 +122,10 @@ func (s *stack) observe(server, eventID, fixture string, at time.Time) string {
 func (s *stack) observeVariant(server, variant, eventID, fixture string, at time.Time) string {
 	s.t.Helper()
 	_, js := s.srv.Connect(s.t)
-	h, err := bus.Setup(context.Background(), js, bus.Config{})
+	// The service made the bus; binding in check mode changes nothing
+	// (a second setup updates each stream while the service creates its
+	// consumers, which nats-server's stream update races with).
+	h, err := bus.Bind(context.Background(), js, bus.SetupCheck, bus.Config{}, bus.Manifests)
 	if err != nil {
 		s.t.Fatal(err)
 	}
