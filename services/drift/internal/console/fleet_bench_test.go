@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/admin"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/state"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/status"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
@@ -167,21 +168,27 @@ func TestFleetMatchesList(t *testing.T) {
 	must(t, c.do(http.MethodPost, "/servers/acme/b/quarantine", url.Values{"reason": {"x"}}, map[string]string{"Authorization": "Bearer " + writeSecret}), http.StatusSeeOther)
 	s.waitStatus("acme", "b", "quarantined")
 	ctx := context.Background()
-	fleet, err := s.svc.List(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var each []status.View
-	for _, v := range fleet {
-		one, err := s.svc.Server(ctx, v.Tenant, v.Server)
-		if err != nil {
-			t.Fatal(err)
+	// Each server's risk rating lands in its server record a moment after
+	// its verdict: compare once the fleet has settled (two reads agree).
+	var fleet []status.View
+	poll.Eventually(t, 10*time.Second, func() error {
+		var err error
+		if fleet, err = s.svc.List(ctx); err != nil {
+			return err
 		}
-		each = append(each, *one)
-	}
-	if !reflect.DeepEqual(each, fleet) {
-		t.Errorf("List differs from reading each server:\n%+v\n%+v", fleet, each)
-	}
+		var each []status.View
+		for _, v := range fleet {
+			one, err := s.svc.Server(ctx, v.Tenant, v.Server)
+			if err != nil {
+				return err
+			}
+			each = append(each, *one)
+		}
+		if !reflect.DeepEqual(each, fleet) {
+			return fmt.Errorf("List differs from reading each server:\n%+v\n%+v", fleet, each)
+		}
+		return nil
+	})
 	if len(fleet) != 6 || fleet[1].Hold == nil || !fleet[1].Hold.Held {
 		t.Errorf("fleet: %+v", fleet)
 	}
