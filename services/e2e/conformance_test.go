@@ -24,6 +24,10 @@ import (
 // "✓ tools-call-sampling: 1 passed, 0 failed".
 var conformanceSummary = regexp.MustCompile(`^([✓✗]) (\S+): (\d+) passed, (\d+) failed`)
 
+// conformanceResult matches the result line of a run of one scenario:
+// "Passed: 5/5, 0 failed, 0 warnings".
+var conformanceResult = regexp.MustCompile(`^Passed: (\d+)/(\d+), (\d+) failed`)
+
 // conformanceRun is the outcome of one run of the suite: each scenario's
 // name and whether it passed.
 type conformanceRun map[string]bool
@@ -50,10 +54,21 @@ func runConformance(t *testing.T, n *npmPeers, env []string, args ...string) con
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput() // exit 1 when a scenario fails: the summary says which
 	run := conformanceRun{}
+	scenario := ""
+	if i := slices.Index(args, "--scenario"); i >= 0 && i+1 < len(args) {
+		scenario = args[i+1]
+	}
 	for _, line := range strings.Split(string(out), "\n") {
-		if m := conformanceSummary.FindStringSubmatch(strings.TrimSpace(line)); m != nil {
+		line = strings.TrimSpace(line)
+		if m := conformanceSummary.FindStringSubmatch(line); m != nil && scenario == "" {
 			run[m[2]] = m[1] == "✓" && m[4] == "0"
 		}
+		if m := conformanceResult.FindStringSubmatch(line); m != nil && scenario != "" {
+			run[scenario] = m[1] != "0" && m[3] == "0"
+		}
+	}
+	if scenario != "" && strings.Contains(string(out), "OVERALL: FAILED") {
+		run[scenario] = false
 	}
 	if len(run) == 0 {
 		t.Fatalf("conformance %s printed no summary (%v):\n%s", strings.Join(args, " "), err, out)

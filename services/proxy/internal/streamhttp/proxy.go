@@ -180,6 +180,9 @@ func until(parent context.Context, done <-chan struct{}) (context.Context, conte
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id, route, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
 	f := p.fronts[id]
+	if (f == nil || id == ".well-known") && p.oauthRoute(w, r) {
+		return
+	}
 	if f == nil {
 		httpError(w, http.StatusNotFound, nil, CodeUnknownServer, fmt.Sprintf("no MCP server %q behind this proxy", id))
 		return
@@ -206,6 +209,9 @@ type front struct {
 	sessions map[string]*tracked       // by Mcp-Session-Id
 	legacy   map[string]*legacySession // by the proxy's own session id
 	mons     monitors                  // the listings for stateless clients, one per variant (monitor.go)
+	// advertised is the protected-resource metadata URL the upstream's
+	// last challenge named (on its own origin; oauth.go).
+	advertised string
 }
 
 // tracked is a Streamable HTTP session with the upstream.
@@ -222,6 +228,8 @@ type tracked struct {
 	headers http.Header // what the proxy's own requests carry: version, authorization
 
 	params paramBook // the x-mcp-header bindings of the tools it was listed
+
+	gate getGate // the client's requests behind its GET stream (order.go)
 }
 
 func (t *tracked) note(r *http.Request) {
@@ -393,6 +401,9 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ids := requestIDs(o.Forward, body, msgs)
+	if t != nil && sid != "" {
+		t.afterOpening(r) // the client's order: its GET stream first
+	}
 	resp, err := f.send(r.Context(), r.Method, f.up.URL, forwardHeaders(r.Header, !bytes.Equal(o.Forward, body)), o.Forward)
 	if err != nil {
 		f.log.Warn().Err(err).Msg("upstream unreachable")
@@ -421,7 +432,10 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 			named = nsids[0]
 		}
 	}
-	f.answer(w, r.Context(), resp, sess, batch, o.Reply, ids, named)
+	if o.Opened && t != nil && resp.StatusCode/100 == 2 {
+		t.expectGet() // before the client hears of it: its next request waits for its GET
+	}
+	f.answer(w, r, resp, sess, batch, o.Reply, ids, named)
 	if o.Opened && resp.StatusCode/100 == 2 {
 		if err := sess.ListAll(); err != nil {
 			f.log.Warn().Err(err).Msg("listing the server")
@@ -436,9 +450,10 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 // unjudged: a status other than 2xx gets the proxy's own error, a body the
 // proxy cannot read the clients' way is refused. named is the session id
 // an initialize's answer opened ("" when none).
-func (f *front) answer(w http.ResponseWriter, ctx context.Context, resp *http.Response, sess *session.Session, batch bool, reply []byte, ids [][]byte, named string) {
+func (f *front) answer(w http.ResponseWriter, r *http.Request, resp *http.Response, sess *session.Session, batch bool, reply []byte, ids [][]byte, named string) {
+	ctx := r.Context()
 	if resp.StatusCode/100 != 2 {
-		f.refuseStatus(w, ctx, resp, sess, batch, reply, ids)
+		f.refuseStatus(w, r, resp, sess, batch, reply, ids)
 		return
 	}
 	b := openBody(resp)
@@ -526,7 +541,8 @@ var keptOnError = []string{"WWW-Authenticate", "Retry-After", "Allow"}
 // "unsupported protocol version" names the versions it speaks there). A
 // 404 stays 404, so that a client of a session the server ended opens a
 // new one.
-func (f *front) refuseStatus(w http.ResponseWriter, ctx context.Context, resp *http.Response, sess *session.Session, batch bool, reply []byte, ids [][]byte) {
+func (f *front) refuseStatus(w http.ResponseWriter, r *http.Request, resp *http.Response, sess *session.Session, batch bool, reply []byte, ids [][]byte) {
+	ctx := r.Context()
 	status := resp.StatusCode
 	if status < 400 || status > 599 {
 		status = http.StatusBadGateway
@@ -535,6 +551,9 @@ func (f *front) refuseStatus(w http.ResponseWriter, ctx context.Context, resp *h
 		if vs := resp.Header.Values(k); len(vs) > 0 {
 			w.Header()[k] = slices.Clone(vs)
 		}
+	}
+	if vs := w.Header()["WWW-Authenticate"]; len(vs) > 0 { // as keptOnError spells it
+		f.challenges(r, vs) // resource_metadata names the proxy's (oauth.go)
 	}
 	var judged [][]byte
 	if len(ids) > 0 {
@@ -587,6 +606,7 @@ func (f *front) judgedErrors(ctx context.Context, resp *http.Response, sess *ses
 // a session the proxy does not know is answered 404 by the proxy.
 func (f *front) get(w http.ResponseWriter, r *http.Request) {
 	var sess *session.Session
+	var opened func()
 	sid := r.Header.Get("Mcp-Session-Id")
 	if sid != "" {
 		t := f.session(sid)
@@ -596,10 +616,14 @@ func (f *front) get(w http.ResponseWriter, r *http.Request) {
 		}
 		t.note(r)
 		sess = t.s
+		opened = t.opening()
 	} else {
 		sess, _ = f.follower(r, nil)
 	}
 	resp, err := f.send(r.Context(), http.MethodGet, f.up.URL, forwardHeaders(r.Header, false), nil)
+	if opened != nil {
+		opened() // the server has the stream: the client's later requests go on
+	}
 	if err != nil {
 		httpError(w, http.StatusBadGateway, nil, CodeUpstreamUnreachable, "the MCP server behind this proxy could not be reached")
 		return
@@ -609,7 +633,7 @@ func (f *front) get(w http.ResponseWriter, r *http.Request) {
 		f.forget(sid)
 	}
 	if resp.StatusCode/100 != 2 {
-		f.refuseStatus(w, r.Context(), resp, nil, false, nil, nil)
+		f.refuseStatus(w, r, resp, nil, false, nil, nil)
 		return
 	}
 	b := openBody(resp)
@@ -648,7 +672,7 @@ func (f *front) delete(w http.ResponseWriter, r *http.Request) {
 		f.forget(sid)
 	}
 	if resp.StatusCode/100 != 2 {
-		f.refuseStatus(w, r.Context(), resp, nil, false, nil, nil)
+		f.refuseStatus(w, r, resp, nil, false, nil, nil)
 		return
 	}
 	w.WriteHeader(resp.StatusCode) // a body of a DELETE's answer is nobody's to read
