@@ -128,6 +128,10 @@ class Provider {
     this._tokens = tokens;
   }
   async redirectToAuthorization(authorizationURL) {
+    // With a URL-based client id (CIMD) the SDK registers nothing: the id
+    // it authorizes with is the one to exchange the code with.
+    const clientID = new URL(authorizationURL).searchParams.get("client_id");
+    if (!this._info && clientID) this._info = { client_id: clientID };
     const res = await fetch(authorizationURL, { redirect: "manual" });
     const location = res.headers.get("location");
     if (!location) throw new Error(`the authorization endpoint answered ${res.status} without a redirect`);

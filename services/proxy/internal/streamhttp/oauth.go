@@ -26,12 +26,15 @@ import (
 //     form when it fronts one server) with the upstream's metadata,
 //     fetched and validated, "resource" rewritten to the proxy's URL;
 //   - rewrites resource_metadata in a 401's WWW-Authenticate to that URL;
-//   - redirects the authorization-server discovery clients try at the
-//     proxy's origin (oauth-authorization-server, openid-configuration,
-//     and the 2025-03-26 fallback endpoints /authorize, /token, /register)
-//     to the upstream's origin: the client then talks to the
-//     authorization server itself, as it would directly; the proxy never
-//     vouches for authorization-server metadata;
+//   - answers the authorization-server discovery clients try at the
+//     proxy's origin (oauth-authorization-server, openid-configuration;
+//     a 2025-03-26 client looks there when the server publishes no
+//     protected-resource metadata) with the upstream origin's, fetched and
+//     validated (its issuer must be the upstream's origin), and relays the
+//     2025-03-26 fallback endpoints /authorize, /token and /register there
+//     (SDK clients follow no redirect on these); a client that found the
+//     authorization server in the metadata talks to it directly, as it
+//     would without the proxy;
 //   - forwards the client's Authorization header unchanged.
 // docs/transparency.md describes the flow, docs/threat-model.md the
 // trade-offs.
@@ -88,13 +91,13 @@ func (p *Proxy) oauthRoute(w http.ResponseWriter, r *http.Request) bool {
 			if rest != "" {
 				suffix = f.upstreamURL().Path
 			}
-			f.redirectUpstream(w, r, prefix+strings.TrimSuffix(suffix, "/"))
+			f.relayUpstream(w, r, prefix+strings.TrimSuffix(suffix, "/"), f.authServerMetadata)
 			return true
 		}
 	}
 	if slices.Contains(authFallbackPaths, path) && p.fronts[strings.TrimPrefix(path, "/")] == nil {
 		if f := p.frontFor(""); f != nil {
-			f.redirectUpstream(w, r, path)
+			f.relayUpstream(w, r, path, nil)
 			return true
 		}
 	}
@@ -299,10 +302,75 @@ func (f *front) fetchMetadata(ctx context.Context, target string) (map[string]js
 	return doc, nil
 }
 
-// redirectUpstream sends the client to path (and r's query) on the
-// upstream's origin with 307, which keeps a POST a POST.
-func (f *front) redirectUpstream(w http.ResponseWriter, r *http.Request, path string) {
+// relayUpstream answers r with the upstream origin's answer at path (and
+// r's query): the method, a body of at most maxMetadata and the headers an
+// OAuth exchange needs go there; the status, those headers (Location
+// unchanged: it names the client's redirect URI) and a body of at most
+// maxMetadata come back. No redirect is followed. check, when set, judges
+// a 200 answer's body; one it refuses is not passed on (502).
+func (f *front) relayUpstream(w http.ResponseWriter, r *http.Request, path string, check func([]byte) error) {
 	up := f.upstreamURL()
 	target := url.URL{Scheme: up.Scheme, Host: up.Host, Path: path, RawQuery: r.URL.RawQuery}
-	http.Redirect(w, r, target.String(), http.StatusTemporaryRedirect)
+	body, err := readAll(r.Body, maxMetadata)
+	if err != nil {
+		httpError(w, http.StatusRequestEntityTooLarge, nil, CodeMessageTooLarge, err.Error())
+		return
+	}
+	h := http.Header{}
+	for _, k := range []string{"Content-Type", "Accept", "Authorization"} {
+		if v := r.Header.Values(k); len(v) > 0 {
+			h[k] = slices.Clone(v)
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), metadataTimeout)
+	defer cancel()
+	var rd []byte
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		rd = body
+	}
+	resp, err := f.send(ctx, r.Method, target.String(), h, rd)
+	if err != nil {
+		httpError(w, http.StatusBadGateway, nil, CodeUpstreamUnreachable, "the MCP server behind this proxy could not be reached")
+		return
+	}
+	defer resp.Body.Close()
+	ans, err := io.ReadAll(io.LimitReader(resp.Body, maxMetadata+1))
+	if err != nil || len(ans) > maxMetadata {
+		httpError(w, http.StatusBadGateway, nil, CodeOAuthMetadata, fmt.Sprintf("the MCP server's answer at %s is unreadable or over %d bytes", path, maxMetadata))
+		return
+	}
+	if check != nil && resp.StatusCode == http.StatusOK {
+		if err := check(ans); err != nil {
+			f.log.Warn().Err(err).Str("code", string(CodeOAuthMetadata)).Str("path", path).Msg("authorization server metadata refused")
+			httpError(w, http.StatusBadGateway, nil, CodeOAuthMetadata, "the MCP server's authorization server metadata was refused: "+err.Error())
+			return
+		}
+	}
+	for _, k := range []string{"Content-Type", "Location", "Cache-Control", "Pragma", "WWW-Authenticate"} {
+		if v := resp.Header.Values(k); len(v) > 0 {
+			w.Header()[k] = slices.Clone(v)
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(ans)
+}
+
+// authServerMetadata judges authorization-server metadata the proxy
+// answers at its own origin (RFC 8414): one JSON object whose issuer is the
+// upstream's origin, the only authorization server a client looks for at
+// the server's origin.
+func (f *front) authServerMetadata(b []byte) error {
+	var doc map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&doc); err != nil || doc == nil || dec.More() {
+		return errors.New("not one JSON object")
+	}
+	var issuer string
+	if err := json.Unmarshal(doc["issuer"], &issuer); err != nil {
+		return errors.New("no issuer")
+	}
+	if u, err := url.Parse(issuer); err != nil || !sameOrigin(u, f.upstreamURL()) {
+		return fmt.Errorf("issuer %q is not the server's origin", issuer)
+	}
+	return nil
 }

@@ -1,7 +1,10 @@
 package streamhttp
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -39,6 +42,17 @@ func newOAuthUpstream(t *testing.T) *oauthUpstream {
 		w.Header().Set("Content-Type", ct)
 		w.WriteHeader(status)
 		_, _ = w.Write([]byte(body))
+	})
+	mux.HandleFunc("/.well-known/oauth-authorization-server", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"issuer":"` + u.srv.URL + `","token_endpoint":"` + u.srv.URL + `/token"}`))
+	})
+	mux.HandleFunc("/.well-known/oauth-authorization-server/mcp", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"issuer":"https://evil.example"}`))
+	})
+	mux.HandleFunc("/token", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://client.example/cb?code=c", http.StatusFound)
 	})
 	mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
 		u.mu.Lock()
@@ -107,17 +121,21 @@ func TestOAuthThroughProxy(t *testing.T) {
 		}
 	}
 
-	// Authorization-server discovery at the proxy's origin: to the upstream's.
-	for path, to := range map[string]string{
-		"/.well-known/oauth-authorization-server":        "/.well-known/oauth-authorization-server",
-		"/.well-known/openid-configuration/ev/mcp":       "/.well-known/openid-configuration/mcp",
-		"/.well-known/oauth-authorization-server/ev/mcp": "/.well-known/oauth-authorization-server/mcp",
-		"/token?x=1": "/token?x=1",
+	// Authorization-server discovery at the proxy's origin: the upstream
+	// origin's, its issuer checked; the fallback endpoints relayed.
+	for path, want := range map[string]int{
+		"/.well-known/oauth-authorization-server":        http.StatusOK,
+		"/.well-known/openid-configuration/ev/mcp":       http.StatusNotFound,
+		"/.well-known/oauth-authorization-server/ev/mcp": http.StatusBadGateway, // its issuer is elsewhere
+		"/token?x=1": http.StatusFound,
 	} {
-		resp, _ := getJSON(t, px+path)
-		if resp.StatusCode != http.StatusTemporaryRedirect || resp.Header.Get("Location") != up.srv.URL+to {
-			t.Fatalf("%s: %s to %q, want 307 to %s", path, resp.Status, resp.Header.Get("Location"), up.srv.URL+to)
+		resp, doc := getJSON(t, px+path)
+		if resp.StatusCode != want {
+			t.Fatalf("%s: %s %v, want %d", path, resp.Status, doc, want)
 		}
+	}
+	if resp, _ := getJSON(t, px+"/token?x=1"); resp.Header.Get("Location") != "http://client.example/cb?code=c" {
+		t.Fatalf("/token relayed: Location %q", resp.Header.Get("Location"))
 	}
 
 	// The token, forwarded unchanged.
@@ -205,4 +223,52 @@ func TestOAuthForeignMetadataURL(t *testing.T) {
 	if fetched {
 		t.Fatal("the proxy fetched metadata from another origin than the server's")
 	}
+}
+
+// TestOAuthListingAfterLogin: a server that opens a session without a
+// token but lists only with one (the client authenticates on its first
+// listing): the proxy's own listing, refused at session start, is made
+// again with the client's credentials, and the client is served.
+func TestOAuthListingAfterLogin(t *testing.T) {
+	s := newMCPServer()
+	mcpH := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.Header.Get("Authorization") != "Bearer good-token" && !opensSession(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer scope="mcp"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		mcpH.ServeHTTP(w, r)
+	}))
+	t.Cleanup(up.Close)
+	px := oauthProxy(t, up.URL+"/mcp")
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: px + "/ev/mcp", HTTPClient: &http.Client{Transport: bearer{}}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	if got := text(call(t, cs, "echo", map[string]any{"text": "hi"})); got != "hi" {
+		t.Fatalf("echo through the proxy after login: %q", got)
+	}
+}
+
+// bearer adds the token to every request but initialize's (the client
+// logs in after the session opened).
+type bearer struct{}
+
+func (bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPost && !opensSession(r) {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer good-token")
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// opensSession reports a POST of initialize or notifications/initialized (its
+// body read and put back).
+func opensSession(r *http.Request) bool {
+	b, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	return bytes.Contains(b, []byte(`"method":"initialize"`)) || bytes.Contains(b, []byte(`"method":"notifications/initialized"`))
 }

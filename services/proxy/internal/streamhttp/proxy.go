@@ -230,9 +230,19 @@ type tracked struct {
 	params paramBook // the x-mcp-header bindings of the tools it was listed
 
 	gate getGate // the client's requests behind its GET stream (order.go)
+
+	// listRefused: the server refused the proxy's own listing for want of
+	// authorization, made with Authorization refusedWith ("" for none).
+	// relistedWith: the credentials it listed again with since.
+	listRefused               bool
+	refusedWith, relistedWith string
 }
 
-func (t *tracked) note(r *http.Request) {
+// note keeps what the proxy's own requests of the session carry from the
+// client's request r; relist is true when the proxy's own listing was
+// refused for want of authorization and r brings credentials it has not
+// tried (oauth.go: a client that authenticates after initialize).
+func (t *tracked) note(r *http.Request) (relist bool) {
 	t.used.Store(time.Now().UnixNano())
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -240,6 +250,42 @@ func (t *tracked) note(r *http.Request) {
 		if v := r.Header.Get(h); v != "" {
 			t.headers.Set(h, v)
 		}
+	}
+	return t.relistLocked()
+}
+
+// relistLocked reports (once per credentials) that the proxy's own
+// listing, refused for want of authorization, is due again with the
+// credentials the session's requests now carry; t.mu held.
+func (t *tracked) relistLocked() bool {
+	a := t.headers.Get("Authorization")
+	if !t.listRefused || a == "" || a == t.refusedWith || a == t.relistedWith {
+		return false
+	}
+	t.listRefused, t.relistedWith = false, a
+	return true
+}
+
+// ownRefused notes that the server refused a request of the proxy's own
+// made with h for want of authorization (401 or 403); relist as note's,
+// for credentials a client's request brought meanwhile.
+func (t *tracked) ownRefused(h http.Header, err error) (relist bool) {
+	var re *refusedError
+	if !errors.As(err, &re) || (re.status != http.StatusUnauthorized && re.status != http.StatusForbidden) {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.listRefused, t.refusedWith = true, h.Get("Authorization")
+	return t.relistLocked()
+}
+
+// relistAuthorized lists the server again on the proxy's own account,
+// with the credentials the client's requests brought.
+func (t *tracked) relistAuthorized(f *front) {
+	t.s.WillList()
+	if err := t.s.ListAll(); err != nil {
+		f.log.Warn().Err(err).Msg("listing the server")
 	}
 }
 
@@ -249,7 +295,12 @@ func (f *front) newTracked() *tracked {
 	cfg := f.up.Session
 	cfg.ToolsPage = t.params.note
 	t.s = session.New(cfg, f.up.Gate, f.up.Observer, func(b []byte) error {
-		f.p.spawn(func(ctx context.Context) { f.own(ctx, t.s, t.ownHeaders(), b) })
+		f.p.spawn(func(ctx context.Context) {
+			h := t.ownHeaders()
+			if t.ownRefused(h, f.own(ctx, t.s, h, b)) {
+				t.relistAuthorized(f)
+			}
+		})
 		return nil
 	})
 	return t
@@ -383,7 +434,11 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 		sess, book = f.follower(r, msgs)
 	}
 	if t != nil {
-		t.note(r)
+		if t.note(r) {
+			// Credentials the proxy's refused listing lacked: list again
+			// with them, beside the client's request.
+			t.relistAuthorized(f)
+		}
 		sess, book = t.s, &t.params
 	}
 	if !batch {
@@ -794,18 +849,20 @@ func (f *front) dropEvent(sess *session.Session, why string, ev *event) {
 
 // own sends a request the proxy makes itself (a listing) and feeds its
 // answer to sess, which keeps it to itself.
-func (f *front) own(ctx context.Context, sess *session.Session, h http.Header, body []byte) {
+func (f *front) own(ctx context.Context, sess *session.Session, h http.Header, body []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, f.p.cfg.OwnTimeout)
 	defer cancel()
 	resp, err := f.ownPost(ctx, f.up.URL, h, body)
 	if err != nil {
 		f.log.Warn().Err(err).Msg("the proxy's own request failed")
-		return
+		return err
 	}
 	defer resp.Body.Close()
 	if err := f.feed(ctx, sess, resp, true, nil); err != nil {
 		f.log.Warn().Err(err).Msg("the proxy's own request failed")
+		return err
 	}
+	return nil
 }
 
 // ownPost posts a message of the proxy's own with h and the headers every
