@@ -241,15 +241,25 @@ func TestOAuthListingAfterLogin(t *testing.T) {
 		mcpH.ServeHTTP(w, r)
 	}))
 	t.Cleanup(up.Close)
-	px := oauthProxy(t, up.URL+"/mcp")
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: px + "/ev/mcp", HTTPClient: &http.Client{Transport: bearer{}}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cs.Close() })
-	if got := text(call(t, cs, "echo", map[string]any{"text": "hi"})); got != "hi" {
-		t.Fatalf("echo through the proxy after login: %q", got)
+	// With a session (2025-11-25), and without (the Go SDK's default,
+	// 2026-07-28, which this server refuses: the proxy's monitor falls back).
+	for _, version := range []string{"2025-11-25", ""} {
+		t.Run("version-"+version, func(t *testing.T) {
+			px := oauthProxy(t, up.URL+"/mcp")
+			var opts *mcp.ClientSessionOptions
+			if version != "" {
+				opts = &mcp.ClientSessionOptions{ProtocolVersion: version}
+			}
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).Connect(context.Background(),
+				&mcp.StreamableClientTransport{Endpoint: px + "/ev/mcp", HTTPClient: &http.Client{Transport: bearer{}}}, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cs.Close() })
+			if got := text(call(t, cs, "echo", map[string]any{"text": "hi"})); got != "hi" {
+				t.Fatalf("echo through the proxy after login: %q", got)
+			}
+		})
 	}
 }
 
