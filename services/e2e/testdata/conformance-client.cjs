@@ -48,8 +48,10 @@ async function main() {
 
   async function session(url) {
     const provider = new Provider(context);
+    let last; // the transport of the last attempt: it knows the metadata URL its 401 named
     const connect = async () => {
       const transport = new StreamableHTTPClientTransport(new URL(url), { authProvider: provider });
+      last = transport;
       const client = new Client(
         { name: "mcpdrift-conformance-client", version: "1.0.0" },
         { capabilities: { sampling: {}, elicitation: { form: { applyDefaults: true } }, roots: { listChanged: true } } },
@@ -77,7 +79,7 @@ async function main() {
           if (!(e instanceof UnauthorizedError) || provider.code === undefined || i >= 3) throw e;
           const code = provider.code;
           provider.code = undefined;
-          await (transport ? transport() : new StreamableHTTPClientTransport(new URL(url), { authProvider: provider })).finishAuth(code);
+          await (transport ? transport() : last).finishAuth(code);
         }
       }
     };
@@ -119,7 +121,11 @@ class Provider {
     return this._info;
   }
   saveClientInformation(info) {
-    this._info = info;
+    // Kept unbound to an issuer: the SDK stamps it with the issuer it
+    // discovered, and the discovery of a later step may name it otherwise
+    // (auth/metadata-var3 directly); one client, one registration.
+    const { issuer, ...unbound } = info;
+    this._info = unbound;
   }
   tokens() {
     return this._tokens;
