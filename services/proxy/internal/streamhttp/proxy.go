@@ -604,11 +604,12 @@ func (f *front) refuseStatus(w http.ResponseWriter, r *http.Request, resp *http.
 	}
 	for _, k := range keptOnError {
 		if vs := resp.Header.Values(k); len(vs) > 0 {
-			w.Header()[k] = slices.Clone(vs)
+			vs = slices.Clone(vs)
+			if k == "WWW-Authenticate" {
+				f.challenges(r, vs) // resource_metadata names the proxy's (oauth.go)
+			}
+			w.Header()[k] = vs
 		}
-	}
-	if vs := w.Header()["WWW-Authenticate"]; len(vs) > 0 { // as keptOnError spells it
-		f.challenges(r, vs) // resource_metadata names the proxy's (oauth.go)
 	}
 	var judged [][]byte
 	if len(ids) > 0 {
