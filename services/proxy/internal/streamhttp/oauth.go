@@ -275,10 +275,9 @@ func (f *front) fetchMetadata(ctx context.Context, target string) (map[string]js
 	if len(raw) > maxMetadata {
 		return nil, fmt.Errorf("%s is over %d bytes", target, maxMetadata)
 	}
-	var doc map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if err := dec.Decode(&doc); err != nil || doc == nil || dec.More() {
-		return nil, fmt.Errorf("%s is not one JSON object", target)
+	doc, err := oneObject(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", target, err)
 	}
 	var resource string
 	if err := json.Unmarshal(doc["resource"], &resource); err != nil || resource == "" {
@@ -360,10 +359,9 @@ func (f *front) relayUpstream(w http.ResponseWriter, r *http.Request, path strin
 // upstream's origin, the only authorization server a client looks for at
 // the server's origin.
 func (f *front) authServerMetadata(b []byte) error {
-	var doc map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&doc); err != nil || doc == nil || dec.More() {
-		return errors.New("not one JSON object")
+	doc, err := oneObject(b)
+	if err != nil {
+		return err
 	}
 	var issuer string
 	if err := json.Unmarshal(doc["issuer"], &issuer); err != nil {
@@ -373,4 +371,14 @@ func (f *front) authServerMetadata(b []byte) error {
 		return fmt.Errorf("issuer %q is not the server's origin", issuer)
 	}
 	return nil
+}
+
+// oneObject reads a metadata document: one JSON object, nothing after it.
+func oneObject(b []byte) (map[string]json.RawMessage, error) {
+	var doc map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&doc); err != nil || doc == nil || dec.More() {
+		return nil, errors.New("not one JSON object")
+	}
+	return doc, nil
 }
