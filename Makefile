@@ -6,7 +6,7 @@ BIN   := bin
 
 CMDS  := stack fingerprint drift audit proxy demoserver driftctl
 
-.PHONY: run demo diff-releases images build test deps check fmt vet lint bench scale fuzz fixtures proto proto-check help
+.PHONY: run demo diff-releases images build test conformance deps check fmt vet lint bench scale fuzz fixtures proto proto-check help
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -29,6 +29,9 @@ diff-releases: build ## fingerprint two real releases of an MCP server and show 
 
 test: proto-check deps ## the test suite: generated code up to date, race detector, shuffled order (CI runs this)
 	$(GO) test -race -shuffle=on -count=1 $(PKGS)
+
+conformance: deps ## the MCP conformance suite directly and through the proxy, with its per-group table (docs/transparency.md); make test runs it too
+	set -o pipefail; $(GO) test -count=1 -run '^TestConformance$$' -v ./services/e2e/ 2>&1 | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|conformance_test.go'
 
 deps: ## install what the tests need beyond Go (ClickHouse server, npm MCP peers); idempotent
 	@scripts/deps.sh

@@ -196,7 +196,7 @@ func requirePeers(t testing.TB) *npmPeers {
 			return
 		}
 		for _, pkg := range []string{"@modelcontextprotocol/sdk", "@modelcontextprotocol/server-everything",
-			"@modelcontextprotocol/server-filesystem", "@modelcontextprotocol/inspector-cli"} {
+			"@modelcontextprotocol/server-filesystem", "@modelcontextprotocol/inspector-cli", "@modelcontextprotocol/conformance"} {
 			if _, err := os.Stat(filepath.Join(peersDir, "node_modules", pkg, "package.json")); err != nil {
 				peersErr = fmt.Errorf("%s is not installed in %s", pkg, peersDir)
 				return

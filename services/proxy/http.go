@@ -81,11 +81,11 @@ func serveHTTP(ctx context.Context, cfg Config, js jetstream.JetStream, log zero
 	mux := http.NewServeMux()
 	mux.Handle("GET /healthz", opsHandler)
 	mux.Handle("GET /readyz", opsHandler)
-	mux.Handle("/", px)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return options.ExitFailure, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
+	mux.Handle("/", streamhttp.GuardHosts(hostPolicy(cfg, ln.Addr(), log), px))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	log.Info().Str("listen", ln.Addr().String()).Int("upstreams", len(ups)).Msg("serving")
 	fmt.Fprintf(stderr, "proxy: serving %d upstream(s) on http://%s/<server-id>/mcp\n", len(ups), ln.Addr())
@@ -104,6 +104,25 @@ func serveHTTP(ctx context.Context, cfg Config, js jetstream.JetStream, log zero
 		_ = srv.Close()
 	}
 	return 0, nil
+}
+
+// hostPolicy is what the listener at addr accepts in Host and Origin:
+// the flags, and where they are not given, the loopback defaults on a
+// loopback address; elsewhere any Host and no Origin (a warning says so).
+func hostPolicy(cfg Config, addr net.Addr, log zerolog.Logger) streamhttp.HostPolicy {
+	p := streamhttp.HostPolicy{Hosts: cfg.AllowedHosts, Origins: cfg.AllowedOrigins}
+	def, loopback := streamhttp.LoopbackPolicy(addr)
+	if p.Hosts == nil {
+		p.Hosts = def.Hosts
+		if !loopback {
+			p.Hosts = []string{"*"}
+			log.Warn().Str("listen", addr.String()).Msg("no --allowed-hosts on a listener that is not loopback: the Host header is not checked")
+		}
+	}
+	if p.Origins == nil {
+		p.Origins = def.Origins
+	}
+	return p
 }
 
 // upstreamCheck is the readiness check "upstream" of the HTTP mode: every

@@ -38,6 +38,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/metrics"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/stdio"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/streamhttp"
 )
 
 func main() {
@@ -66,6 +67,10 @@ type Config struct {
 	Command          []string
 	Listen           string     // HTTP mode: the address to serve on
 	Upstreams        []upstream // HTTP mode: the servers fronted
+	// AllowedHosts and AllowedOrigins are what the HTTP listener accepts in
+	// Host and Origin (DNS rebinding, rebinding.go of streamhttp); nil: the
+	// loopback defaults on a loopback listener.
+	AllowedHosts, AllowedOrigins []string
 }
 
 // upstream is one --upstream ID=URL (Streamable HTTP) or ID=sse:URL
@@ -73,6 +78,14 @@ type Config struct {
 type upstream struct {
 	ID, URL string
 	SSE     bool
+}
+
+// nonEmpty reads one element of a list flag.
+func nonEmpty(s string) (string, error) {
+	if s = strings.TrimSpace(s); s == "" {
+		return "", errors.New("empty element")
+	}
+	return s, nil
 }
 
 // parseUpstream reads one ID=URL or ID=sse:URL.
@@ -207,6 +220,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		options.Opt("policy", "MCPDRIFT_POLICY", "MODE", "the per-call policy: enforce (watch the tenant's rules in the policy bucket and apply them to every tools/call) or off", options.String(&cfg.Policy)),
 		options.Opt("approval-wait", "MCPDRIFT_APPROVAL_WAIT", "DURATION", "how long a call a rule holds for approval waits for an admin's decision before it is refused (policy_approval_timeout)", options.Duration(&cfg.ApprovalWait)),
 		options.Opt("listen", "MCPDRIFT_LISTEN", "ADDR", "HTTP mode: serve on this address, e.g. 127.0.0.1:8080", options.String(&cfg.Listen)),
+		options.Opt("allowed-hosts", "MCPDRIFT_ALLOWED_HOSTS", "HOST[:PORT]", "HTTP mode: the Host values the listener serves (DNS rebinding protection); others get 403. Default on a loopback --listen: localhost, 127.0.0.1 and [::1] with its port; elsewhere any. * for any; repeat or comma-separate", options.List(&cfg.AllowedHosts, nonEmpty)),
+		options.Opt("allowed-origins", "MCPDRIFT_ALLOWED_ORIGINS", "ORIGIN", "HTTP mode: the Origin values (scheme://host[:port]) the listener serves; a request without Origin is not checked, others get 403. Default on a loopback --listen: http://localhost, http://127.0.0.1 and http://[::1] with its port; elsewhere none. * for any; repeat or comma-separate", options.List(&cfg.AllowedOrigins, nonEmpty)),
 		options.Opt("upstream", "MCPDRIFT_UPSTREAMS", "ID=URL", "HTTP mode: an upstream, ID=URL (Streamable HTTP) or ID=sse:URL (HTTP+SSE); repeat, or comma-separate, for several", options.List(&cfg.Upstreams, parseUpstream)),
 	)
 	var err error
@@ -243,6 +258,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 				errs = append(errs, err)
 			}
 		}
+	}
+	if err := (streamhttp.HostPolicy{Hosts: cfg.AllowedHosts, Origins: cfg.AllowedOrigins}).Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if cfg.StatusCopyMaxAge < 0 {
 		errs = append(errs, errors.New("--status-cache-max-age must not be negative"))

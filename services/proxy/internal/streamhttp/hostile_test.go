@@ -468,7 +468,7 @@ func TestHostileStatus(t *testing.T) {
 		passed bool // the upstream's JSON-RPC error reaches the client
 	}{
 		{"500 text", 500, nil, "text/plain", func(json.RawMessage) string { return marker }, 500, nil, false},
-		{"401", 401, map[string]string{"WWW-Authenticate": `Bearer resource_metadata="https://as.example/.well-known"`}, "text/html", func(json.RawMessage) string { return "<h1>" + marker }, 401, []string{"WWW-Authenticate"}, false},
+		{"401", 401, map[string]string{"WWW-Authenticate": `Bearer error="invalid_token", scope="mcp"`}, "text/html", func(json.RawMessage) string { return "<h1>" + marker }, 401, []string{"WWW-Authenticate"}, false},
 		{"429", 429, map[string]string{"Retry-After": "3"}, "text/plain", func(json.RawMessage) string { return marker }, 429, []string{"Retry-After"}, false},
 		{"redirect", 302, map[string]string{"Location": "https://attacker.example/mcp"}, "text/plain", func(json.RawMessage) string { return marker }, 502, nil, false},
 		{"400 with a JSON-RPC error", 400, nil, "application/json", func(id json.RawMessage) string {

@@ -75,7 +75,7 @@ func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
-		f.refuseStatus(w, r.Context(), resp, nil, false, nil, nil)
+		f.refuseStatus(w, r, resp, nil, false, nil, nil)
 		return
 	}
 	body := openBody(resp)
@@ -268,7 +268,7 @@ func (f *front) legacyPost(w http.ResponseWriter, r *http.Request) {
 	if resp.StatusCode/100 != 2 {
 		// The client learns of the failure from this answer; an answer to
 		// these requests that came later on the stream must not follow it.
-		f.refuseStatus(w, r.Context(), resp, l.s, batch, nil, ids)
+		f.refuseStatus(w, r, resp, l.s, batch, nil, ids)
 		return
 	}
 	// The answers come on the event stream; the body of this one is

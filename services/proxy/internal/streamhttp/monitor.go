@@ -43,6 +43,42 @@ type monitor struct {
 	headers http.Header // version, authorization, the session id a server may hand out
 
 	params paramBook // the x-mcp-header bindings of the tools it was listed
+
+	// authRefused: the server refused the monitor's requests for want of
+	// authorization; a client's request with other credentials lends them
+	// and wakes it (credentials) to open and list again at once.
+	authRefused atomic.Bool
+	wake        chan struct{}
+}
+
+// refusedAuth notes an answer of 401 or 403 to one of the monitor's own
+// requests.
+func (mon *monitor) refusedAuth(err error) {
+	var re *refusedError
+	if errors.As(err, &re) && (re.status == http.StatusUnauthorized || re.status == http.StatusForbidden) {
+		mon.authRefused.Store(true)
+	}
+}
+
+// credentials lends the monitor the Authorization of a client's request
+// after the server refused it for want of one, and wakes it to list again.
+func (mon *monitor) credentials(r *http.Request) {
+	a := r.Header.Get("Authorization")
+	if a == "" || !mon.authRefused.Load() {
+		return
+	}
+	mon.mu.Lock()
+	changed := mon.headers.Get("Authorization") != a
+	if changed {
+		mon.headers.Set("Authorization", a)
+	}
+	mon.mu.Unlock()
+	if changed && mon.authRefused.CompareAndSwap(true, false) {
+		select {
+		case mon.wake <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func (mon *monitor) ownHeaders() http.Header {
@@ -118,6 +154,7 @@ func (f *front) follower(r *http.Request, msgs []*jsonrpc.Message) (*session.Ses
 	mon := f.monitorFor(r, o)
 	f.mu.Unlock()
 	mon.used.Store(time.Now().UnixNano())
+	mon.credentials(r)
 	cfg := f.up.Session
 	cfg.Follow = mon.s
 	return session.New(cfg, f.up.Gate, f.up.Observer, discard), &mon.params
@@ -261,7 +298,7 @@ func metaOpening(params []byte) (version string, caps []byte, ok bool) {
 }
 
 func (f *front) newMonitor(r *http.Request, o opening) *monitor {
-	mon := &monitor{headers: http.Header{}, modern: o.modern, version: o.version, caps: o.caps, quit: make(chan struct{})}
+	mon := &monitor{headers: http.Header{}, modern: o.modern, version: o.version, caps: o.caps, quit: make(chan struct{}), wake: make(chan struct{}, 1)}
 	mon.used.Store(time.Now().UnixNano())
 	if v := r.Header.Get("Authorization"); v != "" {
 		mon.headers.Set("Authorization", v)
@@ -279,7 +316,7 @@ func (f *front) newMonitor(r *http.Request, o opening) *monitor {
 	}
 	cfg.ToolsPage = mon.params.note
 	mon.s = session.New(cfg, f.up.Gate, f.up.Observer, func(b []byte) error {
-		f.p.spawn(func(ctx context.Context) { f.own(ctx, mon.s, mon.ownHeaders(), b) })
+		f.p.spawn(func(ctx context.Context) { mon.refusedAuth(f.own(ctx, mon.s, mon.ownHeaders(), b)) })
 		return nil
 	})
 	// The session learns its variant from the opening message now, so that
@@ -333,6 +370,7 @@ func (f *front) runMonitor(ctx context.Context, mon *monitor) {
 		case <-ctx.Done():
 			return
 		case <-time.After(f.p.cfg.Relist):
+		case <-mon.wake:
 		}
 	}
 }
@@ -352,11 +390,13 @@ func (mon *monitor) stopped() bool {
 
 func (f *front) monitorRound(ctx context.Context, mon *monitor) {
 	if err := f.open(ctx, mon); err != nil {
+		mon.refusedAuth(err)
 		f.log.Warn().Err(err).Msg("opening the server")
 		return
 	}
 	if !mon.modern {
 		if err := f.ownExchange(ctx, mon, `{"jsonrpc":"2.0","method":"`+jsonrpc.MethodInitialized+`"}`); err != nil {
+			mon.refusedAuth(err)
 			f.log.Warn().Err(err).Msg("sending notifications/initialized")
 			return
 		}

@@ -180,6 +180,9 @@ func until(parent context.Context, done <-chan struct{}) (context.Context, conte
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id, route, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
 	f := p.fronts[id]
+	if (f == nil || id == ".well-known") && p.oauthRoute(w, r) {
+		return
+	}
 	if f == nil {
 		httpError(w, http.StatusNotFound, nil, CodeUnknownServer, fmt.Sprintf("no MCP server %q behind this proxy", id))
 		return
@@ -206,6 +209,9 @@ type front struct {
 	sessions map[string]*tracked       // by Mcp-Session-Id
 	legacy   map[string]*legacySession // by the proxy's own session id
 	mons     monitors                  // the listings for stateless clients, one per variant (monitor.go)
+	// advertised is the protected-resource metadata URL the upstream's
+	// last challenge named (on its own origin; oauth.go).
+	advertised string
 }
 
 // tracked is a Streamable HTTP session with the upstream.
@@ -222,9 +228,21 @@ type tracked struct {
 	headers http.Header // what the proxy's own requests carry: version, authorization
 
 	params paramBook // the x-mcp-header bindings of the tools it was listed
+
+	gate getGate // the client's requests behind its GET stream (order.go)
+
+	// listRefused: the server refused the proxy's own listing for want of
+	// authorization, made with Authorization refusedWith ("" for none).
+	// relistedWith: the credentials it listed again with since.
+	listRefused               bool
+	refusedWith, relistedWith string
 }
 
-func (t *tracked) note(r *http.Request) {
+// note keeps what the proxy's own requests of the session carry from the
+// client's request r; relist is true when the proxy's own listing was
+// refused for want of authorization and r brings credentials it has not
+// tried (oauth.go: a client that authenticates after initialize).
+func (t *tracked) note(r *http.Request) (relist bool) {
 	t.used.Store(time.Now().UnixNano())
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -232,6 +250,42 @@ func (t *tracked) note(r *http.Request) {
 		if v := r.Header.Get(h); v != "" {
 			t.headers.Set(h, v)
 		}
+	}
+	return t.relistLocked()
+}
+
+// relistLocked reports (once per credentials) that the proxy's own
+// listing, refused for want of authorization, is due again with the
+// credentials the session's requests now carry; t.mu held.
+func (t *tracked) relistLocked() bool {
+	a := t.headers.Get("Authorization")
+	if !t.listRefused || a == "" || a == t.refusedWith || a == t.relistedWith {
+		return false
+	}
+	t.listRefused, t.relistedWith = false, a
+	return true
+}
+
+// ownRefused notes that the server refused a request of the proxy's own
+// made with h for want of authorization (401 or 403); relist as note's,
+// for credentials a client's request brought meanwhile.
+func (t *tracked) ownRefused(h http.Header, err error) (relist bool) {
+	var re *refusedError
+	if !errors.As(err, &re) || (re.status != http.StatusUnauthorized && re.status != http.StatusForbidden) {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.listRefused, t.refusedWith = true, h.Get("Authorization")
+	return t.relistLocked()
+}
+
+// relistAuthorized lists the server again on the proxy's own account,
+// with the credentials the client's requests brought.
+func (t *tracked) relistAuthorized(f *front) {
+	t.s.WillList()
+	if err := t.s.ListAll(); err != nil {
+		f.log.Warn().Err(err).Msg("listing the server")
 	}
 }
 
@@ -241,7 +295,12 @@ func (f *front) newTracked() *tracked {
 	cfg := f.up.Session
 	cfg.ToolsPage = t.params.note
 	t.s = session.New(cfg, f.up.Gate, f.up.Observer, func(b []byte) error {
-		f.p.spawn(func(ctx context.Context) { f.own(ctx, t.s, t.ownHeaders(), b) })
+		f.p.spawn(func(ctx context.Context) {
+			h := t.ownHeaders()
+			if t.ownRefused(h, f.own(ctx, t.s, h, b)) {
+				t.relistAuthorized(f)
+			}
+		})
 		return nil
 	})
 	return t
@@ -375,7 +434,11 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 		sess, book = f.follower(r, msgs)
 	}
 	if t != nil {
-		t.note(r)
+		if t.note(r) {
+			// Credentials the proxy's refused listing lacked: list again
+			// with them, beside the client's request.
+			t.relistAuthorized(f)
+		}
 		sess, book = t.s, &t.params
 	}
 	if !batch {
@@ -398,6 +461,9 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ids := requestIDs(o.Forward, body, msgs)
+	if t != nil && sid != "" {
+		t.afterOpening(r) // the client's order: its GET stream first
+	}
 	resp, err := f.send(r.Context(), r.Method, f.up.URL, outHeaders(r.Header, body, o.Forward, msgs, batch, book), o.Forward)
 	if err != nil {
 		f.log.Warn().Err(err).Msg("upstream unreachable")
@@ -426,7 +492,10 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 			named = nsids[0]
 		}
 	}
-	f.answer(w, r.Context(), resp, sess, batch, o.Reply, ids, named)
+	if o.Opened && t != nil && resp.StatusCode/100 == 2 {
+		t.expectGet() // before the client hears of it: its next request waits for its GET
+	}
+	f.answer(w, r, resp, sess, batch, o.Reply, ids, named)
 	if o.Opened && resp.StatusCode/100 == 2 {
 		if err := sess.ListAll(); err != nil {
 			f.log.Warn().Err(err).Msg("listing the server")
@@ -441,9 +510,10 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 // unjudged: a status other than 2xx gets the proxy's own error, a body the
 // proxy cannot read the clients' way is refused. named is the session id
 // an initialize's answer opened ("" when none).
-func (f *front) answer(w http.ResponseWriter, ctx context.Context, resp *http.Response, sess *session.Session, batch bool, reply []byte, ids [][]byte, named string) {
+func (f *front) answer(w http.ResponseWriter, r *http.Request, resp *http.Response, sess *session.Session, batch bool, reply []byte, ids [][]byte, named string) {
+	ctx := r.Context()
 	if resp.StatusCode/100 != 2 {
-		f.refuseStatus(w, ctx, resp, sess, batch, reply, ids)
+		f.refuseStatus(w, r, resp, sess, batch, reply, ids)
 		return
 	}
 	b := openBody(resp)
@@ -531,14 +601,19 @@ var keptOnError = []string{"WWW-Authenticate", "Retry-After", "Allow"}
 // "unsupported protocol version" names the versions it speaks there). A
 // 404 stays 404, so that a client of a session the server ended opens a
 // new one.
-func (f *front) refuseStatus(w http.ResponseWriter, ctx context.Context, resp *http.Response, sess *session.Session, batch bool, reply []byte, ids [][]byte) {
+func (f *front) refuseStatus(w http.ResponseWriter, r *http.Request, resp *http.Response, sess *session.Session, batch bool, reply []byte, ids [][]byte) {
+	ctx := r.Context()
 	status := resp.StatusCode
 	if status < 400 || status > 599 {
 		status = http.StatusBadGateway
 	}
 	for _, k := range keptOnError {
 		if vs := resp.Header.Values(k); len(vs) > 0 {
-			w.Header()[k] = slices.Clone(vs)
+			vs = slices.Clone(vs)
+			if k == "WWW-Authenticate" {
+				f.challenges(r, vs) // resource_metadata names the proxy's (oauth.go)
+			}
+			w.Header()[k] = vs
 		}
 	}
 	var judged [][]byte
@@ -592,6 +667,7 @@ func (f *front) judgedErrors(ctx context.Context, resp *http.Response, sess *ses
 // a session the proxy does not know is answered 404 by the proxy.
 func (f *front) get(w http.ResponseWriter, r *http.Request) {
 	var sess *session.Session
+	var opened func()
 	sid := r.Header.Get("Mcp-Session-Id")
 	if sid != "" {
 		t := f.session(sid)
@@ -601,10 +677,14 @@ func (f *front) get(w http.ResponseWriter, r *http.Request) {
 		}
 		t.note(r)
 		sess = t.s
+		opened = t.opening()
 	} else {
 		sess, _ = f.follower(r, nil)
 	}
 	resp, err := f.send(r.Context(), http.MethodGet, f.up.URL, forwardHeaders(r.Header, false), nil)
+	if opened != nil {
+		opened() // the server has the stream: the client's later requests go on
+	}
 	if err != nil {
 		httpError(w, http.StatusBadGateway, nil, CodeUpstreamUnreachable, "the MCP server behind this proxy could not be reached")
 		return
@@ -614,7 +694,7 @@ func (f *front) get(w http.ResponseWriter, r *http.Request) {
 		f.forget(sid)
 	}
 	if resp.StatusCode/100 != 2 {
-		f.refuseStatus(w, r.Context(), resp, nil, false, nil, nil)
+		f.refuseStatus(w, r, resp, nil, false, nil, nil)
 		return
 	}
 	b := openBody(resp)
@@ -653,7 +733,7 @@ func (f *front) delete(w http.ResponseWriter, r *http.Request) {
 		f.forget(sid)
 	}
 	if resp.StatusCode/100 != 2 {
-		f.refuseStatus(w, r.Context(), resp, nil, false, nil, nil)
+		f.refuseStatus(w, r, resp, nil, false, nil, nil)
 		return
 	}
 	w.WriteHeader(resp.StatusCode) // a body of a DELETE's answer is nobody's to read
@@ -775,18 +855,20 @@ func (f *front) dropEvent(sess *session.Session, why string, ev *event) {
 
 // own sends a request the proxy makes itself (a listing) and feeds its
 // answer to sess, which keeps it to itself.
-func (f *front) own(ctx context.Context, sess *session.Session, h http.Header, body []byte) {
+func (f *front) own(ctx context.Context, sess *session.Session, h http.Header, body []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, f.p.cfg.OwnTimeout)
 	defer cancel()
 	resp, err := f.ownPost(ctx, f.up.URL, h, body)
 	if err != nil {
 		f.log.Warn().Err(err).Msg("the proxy's own request failed")
-		return
+		return err
 	}
 	defer resp.Body.Close()
 	if err := f.feed(ctx, sess, resp, true, nil); err != nil {
 		f.log.Warn().Err(err).Msg("the proxy's own request failed")
+		return err
 	}
+	return nil
 }
 
 // ownPost posts a message of the proxy's own with h and the headers every
