@@ -37,6 +37,7 @@ CREATE TABLE IF NOT EXISTS mcpdrift.list_observations ON CLUSTER '{cluster}' (
     server LowCardinality(String),
     variant LowCardinality(String),
     proxy LowCardinality(String),
+    agent LowCardinality(String),
     capture_bytes UInt32,
     capture_sha256 String,
     stream_seq UInt64
@@ -50,6 +51,7 @@ CREATE TABLE IF NOT EXISTS mcpdrift.call_observations ON CLUSTER '{cluster}' (
     tenant LowCardinality(String),
     server LowCardinality(String),
     proxy LowCardinality(String),
+    agent LowCardinality(String),
     tool LowCardinality(String),
     outcome LowCardinality(String),
     refusal_code LowCardinality(String),

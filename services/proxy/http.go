@@ -62,7 +62,12 @@ func serveHTTP(ctx context.Context, cfg Config, js jetstream.JetStream, log zero
 		}
 		ups = append(ups, up)
 	}
-	px, err := streamhttp.New(streamhttp.Config{Log: log}, ups)
+	edge, err := startEdge(cfg.Edge, o.Registry(), log)
+	if err != nil {
+		return options.ExitFailure, err
+	}
+	defer edge.stop()
+	px, err := streamhttp.New(streamhttp.Config{Log: log, Refuse: edge.refuse()}, ups)
 	if err != nil {
 		return options.ExitFailure, err
 	}
@@ -76,14 +81,15 @@ func serveHTTP(ctx context.Context, cfg Config, js jetstream.JetStream, log zero
 	mux := http.NewServeMux()
 	mux.Handle("GET /healthz", opsHandler)
 	mux.Handle("GET /readyz", opsHandler)
-	mux.Handle("/", px)
+	mux.Handle("/", edge.handler(px))
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return options.ExitFailure, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
+	ln, scheme := edge.listen(ln)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	log.Info().Str("listen", ln.Addr().String()).Int("upstreams", len(ups)).Msg("serving")
-	fmt.Fprintf(stderr, "proxy: serving %d upstream(s) on http://%s/<server-id>/mcp\n", len(ups), ln.Addr())
+	fmt.Fprintf(stderr, "proxy: serving %d upstream(s) on %s://%s/<server-id>/mcp\n", len(ups), scheme, ln.Addr())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {

@@ -64,6 +64,13 @@ type Config struct {
 	Command          []string
 	Listen           string     // HTTP mode: the address to serve on
 	Upstreams        []upstream // HTTP mode: the servers fronted
+	Edge             edgeConfig // HTTP mode: agent authentication and TLS (agentauth.go)
+	// Agent is the stdio agent's name in observations (--agent; by
+	// default stdio:uid=<uid>).
+	Agent string
+	// OpsToken guards the ops listener's /metrics and readiness details
+	// (--ops-token-file); nil: open.
+	OpsToken []byte
 }
 
 // upstream is one --upstream ID=URL (Streamable HTTP) or ID=sse:URL
@@ -123,7 +130,7 @@ const (
 
 // sessionConfig is the session configuration of one upstream server.
 func (c Config) sessionConfig(server string) session.Config {
-	return session.Config{Server: server, Timeout: c.FirstSightWait, FullArguments: c.Arguments == argumentsFull}
+	return session.Config{Server: server, Timeout: c.FirstSightWait, FullArguments: c.Arguments == argumentsFull, Agent: c.Agent}
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
@@ -134,7 +141,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	if dir, err := os.UserCacheDir(); err == nil {
 		cfg.OutboxDir = filepath.Join(dir, "mcpdrift", "outbox")
 	}
-	var keyFile string
+	var keyFile, opsTokenFile string
 	opts := append(cfg.Service.Options(""),
 		options.Opt("tenant", "MCPDRIFT_TENANT", "ID", "tenant id", options.String(&cfg.Tenant)),
 		options.Opt("server-id", "MCPDRIFT_SERVER_ID", "ID", "the upstream server's id, the same on every proxy that fronts it (required on stdio)", options.String(&cfg.ServerID)),
@@ -146,6 +153,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		options.Opt("arguments", "MCPDRIFT_ARGUMENTS", "MODE", "what call observations hold of tool-call arguments: digest (a SHA-256 digest only) or full (the arguments too, as the client wrote them; they can hold secrets)", options.String(&cfg.Arguments)),
 		options.Opt("listen", "MCPDRIFT_LISTEN", "ADDR", "HTTP mode: serve on this address, e.g. 127.0.0.1:8080", options.String(&cfg.Listen)),
 		options.Opt("upstream", "MCPDRIFT_UPSTREAMS", "ID=URL", "HTTP mode: an upstream, ID=URL (Streamable HTTP) or ID=sse:URL (HTTP+SSE); repeat, or comma-separate, for several", options.List(&cfg.Upstreams, parseUpstream)),
+	)
+	opts = append(opts, cfg.Edge.options()...)
+	opts = append(opts,
+		options.Opt("agent", "MCPDRIFT_AGENT", "NAME", "stdio: the agent's name in call and listing observations (default stdio:uid=<uid>, the user the agent runs the proxy as)", options.String(&cfg.Agent)),
+		options.Opt("ops-token-file", "MCPDRIFT_OPS_TOKEN_FILE", "FILE", "a file holding a secret (at least 16 bytes) that the ops listener's /metrics and /readyz's details require as Authorization: Bearer; /healthz and /readyz's status stay open for probes", options.String(&opsTokenFile)),
 	)
 	var err error
 	cfg.Command, err = options.Parse(options.Command{Name: "proxy", Header: header, Options: opts, Args: options.Positional}, args, getenv, stderr)
@@ -164,7 +176,17 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		if len(cfg.Upstreams) > 0 {
 			errs = append(errs, errors.New("--upstream needs --listen (HTTP mode)"))
 		}
+		if cfg.Edge.set() {
+			errs = append(errs, errors.New("--agent-tokens-file, --tls-cert, --tls-key and --client-ca need --listen (HTTP mode); on stdio the agent is the parent process (--agent)"))
+		}
+		if cfg.Agent == "" {
+			cfg.Agent = fmt.Sprintf("stdio:uid=%d", os.Getuid())
+		}
 	} else {
+		if cfg.Agent != "" {
+			errs = append(errs, errors.New("--agent names the stdio agent; on HTTP agents authenticate (--agent-tokens-file, --client-ca)"))
+		}
+		errs = append(errs, cfg.Edge.validate())
 		if len(cfg.Command) > 0 || cfg.ServerID != "" {
 			errs = append(errs, errors.New("HTTP mode (--listen) takes its servers from --upstream, not --server-id or a command"))
 		}
@@ -188,6 +210,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	if keyFile != "" {
 		if cfg.StatusCopyKey, err = fleet.ReadCopyKey(keyFile); err != nil {
 			errs = append(errs, fmt.Errorf("--status-cache-key-file: %w", err))
+		}
+	}
+	if opsTokenFile != "" {
+		if cfg.OpsToken, err = readOpsToken(opsTokenFile); err != nil {
+			errs = append(errs, fmt.Errorf("--ops-token-file: %w", err))
 		}
 	}
 	if cfg.FirstSightWait <= 0 {
@@ -236,6 +263,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return options.ExitFailure, err
 	}
 	o := ops.New("proxy", log)
+	if cfg.OpsToken != nil {
+		o.RequireToken(cfg.OpsToken)
+	}
 	o.AddCheck("nats", ops.NATSConnected(nc))
 	var code int
 	serve := func(ctx context.Context) error {

@@ -204,6 +204,12 @@ var Migrations = []Migration{
 			`ALTER TABLE ` + d.db + `.call_observations ADD COLUMN alert_code ` + d.str(true) + ` AFTER refusal_code`,
 		}
 	}},
+	{Version: 3, Name: "agent: the authenticated agent of calls and listings", Statements: func(d ddl) []string {
+		return []string{
+			`ALTER TABLE ` + d.db + `.call_observations ADD COLUMN agent ` + d.str(true) + ` AFTER proxy`,
+			`ALTER TABLE ` + d.db + `.list_observations ADD COLUMN agent ` + d.str(true) + ` AFTER proxy`,
+		}
+	}},
 }
 
 // Result says what Migrate did.

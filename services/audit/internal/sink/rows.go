@@ -100,42 +100,44 @@ func appendColumns(b driver.Batch, cols ...any) error {
 
 type listRows struct {
 	common
-	tenant, server, variant, proxy, captureSHA []string
-	captureBytes                               []uint32
+	tenant, server, variant, proxy, captureSHA, agent []string
+	captureBytes                                      []uint32
 }
 
 func (r *listRows) name() string { return "list_observations" }
 func (r *listRows) columns() string {
-	return commonColumns + ", tenant, server, variant, proxy, capture_bytes, capture_sha256"
+	return commonColumns + ", tenant, server, variant, proxy, capture_bytes, capture_sha256, agent"
 }
 func (r *listRows) len() int { return len(r.eventID) }
 func (r *listRows) appendTo(b driver.Batch) error {
-	return appendColumns(b, r.eventID, r.at, r.atMs, r.seq, r.tenant, r.server, r.variant, r.proxy, r.captureBytes, r.captureSHA)
+	return appendColumns(b, r.eventID, r.at, r.atMs, r.seq, r.tenant, r.server, r.variant, r.proxy, r.captureBytes, r.captureSHA, r.agent)
 }
 func (r *listRows) reset() {
 	r.resetCommon()
 	r.tenant, r.server, r.variant, r.proxy, r.captureSHA = r.tenant[:0], r.server[:0], r.variant[:0], r.proxy[:0], r.captureSHA[:0]
+	r.agent = r.agent[:0]
 	r.captureBytes = r.captureBytes[:0]
 }
 
 type callRows struct {
 	common
-	tenant, server, proxy, tool, outcome, refusal, alert, digest, args []string
-	latency                                                            []int64
+	tenant, server, proxy, tool, outcome, refusal, alert, digest, args, agent []string
+	latency                                                                   []int64
 }
 
 func (r *callRows) name() string { return "call_observations" }
 func (r *callRows) columns() string {
-	return commonColumns + ", tenant, server, proxy, tool, outcome, refusal_code, alert_code, latency_us, arguments_digest, arguments"
+	return commonColumns + ", tenant, server, proxy, tool, outcome, refusal_code, alert_code, latency_us, arguments_digest, arguments, agent"
 }
 func (r *callRows) len() int { return len(r.eventID) }
 func (r *callRows) appendTo(b driver.Batch) error {
-	return appendColumns(b, r.eventID, r.at, r.atMs, r.seq, r.tenant, r.server, r.proxy, r.tool, r.outcome, r.refusal, r.alert, r.latency, r.digest, r.args)
+	return appendColumns(b, r.eventID, r.at, r.atMs, r.seq, r.tenant, r.server, r.proxy, r.tool, r.outcome, r.refusal, r.alert, r.latency, r.digest, r.args, r.agent)
 }
 func (r *callRows) reset() {
 	r.resetCommon()
 	r.tenant, r.server, r.proxy, r.tool, r.outcome = r.tenant[:0], r.server[:0], r.proxy[:0], r.tool[:0], r.outcome[:0]
 	r.refusal, r.alert, r.digest, r.args, r.latency = r.refusal[:0], r.alert[:0], r.digest[:0], r.args[:0], r.latency[:0]
+	r.agent = r.agent[:0]
 }
 
 type verdictRows struct {
@@ -259,6 +261,7 @@ func (s *Service) decode(env envelope, data []byte, b *batch) error {
 		r.variant, r.proxy = append(r.variant, ev.Variant), append(r.proxy, ev.Proxy)
 		r.captureBytes = append(r.captureBytes, uint32(min(len(ev.Capture), 1<<32-1)))
 		r.captureSHA = append(r.captureSHA, "sha256:"+hex.EncodeToString(sum[:]))
+		r.agent = append(r.agent, ev.Agent)
 	case kind == "obs.call" && len(tok) == 4:
 		// The single form, which proxies before the batch form publish.
 		ev := new(mcpdriftv1.CallObservation)
@@ -388,7 +391,7 @@ func (s *Service) addCall(r *callRows, tenant, server, id string, atMs int64, se
 	r.tenant, r.server, r.proxy = append(r.tenant, tenant), append(r.server, server), append(r.proxy, ev.Proxy)
 	r.tool, r.outcome = append(r.tool, ev.Tool), append(r.outcome, outcomeName(ev.Outcome))
 	r.refusal, r.latency = append(r.refusal, ev.RefusalCode), append(r.latency, ev.LatencyUs)
-	r.alert = append(r.alert, ev.AlertCode)
+	r.alert, r.agent = append(r.alert, ev.AlertCode), append(r.agent, ev.Agent)
 	r.digest = append(r.digest, ev.ArgumentsDigest)
 	args := ""
 	if s.cfg.Arguments == ArgumentsFull && len(ev.Arguments) > 0 {

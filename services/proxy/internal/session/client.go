@@ -101,7 +101,7 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) (refusa
 	if twin != "" {
 		text := "mcpdrift withheld this request: its params have member names that differ only in case (" + twin + "), which servers read in different ways."
 		if m.Method == jsonrpc.MethodToolsCall {
-			s.obs.Call(Call{Tool: tool, Refused: true, RefusalCode: RefuseAmbiguous, ArgsDigest: digest, Arguments: args})
+			s.observe(Call{Tool: tool, Refused: true, RefusalCode: RefuseAmbiguous, ArgsDigest: digest, Arguments: args})
 			return ToolError(m.ID, RefuseAmbiguous, text), false
 		}
 		return ErrorResponse(m.ID, -32600, text, RefuseAmbiguous), false
@@ -129,7 +129,7 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) (refusa
 	case m.Method == jsonrpc.MethodToolsCall:
 		code, text, alert := s.decide(ctx, surface.KindTool, tool)
 		if code != "" {
-			s.obs.Call(Call{Tool: tool, Refused: true, RefusalCode: code, ArgsDigest: digest, Arguments: args})
+			s.observe(Call{Tool: tool, Refused: true, RefusalCode: code, ArgsDigest: digest, Arguments: args})
 			return ToolError(m.ID, code, text), false
 		}
 		s.mu.Lock()

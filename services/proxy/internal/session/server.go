@@ -91,7 +91,7 @@ type Seen struct {
 // Report hands what was seen to the observer; call it once.
 func (o Seen) Report() {
 	for _, c := range o.calls {
-		o.s.obs.Call(c)
+		o.s.observe(c)
 	}
 }
 

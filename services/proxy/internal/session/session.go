@@ -56,7 +56,11 @@ type Gate interface {
 // Observer receives what the proxy saw. It must not block: publishing is
 // asynchronous.
 type Observer interface {
-	Listing(variant string, capture []byte)
+	// Listing is a whole surface in the capture format, listed in variant
+	// by the session of agent (Config.Agent; "" for the proxy's own
+	// listings of stateless upstreams and when agents are not
+	// authenticated).
+	Listing(variant, agent string, capture []byte)
 	Call(c Call)
 }
 
@@ -87,6 +91,8 @@ type Call struct {
 	// when Config.FullArguments is set (nil otherwise, and when the call
 	// has none).
 	Arguments []byte
+	// Agent is the session's agent (Config.Agent).
+	Agent string
 }
 
 // Config identifies the server behind the session.
@@ -116,6 +122,12 @@ type Config struct {
 	FullArguments bool
 	// Meter, when set, counts what the session withholds.
 	Meter Meter
+	// Agent is the authenticated agent whose session this is: an edge
+	// token's name or a client certificate's identity on HTTP, the parent
+	// process on stdio (docs/agent-auth.md); "" when the proxy does not
+	// authenticate agents. Every Call and Listing the session reports
+	// carries it.
+	Agent string
 }
 
 // Session is one client connection. Its methods are safe for concurrent use
@@ -648,7 +660,13 @@ func (s *Session) publish(variant string, capture []byte) {
 	} else {
 		s.lastPub[variant] = publication{hash: hash, at: time.Now()}
 	}
-	s.obs.Listing(variant, capture)
+	s.obs.Listing(variant, s.cfg.Agent, capture)
+}
+
+// observe reports a call, as made by the session's agent.
+func (s *Session) observe(c Call) {
+	c.Agent = s.cfg.Agent
+	s.obs.Call(c)
 }
 
 // verdictKnown asks the gate, without waiting, whether it holds a verdict

@@ -120,6 +120,7 @@ func (f *front) follower(r *http.Request, msgs []*jsonrpc.Message) (*session.Ses
 	mon.used.Store(time.Now().UnixNano())
 	cfg := f.up.Session
 	cfg.Follow = mon.s
+	cfg.Agent = agentOf(r)
 	return session.New(cfg, f.up.Gate, f.up.Observer, discard), &mon.params
 }
 

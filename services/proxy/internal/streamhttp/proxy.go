@@ -44,6 +44,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/edgeauth"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
@@ -67,6 +68,9 @@ type Config struct {
 	OwnTimeout  time.Duration // bound on each request the proxy makes itself (30 s)
 	Relist      time.Duration // how often a stateless upstream is listed again (1 min)
 	Log         zerolog.Logger
+	// Refuse answers a request on another agent's session (403) and counts
+	// it (edgeauth.Edge.Refuse); edgeauth.Refuse when nil.
+	Refuse func(w http.ResponseWriter, status int, code session.Code)
 }
 
 func (c Config) withDefaults() Config {
@@ -94,6 +98,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Relist <= 0 {
 		c.Relist = time.Minute
+	}
+	if c.Refuse == nil {
+		c.Refuse = edgeauth.Refuse
 	}
 	return c
 }
@@ -210,7 +217,8 @@ type front struct {
 
 // tracked is a Streamable HTTP session with the upstream.
 type tracked struct {
-	s *session.Session
+	s     *session.Session
+	agent string // the agent that opened it (agent.go)
 
 	// used is when a request last used the session (Unix nanoseconds):
 	// written by every request on it and read by the eviction sweep of
@@ -235,10 +243,11 @@ func (t *tracked) note(r *http.Request) {
 	}
 }
 
-func (f *front) newTracked() *tracked {
-	t := &tracked{headers: http.Header{}}
+func (f *front) newTracked(agent string) *tracked {
+	t := &tracked{headers: http.Header{}, agent: agent}
 	t.used.Store(time.Now().UnixNano())
 	cfg := f.up.Session
+	cfg.Agent = agent
 	cfg.ToolsPage = t.params.note
 	t.s = session.New(cfg, f.up.Gate, f.up.Observer, func(b []byte) error {
 		f.p.spawn(func(ctx context.Context) { f.own(ctx, t.s, t.ownHeaders(), b) })
@@ -369,8 +378,11 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 			unknownSession(w, firstID(msgs, batch))
 			return
 		}
+		if !f.ownedBy(w, r, t.agent) {
+			return
+		}
 	case opens(msgs):
-		t = f.newTracked() // kept once the upstream names the session
+		t = f.newTracked(agentOf(r)) // kept once the upstream names the session
 	default:
 		sess, book = f.follower(r, msgs)
 	}
@@ -594,6 +606,9 @@ func (f *front) get(w http.ResponseWriter, r *http.Request) {
 			unknownSession(w, nil)
 			return
 		}
+		if !f.ownedBy(w, r, t.agent) {
+			return
+		}
 		t.note(r)
 		sess = t.s
 	} else {
@@ -634,9 +649,15 @@ func (f *front) get(w http.ResponseWriter, r *http.Request) {
 
 func (f *front) delete(w http.ResponseWriter, r *http.Request) {
 	sid := r.Header.Get("Mcp-Session-Id")
-	if sid != "" && f.session(sid) == nil {
-		unknownSession(w, nil)
-		return
+	if sid != "" {
+		t := f.session(sid)
+		if t == nil {
+			unknownSession(w, nil)
+			return
+		}
+		if !f.ownedBy(w, r, t.agent) {
+			return
+		}
 	}
 	resp, err := f.send(r.Context(), http.MethodDelete, f.up.URL, forwardHeaders(r.Header, false), nil)
 	if err != nil {
