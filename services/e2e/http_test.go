@@ -69,10 +69,11 @@ func runHTTPProxy(t testing.TB, proxyID string, args ...string) string {
 		for sc.Scan() {
 			line := sc.Text()
 			if rest, ok := strings.CutPrefix(line, "proxy: serving "); ok {
-				if i := strings.Index(rest, "http://"); i >= 0 {
-					u := rest[i:]
+				if i := strings.Index(rest, "://"); i >= 0 {
+					scheme := rest[strings.LastIndexByte(rest[:i], ' ')+1 : i+3] // http:// or https://
+					u := rest[i+3:]
 					select { // the first line names the address; one per upstream follows
-					case addr <- u[:strings.Index(u[len("http://"):], "/")+len("http://")]:
+					case addr <- scheme + u[:strings.IndexByte(u, '/')]:
 					default:
 					}
 				}
