@@ -156,7 +156,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	)
 	opts = append(opts, cfg.Edge.options()...)
 	opts = append(opts,
-		options.Opt("agent", "MCPDRIFT_AGENT", "NAME", "stdio: the agent's name in call and listing observations (default stdio:uid=<uid>, the user the agent runs the proxy as)", options.String(&cfg.Agent)),
+		options.Opt("agent", "MCPDRIFT_AGENT", "NAME", "stdio: the agent's name in call and listing observations; without it stdio:uid=<uid>, the user the agent runs the proxy as", options.String(&cfg.Agent)),
 		options.Opt("ops-token-file", "MCPDRIFT_OPS_TOKEN_FILE", "FILE", "a file holding a secret (at least 16 bytes) that the ops listener's /metrics and /readyz's details require as Authorization: Bearer; /healthz and /readyz's status stay open for probes", options.String(&opsTokenFile)),
 	)
 	var err error
