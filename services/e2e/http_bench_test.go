@@ -50,6 +50,10 @@ func BenchmarkHTTPProxyCommandOverhead(b *testing.B) {
 	}
 }
 
+// profileEnv names a file that BenchmarkHTTPProxyCommandOverhead has the
+// proxy command write a CPU profile of its run to (--cpu-profile).
+const profileEnv = "MCPDRIFT_BENCH_PROXY_PROFILE"
+
 // relayEnv names the environment variable that makes the test binary a
 // TCP relay to the address it holds (relayMain).
 const relayEnv = "MCPDRIFT_E2E_RELAY_TO"
@@ -150,7 +154,11 @@ func benchHTTPCommand(b *testing.B, upstream, tool string, args map[string]any) 
 	n := max(b.N, 2000)      // sequential calls per path
 	total := max(b.N, 10000) // concurrent calls per path, over all rounds
 	pl := startPipeline(b)
-	base, proxyPID := runHTTPProxyProc(b, "bench", "--nats-url", pl.nc.ConnectedUrl(), "--proxy-id", "bench", "--upstream", "up="+upstream)
+	pargs := []string{"--nats-url", pl.nc.ConnectedUrl(), "--proxy-id", "bench", "--upstream", "up=" + upstream}
+	if f := os.Getenv(profileEnv); f != "" {
+		pargs = append(pargs, "--cpu-profile", f) // written when the proxy stops
+	}
+	base, proxyPID := runHTTPProxyProc(b, "bench", pargs...)
 	connect := func(endpoint string) *mcp.ClientSession {
 		tr := &http.Transport{MaxIdleConns: 2 * workers, MaxIdleConnsPerHost: 2 * workers, IdleConnTimeout: time.Minute}
 		b.Cleanup(tr.CloseIdleConnections)

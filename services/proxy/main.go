@@ -22,6 +22,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -71,6 +72,9 @@ type Config struct {
 	// OpsToken guards the ops listener's /metrics and readiness details
 	// (--ops-token-file); nil: open.
 	OpsToken []byte
+	// CPUProfile, when set, is where a CPU profile of the whole run is
+	// written (--cpu-profile).
+	CPUProfile string
 }
 
 // upstream is one --upstream ID=URL (Streamable HTTP) or ID=sse:URL
@@ -157,6 +161,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	opts = append(opts, cfg.Edge.options()...)
 	opts = append(opts,
 		options.Opt("agent", "MCPDRIFT_AGENT", "NAME", "stdio: the agent's name in call and listing observations; without it stdio:uid=<uid>, the user the agent runs the proxy as", options.String(&cfg.Agent)),
+		options.Opt("cpu-profile", "MCPDRIFT_CPU_PROFILE", "FILE", "write a CPU profile (pprof) of the whole run to FILE when the proxy stops, for finding where its time goes", options.String(&cfg.CPUProfile)),
 		options.Opt("ops-token-file", "MCPDRIFT_OPS_TOKEN_FILE", "FILE", "a file holding a secret (at least 16 bytes) that the ops listener's /metrics and /readyz's details require as Authorization: Bearer; /healthz and /readyz's status stay open for probes", options.String(&opsTokenFile)),
 	)
 	var err error
@@ -240,6 +245,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	cfg, err := parseConfig(args, getenv, stderr)
 	if err != nil {
 		return options.Status(err), err
+	}
+	if cfg.CPUProfile != "" {
+		stop, err := startCPUProfile(cfg.CPUProfile)
+		if err != nil {
+			return options.ExitFailure, err
+		}
+		defer stop()
 	}
 	// base names no server: the gate and the publisher add tenant and
 	// server themselves, so each line names the server once.
@@ -393,4 +405,20 @@ func startFleet(ctx, bg context.Context, wg *sync.WaitGroup, js jetstream.JetStr
 		}()
 	}
 	return gate, pub, nil
+}
+
+// startCPUProfile profiles the process into file until stop is called.
+func startCPUProfile(file string) (stop func(), err error) {
+	f, err := os.Create(file)
+	if err != nil {
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
