@@ -264,7 +264,7 @@ func benchStdio(b *testing.B, s benchServer) {
 	}
 	b.ResetTimer()
 	per := total / rounds / workers * workers // calls per round and path, a multiple of workers
-	pids[pathDirect] = 0 // the server: not in the path
+	pids[pathDirect] = 0                      // the server: not in the path
 	measurePaths(b, n, rounds, per, pids,
 		func(k, i int) error {
 			out := paths[k].call(b, fmt.Sprint("s-", i), "tools/call", s.args)
