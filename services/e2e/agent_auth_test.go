@@ -24,7 +24,6 @@ import (
 
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
-	"github.com/mcpdrift/mcpdrift/services/internal/chtest"
 	"github.com/mcpdrift/mcpdrift/services/internal/pkitest"
 	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 )
@@ -120,12 +119,7 @@ func TestAgentAuth(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the commands, and a ClickHouse server")
 	}
-	ch := chtest.Shared(t)
-	db := ch.Database(t)
-	p := startPipeline(t)
-	natsURL := p.nc.ConnectedUrl()
-	runService(t, "audit", "MCPDRIFT_NATS_URL="+natsURL, "MCPDRIFT_CLICKHOUSE_ADDR="+ch.Addr,
-		"MCPDRIFT_AUDIT_DATABASE="+db, "MCPDRIFT_AUDIT_BATCH_AGE=200ms")
+	ch, db, natsURL := startAudited(t)
 
 	upURL, upSeen := recordingUpstream(t)
 	tokens := filepath.Join(t.TempDir(), "agents")

@@ -28,3 +28,18 @@ func (f *front) ownedBy(w http.ResponseWriter, r *http.Request, owner string) bo
 	f.p.cfg.Refuse(w, http.StatusForbidden, edgeauth.CodeSessionForbidden)
 	return false
 }
+
+// owned returns the tracked session sid names when r's agent opened it;
+// otherwise it answers r (404 for a session the proxy does not know, with
+// id as the error's id; 403 for another agent's) and returns nil.
+func (f *front) owned(w http.ResponseWriter, r *http.Request, sid string, id []byte) *tracked {
+	t := f.session(sid)
+	if t == nil {
+		unknownSession(w, id)
+		return nil
+	}
+	if !f.ownedBy(w, r, t.agent) {
+		return nil
+	}
+	return t
+}

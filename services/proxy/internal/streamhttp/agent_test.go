@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -66,34 +65,22 @@ func TestSessionAgent(t *testing.T) {
 			case !m.opts.Stateless:
 				const body = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`
 				for _, agent := range []string{"bob", ""} {
-					status, got := postAs(t, via, agent, alice.ID(), m.version, body)
-					if status != http.StatusForbidden || !strings.Contains(got, string(edgeauth.CodeSessionForbidden)) {
-						t.Errorf("agent %q on alice's session: %d %s, want 403 %s", agent, status, got, edgeauth.CodeSessionForbidden)
+					resp, got := post(t, via, sessionHeaders(agent, alice.ID(), m.version), body)
+					if status := resp.StatusCode; status != http.StatusForbidden || !strings.Contains(got, string(edgeauth.CodeSessionForbidden)) {
+						t.Errorf("agent %q on alice's session: %d %s, want 403 %s", agent, resp.StatusCode, got, edgeauth.CodeSessionForbidden)
 					}
 				}
-				if status, got := postAs(t, via, "alice", alice.ID(), m.version, body); status != http.StatusOK {
-					t.Errorf("alice on her session: %d %s, want 200", status, got)
+				if resp, got := post(t, via, sessionHeaders("alice", alice.ID(), m.version), body); resp.StatusCode != http.StatusOK {
+					t.Errorf("alice on her session: %d %s, want 200", resp.StatusCode, got)
 				}
 			}
 		})
 	}
 }
 
-func postAs(t *testing.T, url, agent, sid, version, body string) (int, string) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Session-Id", sid)
-	req.Header.Set("Mcp-Protocol-Version", version)
-	req.Header.Set(agentHeader, agent)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+// sessionHeaders name a session, its protocol version and the agent.
+func sessionHeaders(agent, sid, version string) map[string]string {
+	return map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": version, agentHeader: agent}
 }
 
 // legacyTheft opens an HTTP+SSE stream as alice and posts to its message
@@ -124,15 +111,7 @@ func legacyTheft(t *testing.T, base string) {
 		agent string
 		want  int
 	}{{"bob", http.StatusForbidden}, {"alice", http.StatusAccepted}} {
-		req, _ := http.NewRequest(http.MethodPost, base+endpoint, strings.NewReader(ping))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(agentHeader, c.agent)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		resp, b := post(t, base+endpoint, map[string]string{agentHeader: c.agent}, ping)
 		if resp.StatusCode != c.want {
 			t.Errorf("%s posting to alice's stream: %d %s, want %d", c.agent, resp.StatusCode, b, c.want)
 		}

@@ -374,11 +374,7 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 	sid := r.Header.Get("Mcp-Session-Id")
 	switch {
 	case sid != "":
-		if t = f.session(sid); t == nil {
-			unknownSession(w, firstID(msgs, batch))
-			return
-		}
-		if !f.ownedBy(w, r, t.agent) {
+		if t = f.owned(w, r, sid, firstID(msgs, batch)); t == nil {
 			return
 		}
 	case opens(msgs):
@@ -601,12 +597,8 @@ func (f *front) get(w http.ResponseWriter, r *http.Request) {
 	var sess *session.Session
 	sid := r.Header.Get("Mcp-Session-Id")
 	if sid != "" {
-		t := f.session(sid)
+		t := f.owned(w, r, sid, nil)
 		if t == nil {
-			unknownSession(w, nil)
-			return
-		}
-		if !f.ownedBy(w, r, t.agent) {
 			return
 		}
 		t.note(r)
@@ -649,15 +641,8 @@ func (f *front) get(w http.ResponseWriter, r *http.Request) {
 
 func (f *front) delete(w http.ResponseWriter, r *http.Request) {
 	sid := r.Header.Get("Mcp-Session-Id")
-	if sid != "" {
-		t := f.session(sid)
-		if t == nil {
-			unknownSession(w, nil)
-			return
-		}
-		if !f.ownedBy(w, r, t.agent) {
-			return
-		}
+	if sid != "" && f.owned(w, r, sid, nil) == nil {
+		return
 	}
 	resp, err := f.send(r.Context(), http.MethodDelete, f.up.URL, forwardHeaders(r.Header, false), nil)
 	if err != nil {
