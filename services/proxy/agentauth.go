@@ -98,6 +98,7 @@ type edge struct {
 // any, it says in the log that agents are not authenticated.
 func startEdge(cfg edgeConfig, reg prometheus.Registerer, log zerolog.Logger) (*edge, error) {
 	e := &edge{stop: func() {}}
+	m := edgeauth.NewMetrics(reg) // exported whether or not agents are authenticated
 	if cfg.TLSCert != "" {
 		var err error
 		if e.tls, err = edgeauth.TLSConfig(cfg.TLSCert, cfg.TLSKey, cfg.ClientCA, cfg.TokensFile == ""); err != nil {
@@ -109,7 +110,7 @@ func startEdge(cfg edgeConfig, reg prometheus.Registerer, log zerolog.Logger) (*
 		return e, nil
 	}
 	var err error
-	e.auth, err = edgeauth.New(edgeauth.Config{TokensFile: cfg.TokensFile, ClientCerts: cfg.ClientCA != "", Log: log}, reg)
+	e.auth, err = edgeauth.New(edgeauth.Config{TokensFile: cfg.TokensFile, ClientCerts: cfg.ClientCA != "", Log: log}, m)
 	if err != nil {
 		return nil, err
 	}

@@ -216,9 +216,43 @@ type Edge struct {
 	mu    sync.Mutex // one reload at a time
 	stamp fileStamp  // of the tokens file last loaded
 
+	m *Metrics
+}
+
+// Metrics are the edge's metrics (docs/metrics.md, "proxy"). The HTTP
+// mode registers them whether or not it authenticates agents, so that
+// every HTTP proxy exports the same series.
+type Metrics struct {
 	refusals map[session.Code]prometheus.Counter
 	loaded   prometheus.Gauge
 	reloads  *prometheus.CounterVec
+}
+
+// NewMetrics returns the edge's metrics, registered on reg unless it is
+// nil.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{refusals: map[session.Code]prometheus.Counter{}}
+	refusals := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mcpdrift_proxy_agent_refusals_total",
+		Help: "Requests the proxy's edge refused, by code: agent_unauthenticated, agent_credential_invalid (401), session_forbidden (403, another agent's session).",
+	}, []string{"code"})
+	for _, c := range RefusalCodes {
+		m.refusals[c] = refusals.WithLabelValues(string(c))
+	}
+	m.loaded = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "mcpdrift_proxy_agent_tokens",
+		Help: "Agent tokens the proxy's edge holds (from --agent-tokens-file, as last loaded).",
+	})
+	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mcpdrift_proxy_agent_token_reloads_total",
+		Help: "Loads of the agent tokens file after the first, by result: ok, or failed (the tokens held before stay).",
+	}, []string{"result"})
+	m.reloads.WithLabelValues("ok")
+	m.reloads.WithLabelValues("failed")
+	if reg != nil {
+		reg.MustRegister(refusals, m.loaded, m.reloads)
+	}
+	return m
 }
 
 type fileStamp struct {
@@ -226,41 +260,25 @@ type fileStamp struct {
 	size int64
 }
 
-// New loads the tokens file and registers the edge's metrics on reg.
-func New(cfg Config, reg prometheus.Registerer) (*Edge, error) {
+// New loads the tokens file; m counts what the edge does (nil: counted
+// nowhere).
+func New(cfg Config, m *Metrics) (*Edge, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = 2 * time.Second
 	}
-	e := &Edge{cfg: cfg, refusals: map[session.Code]prometheus.Counter{}}
-	refusals := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "mcpdrift_proxy_agent_refusals_total",
-		Help: "Requests the proxy's edge refused, by code: agent_unauthenticated, agent_credential_invalid (401), session_forbidden (403, another agent's session).",
-	}, []string{"code"})
-	for _, c := range RefusalCodes {
-		e.refusals[c] = refusals.WithLabelValues(string(c))
+	if m == nil {
+		m = NewMetrics(nil)
 	}
-	e.loaded = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "mcpdrift_proxy_agent_tokens",
-		Help: "Agent tokens the proxy's edge holds (from --agent-tokens-file, as last loaded).",
-	})
-	e.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "mcpdrift_proxy_agent_token_reloads_total",
-		Help: "Loads of the agent tokens file after the first, by result: ok, or failed (the tokens held before stay).",
-	}, []string{"result"})
-	e.reloads.WithLabelValues("ok")
-	e.reloads.WithLabelValues("failed")
+	e := &Edge{cfg: cfg, m: m}
 	empty := []Token{}
 	e.tokens.Store(&empty)
 	if cfg.TokensFile != "" {
 		if err := e.load(); err != nil {
 			return nil, err
 		}
-	}
-	if reg != nil {
-		reg.MustRegister(refusals, e.loaded, e.reloads)
 	}
 	return e, nil
 }
@@ -289,7 +307,7 @@ func (e *Edge) load() error {
 	}
 	e.tokens.Store(&tokens)
 	e.stamp = fileStamp{mod: st.ModTime(), size: st.Size()}
-	e.loaded.Set(float64(len(tokens)))
+	e.m.loaded.Set(float64(len(tokens)))
 	return nil
 }
 
@@ -317,13 +335,14 @@ func (e *Edge) Reload() error {
 	} else {
 		e.cfg.Log.Info().Int("tokens", len(*e.tokens.Load())).Msg("agent tokens reloaded")
 	}
-	e.reloads.WithLabelValues(result).Inc()
+	e.m.reloads.WithLabelValues(result).Inc()
 	return err
 }
 
-// Run reloads the tokens file when it changes (size or modification time,
-// looked at every Config.Poll) and on every value of hup (SIGHUP), until
-// ctx ends.
+// Run reloads the tokens file when it has changed (size or modification
+// time) and then stayed the same for one look (looks every Config.Poll,
+// so that a file being rewritten in place is not read half written), and
+// on every value of hup (SIGHUP), until ctx ends.
 func (e *Edge) Run(ctx context.Context, hup <-chan os.Signal) error {
 	if e.cfg.TokensFile == "" {
 		<-ctx.Done()
@@ -331,6 +350,7 @@ func (e *Edge) Run(ctx context.Context, hup <-chan os.Signal) error {
 	}
 	tick := time.NewTicker(e.cfg.Poll)
 	defer tick.Stop()
+	var seen fileStamp // at the last look, when it differed from the loaded file's
 	for {
 		select {
 		case <-ctx.Done():
@@ -342,11 +362,18 @@ func (e *Edge) Run(ctx context.Context, hup <-chan os.Signal) error {
 			if err != nil {
 				continue // a file being replaced; a missing one is reported by a reload
 			}
+			now := fileStamp{mod: st.ModTime(), size: st.Size()}
 			e.mu.Lock()
-			changed := (fileStamp{mod: st.ModTime(), size: st.Size()}) != e.stamp
+			changed := now != e.stamp
 			e.mu.Unlock()
-			if changed {
+			switch {
+			case !changed:
+				seen = fileStamp{}
+			case now == seen:
+				seen = fileStamp{}
 				_ = e.Reload()
+			default:
+				seen = now // changed: reloaded at the next look if it stays so
 			}
 		}
 	}
@@ -435,7 +462,7 @@ func (e *Edge) authenticate(r *http.Request) (agent string, code session.Code, f
 // Refuse answers a request the edge refuses, and counts it: status (401
 // or 403), the proxy's challenge on 401, and a JSON-RPC error with code.
 func (e *Edge) Refuse(w http.ResponseWriter, status int, code session.Code) {
-	if c := e.refusals[code]; c != nil {
+	if c := e.m.refusals[code]; c != nil {
 		c.Inc()
 	}
 	Refuse(w, status, code)

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -85,7 +86,7 @@ type seen struct {
 func newEdge(t *testing.T, cfg Config) (*Edge, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	e, err := New(cfg, reg)
+	e, err := New(cfg, NewMetrics(reg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +168,7 @@ func TestHandler(t *testing.T) {
 			}
 		})
 	}
-	if n := testutil.ToFloat64(e.refusals[CodeInvalidCredential]); n != 2 {
+	if n := testutil.ToFloat64(e.m.refusals[CodeInvalidCredential]); n != 2 {
 		t.Errorf("agent_credential_invalid refusals counted %v, want 2", n)
 	}
 	if n, err := testutil.GatherAndCount(reg, "mcpdrift_proxy_agent_refusals_total"); err != nil || n != len(RefusalCodes) {
@@ -188,26 +189,35 @@ func TestReload(t *testing.T) {
 		name, _ := lookup(*e.tokens.Load(), secret)
 		return name
 	}
-	if err := os.WriteFile(file, []byte("bob:"+bobSecret+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	replaceFile(t, file, "bob:"+bobSecret+"\n")
 	poll.Eventually(t, 10*time.Second, func() error {
 		if agentOf(bobSecret) != "bob" || agentOf(aliceSecret) != "" {
 			return errors.New("the tokens file's change not taken up")
 		}
 		return nil
 	})
-	if err := os.WriteFile(file, []byte("not a token file at all\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	replaceFile(t, file, "not a token file at all\n")
 	poll.Eventually(t, 10*time.Second, func() error {
-		if testutil.ToFloat64(e.reloads.WithLabelValues("failed")) < 1 {
+		if testutil.ToFloat64(e.m.reloads.WithLabelValues("failed")) < 1 {
 			return errors.New("no failed reload counted")
 		}
 		return nil
 	})
 	if agentOf(bobSecret) != "bob" {
 		t.Fatal("a tokens file that does not parse replaced the tokens held")
+	}
+}
+
+// replaceFile replaces file with one holding content, by a rename (as
+// docs/agent-auth.md advises).
+func replaceFile(t *testing.T, file, content string) {
+	t.Helper()
+	tmp := file + ".new"
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, file); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -257,6 +267,7 @@ func TestClientCertificates(t *testing.T) {
 				_, _ = io.WriteString(w, Agent(r.Context()))
 			})))
 			srv.TLS = tc
+			srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake
 			srv.StartTLS()
 			t.Cleanup(srv.Close)
 			get := func(cert bool, token string) (int, string, error) {
