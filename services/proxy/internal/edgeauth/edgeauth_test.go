@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -83,7 +84,7 @@ type seen struct {
 	h     http.Header
 }
 
-func newEdge(t *testing.T, cfg Config) (*Edge, *prometheus.Registry) {
+func newEdge(t testing.TB, cfg Config) (*Edge, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	e, err := New(cfg, NewMetrics(reg))
@@ -93,7 +94,7 @@ func newEdge(t *testing.T, cfg Config) (*Edge, *prometheus.Registry) {
 	return e, reg
 }
 
-func tokensFile(t *testing.T, content string) string {
+func tokensFile(t testing.TB, content string) string {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), "tokens")
 	if err := os.WriteFile(f, []byte(content), 0o600); err != nil {
@@ -307,4 +308,32 @@ func TestClientCertificates(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkHandler is the edge's own cost per request (authenticated by a
+// token among 100, its header taken off), against the same request
+// served without the edge (Anonymous) in the same run: ns-x-anonymous.
+func BenchmarkHandler(b *testing.B) {
+	var file strings.Builder
+	for i := range 100 {
+		fmt.Fprintf(&file, "agent-%d:secret-of-agent-%d-0123456789\n", i, i)
+	}
+	e, _ := newEdge(b, Config{TokensFile: tokensFile(b, file.String())})
+	next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	r := httptest.NewRequest(http.MethodPost, "/up/mcp", nil)
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Mcp-Session-Id", "0123456789abcdef")
+	r.Header.Set(Header, "secret-of-agent-57-0123456789")
+	w := httptest.NewRecorder()
+	run := func(h http.Handler) time.Duration {
+		start := time.Now()
+		for range b.N {
+			h.ServeHTTP(w, r)
+		}
+		return time.Since(start)
+	}
+	anon := run(Anonymous(next))
+	b.ResetTimer()
+	edge := run(e.Handler(next))
+	b.ReportMetric(float64(edge)/float64(anon), "ns-x-anonymous")
 }
