@@ -204,9 +204,12 @@ var Migrations = []Migration{
 			`ALTER TABLE ` + d.db + `.call_observations ADD COLUMN alert_code ` + d.str(true) + ` AFTER refusal_code`,
 		}
 	}},
-	{Version: 3, Name: "agent: the authenticated agent of calls and listings", Statements: func(d ddl) []string {
+	// Version 3 is the per-call policy's (branch policy-enforce), which adds
+	// call_observations.agent after alert_code too; this one adds it where
+	// 3 has not (exec passes over a column that exists), and the listings'.
+	{Version: 4, Name: "agent: the authenticated agent of calls and listings", Statements: func(d ddl) []string {
 		return []string{
-			`ALTER TABLE ` + d.db + `.call_observations ADD COLUMN agent ` + d.str(true) + ` AFTER proxy`,
+			`ALTER TABLE ` + d.db + `.call_observations ADD COLUMN agent ` + d.str(true) + ` AFTER alert_code`,
 			`ALTER TABLE ` + d.db + `.list_observations ADD COLUMN agent ` + d.str(true) + ` AFTER proxy`,
 		}
 	}},
