@@ -53,12 +53,21 @@ func TestSessionAgent(t *testing.T) {
 				}
 				return nil
 			})
-			r.gate.mu.Lock()
-			last := r.gate.calls[len(r.gate.calls)-1]
-			r.gate.mu.Unlock()
-			if last.Agent != "alice" {
-				t.Errorf("the call was reported with agent %q, want alice", last.Agent)
-			}
+			// A call is reported once its answer is written: poll for it.
+			poll.Eventually(t, 10*time.Second, func() error {
+				r.gate.mu.Lock()
+				defer r.gate.mu.Unlock()
+				var agents []string
+				for _, c := range r.gate.calls {
+					if c.Tool == "echo" {
+						agents = append(agents, c.Agent)
+					}
+				}
+				if len(agents) == 0 || agents[len(agents)-1] != "alice" {
+					return fmt.Errorf("echo calls reported with agents %q, want the last alice's", agents)
+				}
+				return nil
+			})
 			switch {
 			case m.opts == nil:
 				legacyTheft(t, srv.URL)
