@@ -88,12 +88,18 @@ echo "== tools/call through the proxy vs direct, same run (goals: +50 us p50, +2
 echo "   each line also gives a plain relay process in the same place (the least any process in the path adds)"
 go test ./e2e/ -run '^$' -bench BenchmarkStdioProxyOverhead -benchtime 1x -count 3 | grep '^Benchmark' |
   awk '{ for (i=3;i<=NF;i++) { if ($(i+1)=="added-p50-us") a50=$i; if ($(i+1)=="added-p99-us") a99=$i; if ($(i+1)=="throughput-ratio-c32") r=$i;
-         if ($(i+1)=="relay-added-p50-us") ra50=$i; if ($(i+1)=="relay-throughput-ratio-c32") rr=$i }
-         print "  " $1 " (stdio): added p50 " a50 " us, p99 " a99 " us, throughput ratio " r "; relay: added p50 " ra50 " us, ratio " rr }'
+         if ($(i+1)=="relay-added-p50-us") ra50=$i; if ($(i+1)=="relay-throughput-ratio-c32") rr=$i;
+         if ($(i+1)=="added-p50-x-relay") x50=$i; if ($(i+1)=="added-p99-x-relay") x99=$i; if ($(i+1)=="throughput-x-relay") xt=$i;
+         if ($(i+1)=="proxy-cpu-us/call") pc=$i; if ($(i+1)=="relay-cpu-us/call") rc=$i }
+         print "  " $1 " (stdio): added p50 " a50 " us, p99 " a99 " us, throughput ratio " r "; relay: added p50 " ra50 " us, ratio " rr
+         print "    against the relay: added p50 " x50 "x, added p99 " x99 "x, throughput " xt "x; CPU per call " pc " us, relay " rc " us" }'
 go test ./e2e/ -run '^$' -bench BenchmarkHTTPProxyCommandOverhead -benchtime 1x -count 3 | grep '^Benchmark' |
   awk '{ for (i=3;i<=NF;i++) { if ($(i+1)=="added-p50-us") a50=$i; if ($(i+1)=="added-p99-us") a99=$i; if ($(i+1)=="throughput-ratio-c32") r=$i;
-         if ($(i+1)=="relay-added-p50-us") ra50=$i; if ($(i+1)=="relay-throughput-ratio-c32") rr=$i }
-         print "  " $1 " (Streamable HTTP, proxy command): added p50 " a50 " us, p99 " a99 " us, throughput ratio " r "; relay: added p50 " ra50 " us, ratio " rr }'
+         if ($(i+1)=="relay-added-p50-us") ra50=$i; if ($(i+1)=="relay-throughput-ratio-c32") rr=$i;
+         if ($(i+1)=="added-p50-x-relay") x50=$i; if ($(i+1)=="added-p99-x-relay") x99=$i; if ($(i+1)=="throughput-x-relay") xt=$i;
+         if ($(i+1)=="proxy-cpu-us/call") pc=$i; if ($(i+1)=="relay-cpu-us/call") rc=$i }
+         print "  " $1 " (Streamable HTTP, proxy command): added p50 " a50 " us, p99 " a99 " us, throughput ratio " r "; relay: added p50 " ra50 " us, ratio " rr
+         print "    against the relay (goals 1.5x, 2x, 0.9x): added p50 " x50 "x, added p99 " x99 "x, throughput " xt "x; CPU per call " pc " us, relay " rc " us" }'
 go test ./proxy/internal/streamhttp/ -run '^$' -bench BenchmarkHTTPProxyOverhead -benchtime 1x -count 3 | grep '^Benchmark' | awk '{ for (i=3;i<=NF;i++) { if ($(i+1)=="added-p50-us") a50=$i; if ($(i+1)=="added-p99-us") a99=$i; if ($(i+1)=="throughput-ratio") r=$i }; print "  " $1 " (Streamable HTTP, in one process with client and server): added p50 " a50 " us, added p99 " a99 " us, throughput ratio at c32 " r }'
 
 echo

@@ -37,6 +37,7 @@ CREATE TABLE IF NOT EXISTS mcpdrift.list_observations ON CLUSTER '{cluster}' (
     server LowCardinality(String),
     variant LowCardinality(String),
     proxy LowCardinality(String),
+    agent LowCardinality(String),
     capture_bytes UInt32,
     capture_sha256 String,
     stream_seq UInt64

@@ -14,7 +14,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/options"
 )
 
-const auditUsage = `Usage: driftctl audit QUERY [--since DURATION] [--json] [flags]
+const auditUsage = `Usage: driftctl audit QUERY [--since DURATION] [--agent NAME] [--json] [flags]
 
 Runs a common query on the audit tables in ClickHouse (written by the audit
 sink; docs/analytics.md has the SQL and more). QUERY is one of:
@@ -29,11 +29,13 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, st
 	addr, user, db := "127.0.0.1:9000", "default", "mcpdrift"
 	var since time.Duration
 	var asJSON bool
+	var agent string
 	c := options.Command{Name: "driftctl audit", Header: fmt.Sprintf(auditUsage, names.String()), Options: []options.Option{
 		options.Opt("clickhouse", "MCPDRIFT_CLICKHOUSE_ADDR", "HOST:PORT", "ClickHouse native protocol address (password in MCPDRIFT_CLICKHOUSE_PASSWORD)", options.String(&addr)),
 		options.Opt("user", "MCPDRIFT_CLICKHOUSE_USER", "USER", "ClickHouse user", options.String(&user)),
 		options.Opt("database", "MCPDRIFT_AUDIT_DATABASE", "NAME", "database of the audit tables", options.String(&db)),
 		options.Opt("since", "", "DURATION", "only events of the last DURATION (like 24h, 720h); 0 for all", options.Duration(&since)),
+		options.Opt("agent", "", "NAME", "only this agent's events (the proxy's authenticated agent; queries that group by agent)", options.String(&agent)),
 		options.Opt("json", "", "", "print JSON lines instead of a table", options.Bool(&asJSON)),
 	}}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
@@ -56,6 +58,9 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, st
 	if since < 0 {
 		return fmt.Errorf("usage: --since %v must not be negative", since)
 	}
+	if agent != "" && !q.ByAgent() {
+		return fmt.Errorf("usage: --agent: query %s does not keep to an agent", q.Name)
+	}
 	sinceMs := int64(0)
 	if since > 0 {
 		sinceMs = time.Now().Add(-since).UnixMilli()
@@ -65,7 +70,7 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("usage: --clickhouse %q: %v", addr, err)
 	}
 	defer conn.Close()
-	res, err := auditq.Run(ctx, conn, db, q, sinceMs)
+	res, err := auditq.RunFor(ctx, conn, db, q, sinceMs, agent)
 	if err != nil {
 		if coded.CodeOf(err) == "clickhouse_unreachable" {
 			return coded.Errorf("clickhouse_unreachable", "%s: %s", addr, coded.MessageOf(err))

@@ -50,6 +50,10 @@ func BenchmarkHTTPProxyCommandOverhead(b *testing.B) {
 	}
 }
 
+// profileEnv names a file that BenchmarkHTTPProxyCommandOverhead has the
+// proxy command write a CPU profile of its run to (--cpu-profile).
+const profileEnv = "MCPDRIFT_BENCH_PROXY_PROFILE"
+
 // relayEnv names the environment variable that makes the test binary a
 // TCP relay to the address it holds (relayMain).
 const relayEnv = "MCPDRIFT_E2E_RELAY_TO"
@@ -94,8 +98,8 @@ func relayMain() {
 }
 
 // startRelay runs the test binary as a TCP relay to the endpoint's host and
-// returns the endpoint as reached through it.
-func startRelay(b *testing.B, endpoint string) string {
+// returns the endpoint as reached through it, and the relay's process id.
+func startRelay(b *testing.B, endpoint string) (string, int) {
 	u, err := url.Parse(endpoint)
 	if err != nil {
 		b.Fatal(err)
@@ -119,7 +123,7 @@ func startRelay(b *testing.B, endpoint string) string {
 		b.Fatalf("the relay did not start: %v", err)
 	}
 	u.Host = strings.TrimSpace(addr)
-	return u.String()
+	return u.String(), cmd.Process.Pid
 }
 
 // startDemoserver runs demoserver on a free loopback port and returns its
@@ -150,7 +154,11 @@ func benchHTTPCommand(b *testing.B, upstream, tool string, args map[string]any) 
 	n := max(b.N, 2000)      // sequential calls per path
 	total := max(b.N, 10000) // concurrent calls per path, over all rounds
 	pl := startPipeline(b)
-	base := runHTTPProxy(b, "bench", "--nats-url", pl.nc.ConnectedUrl(), "--proxy-id", "bench", "--upstream", "up="+upstream)
+	pargs := []string{"--nats-url", pl.nc.ConnectedUrl(), "--proxy-id", "bench", "--upstream", "up=" + upstream}
+	if f := os.Getenv(profileEnv); f != "" {
+		pargs = append(pargs, "--cpu-profile", f) // written when the proxy stops
+	}
+	base, proxyPID := runHTTPProxyProc(b, "bench", pargs...)
 	connect := func(endpoint string) *mcp.ClientSession {
 		tr := &http.Transport{MaxIdleConns: 2 * workers, MaxIdleConnsPerHost: 2 * workers, IdleConnTimeout: time.Minute}
 		b.Cleanup(tr.CloseIdleConnections)
@@ -174,7 +182,8 @@ func benchHTTPCommand(b *testing.B, upstream, tool string, args map[string]any) 
 		}
 		return nil
 	}
-	direct, relay, via := connect(upstream), connect(startRelay(b, upstream)), connect(base+"/up/mcp")
+	relayURL, relayPID := startRelay(b, upstream)
+	direct, relay, via := connect(upstream), connect(relayURL), connect(base+"/up/mcp")
 	// The first listing becomes the baseline; go on once the proxy serves.
 	poll.Eventually(b, 30*time.Second, func() error { return call(via) })
 	concurrent := func(cs *mcp.ClientSession, calls int) time.Duration {
@@ -202,7 +211,7 @@ func benchHTTPCommand(b *testing.B, upstream, tool string, args map[string]any) 
 		concurrent(cs, 1000) // warm up
 	}
 	b.ResetTimer()
-	measurePaths(b, n, rounds, total/rounds,
+	measurePaths(b, n, rounds, total/rounds, [numPaths]int{pathRelay: relayPID, pathProxy: proxyPID},
 		func(k, _ int) error { return call(paths[k]) },
 		func(k, calls int) time.Duration { return concurrent(paths[k], calls) })
 }

@@ -53,6 +53,13 @@ func startHTTPProxy(t *testing.T, natsURL, proxyID, firstSightWait string, upstr
 // and an outbox of its own, plus args, and returns its base URL.
 func runHTTPProxy(t testing.TB, proxyID string, args ...string) string {
 	t.Helper()
+	u, _ := runHTTPProxyProc(t, proxyID, args...)
+	return u
+}
+
+// runHTTPProxyProc is runHTTPProxy, also returning the proxy's process id.
+func runHTTPProxyProc(t testing.TB, proxyID string, args ...string) (string, int) {
+	t.Helper()
 	args = append([]string{"--listen", "127.0.0.1:0", "--outbox-dir", t.TempDir()}, args...)
 	cmd := exec.Command(filepath.Join(build(t), "proxy"), args...)
 	stderr, err := cmd.StderrPipe()
@@ -69,10 +76,11 @@ func runHTTPProxy(t testing.TB, proxyID string, args ...string) string {
 		for sc.Scan() {
 			line := sc.Text()
 			if rest, ok := strings.CutPrefix(line, "proxy: serving "); ok {
-				if i := strings.Index(rest, "http://"); i >= 0 {
-					u := rest[i:]
+				if i := strings.Index(rest, "://"); i >= 0 {
+					scheme := rest[strings.LastIndexByte(rest[:i], ' ')+1 : i+3] // http:// or https://
+					u := rest[i+3:]
 					select { // the first line names the address; one per upstream follows
-					case addr <- u[:strings.Index(u[len("http://"):], "/")+len("http://")]:
+					case addr <- scheme + u[:strings.IndexByte(u, '/')]:
 					default:
 					}
 				}
@@ -84,10 +92,10 @@ func runHTTPProxy(t testing.TB, proxyID string, args ...string) string {
 	stopOnCleanup(t, cmd, "proxy "+proxyID, scanned)
 	select {
 	case u := <-addr:
-		return u
+		return u, cmd.Process.Pid
 	case <-time.After(30 * time.Second):
 		t.Fatalf("proxy %s did not start serving", proxyID)
-		return ""
+		return "", 0
 	}
 }
 

@@ -1,7 +1,11 @@
 package e2e
 
 import (
+	"bytes"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -19,8 +23,19 @@ const (
 // going first (call makes call i on path k). Throughput: rounds rounds, each
 // giving every path per calls from concurrent callers, forward then
 // backward (concurrent makes them and returns how long they took), so that
-// a noisy machine burdens all alike. It reports the figures as metrics.
-func measurePaths(b *testing.B, n, rounds, per int, call func(k, i int) error, concurrent func(k, calls int) time.Duration) {
+// a noisy machine burdens all alike. It reports the figures as metrics,
+// with the proxy's against the relay's (the goals are ratios to it: added
+// p50, added p99, throughput) and, for each path whose process id pids
+// holds, the CPU time its process spent per call over the whole
+// measurement, read from the kernel's counters (cpuTime), which a shared
+// machine disturbs less than wall time.
+func measurePaths(b *testing.B, n, rounds, per int, pids [numPaths]int, call func(k, i int) error, concurrent func(k, calls int) time.Duration) {
+	var cpu0 [numPaths]time.Duration
+	for k, pid := range pids {
+		if pid != 0 {
+			cpu0[k] = cpuTime(b, pid)
+		}
+	}
 	var lat [numPaths][]time.Duration
 	for k := range lat {
 		lat[k] = make([]time.Duration, n)
@@ -53,6 +68,13 @@ func measurePaths(b *testing.B, n, rounds, per int, call func(k, i int) error, c
 	if b.Failed() {
 		b.FailNow()
 	}
+	calls := float64(n + per*rounds) // of each path
+	var cpuPerCall [numPaths]float64
+	for k, pid := range pids {
+		if pid != 0 {
+			cpuPerCall[k] = float64(cpuTime(b, pid)-cpu0[k]) / float64(time.Microsecond) / calls
+		}
+	}
 	rate := func(k int) float64 { return float64(per*rounds) / took[k].Seconds() }
 	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 	p50, p99 := n/2, n*99/100
@@ -69,4 +91,32 @@ func measurePaths(b *testing.B, n, rounds, per int, call func(k, i int) error, c
 	b.ReportMetric(rate(pathProxy), "proxy-calls/s")
 	b.ReportMetric(rate(pathProxy)/rate(pathDirect), "throughput-ratio-c32")
 	b.ReportMetric(rate(pathRelay)/rate(pathDirect), "relay-throughput-ratio-c32")
+	b.ReportMetric(float64(pl[p50]-dl[p50])/float64(rl[p50]-dl[p50]), "added-p50-x-relay")
+	b.ReportMetric(float64(pl[p99]-dl[p99])/float64(rl[p99]-dl[p99]), "added-p99-x-relay")
+	b.ReportMetric(rate(pathProxy)/rate(pathRelay), "throughput-x-relay")
+	if pids[pathRelay] != 0 && pids[pathProxy] != 0 {
+		b.ReportMetric(cpuPerCall[pathRelay], "relay-cpu-us/call")
+		b.ReportMetric(cpuPerCall[pathProxy], "proxy-cpu-us/call")
+		b.ReportMetric(cpuPerCall[pathProxy]/cpuPerCall[pathRelay], "cpu-x-relay")
+	}
+}
+
+// cpuTime is the CPU time (user and system, every thread) process pid has
+// spent so far: utime and stime of /proc/<pid>/stat, in clock ticks of
+// 10 ms (USER_HZ is 100 on Linux).
+func cpuTime(b *testing.B, pid int) time.Duration {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		b.Fatalf("reading the CPU time of process %d: %v", pid, err)
+	}
+	// The command name (field 2) is in parentheses and may hold spaces:
+	// the fields after it start past its last ')'.
+	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		b.Fatalf("reading the CPU time of process %d: %q", pid, raw)
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }

@@ -48,7 +48,7 @@ func (c tsClient) run(t *testing.T, ep endpoint, roots []string, steps []step) t
 		env[k] = v
 	}
 	in := map[string]any{
-		"endpoint": map[string]any{"transport": ep.Transport, "command": ep.Command, "env": env, "url": ep.URL},
+		"endpoint": map[string]any{"transport": ep.Transport, "command": ep.Command, "env": env, "url": ep.URL, "headers": ep.Headers},
 		"roots":    roots,
 		"steps":    steps,
 	}

@@ -53,8 +53,10 @@ type endpoint struct {
 	// it needs beyond the client's own (variables NAME=value).
 	Command []string `json:"command,omitempty"`
 	Env     []string `json:"env,omitempty"`
-	// http: the MCP endpoint's URL.
-	URL string `json:"url,omitempty"`
+	// http: the MCP endpoint's URL, and headers every request carries
+	// (the TypeScript client's; the proxy's agent token).
+	URL     string            `json:"url,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
 }
 
 // outcome is what a step must yield, on every route.

@@ -20,12 +20,7 @@ func TestAuditFullArguments(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the commands, and a ClickHouse server")
 	}
-	ch := chtest.Shared(t)
-	db := ch.Database(t)
-	p := startPipeline(t)
-	natsURL := p.nc.ConnectedUrl()
-	runService(t, "audit", "MCPDRIFT_NATS_URL="+natsURL, "MCPDRIFT_LOG_LEVEL=info", "MCPDRIFT_CLICKHOUSE_ADDR="+ch.Addr,
-		"MCPDRIFT_AUDIT_DATABASE="+db, "MCPDRIFT_AUDIT_ARGUMENTS=full", "MCPDRIFT_AUDIT_BATCH_AGE=200ms")
+	ch, db, natsURL := startAudited(t, "MCPDRIFT_AUDIT_ARGUMENTS=full")
 
 	const token = "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB"
 	// stdio: the mcptest server, tool "read".
@@ -69,4 +64,17 @@ func TestAuditFullArguments(t *testing.T) {
 			return awaiting(strings.Contains(args, c.want) && strings.HasPrefix(digest, "sha256:"), fmt.Sprintf("the audit stores the arguments of %s/%s", c.server, c.tool), args+" "+digest)
 		})
 	}
+}
+
+// startAudited runs the pipeline and the audit command (with env besides
+// its connections) into a database of its own on the shared ClickHouse,
+// and returns the ClickHouse, the database and the NATS URL.
+func startAudited(t *testing.T, env ...string) (*chtest.Server, string, string) {
+	t.Helper()
+	ch := chtest.Shared(t)
+	db := ch.Database(t)
+	natsURL := startPipeline(t).nc.ConnectedUrl()
+	runService(t, "audit", append([]string{"MCPDRIFT_NATS_URL=" + natsURL, "MCPDRIFT_LOG_LEVEL=info", "MCPDRIFT_CLICKHOUSE_ADDR=" + ch.Addr,
+		"MCPDRIFT_AUDIT_DATABASE=" + db, "MCPDRIFT_AUDIT_BATCH_AGE=200ms"}, env...)...)
+	return ch, db, natsURL
 }

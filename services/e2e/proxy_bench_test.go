@@ -238,16 +238,18 @@ func benchStdio(b *testing.B, s benchServer) {
 	pl := startPipeline(b)
 	command := s.cmd(b)
 	const initialize = `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}`
-	open := func(cmd *exec.Cmd, env ...string) *stdioPeer {
+	var pids [numPaths]int
+	open := func(k int, cmd *exec.Cmd, env ...string) *stdioPeer {
 		cmd.Env = append(append(os.Environ(), s.env...), env...)
 		peer := startPeer(b, cmd)
+		pids[k] = cmd.Process.Pid
 		peer.call(b, "init", "initialize", initialize)
 		peer.notify(b, "notifications/initialized")
 		return peer
 	}
-	d := open(exec.Command(command[0], command[1:]...))
-	r := open(exec.Command(os.Args[0], append([]string{"--"}, command...)...), pipeRelayEnv+"=1")
-	p := open(exec.Command(filepath.Join(build(b), "proxy"), append([]string{"--server-id", "bench", "--outbox-dir", b.TempDir(), "--"}, command...)...),
+	d := open(pathDirect, exec.Command(command[0], command[1:]...))
+	r := open(pathRelay, exec.Command(os.Args[0], append([]string{"--"}, command...)...), pipeRelayEnv+"=1")
+	p := open(pathProxy, exec.Command(filepath.Join(build(b), "proxy"), append([]string{"--server-id", "bench", "--outbox-dir", b.TempDir(), "--"}, command...)...),
 		"MCPDRIFT_NATS_URL="+pl.nc.ConnectedUrl())
 	// The first listing becomes the baseline; wait until the proxy serves.
 	i := 0
@@ -262,7 +264,8 @@ func benchStdio(b *testing.B, s benchServer) {
 	}
 	b.ResetTimer()
 	per := total / rounds / workers * workers // calls per round and path, a multiple of workers
-	measurePaths(b, n, rounds, per,
+	pids[pathDirect] = 0                      // the server: not in the path
+	measurePaths(b, n, rounds, per, pids,
 		func(k, i int) error {
 			out := paths[k].call(b, fmt.Sprint("s-", i), "tools/call", s.args)
 			if strings.Contains(out, `"isError":true`) || !strings.Contains(out, `"result"`) {

@@ -67,7 +67,12 @@ func serveHTTP(ctx context.Context, cfg Config, js jetstream.JetStream, log zero
 		}
 		ups = append(ups, up)
 	}
-	px, err := streamhttp.New(streamhttp.Config{Log: log}, ups)
+	edge, err := startEdge(cfg.Edge, o.Registry(), log)
+	if err != nil {
+		return options.ExitFailure, err
+	}
+	defer edge.stop()
+	px, err := streamhttp.New(streamhttp.Config{Log: log, Refuse: edge.refuse()}, ups)
 	if err != nil {
 		return options.ExitFailure, err
 	}
@@ -85,10 +90,20 @@ func serveHTTP(ctx context.Context, cfg Config, js jetstream.JetStream, log zero
 	if err != nil {
 		return options.ExitFailure, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
-	mux.Handle("/", streamhttp.GuardHosts(hostPolicy(cfg, ln.Addr(), log), px))
+	// Host and Origin are checked first (DNS rebinding), then the agent's
+	// credentials; the OAuth discovery routes are public metadata that
+	// clients fetch without the agent's headers, so the edge does not ask
+	// for them (transparency.md, agent-auth.md).
+	hosts := hostPolicy(cfg, ln.Addr(), log)
+	public := streamhttp.GuardHosts(hosts, px)
+	for _, route := range streamhttp.OAuthRoutes {
+		mux.Handle(route, public)
+	}
+	mux.Handle("/", streamhttp.GuardHosts(hosts, edge.handler(px)))
+	ln, scheme := edge.listen(ln)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	log.Info().Str("listen", ln.Addr().String()).Int("upstreams", len(ups)).Msg("serving")
-	fmt.Fprintf(stderr, "proxy: serving %d upstream(s) on http://%s/<server-id>/mcp\n", len(ups), ln.Addr())
+	fmt.Fprintf(stderr, "proxy: serving %d upstream(s) on %s://%s/<server-id>/mcp\n", len(ups), scheme, ln.Addr())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {

@@ -22,6 +22,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -71,6 +72,16 @@ type Config struct {
 	// Host and Origin (DNS rebinding, rebinding.go of streamhttp); nil: the
 	// loopback defaults on a loopback listener.
 	AllowedHosts, AllowedOrigins []string
+	Edge             edgeConfig // HTTP mode: agent authentication and TLS (agentauth.go)
+	// Agent is the stdio agent's name in observations (--agent; by
+	// default stdio:uid=<uid>).
+	Agent string
+	// OpsToken guards the ops listener's /metrics and readiness details
+	// (--ops-token-file); nil: open.
+	OpsToken []byte
+	// CPUProfile, when set, is where a CPU profile of the whole run is
+	// written (--cpu-profile).
+	CPUProfile string
 }
 
 // upstream is one --upstream ID=URL (Streamable HTTP) or ID=sse:URL
@@ -145,7 +156,7 @@ const (
 // sessionConfig is the session configuration of one upstream server; en is
 // the per-call policy's enforcement (nil parts with --policy off).
 func (c Config) sessionConfig(server string, en enforcement) session.Config {
-	sc := session.Config{Server: server, Timeout: c.FirstSightWait, FullArguments: c.Arguments == argumentsFull}
+	sc := session.Config{Server: server, Timeout: c.FirstSightWait, FullArguments: c.Arguments == argumentsFull, Agent: c.Agent}
 	if en.policy != nil {
 		sc.Policy, sc.Approvals = en.policy, en.approvals
 	}
@@ -207,7 +218,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	if dir, err := os.UserCacheDir(); err == nil {
 		cfg.OutboxDir = filepath.Join(dir, "mcpdrift", "outbox")
 	}
-	var keyFile string
+	var keyFile, opsTokenFile string
 	opts := append(cfg.Service.Options(""),
 		options.Opt("tenant", "MCPDRIFT_TENANT", "ID", "tenant id", options.String(&cfg.Tenant)),
 		options.Opt("server-id", "MCPDRIFT_SERVER_ID", "ID", "the upstream server's id, the same on every proxy that fronts it (required on stdio)", options.String(&cfg.ServerID)),
@@ -223,6 +234,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		options.Opt("allowed-hosts", "MCPDRIFT_ALLOWED_HOSTS", "HOST[:PORT]", "HTTP mode: the Host values the listener serves (DNS rebinding protection); others get 403. Default on a loopback --listen: localhost, 127.0.0.1 and [::1] with its port; elsewhere any. * for any; repeat or comma-separate", options.List(&cfg.AllowedHosts, nonEmpty)),
 		options.Opt("allowed-origins", "MCPDRIFT_ALLOWED_ORIGINS", "ORIGIN", "HTTP mode: the Origin values (scheme://host[:port]) the listener serves; a request without Origin is not checked, others get 403. Default on a loopback --listen: http://localhost, http://127.0.0.1 and http://[::1] with its port; elsewhere none. * for any; repeat or comma-separate", options.List(&cfg.AllowedOrigins, nonEmpty)),
 		options.Opt("upstream", "MCPDRIFT_UPSTREAMS", "ID=URL", "HTTP mode: an upstream, ID=URL (Streamable HTTP) or ID=sse:URL (HTTP+SSE); repeat, or comma-separate, for several", options.List(&cfg.Upstreams, parseUpstream)),
+	)
+	opts = append(opts, cfg.Edge.options()...)
+	opts = append(opts,
+		options.Opt("agent", "MCPDRIFT_AGENT", "NAME", "stdio: the agent's name in call and listing observations; without it stdio:uid=<uid>, the user the agent runs the proxy as", options.String(&cfg.Agent)),
+		options.Opt("cpu-profile", "MCPDRIFT_CPU_PROFILE", "FILE", "write a CPU profile (pprof) of the whole run to FILE when the proxy stops, for finding where its time goes", options.String(&cfg.CPUProfile)),
+		options.Opt("ops-token-file", "MCPDRIFT_OPS_TOKEN_FILE", "FILE", "a file holding a secret (at least 16 bytes) that the ops listener's /metrics and /readyz's details require as Authorization: Bearer; /healthz and /readyz's status stay open for probes", options.String(&opsTokenFile)),
 	)
 	var err error
 	cfg.Command, err = options.Parse(options.Command{Name: "proxy", Header: header, Options: opts, Args: options.Positional}, args, getenv, stderr)
@@ -241,7 +258,17 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		if len(cfg.Upstreams) > 0 {
 			errs = append(errs, errors.New("--upstream needs --listen (HTTP mode)"))
 		}
+		if cfg.Edge.set() {
+			errs = append(errs, errors.New("--agent-tokens-file, --tls-cert, --tls-key and --client-ca need --listen (HTTP mode); on stdio the agent is the parent process (--agent)"))
+		}
+		if cfg.Agent == "" {
+			cfg.Agent = fmt.Sprintf("stdio:uid=%d", os.Getuid())
+		}
 	} else {
+		if cfg.Agent != "" {
+			errs = append(errs, errors.New("--agent names the stdio agent; on HTTP agents authenticate (--agent-tokens-file, --client-ca)"))
+		}
+		errs = append(errs, cfg.Edge.validate())
 		if len(cfg.Command) > 0 || cfg.ServerID != "" {
 			errs = append(errs, errors.New("HTTP mode (--listen) takes its servers from --upstream, not --server-id or a command"))
 		}
@@ -268,6 +295,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	if keyFile != "" {
 		if cfg.StatusCopyKey, err = fleet.ReadCopyKey(keyFile); err != nil {
 			errs = append(errs, fmt.Errorf("--status-cache-key-file: %w", err))
+		}
+	}
+	if opsTokenFile != "" {
+		if cfg.OpsToken, err = readOpsToken(opsTokenFile); err != nil {
+			errs = append(errs, fmt.Errorf("--ops-token-file: %w", err))
 		}
 	}
 	if cfg.FirstSightWait <= 0 {
@@ -300,6 +332,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if err != nil {
 		return options.Status(err), err
 	}
+	if cfg.CPUProfile != "" {
+		stop, err := startCPUProfile(cfg.CPUProfile)
+		if err != nil {
+			return options.ExitFailure, err
+		}
+		defer stop()
+	}
 	// base names no server: the gate and the publisher add tenant and
 	// server themselves, so each line names the server once.
 	lvl, _ := options.ParseLevel(cfg.LogLevel) // validated
@@ -322,6 +361,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return options.ExitFailure, err
 	}
 	o := ops.New("proxy", log)
+	if cfg.OpsToken != nil {
+		o.RequireToken(cfg.OpsToken)
+	}
 	o.AddCheck("nats", ops.NATSConnected(nc))
 	var code int
 	serve := func(ctx context.Context) error {
@@ -456,4 +498,20 @@ func startFleet(ctx, bg context.Context, wg *sync.WaitGroup, js jetstream.JetStr
 		}()
 	}
 	return gate, pub, nil
+}
+
+// startCPUProfile profiles the process into file until stop is called.
+func startCPUProfile(file string) (stop func(), err error) {
+	f, err := os.Create(file)
+	if err != nil {
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }

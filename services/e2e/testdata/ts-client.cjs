@@ -7,7 +7,8 @@
 // SESSION_JSON is a file holding {"endpoint": {...}, "roots": [...],
 // "steps": [{"method": ..., "params": ...}]}; the endpoint is
 // {"transport": "stdio", "command": [...], "env": {...}} or
-// {"transport": "http", "url": ...} (Streamable HTTP). The client connects to the
+// {"transport": "http", "url": ..., "headers": {...}} (Streamable HTTP; headers,
+// such as the proxy's agent token, go with every request). The client connects to the
 // endpoint, runs the steps in order through the SDK's own methods (as an
 // agent would) and prints one JSON document on stdout:
 //
@@ -42,7 +43,9 @@ async function main() {
       });
       break;
     case "http":
-      transport = new StreamableHTTPClientTransport(new URL(ep.url));
+      transport = new StreamableHTTPClientTransport(new URL(ep.url), {
+        requestInit: { headers: ep.headers || {} },
+      });
       break;
     default:
       throw new Error(`transport ${ep.transport} is not supported by this client`);

@@ -22,7 +22,9 @@ import (
 // Query is one common question asked of the audit tables. Its SQL is
 // printed verbatim in docs/analytics.md: the database is written
 // "mcpdrift." and SINCE_MS stands for the start of the period in Unix
-// milliseconds (0 for everything).
+// milliseconds (0 for everything). A query whose SQL holds @agent takes an
+// agent to keep to (RunFor; ” for every agent), bound by the client as a
+// quoted literal.
 type Query struct {
 	Name, Help, SQL string
 }
@@ -59,6 +61,12 @@ FROM mcpdrift.calls_hourly
 WHERE outcome = 'refused' AND hour >= toStartOfHour(toDateTime(intDiv(SINCE_MS, 1000)))
 GROUP BY tenant, server, tool, refusal_code
 ORDER BY refused DESC, tenant, server, tool, refusal_code`},
+	{"agents", "tool calls by agent, server and tool (--agent keeps one agent)", `SELECT agent, tenant, server, tool, uniqExact(event_id) AS calls,
+       uniqExactIf(event_id, outcome = 'refused') AS refused, uniqExactIf(event_id, outcome = 'error') AS errors, max(at_ms) AS last_ms
+FROM mcpdrift.call_observations
+WHERE at_ms >= SINCE_MS AND (@agent = '' OR agent = @agent)
+GROUP BY agent, tenant, server, tool
+ORDER BY calls DESC, agent, tenant, server, tool`},
 	{"approvals", "approve requests by person", `SELECT actor, uniqExactIf(event_id, ok = 1) AS approved, uniqExactIf(event_id, ok = 0) AS refused,
        max(at_ms) AS last_ms
 FROM mcpdrift.admin_actions
@@ -133,15 +141,31 @@ type Result struct {
 	Rows    [][]any
 }
 
+// ByAgent reports whether q keeps to one agent when asked (RunFor).
+func (q Query) ByAgent() bool { return strings.Contains(q.SQL, "@agent") }
+
 // Run asks q of the audit tables in database db, for events since sinceMs
 // (0: all). Its errors carry a code: clickhouse_error (the server refused
 // or failed the query) or clickhouse_unreachable.
 func Run(ctx context.Context, conn Conn, db string, q Query, sinceMs int64) (*Result, error) {
+	return RunFor(ctx, conn, db, q, sinceMs, "")
+}
+
+// RunFor is Run keeping to one agent's events (agent; "" for all) where q
+// can (ByAgent); a query that cannot is a bad_request for an agent.
+func RunFor(ctx context.Context, conn Conn, db string, q Query, sinceMs int64, agent string) (*Result, error) {
 	if err := ValidDatabase(db); err != nil {
 		return nil, coded.Errorf("bad_request", "%w", err)
 	}
+	var args []any
+	switch {
+	case q.ByAgent():
+		args = append(args, clickhouse.Named("agent", agent))
+	case agent != "":
+		return nil, coded.Errorf("bad_request", "query %s does not keep to an agent", q.Name)
+	}
 	sql := strings.ReplaceAll(strings.ReplaceAll(q.SQL, "mcpdrift.", db+"."), "SINCE_MS", strconv.FormatInt(sinceMs, 10))
-	rows, err := conn.Query(ctx, sql)
+	rows, err := conn.Query(ctx, sql, args...)
 	if err != nil {
 		var ex *clickhouse.Exception
 		if errors.As(err, &ex) {

@@ -10,6 +10,7 @@ package ops
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net"
@@ -45,6 +46,8 @@ type Server struct {
 	mu     sync.Mutex
 	checks []check
 	lag    *lagCollector
+
+	token []byte // RequireToken's secret; nil: open
 }
 
 type check struct {
@@ -89,6 +92,21 @@ func (s *Server) AddCheck(name string, fn func(ctx context.Context) error) {
 	s.checks = append(s.checks, check{name: name, fn: fn})
 }
 
+// RequireToken makes /metrics, and the reasons /readyz gives, answer only
+// a request with "Authorization: Bearer <secret>" (compared in constant
+// time); /healthz and /readyz's status stay open for probes. Call it
+// before Handler.
+func (s *Server) RequireToken(secret []byte) { s.token = slices.Clone(secret) }
+
+// authorized reports whether r may see what RequireToken guards.
+func (s *Server) authorized(r *http.Request) bool {
+	if s.token == nil {
+		return true
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), s.token) == 1
+}
+
 // Handler serves GET /healthz, /readyz and /metrics.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -97,12 +115,20 @@ func (s *Server) Handler() http.Handler {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", s.serveReady)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
+	metrics := promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
 		ErrorLog:            promLogger{s.log},
 		ErrorHandling:       promhttp.ContinueOnError,
 		MaxRequestsInFlight: 4,
 		Timeout:             10 * time.Second,
-	}))
+	})
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		if !s.authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="mcpdrift-ops"`)
+			http.Error(w, "unauthenticated: /metrics needs the ops token (Authorization: Bearer <token>)", http.StatusUnauthorized)
+			return
+		}
+		metrics.ServeHTTP(w, r)
+	})
 	return mux
 }
 
@@ -123,6 +149,10 @@ func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	if len(failed) > 0 {
 		w.WriteHeader(http.StatusServiceUnavailable)
+		if !s.authorized(r) {
+			fmt.Fprintln(w, "not ready") // the reasons need the ops token
+			return
+		}
 		fmt.Fprintf(w, "not ready\n%s\n", strings.Join(failed, "\n"))
 		return
 	}

@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -374,5 +375,47 @@ func TestRunWithoutAddressRunsOnlyTheWork(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "ops listening") {
 		t.Fatal("listened without an address")
+	}
+}
+
+// TestRequireToken: with a token, /metrics and the reasons of /readyz
+// answer only a request carrying it; /healthz and /readyz's status stay
+// open for probes.
+func TestRequireToken(t *testing.T) {
+	const secret = "ops-secret-0123456789"
+	s := New("test", zerolog.Nop())
+	s.RequireToken([]byte(secret))
+	s.AddCheck("upstream", func(context.Context) error { return errors.New("server fs unreachable") })
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	get := func(path, token string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, c := range []struct {
+		path, token string
+		status      int
+		has, hasNot string
+	}{
+		{"/metrics", "", http.StatusUnauthorized, "ops token", "go_goroutines"},
+		{"/metrics", secret + "x", http.StatusUnauthorized, "ops token", "go_goroutines"},
+		{"/metrics", secret, http.StatusOK, "go_goroutines", ""},
+		{"/healthz", "", http.StatusOK, "ok", ""},
+		{"/readyz", "", http.StatusServiceUnavailable, "not ready", "unreachable"},
+		{"/readyz", secret, http.StatusServiceUnavailable, "server fs unreachable", ""},
+	} {
+		status, body := get(c.path, c.token)
+		if status != c.status || !strings.Contains(body, c.has) || (c.hasNot != "" && strings.Contains(body, c.hasNot)) {
+			t.Errorf("GET %s (token %q) = %d %.80q, want %d with %q and without %q", c.path, c.token, status, body, c.status, c.has, c.hasNot)
+		}
 	}
 }

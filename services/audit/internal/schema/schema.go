@@ -223,6 +223,12 @@ var Migrations = []Migration{
 		}
 		return out
 	}},
+	// The calls' agent came with version 3.
+	{Version: 4, Name: "agent: the authenticated agent of listings", Statements: func(d ddl) []string {
+		return []string{
+			`ALTER TABLE ` + d.db + `.list_observations ADD COLUMN agent ` + d.str(true) + ` AFTER proxy`,
+		}
+	}},
 }
 
 // Result says what Migrate did.

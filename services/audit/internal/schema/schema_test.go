@@ -86,7 +86,7 @@ func TestMigrateTwiceIsNoOp(t *testing.T) {
 }
 
 // TestMigrateFromVersion1: a database made by the first release (version 1
-// only) gets alert_code, and keeps its rows.
+// only) gets alert_code and agent, and keeps its rows.
 func TestMigrateFromVersion1(t *testing.T) {
 	srv := chtest.Shared(t)
 	db := srv.Database(t)
@@ -113,12 +113,12 @@ func TestMigrateFromVersion1(t *testing.T) {
 	if err != nil {
 		t.Fatalf("migrating to the latest version: %v", err)
 	}
-	if !slices.Equal(res.Applied, []uint32{2, 3}) {
-		t.Errorf("applied %v, want [2 3]", res.Applied)
+	if !slices.Equal(res.Applied, []uint32{2, 3, 4}) {
+		t.Errorf("applied %v, want [2 3 4]", res.Applied)
 	}
-	var code string
-	if err := conn.QueryRow(ctx, "SELECT alert_code FROM "+db+".call_observations WHERE event_id = 'old'").Scan(&code); err != nil || code != "" {
-		t.Errorf("the old row's alert_code: %q, %v; want empty", code, err)
+	var code, agent string
+	if err := conn.QueryRow(ctx, "SELECT alert_code, agent FROM "+db+".call_observations WHERE event_id = 'old'").Scan(&code, &agent); err != nil || code != "" || agent != "" {
+		t.Errorf("the old row's alert_code and agent: %q, %q, %v; want empty", code, agent, err)
 	}
 	if err := conn.QueryRow(ctx, "SELECT policy_action FROM "+db+".call_observations WHERE event_id = 'old'").Scan(&code); err != nil || code != "" {
 		t.Errorf("the old row's policy_action: %q, %v; want empty", code, err)

@@ -100,21 +100,22 @@ func appendColumns(b driver.Batch, cols ...any) error {
 
 type listRows struct {
 	common
-	tenant, server, variant, proxy, captureSHA []string
-	captureBytes                               []uint32
+	tenant, server, variant, proxy, captureSHA, agent []string
+	captureBytes                                      []uint32
 }
 
 func (r *listRows) name() string { return "list_observations" }
 func (r *listRows) columns() string {
-	return commonColumns + ", tenant, server, variant, proxy, capture_bytes, capture_sha256"
+	return commonColumns + ", tenant, server, variant, proxy, capture_bytes, capture_sha256, agent"
 }
 func (r *listRows) len() int { return len(r.eventID) }
 func (r *listRows) appendTo(b driver.Batch) error {
-	return appendColumns(b, r.eventID, r.at, r.atMs, r.seq, r.tenant, r.server, r.variant, r.proxy, r.captureBytes, r.captureSHA)
+	return appendColumns(b, r.eventID, r.at, r.atMs, r.seq, r.tenant, r.server, r.variant, r.proxy, r.captureBytes, r.captureSHA, r.agent)
 }
 func (r *listRows) reset() {
 	r.resetCommon()
 	r.tenant, r.server, r.variant, r.proxy, r.captureSHA = r.tenant[:0], r.server[:0], r.variant[:0], r.proxy[:0], r.captureSHA[:0]
+	r.agent = r.agent[:0]
 	r.captureBytes = r.captureBytes[:0]
 }
 
@@ -280,6 +281,7 @@ func (s *Service) decode(env envelope, data []byte, b *batch) error {
 		r.variant, r.proxy = append(r.variant, ev.Variant), append(r.proxy, ev.Proxy)
 		r.captureBytes = append(r.captureBytes, uint32(min(len(ev.Capture), 1<<32-1)))
 		r.captureSHA = append(r.captureSHA, "sha256:"+hex.EncodeToString(sum[:]))
+		r.agent = append(r.agent, ev.Agent)
 	case kind == "obs.call" && len(tok) == 4:
 		// The single form, which proxies before the batch form publish.
 		ev := new(mcpdriftv1.CallObservation)

@@ -210,7 +210,7 @@ func TestPublisherLingers(t *testing.T) {
 		return nil
 	})
 	p.Call(session.Call{Tool: "second"})
-	p.Listing("", []byte(`{"tools":{"pages":[{"tools":[]}]}}`))
+	p.Listing("", "", []byte(`{"tools":{"pages":[{"tools":[]}]}}`))
 	// Well within the minute: the listing ended the wait.
 	poll.Eventually(t, 10*time.Second, func() error {
 		if st := p.Stats(); st.Published != 3 {

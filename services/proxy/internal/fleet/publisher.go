@@ -239,15 +239,16 @@ func NewPublisher(cfg Config, d Deps) (*Publisher, error) {
 }
 
 // Listing implements session.Observer: a complete listing, in the capture
-// format, for the given variant ("" is the default variant).
-func (p *Publisher) Listing(variant string, capture []byte) {
+// format, for the given variant ("" is the default variant), listed by
+// agent's session.
+func (p *Publisher) Listing(variant, agent string, capture []byte) {
 	if variant == "" {
 		variant = bus.DefaultVariant
 	}
 	id := p.nextID()
 	data, err := proto.Marshal(&mcpdriftv1.ListObservation{
 		EventId: id, Tenant: p.cfg.Tenant, Server: p.cfg.Server, Proxy: p.cfg.Proxy,
-		Variant: variant, ObservedAtUnixMs: p.now().UnixMilli(), Capture: capture,
+		Variant: variant, ObservedAtUnixMs: p.now().UnixMilli(), Capture: capture, Agent: agent,
 	})
 	if err != nil { // cannot happen for these field types
 		p.log.Error().Err(err).Str("event_id", id).Msg("encoding list observation")

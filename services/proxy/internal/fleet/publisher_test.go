@@ -134,8 +134,8 @@ func TestPublisherPublishes(t *testing.T) {
 	runInBackground(t, p.Run)
 
 	capture := []byte(`{"tools":{"pages":[{"tools":[]}]}}`)
-	p.Listing("v1a2b", capture)
-	p.Listing("", capture)
+	p.Listing("v1a2b", "", capture)
+	p.Listing("", "", capture)
 	calls := []struct {
 		name        string
 		call        session.Call
@@ -220,7 +220,7 @@ func TestPublisherSpoolsWhileNATSIsDown(t *testing.T) {
 	p := newPublisher(t, b.JS, dir, nil)
 	runInBackground(t, p.Run)
 
-	p.Listing("default", []byte(`{"tools":{"pages":[{"tools":[]}]}}`))
+	p.Listing("default", "", []byte(`{"tools":{"pages":[{"tools":[]}]}}`))
 	poll.Eventually(t, 10*time.Second, func() error {
 		if st := p.Stats(); st.Published != 1 {
 			return statsSeen("Published == 1", st)
@@ -230,10 +230,10 @@ func TestPublisherSpoolsWhileNATSIsDown(t *testing.T) {
 
 	port := stopBus(t, b)
 	start := time.Now()
-	p.Listing("default", []byte(`{"n":1}`))
+	p.Listing("default", "", []byte(`{"n":1}`))
 	p.Call(session.Call{Tool: "a"})
 	p.Call(session.Call{Tool: "b"})
-	p.Listing("default", []byte(`{"n":2}`))
+	p.Listing("default", "", []byte(`{"n":2}`))
 	if d := time.Since(start); d > 500*time.Millisecond {
 		t.Errorf("observing 4 events took %v while NATS is down; Listing and Call must not wait", d)
 	}
@@ -307,9 +307,9 @@ func TestPublisherRestartDrainsOutbox(t *testing.T) {
 	dir := t.TempDir()
 
 	p1 := newPublisher(t, b.JS, dir, nil)
-	p1.Listing("default", []byte(`{"n":1}`)) // queued: p1 is not running yet
+	p1.Listing("default", "", []byte(`{"n":1}`)) // queued: p1 is not running yet
 	p1.Call(session.Call{Tool: "a"})
-	p1.Listing("default", []byte(`{"n":2}`))
+	p1.Listing("default", "", []byte(`{"n":2}`))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := p1.Run(ctx); err != nil {
@@ -426,11 +426,11 @@ func TestPublisherOutboxBoundDropsCallsFirst(t *testing.T) {
 	runInBackground(t, p.Run)
 	port := stopBus(t, b)
 
-	p.Listing("default", []byte(`{"n":1}`))
+	p.Listing("default", "", []byte(`{"n":1}`))
 	for _, tool := range []string{"c1", "c2", "c3", "c4"} {
 		p.Call(session.Call{Tool: tool})
 	}
-	p.Listing("default", []byte(`{"n":2}`))
+	p.Listing("default", "", []byte(`{"n":2}`))
 	poll.Eventually(t, 10*time.Second, func() error {
 		if st := p.Stats(); st.Spooled != 6 {
 			return statsSeen("Spooled == 6", st)

@@ -134,9 +134,9 @@ type observer struct {
 	next session.Observer
 }
 
-func (o observer) Listing(variant string, capture []byte) {
+func (o observer) Listing(variant, agent string, capture []byte) {
 	o.m.listings.Inc()
-	o.next.Listing(variant, capture)
+	o.next.Listing(variant, agent, capture)
 }
 
 func (o observer) Call(c session.Call) {

@@ -370,7 +370,7 @@ type variantObs struct {
 	variants []string
 }
 
-func (o *variantObs) Listing(variant string, capture []byte) {
+func (o *variantObs) Listing(variant, _ string, capture []byte) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.variants = append(o.variants, variant)

@@ -65,7 +65,11 @@ type Gate interface {
 // Observer receives what the proxy saw. It must not block: publishing is
 // asynchronous.
 type Observer interface {
-	Listing(variant string, capture []byte)
+	// Listing is a whole surface in the capture format, listed in variant
+	// by the session of agent (Config.Agent; "" for the proxy's own
+	// listings of stateless upstreams and when agents are not
+	// authenticated).
+	Listing(variant, agent string, capture []byte)
 	Call(c Call)
 }
 
@@ -103,12 +107,6 @@ type Call struct {
 	Agent string
 }
 
-// observe hands a call to the observer, with the session's agent.
-func (s *Session) observe(c Call) {
-	c.Agent = s.cfg.Agent
-	s.obs.Call(c)
-}
-
 // Config identifies the server behind the session.
 type Config struct {
 	Server   string        // the server id, for messages to people
@@ -141,8 +139,11 @@ type Config struct {
 	// pending_approval (nil: they are refused, policy_approval_unavailable).
 	Policy    Policy
 	Approvals Approvals
-	// Agent is the authenticated agent of the session ("" when the proxy
-	// does not authenticate agents): what rules match on and calls record.
+	// Agent is the authenticated agent whose session this is: an edge
+	// token's name or a client certificate's identity on HTTP, the parent
+	// process on stdio (docs/agent-auth.md); "" when the proxy does not
+	// authenticate agents. Every Call and Listing the session reports
+	// carries it.
 	Agent string
 }
 
@@ -771,7 +772,13 @@ func (s *Session) publish(variant string, capture []byte) {
 	} else {
 		s.lastPub[variant] = publication{hash: hash, at: time.Now()}
 	}
-	s.obs.Listing(variant, capture)
+	s.obs.Listing(variant, s.cfg.Agent, capture)
+}
+
+// observe reports a call, as made by the session's agent.
+func (s *Session) observe(c Call) {
+	c.Agent = s.cfg.Agent
+	s.obs.Call(c)
 }
 
 // verdictKnown asks the gate, without waiting, whether it holds a verdict

@@ -45,7 +45,7 @@ type fakeObs struct {
 	calls    []Call
 }
 
-func (o *fakeObs) Listing(variant string, capture []byte) {
+func (o *fakeObs) Listing(variant, _ string, capture []byte) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.listings = append(o.listings, capture)

@@ -39,8 +39,8 @@ type nopObs struct {
 	listings int
 }
 
-func (o *nopObs) Listing(string, []byte) { o.mu.Lock(); o.listings++; o.mu.Unlock() }
-func (o *nopObs) Call(session.Call)      {}
+func (o *nopObs) Listing(string, string, []byte) { o.mu.Lock(); o.listings++; o.mu.Unlock() }
+func (o *nopObs) Call(session.Call)              {}
 
 func approved(tools ...string) session.View {
 	s, err := surface.Parse([]byte(`{"tools":[`+strings.Join(tools, ",")+`]}`), surface.Options{})

@@ -34,7 +34,7 @@ func TestSessionEvictionUnderLoad(t *testing.T) {
 	f := p.fronts["m"]
 	var hot []*tracked
 	for i := range maxSessions {
-		tr := f.newTracked()
+		tr := f.newTracked("")
 		if !f.register(tr, fmt.Sprintf("hot-%d", i)) {
 			t.Fatalf("session hot-%d not registered", i)
 		}
@@ -58,7 +58,7 @@ func TestSessionEvictionUnderLoad(t *testing.T) {
 		})
 	}
 	for i := range 2000 {
-		if !f.register(f.newTracked(), fmt.Sprintf("new-%d", i)) {
+		if !f.register(f.newTracked(""), fmt.Sprintf("new-%d", i)) {
 			t.Fatalf("session new-%d not registered", i)
 		}
 		f.mu.Lock()

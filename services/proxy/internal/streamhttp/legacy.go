@@ -21,6 +21,7 @@ import (
 // its own /<id>/messages?session=<id>.
 type legacySession struct {
 	id       string
+	agent    string // the agent that opened it (agent.go)
 	s        *session.Session
 	q        *ordered.Queue // what the session delivers, in the order the server sent it
 	endpoint string         // the upstream's message URL
@@ -88,14 +89,16 @@ func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadGateway, nil, session.DropFraming, "the MCP server's event stream cannot be read as clients read it ("+why+")")
 		return
 	}
-	l := &legacySession{id: newID(), w: w, rc: http.NewResponseController(w), headers: http.Header{}}
+	l := &legacySession{id: newID(), agent: agentOf(r), w: w, rc: http.NewResponseController(w), headers: http.Header{}}
 	if v := r.Header.Get("Authorization"); v != "" {
 		l.headers.Set("Authorization", v)
 	}
 	// Every server message comes on this one stream: decisions that must
 	// wait are made off it, and delivered in order (package ordered).
 	l.q = ordered.New(l.toClient)
-	l.s = session.New(f.up.Session, f.up.Gate, f.up.Observer, func(b []byte) error {
+	scfg := f.up.Session
+	scfg.Agent = l.agent
+	l.s = session.New(scfg, f.up.Gate, f.up.Observer, func(b []byte) error {
 		f.p.spawn(func(ctx context.Context) { f.legacySend(ctx, l, b) })
 		return nil
 	})
@@ -221,6 +224,9 @@ func (f *front) legacyPost(w http.ResponseWriter, r *http.Request) {
 	f.mu.Unlock()
 	if l == nil {
 		httpError(w, http.StatusNotFound, nil, CodeUnknownStream, "no open event stream with this session id")
+		return
+	}
+	if !f.ownedBy(w, r, l.agent) {
 		return
 	}
 	body, err := readAll(r.Body, f.p.cfg.MaxMessage)

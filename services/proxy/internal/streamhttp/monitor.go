@@ -157,6 +157,7 @@ func (f *front) follower(r *http.Request, msgs []*jsonrpc.Message) (*session.Ses
 	mon.credentials(r)
 	cfg := f.up.Session
 	cfg.Follow = mon.s
+	cfg.Agent = agentOf(r)
 	return session.New(cfg, f.up.Gate, f.up.Observer, discard), &mon.params
 }
 

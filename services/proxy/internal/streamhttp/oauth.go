@@ -66,6 +66,12 @@ var (
 	resourceMetadataParam = regexp.MustCompile(`(?i)(\bresource_metadata\s*=\s*)("(?:[^"\\]|\\.)*"|[^\s,]+)`)
 )
 
+// OAuthRoutes are the http.ServeMux patterns of the OAuth discovery routes
+// the proxy answers at its origin (oauthRoute): public metadata and the
+// authorization server's fallback endpoints, which clients reach without
+// the agent's own credentials.
+var OAuthRoutes = []string{"/.well-known/", "/authorize", "/token", "/register"}
+
 // oauthRoute answers the OAuth discovery routes at the proxy's origin;
 // false when r is not one of them.
 func (p *Proxy) oauthRoute(w http.ResponseWriter, r *http.Request) bool {

@@ -44,6 +44,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/edgeauth"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
@@ -67,6 +68,9 @@ type Config struct {
 	OwnTimeout  time.Duration // bound on each request the proxy makes itself (30 s)
 	Relist      time.Duration // how often a stateless upstream is listed again (1 min)
 	Log         zerolog.Logger
+	// Refuse answers a request on another agent's session (403) and counts
+	// it (edgeauth.Edge.Refuse); edgeauth.Refuse when nil.
+	Refuse func(w http.ResponseWriter, status int, code session.Code)
 }
 
 func (c Config) withDefaults() Config {
@@ -94,6 +98,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Relist <= 0 {
 		c.Relist = time.Minute
+	}
+	if c.Refuse == nil {
+		c.Refuse = edgeauth.Refuse
 	}
 	return c
 }
@@ -216,7 +223,8 @@ type front struct {
 
 // tracked is a Streamable HTTP session with the upstream.
 type tracked struct {
-	s *session.Session
+	s     *session.Session
+	agent string // the agent that opened it (agent.go)
 
 	// used is when a request last used the session (Unix nanoseconds):
 	// written by every request on it and read by the eviction sweep of
@@ -289,10 +297,11 @@ func (t *tracked) relistAuthorized(f *front) {
 	}
 }
 
-func (f *front) newTracked() *tracked {
-	t := &tracked{headers: http.Header{}}
+func (f *front) newTracked(agent string) *tracked {
+	t := &tracked{headers: http.Header{}, agent: agent}
 	t.used.Store(time.Now().UnixNano())
 	cfg := f.up.Session
+	cfg.Agent = agent
 	cfg.ToolsPage = t.params.note
 	t.s = session.New(cfg, f.up.Gate, f.up.Observer, func(b []byte) error {
 		f.p.spawn(func(ctx context.Context) {
@@ -424,12 +433,11 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 	sid := r.Header.Get("Mcp-Session-Id")
 	switch {
 	case sid != "":
-		if t = f.session(sid); t == nil {
-			unknownSession(w, firstID(msgs, batch))
+		if t = f.owned(w, r, sid, firstID(msgs, batch)); t == nil {
 			return
 		}
 	case opens(msgs):
-		t = f.newTracked() // kept once the upstream names the session
+		t = f.newTracked(agentOf(r)) // kept once the upstream names the session
 	default:
 		sess, book = f.follower(r, msgs)
 	}
@@ -670,9 +678,8 @@ func (f *front) get(w http.ResponseWriter, r *http.Request) {
 	var opened func()
 	sid := r.Header.Get("Mcp-Session-Id")
 	if sid != "" {
-		t := f.session(sid)
+		t := f.owned(w, r, sid, nil)
 		if t == nil {
-			unknownSession(w, nil)
 			return
 		}
 		t.note(r)
@@ -719,8 +726,7 @@ func (f *front) get(w http.ResponseWriter, r *http.Request) {
 
 func (f *front) delete(w http.ResponseWriter, r *http.Request) {
 	sid := r.Header.Get("Mcp-Session-Id")
-	if sid != "" && f.session(sid) == nil {
-		unknownSession(w, nil)
+	if sid != "" && f.owned(w, r, sid, nil) == nil {
 		return
 	}
 	resp, err := f.send(r.Context(), http.MethodDelete, f.up.URL, forwardHeaders(r.Header, false), nil)

@@ -37,7 +37,7 @@ type tofu struct {
 
 func newTofu() *tofu { return &tofu{views: map[string]session.View{}, wake: make(chan struct{})} }
 
-func (g *tofu) Listing(variant string, capture []byte) {
+func (g *tofu) Listing(variant, _ string, capture []byte) {
 	sf, err := surface.Parse(capture, surface.Options{})
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -362,8 +362,8 @@ func (g *variantGate) View(_ context.Context, variant string, _ bool, _ time.Dur
 	return session.View{}, false
 }
 
-func (g *variantGate) Listing(string, []byte) {}
-func (g *variantGate) Call(session.Call)      {}
+func (g *variantGate) Listing(string, string, []byte) {}
+func (g *variantGate) Call(session.Call)              {}
 
 // TestMonitorVariantIsTheRequests: the monitor a 2026-07-28 request is
 // judged by decides in the request's own listing variant: the variant its
