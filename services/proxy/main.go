@@ -72,7 +72,7 @@ type Config struct {
 	// Host and Origin (DNS rebinding, rebinding.go of streamhttp); nil: the
 	// loopback defaults on a loopback listener.
 	AllowedHosts, AllowedOrigins []string
-	Edge             edgeConfig // HTTP mode: agent authentication and TLS (agentauth.go)
+	Edge                         edgeConfig // HTTP mode: agent authentication and TLS (agentauth.go)
 	// Agent is the stdio agent's name in observations (--agent; by
 	// default stdio:uid=<uid>).
 	Agent string
