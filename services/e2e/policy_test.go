@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/approval"
 	"github.com/mcpdrift/mcpdrift/services/internal/chtest"
@@ -466,5 +467,43 @@ func TestPolicyOverHTTP(t *testing.T) {
 		}
 	case <-time.After(wait):
 		t.Fatal("the approved call did not return")
+	}
+}
+
+// TestPolicyMatchesAgent: a rule names the agent that the proxy's edge
+// authenticated; the same call by another agent passes.
+func TestPolicyMatchesAgent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the commands, and a ClickHouse server")
+	}
+	e := startPolicyEnv(t)
+	_, upURL := httpUpstream(t, nil)
+	tokens := filepath.Join(t.TempDir(), "agents")
+	if err := os.WriteFile(tokens, []byte("alice:"+aliceToken+"\nbob:"+bobToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := runHTTPProxy(t, "agents-policy", "--nats-url", e.natsURL, "--upstream", "web="+upURL, "--agent-tokens-file", tokens)
+	as := func(token string) *mcp.ClientSession {
+		cs, err := connectAs(base+"/web/mcp", map[string]string{"Authorization": "Bearer " + token}, nil)
+		if err != nil {
+			t.Fatalf("connecting: %v", err)
+		}
+		t.Cleanup(func() { _ = cs.Close() })
+		return cs
+	}
+	alice, bob := as(aliceToken), as(bobToken)
+	poll.Eventually(t, wait, func() error {
+		got, isErr := echo(bob, "ready")
+		return awaiting(!isErr && got == "ready", "the HTTP proxy serves echo", got)
+	})
+	e.applyPolicy(t, `rules:
+  - {id: no-bob, tenant: default, server: web, tool: echo, agent: "b*", action: deny, reason: bob may not echo}
+`)
+	poll.Eventually(t, wait, func() error {
+		got, isErr := echo(bob, "hello")
+		return awaiting(isErr && strings.Contains(got, "policy deny: bob may not echo"), "bob's call denied by the rule naming him", got)
+	})
+	if got, isErr := echo(alice, "hello"); isErr || got != "hello" {
+		t.Errorf("alice's call under a rule for b*: %q (error %v)", got, isErr)
 	}
 }
