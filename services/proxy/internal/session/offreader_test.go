@@ -55,10 +55,10 @@ func TestOffReaderWorkIsJoined(t *testing.T) {
 	if err := p.fromServer(ctx, []byte(`{"jsonrpc":"2.0","id":1,"result":{"tools":[`+readTool+`]}}`)); err != nil {
 		t.Fatalf("a page judged off the reader: %v", err)
 	}
-	<-g.waiting // the page awaits its verdict, off the reader
-	if n := runtime.NumGoroutine(); n <= before {
-		t.Fatalf("%d goroutines while a page is judged off the reader, %d before", n, before)
-	}
+	// fromServer returned while the gate still holds the page's verdict:
+	// the page awaits it off the reader. (A count of goroutines proved
+	// nothing more, and moved with what earlier tests left winding down.)
+	<-g.waiting
 	clientGone.Store(true)
 	waited := make(chan error, 1)
 	go func() { waited <- p.q.Wait() }()
