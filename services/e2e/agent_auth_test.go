@@ -165,6 +165,18 @@ func TestAgentAuth(t *testing.T) {
 		}
 	}
 
+	// OAuth discovery at the proxy's origin asks for no agent credential
+	// (clients fetch it without their MCP headers); this upstream has no
+	// metadata, so the proxy answers what it found, never the edge's 401.
+	if resp, err := http.Get(base + "/.well-known/oauth-protected-resource/web/mcp"); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusUnauthorized {
+			t.Errorf("OAuth discovery at the proxy's origin: %d, want no agent challenge", resp.StatusCode)
+		}
+	}
+
 	alice, err := connectAs(ep, map[string]string{"Mcpdrift-Agent-Token": aliceToken, "Authorization": upstreamOAuth}, nil)
 	if err != nil {
 		t.Fatalf("alice: %v", err)
