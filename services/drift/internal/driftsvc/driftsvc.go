@@ -216,6 +216,9 @@ func (s *Service) Run(ctx context.Context) error {
 	defer stopWatch()
 	watched, err := s.watchStatus(watchCtx)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // asked to stop before starting
+		}
 		return fmt.Errorf("watching %s: %w", bus.BucketStatus, err)
 	}
 	defer func() { stopWatch(); <-watched }()

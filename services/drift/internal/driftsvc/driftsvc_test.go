@@ -395,3 +395,24 @@ func TestPoisonIsDeadLettered(t *testing.T) {
 	}
 	poll.Eventually(t, wait, e.hasRecord(svc, "x", "the valid event applied after the poison one", func(*state.Record) bool { return true }))
 }
+
+// TestStopWhileStarting: a service asked to stop at any point of its start
+// (creating its consumer, starting its status watch) returns nil, not the
+// error of the step the stop interrupted.
+func TestStopWhileStarting(t *testing.T) {
+	e := newEnv(t)
+	for i := range 20 {
+		svc, err := New(Config{Durable: fmt.Sprintf("drift-stop-%d", i)}, Deps{JS: e.js, Handles: e.h, Log: zerolog.Nop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- svc.Run(ctx) }()
+		time.Sleep(time.Duration(i) * time.Millisecond) // a stop at a different point of the start each time
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("stopped %d ms into its start: %v", i, err)
+		}
+	}
+}
