@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
 
@@ -379,8 +380,15 @@ func (f *front) authServerMetadata(b []byte) error {
 	return nil
 }
 
-// oneObject reads a metadata document: one JSON object, nothing after it.
+// oneObject reads a metadata document: one JSON object, nothing after it,
+// read as strictly as the proxy reads a manifest (canonjson: a duplicate
+// member name, a lone surrogate or invalid UTF-8 make it ambiguous to the
+// clients that read it after the proxy judged it, so it is refused).
 func oneObject(b []byte) (map[string]json.RawMessage, error) {
+	var strict canonjson.Doc
+	if err := strict.Parse(b, canonjson.Limits{MaxBytes: maxMetadata, MaxDepth: 32, LaxNumbers: true}); err != nil {
+		return nil, fmt.Errorf("not one JSON object: %w", err)
+	}
 	var doc map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&doc); err != nil || doc == nil || dec.More() {

@@ -178,6 +178,9 @@ func TestOAuthMetadataRefused(t *testing.T) {
 		{"two-documents", func(self string) (int, string, string) {
 			return 200, "application/json", `{"resource":"` + self + `/mcp"}{"resource":"https://victim.example/mcp"}`
 		}, 502, CodeOAuthMetadata},
+		{"duplicate-resource", func(self string) (int, string, string) {
+			return 200, "application/json", `{"resource":"https://victim.example/mcp","resource":"` + self + `/mcp"}`
+		}, 502, CodeOAuthMetadata},
 		{"server-error", func(string) (int, string, string) { return 500, "text/plain", "boom" }, 502, CodeOAuthMetadata},
 		{"none", func(string) (int, string, string) { return 404, "text/plain", "not found" }, 404, CodeNoMetadata},
 	} {
