@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/policy"
+	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
 )
 
@@ -189,6 +190,13 @@ func (s *Session) hold(m *jsonrpc.Message, forward []byte, p *pendingReq, d poli
 		}
 		held.policy.ApprovalID, held.policy.ApprovalOutcome, held.policy.Who = a.ID, a.Outcome, a.Actor
 		if a.Outcome == ApprovalApproved && ctx.Err() == nil {
+			// The wait can be long: the server's status is judged again,
+			// so that an approval never carries a call to a server that
+			// drifted or was quarantined meanwhile.
+			if code, text, _, _ := s.decide(ctx, surface.KindTool, held.tool); code != "" {
+				s.observe(Call{Tool: held.tool, Refused: true, RefusalCode: code, ArgsDigest: held.digest, Arguments: held.args, Policy: held.policy})
+				return Outcome{Reply: ToolError(id, code, text)}
+			}
 			held.start = time.Now()
 			s.mu.Lock()
 			s.pending[string(id)] = held

@@ -124,6 +124,20 @@ func TestPolicyCodes(t *testing.T) {
 			t.Errorf("approved: forward %s, asked %s", got.Forward, ap.asked[0].Arguments)
 		}
 	})
+	t.Run("approved_after_quarantine", func(t *testing.T) {
+		r := policyRig(t, holdDoc, "", &approver{outcome: ApprovalApproved})
+		o := call(r, "10", "write", `{}`)
+		if o.Held == nil {
+			t.Fatalf("not held: %+v", o)
+		}
+		// An admin quarantines the server while the call waits for its
+		// approval: the approval does not carry it there.
+		r.gate.v.Status, r.gate.v.Serve = "quarantined", false
+		got := o.Held.Wait(ctx)
+		if got.Forward != nil || !strings.Contains(string(got.Reply), `"mcpdrift/code":"`+string(RefuseServer("quarantined"))+`"`) {
+			t.Errorf("approved after a quarantine: forward %s reply %s", got.Forward, got.Reply)
+		}
+	})
 	t.Run("no_approvals", func(t *testing.T) {
 		r := policyRig(t, holdDoc, "", nil)
 		refusedWith(t, call(r, "1", "write", `{}`).Held.Wait(ctx), PolicyApprovalUnavailable)
