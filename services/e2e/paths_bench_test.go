@@ -1,13 +1,11 @@
 package e2e
 
 import (
-	"bytes"
-	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/procstat"
 )
 
 // Paths of a proxy benchmark, in the order measurePaths takes them.
@@ -101,22 +99,11 @@ func measurePaths(b *testing.B, n, rounds, per int, pids [numPaths]int, call fun
 	}
 }
 
-// cpuTime is the CPU time (user and system, every thread) process pid has
-// spent so far: utime and stime of /proc/<pid>/stat, in clock ticks of
-// 10 ms (USER_HZ is 100 on Linux).
+// cpuTime is the CPU time process pid has spent so far (procstat).
 func cpuTime(b *testing.B, pid int) time.Duration {
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	t, err := procstat.CPUTime(pid)
 	if err != nil {
 		b.Fatalf("reading the CPU time of process %d: %v", pid, err)
 	}
-	// The command name (field 2) is in parentheses and may hold spaces:
-	// the fields after it start past its last ')'.
-	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
-	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		b.Fatalf("reading the CPU time of process %d: %q", pid, raw)
-	}
-	return time.Duration(utime+stime) * 10 * time.Millisecond
+	return t
 }

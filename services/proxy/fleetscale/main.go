@@ -37,6 +37,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/procstat"
 )
 
 func main() {
@@ -288,7 +289,7 @@ func runSize(ctx context.Context, c Config, sz size, recover bool, manifests [][
 	runtime.GC()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
-	rss0, _ := rssBytes(os.Getpid())
+	rss0, _ := procstat.RSSBytes(os.Getpid())
 	g0 := runtime.NumGoroutine()
 	fctx, fcancel := context.WithCancel(ctx)
 	e.f = &fleetSim{proxies: proxies, servers: servers, rec: rec}
@@ -307,7 +308,7 @@ func runSize(ctx context.Context, c Config, sz size, recover bool, manifests [][
 	r.WatchesPerProxy = round1(2 * float64(r.Gates) / float64(sz.proxies))
 	runtime.GC()
 	runtime.ReadMemStats(&m1)
-	rss1, _ := rssBytes(os.Getpid())
+	rss1, _ := procstat.RSSBytes(os.Getpid())
 	r.FleetHeapKiBPerGate = round2(float64(m1.HeapInuse-min(m0.HeapInuse, m1.HeapInuse)) / 1024 / float64(r.Gates))
 	r.FleetRSSMiBPerProxy = round2(float64(rss1-min(rss0, rss1)) / (1 << 20) / float64(sz.proxies))
 	r.FleetGoroutinesPerGate = round1(float64(runtime.NumGoroutine()-g0) / float64(r.Gates))

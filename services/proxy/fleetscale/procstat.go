@@ -1,62 +1,14 @@
 package main
 
 import (
-	"bytes"
-	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/procstat"
 )
-
-// clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat
-// (100 on every Linux architecture Go supports).
-const clockTicks = 100
-
-// cpuTime reads a process's user+system CPU time from /proc.
-func cpuTime(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name is in parentheses and may hold spaces: fields count
-	// from the last ')'.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command", pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
-	}
-	// f[0] is field 3 (state): utime is field 14, stime 15.
-	u, err1 := strconv.ParseInt(f[11], 10, 64)
-	s, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
-	}
-	return time.Duration(u+s) * time.Second / clockTicks, nil
-}
-
-// rssBytes reads a process's resident set size from /proc.
-func rssBytes(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			f := strings.Fields(v)
-			if len(f) == 0 {
-				break
-			}
-			kb, err := strconv.ParseInt(f[0], 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
-}
 
 // usage is a component's CPU and memory over a phase.
 type usage struct {
@@ -76,7 +28,7 @@ type sampler struct {
 func newSampler(pids func() map[string]int) *sampler {
 	s := &sampler{start: time.Now(), cpu0: map[string]time.Duration{}, peakRSS: map[string]int64{}, pids: pids}
 	for name, pid := range pids() {
-		if t, err := cpuTime(pid); err == nil {
+		if t, err := procstat.CPUTime(pid); err == nil {
 			s.cpu0[name] = t
 		}
 	}
@@ -93,7 +45,7 @@ func (s *sampler) sample() {
 
 func (s *sampler) sampleLocked() {
 	for name, pid := range s.pids() {
-		if r, err := rssBytes(pid); err == nil && r > s.peakRSS[name] {
+		if r, err := procstat.RSSBytes(pid); err == nil && r > s.peakRSS[name] {
 			s.peakRSS[name] = r
 		}
 	}
@@ -107,7 +59,7 @@ func (s *sampler) end() map[string]usage {
 	el := time.Since(s.start)
 	out := map[string]usage{}
 	for name, pid := range s.pids() {
-		t, err := cpuTime(pid)
+		t, err := procstat.CPUTime(pid)
 		t0, ok := s.cpu0[name]
 		if err != nil || !ok {
 			continue
