@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,9 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/chtest"
@@ -30,7 +34,11 @@ type settingsPipeline struct {
 	api string
 }
 
-func startSettingsPipeline(t *testing.T) *settingsPipeline {
+// startSettingsPipeline starts the fingerprint and drift services on a
+// bus whose policy bucket holds policies (tenant: document) first: the
+// services load the bucket before they consume, so every observation is
+// judged by them.
+func startSettingsPipeline(t *testing.T, policies map[string]policy.Document) *settingsPipeline {
 	t.Helper()
 	b := natstest.StartBus(t)
 	ports, err := chtest.FreePorts(1)
@@ -38,14 +46,19 @@ func startSettingsPipeline(t *testing.T) *settingsPipeline {
 		t.Fatal(err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	p := &settingsPipeline{b: b, api: "http://" + addr}
+	for tenant, doc := range policies {
+		p.putPolicy(t, tenant, doc)
+	}
 	env := []string{"MCPDRIFT_NATS_URL=" + b.Server.ClientURL(), "MCPDRIFT_LOG_LEVEL=info"}
 	runService(t, "fingerprint", env...)
 	runService(t, "drift", append(env, "MCPDRIFT_ADMIN_ADDR="+addr, "MCPDRIFT_ADMIN_TOKENS=e2e:write:"+settingsToken)...)
-	return &settingsPipeline{b: b, api: "http://" + addr}
+	return p
 }
 
 // putPolicy stores a tenant's policy as the admin API's PUT /v1/policy
-// does (that API is policy-engine's; these tests write the record).
+// does. Running services learn it from their watch of the bucket, a moment
+// later: see relistUntil.
 func (p *settingsPipeline) putPolicy(t *testing.T, tenant string, doc policy.Document) {
 	t.Helper()
 	data, err := json.Marshal(policy.Stored{Tenant: tenant, Version: 1, UpdatedBy: "e2e", Document: doc})
@@ -55,6 +68,47 @@ func (p *settingsPipeline) putPolicy(t *testing.T, tenant string, doc policy.Doc
 	if _, err := p.b.Handles.Policy.Put(context.Background(), policy.Key(tenant), data); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// relistUntil publishes the server's last listing observation again, as a
+// proxy listing it once more does, until its record satisfies ok: a policy
+// change reaches a record at the server's next observation after the
+// services learned it, which comes a moment after putPolicy.
+func (p *settingsPipeline) relistUntil(t *testing.T, tenant, server, what string, ok func(status.Record) bool) status.Record {
+	t.Helper()
+	ctx := context.Background()
+	stream, err := p.b.JS.Stream(ctx, bus.StreamObservations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec status.Record
+	n := 0
+	poll.Eventually(t, wait, func() error {
+		last, err := stream.GetLastMsgForSubject(ctx, bus.ListObservationSubject(tenant, server))
+		if err != nil {
+			return awaiting(false, what, err.Error())
+		}
+		var obs mcpdriftv1.ListObservation
+		if err := proto.Unmarshal(last.Data, &obs); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		obs.EventId = fmt.Sprintf("relist-%s-%s-%d", tenant, server, n)
+		data, err := proto.Marshal(&obs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := bus.Publish(ctx, p.b.JS, bus.ListObservationSubject(tenant, server), data, obs.EventId); err != nil {
+			return awaiting(false, what, err.Error())
+		}
+		var raw string
+		rec, raw, err = p.readRecord(ctx, tenant, server)
+		if err != nil {
+			return awaiting(false, what, err.Error())
+		}
+		return awaiting(ok(rec), what, raw)
+	})
+	return rec
 }
 
 // observe publishes a listing as a proxy does.
@@ -72,27 +126,35 @@ func (p *settingsPipeline) record(t *testing.T, tenant, server, what string, ok 
 	var rec status.Record
 	ctx := context.Background()
 	poll.Eventually(t, wait, func() error {
-		keys, err := p.b.Handles.Status.ListKeysFiltered(ctx, tenant+"."+server+".*")
-		if err != nil {
+		var raw string
+		var err error
+		if rec, raw, err = p.readRecord(ctx, tenant, server); err != nil {
 			return awaiting(false, what, err.Error())
 		}
-		var key string
-		for k := range keys.Keys() {
-			key = k
-		}
-		if key == "" {
-			return awaiting(false, what, "no variant record")
-		}
-		e, err := p.b.Handles.Status.Get(ctx, key)
-		if err != nil {
-			return awaiting(false, what, err.Error())
-		}
-		if rec, err = status.DecodeRecord(e.Value()); err != nil {
-			return awaiting(false, what, err.Error())
-		}
-		return awaiting(ok(rec), what, string(e.Value()))
+		return awaiting(ok(rec), what, raw)
 	})
 	return rec
+}
+
+// readRecord reads the record of a server's one listing variant.
+func (p *settingsPipeline) readRecord(ctx context.Context, tenant, server string) (status.Record, string, error) {
+	keys, err := p.b.Handles.Status.ListKeysFiltered(ctx, tenant+"."+server+".*")
+	if err != nil {
+		return status.Record{}, "", err
+	}
+	var key string
+	for k := range keys.Keys() {
+		key = k
+	}
+	if key == "" {
+		return status.Record{}, "", errors.New("no variant record")
+	}
+	e, err := p.b.Handles.Status.Get(ctx, key)
+	if err != nil {
+		return status.Record{}, "", err
+	}
+	rec, err := status.DecodeRecord(e.Value())
+	return rec, string(e.Value()), err
 }
 
 // serverRecord polls for a server record until ok accepts it.
@@ -143,12 +205,13 @@ func TestDriftSettingsPerTenant(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the commands")
 	}
-	p := startSettingsPipeline(t)
-	p.putPolicy(t, "acme", policy.Document{Drift: []policy.DriftSetting{{Tenant: "acme", Posture: status.Strict}}})
-	p.putPolicy(t, "beta", policy.Document{Drift: []policy.DriftSetting{
-		{Tenant: "beta", Posture: status.Discovery},
-		{Tenant: "beta", Server: "alerted", OnDrift: status.Alert},
-	}})
+	p := startSettingsPipeline(t, map[string]policy.Document{
+		"acme": {Drift: []policy.DriftSetting{{Tenant: "acme", Posture: status.Strict}}},
+		"beta": {Drift: []policy.DriftSetting{
+			{Tenant: "beta", Posture: status.Discovery},
+			{Tenant: "beta", Server: "alerted", OnDrift: status.Alert},
+		}},
+	})
 	p.observe(t, "acme", "fs", "a1", toolsV1)
 	p.observe(t, "beta", "fs", "b1", toolsV1)
 	p.observe(t, "beta", "alerted", "c1", toolsV1)
@@ -180,8 +243,7 @@ func TestDriftSettingsPerTenant(t *testing.T) {
 	// A setting changed in the policy applies to the record at its next
 	// observation: beta/fs to alert.
 	p.putPolicy(t, "beta", policy.Document{Drift: []policy.DriftSetting{{Tenant: "beta", OnDrift: status.Alert}}})
-	p.observe(t, "beta", "fs", "b3", toolsV2)
-	p.record(t, "beta", "fs", "beta/fs under alert after its next observation", func(r status.Record) bool {
+	p.relistUntil(t, "beta", "fs", "beta/fs under alert after its next observation", func(r status.Record) bool {
 		return r.Policy.OnDrift == status.Alert && r.Serve()
 	})
 }
@@ -195,9 +257,8 @@ func TestRiskRatchet(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the commands")
 	}
-	p := startSettingsPipeline(t)
-	p.putPolicy(t, "acme", policy.Document{Risk: []policy.RiskSetting{{Tenant: "acme",
-		Modes: map[policy.Band]policy.Mode{policy.BandHigh: policy.ModeQuarantine, policy.BandCritical: policy.ModeBlock}}}})
+	p := startSettingsPipeline(t, map[string]policy.Document{"acme": {Risk: []policy.RiskSetting{{Tenant: "acme",
+		Modes: map[policy.Band]policy.Mode{policy.BandHigh: policy.ModeQuarantine, policy.BandCritical: policy.ModeBlock}}}}})
 	ctx := context.Background()
 	actions, err := p.b.JS.OrderedConsumer(ctx, bus.StreamAdmin, jetstream.OrderedConsumerConfig{FilterSubjects: []string{"mcpdrift.admin.>"}})
 	if err != nil {
@@ -271,8 +332,7 @@ func TestSHA512Proxy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the commands")
 	}
-	p := startSettingsPipeline(t)
-	p.putPolicy(t, "default", policy.Document{Drift: []policy.DriftSetting{{Tenant: "default", Hash: policy.SHA512}}})
+	p := startSettingsPipeline(t, map[string]policy.Document{"default": {Drift: []policy.DriftSetting{{Tenant: "default", Hash: policy.SHA512}}}})
 	a := startProxy(t, p.b.Server.ClientURL(), "node-1")
 	a.init()
 	poll.Eventually(t, wait, func() error {
@@ -310,7 +370,7 @@ func TestHashingChangeRebaseline(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the commands")
 	}
-	p := startSettingsPipeline(t)
+	p := startSettingsPipeline(t, nil)
 	url := p.b.Server.ClientURL()
 	a1 := startProxy(t, url, "node-1")
 	a1.init()
@@ -330,7 +390,7 @@ func TestHashingChangeRebaseline(t *testing.T) {
 	a2 := startProxy(t, url, "node-2")
 	a2.init()
 	a2.call("tools/list", "{}")
-	rec := p.record(t, "default", "files", "the policy's settings waiting", func(r status.Record) bool {
+	rec := p.relistUntil(t, "default", "files", "the policy's settings waiting", func(r status.Record) bool {
 		return r.PolicyWants != nil && r.PolicyWantsLiveHash != ""
 	})
 	if rec.Status != status.Verified || rec.BaselineHash != v1.BaselineHash || rec.Policy.Hashing() != status.DefaultHashing ||
