@@ -949,11 +949,18 @@ func TestClickHouseDeployment(t *testing.T) {
 		err := analytics.QueryRow(ctx, "SELECT count() FROM mcpdrift.call_observations WHERE event_id = 'deploy-test-1'").Scan(&n)
 		return awaiting(err == nil && n == 1, "the refused call in mcpdrift.call_observations", fmt.Sprint(n, err))
 	})
-	dc := exec.Command(filepath.Join(bin, "driftctl"), "audit", "refused", "--clickhouse", ch, "--user", "mcpdrift_analytics")
-	dc.Env = append(os.Environ(), "MCPDRIFT_CLICKHOUSE_PASSWORD="+analyticsPass)
-	if out, err := dc.CombinedOutput(); err != nil || !strings.Contains(string(out), "files") || !strings.Contains(string(out), "server_changed") {
-		t.Fatalf("driftctl audit refused as mcpdrift_analytics: %v\n%s", err, out)
-	}
+	// refused reads calls_hourly, which its materialized view fills within
+	// the same insert, but the view's part can become visible a moment
+	// after the source table's.
+	poll.Eventually(t, 30*time.Second, func() error {
+		dc := exec.Command(filepath.Join(bin, "driftctl"), "audit", "refused", "--clickhouse", ch, "--user", "mcpdrift_analytics")
+		dc.Env = append(os.Environ(), "MCPDRIFT_CLICKHOUSE_PASSWORD="+analyticsPass)
+		out, err := dc.CombinedOutput()
+		if err != nil {
+			t.Fatalf("driftctl audit refused as mcpdrift_analytics: %v\n%s", err, out)
+		}
+		return awaiting(strings.Contains(string(out), "files") && strings.Contains(string(out), "server_changed"), "driftctl audit refused as mcpdrift_analytics shows the call", string(out))
+	})
 	err = analytics.Exec(ctx, "INSERT INTO mcpdrift.schema_migrations (version, name, server_version, applied_at) VALUES (99, 'x', 'x', now())")
 	var ex *clickhouse.Exception
 	if !errors.As(err, &ex) || ex.Code != 164 { // READONLY
