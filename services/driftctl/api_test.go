@@ -94,7 +94,9 @@ func publishFingerprint(t *testing.T, srv *natstest.Server, server, eventID, fix
 func publishVariant(t *testing.T, srv *natstest.Server, server, variant, eventID, fixture string, at time.Time) string {
 	t.Helper()
 	_, js := srv.Connect(t)
-	h, err := bus.Setup(context.Background(), js, bus.Config{})
+	// Check mode: the drift command set the bus up, and a second setup's
+	// stream updates race nats-server's consumer creation under -race.
+	h, err := bus.Bind(context.Background(), js, bus.SetupCheck, bus.Config{}, bus.Manifests)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -199,7 +200,10 @@ type Handles struct {
 }
 
 // Setup creates or updates every stream and bucket; running it again, or
-// from several services at once, changes nothing.
+// from several services at once, changes nothing. An object already as
+// wanted is left alone rather than updated to the same configuration: a
+// stream update is a write every running consumer of the stream sees, and
+// services start on a bus that is usually set up already.
 func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Handles, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -222,46 +226,91 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Handles, e
 		sc.Duplicates = c.DuplicateWindow
 		sc.MaxMsgSize = c.MaxMsgBytes
 		sc.Discard = jetstream.DiscardOld
-		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+		if err := ensureStream(ctx, js, sc); err != nil {
 			return nil, fmt.Errorf("creating stream %s: %w", sc.Name, err)
 		}
 	}
-	status, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: BucketStatus, Description: "schema status per tenant, server and listing variant",
-		History: 16, Replicas: c.Replicas, Storage: jetstream.FileStorage, MaxValueSize: 1 << 20,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("creating bucket %s: %w", BucketStatus, err)
+	buckets := []jetstream.KeyValueConfig{
+		{Bucket: BucketStatus, Description: "schema status per tenant, server and listing variant",
+			History: 16, MaxValueSize: 1 << 20},
+		{Bucket: BucketBaselines, Description: "every baseline version of every server and variant",
+			History: 1, MaxValueSize: 1 << 20},
+		{Bucket: BucketPolicy, Description: "per-call policy per tenant (rules, drift and risk settings), versioned",
+			History: 16, MaxValueSize: 8 << 20},
+		{Bucket: BucketApprovals, Description: "approval requests of held tools/call requests, and their resolutions",
+			History: 1, MaxValueSize: 1 << 20, TTL: approvalsMaxAge},
 	}
-	baselines, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: BucketBaselines, Description: "every baseline version of every server and variant",
-		History: 1, Replicas: c.Replicas, Storage: jetstream.FileStorage, MaxValueSize: 1 << 20,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("creating bucket %s: %w", BucketBaselines, err)
+	kvs := make([]jetstream.KeyValue, len(buckets))
+	for i, kc := range buckets {
+		kc.Replicas, kc.Storage = c.Replicas, jetstream.FileStorage
+		kv, err := ensureKeyValue(ctx, js, kc)
+		if err != nil {
+			return nil, fmt.Errorf("creating bucket %s: %w", kc.Bucket, err)
+		}
+		kvs[i] = kv
 	}
-	policy, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: BucketPolicy, Description: "per-call policy per tenant (rules, drift and risk settings), versioned",
-		History: 16, Replicas: c.Replicas, Storage: jetstream.FileStorage, MaxValueSize: 8 << 20,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("creating bucket %s: %w", BucketPolicy, err)
-	}
-	manifests, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+	manifests, err := ensureObjectStore(ctx, js, jetstream.ObjectStoreConfig{
 		Bucket: BucketManifests, Description: "observed manifests (capture format), content-addressed by surface hash",
 		Replicas: c.Replicas, Storage: jetstream.FileStorage,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating object store %s: %w", BucketManifests, err)
 	}
-	approvals, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: BucketApprovals, Description: "approval requests of held tools/call requests, and their resolutions",
-		History: 1, Replicas: c.Replicas, Storage: jetstream.FileStorage, MaxValueSize: 1 << 20, TTL: approvalsMaxAge,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("creating bucket %s: %w", BucketApprovals, err)
+	return &Handles{Status: kvs[0], Baselines: kvs[1], Policy: kvs[2], Approvals: kvs[3], Manifests: manifests}, nil
+}
+
+// ensureStream creates or updates the stream unless it already has every
+// setting Setup chooses.
+func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) error {
+	if s, err := js.Stream(ctx, want.Name); err == nil {
+		got := s.CachedInfo().Config
+		if slices.Equal(got.Subjects, want.Subjects) && got.MaxAge == want.MaxAge && got.Description == want.Description &&
+			got.Retention == want.Retention && got.Storage == want.Storage && got.Replicas == want.Replicas &&
+			got.Duplicates == want.Duplicates && got.MaxMsgSize == want.MaxMsgSize && got.Discard == want.Discard {
+			return nil
+		}
+	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return err
 	}
-	return &Handles{Status: status, Baselines: baselines, Manifests: manifests, Approvals: approvals, Policy: policy}, nil
+	_, err := js.CreateOrUpdateStream(ctx, want)
+	return err
+}
+
+// ensureKeyValue is ensureStream for a key-value bucket.
+func ensureKeyValue(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, want.Bucket)
+	if err == nil {
+		st, err := kv.Status(ctx)
+		if err != nil {
+			return nil, err
+		}
+		got := st.Config()
+		if got.Description == want.Description && got.History == want.History && got.MaxValueSize == want.MaxValueSize &&
+			got.TTL == want.TTL && got.Replicas == want.Replicas && got.Storage == want.Storage {
+			return kv, nil
+		}
+	} else if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, err
+	}
+	return js.CreateOrUpdateKeyValue(ctx, want)
+}
+
+// ensureObjectStore is ensureStream for an object store.
+func ensureObjectStore(ctx context.Context, js jetstream.JetStream, want jetstream.ObjectStoreConfig) (jetstream.ObjectStore, error) {
+	obs, err := js.ObjectStore(ctx, want.Bucket)
+	if err == nil {
+		st, err := obs.Status(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if st.Description() == want.Description && st.Replicas() == want.Replicas && st.Storage() == want.Storage &&
+			st.TTL() == want.TTL {
+			return obs, nil
+		}
+	} else if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, err
+	}
+	return js.CreateOrUpdateObjectStore(ctx, want)
 }
 
 // ManifestName is the object name of a manifest with the given surface hash

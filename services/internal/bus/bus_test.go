@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
@@ -30,6 +32,60 @@ func TestSetupIsIdempotent(t *testing.T) {
 		if cfg := s.CachedInfo().Config; cfg.Duplicates != bus.DefaultConfig.DuplicateWindow || cfg.Replicas != 1 {
 			t.Fatalf("stream %s: duplicates %v replicas %d", name, cfg.Duplicates, cfg.Replicas)
 		}
+	}
+}
+
+// TestSetupLeavesWhatIsAsWanted: a second Setup with the same settings
+// updates nothing (no stream update advisory: an update is a write every
+// running consumer sees, and services start on a bus set up already); a
+// changed setting is applied.
+func TestSetupLeavesWhatIsAsWanted(t *testing.T) {
+	srv := natstest.Start(t)
+	nc, js := srv.Connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := bus.Setup(ctx, js, bus.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	updated, err := nc.SubscribeSync("$JS.EVENT.ADVISORY.STREAM.UPDATED.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bus.Setup(ctx, js, bus.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	// The marker stream's update comes after every update Setup could
+	// have made: once it arrives, nothing before it was Setup's.
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "MARKER", Subjects: []string{"marker"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.UpdateStream(ctx, jetstream.StreamConfig{Name: "MARKER", Subjects: []string{"marker"}, Description: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := updated.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "$JS.EVENT.ADVISORY.STREAM.UPDATED.MARKER"; msg.Subject != want {
+		t.Fatalf("a second Setup with the same settings updated: %s", msg.Subject)
+	}
+
+	if _, err := bus.Setup(ctx, js, bus.Config{ObservationMaxAge: 48 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	msg, err = updated.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "$JS.EVENT.ADVISORY.STREAM.UPDATED." + bus.StreamObservations; msg.Subject != want {
+		t.Fatalf("a changed setting: advisory %s, want %s", msg.Subject, want)
+	}
+	s, err := js.Stream(ctx, bus.StreamObservations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.CachedInfo().Config.MaxAge; got != 48*time.Hour {
+		t.Fatalf("observations max age %v after Setup with 48h", got)
 	}
 }
 
