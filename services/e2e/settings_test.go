@@ -58,7 +58,7 @@ func startSettingsPipeline(t *testing.T, policies map[string]policy.Document) *s
 
 // putPolicy stores a tenant's policy as the admin API's PUT /v1/policy
 // does. Running services learn it from their watch of the bucket, a moment
-// later: see relistUntil.
+// later; the drift service then applies it to the tenant's records.
 func (p *settingsPipeline) putPolicy(t *testing.T, tenant string, doc policy.Document) {
 	t.Helper()
 	data, err := json.Marshal(policy.Stored{Tenant: tenant, Version: 1, UpdatedBy: "e2e", Document: doc})
@@ -240,11 +240,17 @@ func TestDriftSettingsPerTenant(t *testing.T) {
 		t.Fatalf("beta/alerted drifted under alert and is not served: %+v", rec)
 	}
 
-	// A setting changed in the policy applies to the record at its next
-	// observation: beta/fs to alert.
+	// A setting changed in the policy reaches the records at once, with no
+	// observation of the servers (the drift service's sweep): beta/fs to
+	// alert, and beta/alerted, which the new policy leaves to the flags,
+	// back to block.
 	p.putPolicy(t, "beta", policy.Document{Drift: []policy.DriftSetting{{Tenant: "beta", OnDrift: status.Alert}}})
-	p.relistUntil(t, "beta", "fs", "beta/fs under alert after its next observation", func(r status.Record) bool {
+	p.record(t, "beta", "fs", "beta/fs under alert, not observed again", func(r status.Record) bool {
 		return r.Policy.OnDrift == status.Alert && r.Serve()
+	})
+	p.putPolicy(t, "beta", policy.Document{Drift: []policy.DriftSetting{{Tenant: "beta", Posture: status.Discovery}}})
+	p.record(t, "beta", "alerted", "beta/alerted withheld under the flags' block, not observed again", func(r status.Record) bool {
+		return r.Policy.OnDrift == status.Block && !r.Serve() && r.Status == status.Changed
 	})
 }
 

@@ -65,7 +65,13 @@ type Watch struct {
 	policies map[string]*policy.Set
 	loaded   chan struct{}
 	once     sync.Once
+	changed  func(tenant string)
 }
+
+// Notify has f called with the tenant each time the watch takes in a
+// tenant's new policy or its removal (not a value it refuses), from the
+// watch's goroutine: f must not block. Call it before Run.
+func (w *Watch) Notify(f func(tenant string)) { w.changed = f }
 
 // NewWatch returns a Watch of the policy bucket kv; Run runs it.
 func NewWatch(kv jetstream.KeyValue, log zerolog.Logger) (*Watch, error) {
@@ -170,6 +176,7 @@ func (w *Watch) apply(e jetstream.KeyValueEntry) {
 		w.mu.Lock()
 		delete(w.policies, tenant)
 		w.mu.Unlock()
+		w.notify(tenant)
 		return
 	}
 	st := new(policy.Stored)
@@ -189,4 +196,11 @@ func (w *Watch) apply(e jetstream.KeyValueEntry) {
 	w.mu.Lock()
 	w.policies[tenant] = set
 	w.mu.Unlock()
+	w.notify(tenant)
+}
+
+func (w *Watch) notify(tenant string) {
+	if w.changed != nil {
+		w.changed(tenant)
+	}
 }

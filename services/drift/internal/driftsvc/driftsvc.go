@@ -142,6 +142,9 @@ type Service struct {
 	// rated remembers the surface each variant was last rated by, so that
 	// an unchanged surface is not rated again (see rate).
 	rated *ratedSet
+	// sweeps queues the tenants whose records a policy change reaches
+	// (sweep).
+	sweeps *sweeps
 
 	settler *bus.Settler
 
@@ -162,12 +165,14 @@ func New(cfg Config, d Deps) (*Service, error) {
 	}
 	cfg = cfg.withDefaults()
 	s := &Service{cfg: cfg, js: d.JS, h: d.Handles, log: d.Log, now: d.Now, m: d.Metrics, surf: newManifestCache(cfg.ManifestCacheBytes),
-		status: newStatusCache(cfg.StatusCacheRecords), items: newItemsCache(maxCheckedItems), rated: newRatedSet(maxRated)}
+		status: newStatusCache(cfg.StatusCacheRecords), items: newItemsCache(maxCheckedItems), rated: newRatedSet(maxRated),
+		sweeps: newSweeps()}
 	var err error
 	if d.Policy != nil {
 		if s.pol, err = settings.NewWatch(d.Policy, d.Log); err != nil {
 			return nil, fmt.Errorf("driftsvc: %w", err)
 		}
+		s.pol.Notify(s.sweeps.add)
 	}
 	s.settler, err = bus.NewSettler(bus.SettleConfig{
 		Service: ServiceName, MaxDeliver: cfg.MaxDeliver, Backoff: retryDelay, Timeout: cfg.AckWait,
@@ -197,6 +202,14 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 		defer stop()
 	}
+	// Every record is judged by the settings as they are now: the policy
+	// or the flags may have changed while no drift service ran; later
+	// policy changes sweep their tenant (the watch's Notify).
+	s.sweeps.add(allTenants)
+	sweepCtx, stopSweeps := context.WithCancel(ctx)
+	swept := make(chan struct{})
+	go func() { defer close(swept); s.runSweeps(sweepCtx) }()
+	defer func() { stopSweeps(); <-swept }()
 	cons, err := s.js.CreateOrUpdateConsumer(ctx, bus.StreamFingerprints, jetstream.ConsumerConfig{
 		Durable:       s.cfg.Durable,
 		Description:   "drift service: fingerprint results to schema status",

@@ -105,3 +105,29 @@ func SetRisk(srv *Server, tenant, server string, band policy.Band, mode policy.M
 	s.Risk, s.UpdatedAtMs = &r, now.UnixMilli()
 	return s, nil
 }
+
+// ActorPolicy is who tightens a risk mode when the tenant's policy maps
+// the server's band to a stricter one (the service's sweep after a policy
+// change).
+const ActorPolicy = "system:policy"
+
+// Tighten applies the mode the tenant's policy maps the server's band to
+// now, when it is stricter than the server's mode; a looser one changes
+// nothing (only a re-scan of a new surface or an admin's SetRisk moves a
+// mode, and a re-scan only ever tightens it). A server never rated has no
+// band to map and is left alone. It returns the server record to write,
+// and false when nothing changed.
+func Tighten(srv *Server, mode policy.Mode, now time.Time) (Server, bool) {
+	if srv == nil || srv.Risk == nil || modeRank(string(mode)) <= modeRank(srv.Risk.Mode) {
+		if srv == nil {
+			return Server{}, false
+		}
+		return *srv, false
+	}
+	s := *srv
+	r := *srv.Risk
+	r.Reasons = append(slices.Clone(r.Reasons), fmt.Sprintf("the policy maps band %s to %s", r.Band, mode))
+	r.Mode, r.SetBy, r.AtMs = string(mode), ActorPolicy, now.UnixMilli()
+	s.Risk, s.UpdatedAtMs = &r, now.UnixMilli()
+	return s, true
+}

@@ -95,3 +95,33 @@ func TestPolicyAtNextObservation(t *testing.T) {
 		t.Fatalf("a changed variant re-baselined: %v (%s)", err, r4.Status)
 	}
 }
+
+// TestTighten: a policy mapping the server's band to a stricter mode
+// tightens it; a looser or equal one, or a server never rated, changes
+// nothing.
+func TestTighten(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	srv, _ := Ratchet(nil, "acme", "fs", "sha256:a", policy.BandHigh, policy.ModeAllow, []string{"high: tool rm"}, now)
+	for _, m := range []policy.Mode{policy.ModeAllow} {
+		if _, write := Tighten(&srv, m, now); write {
+			t.Fatalf("mode %s (not stricter than allow) wrote", m)
+		}
+	}
+	tight, write := Tighten(&srv, policy.ModeQuarantine, now.Add(time.Second))
+	if !write || tight.Risk.Mode != "quarantine" || tight.Risk.Band != "high" || tight.Risk.SetBy != ActorPolicy ||
+		len(tight.Risk.Surfaces) != 1 || tight.Risk.Reasons[len(tight.Risk.Reasons)-1] != "the policy maps band high to quarantine" {
+		t.Fatalf("tighten to quarantine: %v %+v", write, tight.Risk)
+	}
+	if srv.Risk.Mode != "allow" || len(srv.Risk.Reasons) != 1 {
+		t.Fatalf("Tighten changed its argument: %+v", srv.Risk)
+	}
+	if _, write := Tighten(&tight, policy.ModeAllow, now); write {
+		t.Fatal("a looser mode relaxed the server")
+	}
+	if _, write := Tighten(&Server{Tenant: "acme", Server: "fs"}, policy.ModeBlock, now); write {
+		t.Fatal("a server never rated was given a mode")
+	}
+	if _, write := Tighten(nil, policy.ModeBlock, now); write {
+		t.Fatal("no server record: wrote one")
+	}
+}

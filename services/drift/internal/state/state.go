@@ -372,6 +372,26 @@ func applyPolicy(r *Record, p Policy, wantsLive string, failed bool) bool {
 		r.PolicyWantsLiveHash != live
 }
 
+// Resettle applies the drift settings the tenant's policy resolves now to
+// a record, without an observation: the service's sweep of a tenant's
+// records after its policy changed, so that an idle server is judged by
+// the new settings at once. Posture, action on drift and guard take effect
+// (a changed variant is served under alert and withheld under block, and
+// that is announced); a hashing change is only marked wanted (PolicyWants)
+// and waits for an explicit re-baseline, as it does at an observation.
+// Status, baseline and live manifest are unchanged.
+func Resettle(rec *Record, pol Policy, now time.Time) Outcome {
+	if rec == nil {
+		return Outcome{}
+	}
+	r := cloneRecord(rec)
+	if !applyPolicy(&r, pol, "", false) {
+		return Outcome{Previous: rec.Status}
+	}
+	r.UpdatedAtMs = now.UnixMilli()
+	return Outcome{Record: r, Write: true, Announce: r.Serve() != rec.Serve(), Previous: rec.Status}
+}
+
 func plural(n int, what string) string {
 	if n == 1 {
 		return "1 " + what

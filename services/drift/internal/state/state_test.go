@@ -404,3 +404,48 @@ func TestUpgradeFillsInItems(t *testing.T) {
 		t.Fatal("a record whose items did not fit is written again on a listing")
 	}
 }
+
+// TestResettle: a policy change reaches a record without an observation:
+// the action on drift decides at once whether a changed variant is served
+// (and that is announced); guard and posture are recorded; a hashing
+// change is only marked wanted; status, baseline and live manifest stay.
+func TestResettle(t *testing.T) {
+	rec, _ := apply(t, nil, obs("1", "sha256:a", 1), discover)
+	rec, _ = apply(t, rec, obs("2", "sha256:b", 2), discover)
+	if rec.Status != Changed || rec.Serve() {
+		t.Fatalf("setup: %s serve %v", rec.Status, rec.Serve())
+	}
+	now := t0.Add(2 * time.Hour)
+	alert := Policy{Posture: Discovery, OnDrift: Alert}
+	out := Resettle(rec, alert, now)
+	if !out.Write || !out.Announce || !out.Record.Serve() || out.Record.Status != Changed || out.Record.Policy.OnDrift != Alert ||
+		out.Record.LiveHash != "sha256:b" || out.Record.BaselineHash != "sha256:a" || out.Record.UpdatedAtMs != now.UnixMilli() {
+		t.Fatalf("block to alert: %+v", out)
+	}
+	if again := Resettle(&out.Record, alert, now); again.Write || again.Announce {
+		t.Fatalf("the same settings again: %+v", again)
+	}
+	back := Resettle(&out.Record, discover, now)
+	if !back.Write || !back.Announce || back.Record.Serve() || back.Record.Policy.OnDrift != Block {
+		t.Fatalf("alert to block: %+v", back)
+	}
+	if out.Record.Policy.OnDrift != Alert {
+		t.Fatal("Resettle changed its argument")
+	}
+
+	verified, _ := apply(t, nil, obs("1", "sha256:a", 1), discover)
+	guard := Resettle(verified, Policy{Posture: Strict, OnDrift: Block, Guard: true}, now)
+	if !guard.Write || guard.Announce || !guard.Record.Policy.Guard || guard.Record.Policy.Posture != Strict || !guard.Record.Serve() {
+		t.Fatalf("guard and posture on a verified record: %+v", guard)
+	}
+	sha512 := discover
+	sha512.Hash = "sha512"
+	h := Resettle(verified, sha512, now)
+	if !h.Write || h.Announce || h.Record.PolicyWants == nil || h.Record.PolicyWants.Hash != "sha512" || h.Record.Policy.Hashing().Hash != "sha256" ||
+		!h.Record.Serve() || h.Record.BaselineHash != "sha256:a" {
+		t.Fatalf("a hashing change: %+v", h)
+	}
+	if out := Resettle(nil, alert, now); out.Write || out.Announce {
+		t.Fatalf("no record: %+v", out)
+	}
+}
