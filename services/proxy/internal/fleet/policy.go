@@ -124,6 +124,17 @@ func (p *Policy) Evaluate(ctx context.Context, c *policy.Call) (policy.Decision,
 	return st.set.Evaluate(c), ""
 }
 
+// OnDrift implements session.DriftPolicy: the action on drift the
+// tenant's live policy names for server ("" when it names none or is not
+// known: the record's stands).
+func (p *Policy) OnDrift(server string) string {
+	st := p.state.Load()
+	if st == nil || st.set == nil {
+		return ""
+	}
+	return st.set.Drift(server).OnDrift
+}
+
 // awaitLoad waits for the first load while one can come (NATS connected),
 // at most p.wait.
 func (p *Policy) awaitLoad(ctx context.Context) *policyState {

@@ -3,6 +3,9 @@ package session
 import (
 	"strings"
 	"testing"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/policy"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session/sessiontest"
 )
 
 // alerting is v under the alert posture.
@@ -150,5 +153,50 @@ func TestAlertServesInstructions(t *testing.T) {
 	r.server(resp)
 	if r.lastClient() != resp {
 		t.Fatalf("instructions under alert: %s", r.lastClient())
+	}
+}
+
+// TestAlertWithdrawnByLivePolicy: a record under alert whose tenant's live
+// policy now says block (the drift service has not rewritten the record
+// yet) is judged as under block: its drifted listing is withheld and no
+// call goes through on the alert posture. A policy that names no action
+// on drift, or alert, leaves the record's posture.
+func TestAlertWithdrawnByLivePolicy(t *testing.T) {
+	compile := func(t *testing.T, doc string) *policy.Set {
+		d, err := policy.Parse([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		set, err := policy.Compile("default", d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return set
+	}
+	for _, tt := range []struct {
+		name, status, doc string
+		served            bool
+	}{
+		{"changed_block", "changed", "drift: [{tenant: default, on_drift: block}]", false},
+		{"verified_block", "verified", "drift: [{tenant: default, server: fs, on_drift: block}]", false},
+		{"changed_other_server_block", "changed", "drift: [{tenant: default, server: other, on_drift: block}]", true},
+		{"changed_alert", "changed", "drift: [{tenant: default, on_drift: alert}]", true},
+		{"changed_no_setting", "changed", "rules: []", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			r.newSession(Config{Server: "fs", Policy: sessiontest.Policy[Code]{Set: compile(t, tt.doc)}}, r.gate)
+			r.gate.v, r.gate.ok = alerting(baseline(readTool), tt.status), true
+			r.client(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+			resp := `{"jsonrpc":"2.0","id":1,"result":{"tools":[` + evilRead + `,` + writeTool + `]}}`
+			r.server(resp)
+			if got := r.lastClient() == resp; got != tt.served {
+				t.Fatalf("drifted listing passed whole: %v, want %v\n%s", got, tt.served, r.lastClient())
+			}
+			r.client(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"write"}}`)
+			if forwarded := len(r.toServer) == 2; forwarded != tt.served {
+				t.Fatalf("a call to a tool outside the baseline forwarded: %v, want %v (client got %v)", forwarded, tt.served, r.toClient)
+			}
+		})
 	}
 }

@@ -21,6 +21,15 @@ type Policy interface {
 	Evaluate(ctx context.Context, c *policy.Call) (policy.Decision, Code)
 }
 
+// DriftPolicy is a Policy that also tells the action on drift its live
+// policy names for a server (fleet.Policy): status.Block there withdraws
+// the alert posture of the server's record at once, before the drift
+// service has rewritten the record (View.Alert). Any other answer leaves
+// the record's posture: the proxy only ever narrows what a record serves.
+type DriftPolicy interface {
+	OnDrift(server string) string
+}
+
 // Approvals holds a call that a rule (or the server's quarantine risk
 // mode) puts under pending_approval until an admin decides (fleet.Approvals).
 type Approvals interface {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
+	"github.com/mcpdrift/mcpdrift/services/internal/status"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
 )
@@ -390,8 +391,28 @@ func (s *Session) view(ctx context.Context, variant string, awaiting bool) (View
 	v, ok := s.gate.View(ctx, variant, awaiting, s.cfg.Timeout)
 	if ok {
 		s.judge().adoptHashing(v.Hashing)
+		v = s.narrowAlert(v)
 	}
 	return v, ok
+}
+
+// narrowAlert withdraws the alert posture of v when the tenant's live
+// policy says block for the server (DriftPolicy): a changed variant is then
+// withheld as under block, the moment the proxy learns the policy rather
+// than when the record is rewritten.
+func (s *Session) narrowAlert(v View) View {
+	if !v.Alert {
+		return v
+	}
+	dp, ok := s.cfg.Policy.(DriftPolicy)
+	if !ok || dp.OnDrift(s.cfg.Server) != string(status.Block) {
+		return v
+	}
+	v.Alert = false
+	if v.Status != string(status.Verified) {
+		v.Serve = false
+	}
+	return v
 }
 
 // hashOptions is what the session hashes items with.

@@ -30,3 +30,6 @@ func NonMatchingRules(n int) (*policy.Set, error) {
 	}
 	return policy.Compile("default", &doc)
 }
+
+// OnDrift is the action on drift the set names for server (session.DriftPolicy).
+func (p Policy[C]) OnDrift(server string) string { return p.Set.Drift(server).OnDrift }
