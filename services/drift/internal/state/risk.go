@@ -115,10 +115,13 @@ const ActorPolicy = "system:policy"
 // now, when it is stricter than the server's mode; a looser one changes
 // nothing (only a re-scan of a new surface or an admin's SetRisk moves a
 // mode, and a re-scan only ever tightens it). A server never rated has no
-// band to map and is left alone. It returns the server record to write,
-// and false when nothing changed.
+// band to map and is left alone, and so is one whose risk an admin set
+// (SetRisk): that decision stands until the server shows a surface not
+// rated yet, as it does for the ratchet. It returns the server record to
+// write, and false when nothing changed.
 func Tighten(srv *Server, mode policy.Mode, now time.Time) (Server, bool) {
-	if srv == nil || srv.Risk == nil || modeRank(string(mode)) <= modeRank(srv.Risk.Mode) {
+	if srv == nil || srv.Risk == nil || modeRank(string(mode)) <= modeRank(srv.Risk.Mode) ||
+		(srv.Risk.SetBy != ActorRisk && srv.Risk.SetBy != ActorPolicy) {
 		if srv == nil {
 			return Server{}, false
 		}

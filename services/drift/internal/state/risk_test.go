@@ -124,4 +124,16 @@ func TestTighten(t *testing.T) {
 	if _, write := Tighten(nil, policy.ModeBlock, now); write {
 		t.Fatal("no server record: wrote one")
 	}
+	// An admin's setting stands.
+	relaxed, err := SetRisk(&tight, "acme", "fs", policy.BandHigh, policy.ModeAllow, "alice", "reviewed", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, write := Tighten(&relaxed, policy.ModeBlock, now); write {
+		t.Fatal("a policy sweep undid an admin's risk set")
+	}
+	// Tightened by the policy once, tightened by it again.
+	if again, write := Tighten(&tight, policy.ModeBlock, now); !write || again.Risk.Mode != "block" {
+		t.Fatalf("a second tightening: %v %+v", write, again.Risk)
+	}
 }
