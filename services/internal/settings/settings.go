@@ -196,6 +196,8 @@ func (w *Watch) apply(e jetstream.KeyValueEntry) {
 	w.mu.Lock()
 	w.policies[tenant] = set
 	w.mu.Unlock()
+	w.log.Info().Str("tenant", tenant).Int64("version", set.Version()).Uint64("revision", e.Revision()).
+		Str("hash", set.Hash()).Int("rules", set.Len()).Msg("policy applied")
 	w.notify(tenant)
 }
 

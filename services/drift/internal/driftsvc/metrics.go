@@ -25,6 +25,9 @@ type Metrics struct {
 	writes       prometheus.Counter
 	conflicts    prometheus.Counter
 	rehashes     prometheus.Counter
+	sweeps       *prometheus.CounterVec
+	resettled    prometheus.Counter
+	tightened    prometheus.Counter
 }
 
 // NewMetrics registers the service's metrics on reg.
@@ -54,6 +57,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "mcpdrift_drift_rehashes_total",
 			Help: "Fingerprints made with other hashing settings than their status record's (a policy change in flight, or one waiting for a re-baseline), hashed again from the stored manifest before they were compared.",
 		}),
+		sweeps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpdrift_drift_policy_sweeps_total",
+			Help: "Sweeps of a tenant's status records after its policy changed (and of every record at start), by result: ok or failed (tried again).",
+		}, []string{"result"}),
+		resettled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mcpdrift_drift_policy_resettled_total",
+			Help: "Status records a policy sweep rewrote with the drift settings the policy resolves now (posture, on_drift, guard, or a hashing change marked wanted).",
+		}),
+		tightened: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mcpdrift_drift_policy_risk_tightened_total",
+			Help: "Server risk modes a policy sweep tightened because the policy maps the server's band to a stricter mode.",
+		}),
+	}
+	for _, r := range []string{ResultOK, "failed"} {
+		m.sweeps.WithLabelValues(r)
 	}
 	for _, r := range []string{ResultOK, ResultRetried, ResultDeadLettered} {
 		m.fingerprints.WithLabelValues(r)
@@ -64,7 +82,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for st := range statusOf {
 		m.verdicts.WithLabelValues(string(st))
 	}
-	reg.MustRegister(m.fingerprints, m.deadLetters, m.verdicts, m.writes, m.conflicts, m.rehashes)
+	reg.MustRegister(m.fingerprints, m.deadLetters, m.verdicts, m.writes, m.conflicts, m.rehashes, m.sweeps, m.resettled, m.tightened)
 	return m
 }
 
@@ -103,4 +121,18 @@ func (m *Metrics) rehashed() {
 	if m != nil {
 		m.rehashes.Inc()
 	}
+}
+
+// swept counts one sweep: ok with what it rewrote, or failed.
+func (m *Metrics) swept(ok bool, resettled, tightened int) {
+	if m == nil {
+		return
+	}
+	if !ok {
+		m.sweeps.WithLabelValues("failed").Inc()
+		return
+	}
+	m.sweeps.WithLabelValues(ResultOK).Inc()
+	m.resettled.Add(float64(resettled))
+	m.tightened.Add(float64(tightened))
 }

@@ -70,7 +70,12 @@ func (s *Service) runSweeps(ctx context.Context) {
 		case <-s.sweeps.wake:
 		}
 		for _, tenant := range s.sweeps.take() {
-			if err := s.sweep(ctx, tenant); err != nil && ctx.Err() == nil {
+			err := s.sweep(ctx, tenant)
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				s.m.swept(false, 0, 0)
 				s.log.Warn().Err(err).Str("tenant", tenant).Dur("retry_in", sweepRetry).
 					Msg("applying the policy to existing records failed; trying again")
 				time.AfterFunc(sweepRetry, func() { s.sweeps.add(tenant) })
@@ -146,6 +151,7 @@ func (s *Service) sweep(ctx context.Context, tenant string) error {
 			tightened++
 		}
 	}
+	s.m.swept(true, resettled, tightened)
 	ev := s.log.Debug()
 	if resettled > 0 || tightened > 0 {
 		ev = s.log.Info()
