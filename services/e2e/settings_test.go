@@ -436,3 +436,43 @@ func TestHashingChangeRebaseline(t *testing.T) {
 		}
 	}
 }
+
+// TestOnDriftBlockReachesProxy: a server drifted under on_drift alert is
+// served whole through the proxy; when the admin switches the tenant to
+// block, the proxy refuses the drifted tool without the server being
+// listed again (the drift service applies the policy to the record and
+// announces it; the proxy also reads the live policy itself).
+func TestOnDriftBlockReachesProxy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the commands")
+	}
+	p := startSettingsPipeline(t, map[string]policy.Document{"default": {Drift: []policy.DriftSetting{{Tenant: "default", OnDrift: status.Alert}}}})
+	a := startProxy(t, p.b.Server.ClientURL(), "node-1")
+	a.init()
+	poll.Eventually(t, wait, func() error {
+		got := a.call("tools/list", "{}")
+		return awaiting(strings.Contains(got, `"name":"read"`), "the proxy serves the baseline", got)
+	})
+	p.record(t, "default", "files", "verified", func(r status.Record) bool { return r.Status == status.Verified })
+
+	a.call("tools/call", `{"name":"rug","arguments":{}}`) // the server's tools change
+	poll.Eventually(t, wait, func() error {
+		got := a.call("tools/list", "{}")
+		return awaiting(strings.Contains(got, `"name":"read"`), "a listing after the rug pull", got)
+	})
+	p.record(t, "default", "files", "changed, served under alert", func(r status.Record) bool {
+		return r.Status == status.Changed && r.Serve()
+	})
+	if got := a.call("tools/call", `{"name":"read","arguments":{"path":"/tmp/x"}}`); strings.Contains(got, `"isError":true`) {
+		t.Fatalf("a call under alert was refused: %s", got)
+	}
+
+	p.putPolicy(t, "default", policy.Document{Drift: []policy.DriftSetting{{Tenant: "default", OnDrift: status.Block}}})
+	poll.Eventually(t, wait, func() error {
+		got := a.call("tools/call", `{"name":"read","arguments":{"path":"/tmp/x"}}`)
+		return awaiting(strings.Contains(got, `"isError":true`) && strings.Contains(got, "server_changed"), "the drifted server refused under block", got)
+	})
+	p.record(t, "default", "files", "the record under block, not listed again", func(r status.Record) bool {
+		return r.Status == status.Changed && !r.Serve() && r.Policy.OnDrift == status.Block
+	})
+}
