@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mcpdrift/mcpdrift/services/internal/policy"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session/sessiontest"
 )
 
@@ -162,17 +161,6 @@ func TestAlertServesInstructions(t *testing.T) {
 // call goes through on the alert posture. A policy that names no action
 // on drift, or alert, leaves the record's posture.
 func TestAlertWithdrawnByLivePolicy(t *testing.T) {
-	compile := func(t *testing.T, doc string) *policy.Set {
-		d, err := policy.Parse([]byte(doc))
-		if err != nil {
-			t.Fatal(err)
-		}
-		set, err := policy.Compile("default", d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return set
-	}
 	for _, tt := range []struct {
 		name, status, doc string
 		served            bool
@@ -185,7 +173,7 @@ func TestAlertWithdrawnByLivePolicy(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t)
-			r.newSession(Config{Server: "fs", Policy: sessiontest.Policy[Code]{Set: compile(t, tt.doc)}}, r.gate)
+			r.newSession(Config{Server: "fs", Policy: sessiontest.Policy[Code]{Set: compileDefault(t, tt.doc)}}, r.gate)
 			r.gate.v, r.gate.ok = alerting(baseline(readTool), tt.status), true
 			r.client(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
 			resp := `{"jsonrpc":"2.0","id":1,"result":{"tools":[` + evilRead + `,` + writeTool + `]}}`

@@ -25,6 +25,17 @@ func (a *approver) Await(_ context.Context, req ApprovalRequest) Approval {
 // the server's risk mode risk.
 func policyRig(t *testing.T, doc string, risk string, ap Approvals) *rig {
 	t.Helper()
+	set := compileDefault(t, doc)
+	r := newRig(t)
+	r.newSession(Config{Server: "fs", Policy: sessiontest.Policy[Code]{Set: set}, Approvals: ap}, r.gate)
+	r.gate.v, r.gate.ok = baseline(readTool, writeTool), true
+	r.gate.v.RiskMode = risk
+	return r
+}
+
+// compileDefault parses and compiles doc as tenant "default"'s policy.
+func compileDefault(t *testing.T, doc string) *policy.Set {
+	t.Helper()
 	d, err := policy.Parse([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
@@ -33,11 +44,7 @@ func policyRig(t *testing.T, doc string, risk string, ap Approvals) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newRig(t)
-	r.newSession(Config{Server: "fs", Policy: sessiontest.Policy[Code]{Set: set}, Approvals: ap}, r.gate)
-	r.gate.v, r.gate.ok = baseline(readTool, writeTool), true
-	r.gate.v.RiskMode = risk
-	return r
+	return set
 }
 
 const holdDoc = `rules:
