@@ -139,6 +139,9 @@ func serveDrift(ctx context.Context, cfg Config, log zerolog.Logger, o *ops.Serv
 	if err != nil {
 		return err
 	}
+	if w := svc.PolicyWatch(); w != nil {
+		o.Registry().MustRegister(w.Collectors("drift")...)
+	}
 	held, err := approvals.New(approvals.Deps{NC: nc, KV: b.Handles.Approvals, Log: log})
 	if err != nil {
 		return err

@@ -120,6 +120,9 @@ func serve(ctx context.Context, s *settings, log zerolog.Logger, o *ops.Server) 
 	if err != nil {
 		return err
 	}
+	if w := svc.PolicyWatch(); w != nil {
+		o.Registry().MustRegister(w.Collectors("fingerprint")...)
+	}
 	o.AddConsumerLag(b.JS, bus.StreamObservations, c.Durable)
 	started()
 	log.Info().Str("url", b.NC.ConnectedUrlRedacted()).Str("durable", c.Durable).Int("workers", c.Workers).

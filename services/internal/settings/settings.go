@@ -15,9 +15,11 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/policy"
@@ -66,6 +68,36 @@ type Watch struct {
 	loaded   chan struct{}
 	once     sync.Once
 	changed  func(tenant string)
+	revision atomic.Uint64 // the highest bucket revision taken in
+}
+
+// Revision is the highest revision of the policy bucket the watch has
+// taken in (a policy applied or refused, or a removal); 0 before any.
+// Compared with the bucket's last sequence, it says whether a change has
+// reached the service.
+func (w *Watch) Revision() uint64 { return w.revision.Load() }
+
+// Tenants is the number of tenants whose policy the watch holds.
+func (w *Watch) Tenants() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.policies)
+}
+
+// Collectors are the watch's gauges for a service's metrics:
+// mcpdrift_<service>_policy_revision (Revision) and
+// mcpdrift_<service>_policies (Tenants).
+func (w *Watch) Collectors(service string) []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "mcpdrift_" + service + "_policy_revision",
+			Help: "The highest revision of the policy bucket (mcpdrift_policy) the service has taken in: a policy applied or refused, or a removal.",
+		}, func() float64 { return float64(w.Revision()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "mcpdrift_" + service + "_policies",
+			Help: "Tenants whose policy the service holds.",
+		}, func() float64 { return float64(w.Tenants()) }),
+	}
 }
 
 // Notify has f called with the tenant each time the watch takes in a
@@ -171,6 +203,7 @@ func (w *Watch) watch(ctx context.Context) error {
 }
 
 func (w *Watch) apply(e jetstream.KeyValueEntry) {
+	defer w.seen(e.Revision())
 	tenant := e.Key()
 	if e.Operation() != jetstream.KeyValuePut {
 		w.mu.Lock()
@@ -199,6 +232,16 @@ func (w *Watch) apply(e jetstream.KeyValueEntry) {
 	w.log.Info().Str("tenant", tenant).Int64("version", set.Version()).Uint64("revision", e.Revision()).
 		Str("hash", set.Hash()).Int("rules", set.Len()).Msg("policy applied")
 	w.notify(tenant)
+}
+
+// seen raises Revision to rev.
+func (w *Watch) seen(rev uint64) {
+	for {
+		cur := w.revision.Load()
+		if rev <= cur || w.revision.CompareAndSwap(cur, rev) {
+			return
+		}
+	}
 }
 
 func (w *Watch) notify(tenant string) {

@@ -15,16 +15,19 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/status"
 )
 
-// putPolicy stores acme's policy as the admin API does.
-func (e *env) putPolicy(doc policy.Document) {
+// putPolicy stores acme's policy as the admin API does and returns its
+// revision in the bucket.
+func (e *env) putPolicy(doc policy.Document) uint64 {
 	e.t.Helper()
 	data, err := json.Marshal(policy.Stored{Tenant: "acme", Version: 1, UpdatedBy: "test", Document: doc})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if _, err := e.h.Policy.Put(context.Background(), policy.Key("acme"), data); err != nil {
+	rev, err := e.h.Policy.Put(context.Background(), policy.Key("acme"), data)
+	if err != nil {
 		e.t.Fatal(err)
 	}
+	return rev
 }
 
 // startWithPolicy runs a drift service that watches the policy bucket.
@@ -78,7 +81,13 @@ func TestPolicySweep(t *testing.T) {
 	}
 	verdicts := len(e.verdicts())
 
-	e.putPolicy(policy.Document{Drift: []policy.DriftSetting{{Tenant: "acme", OnDrift: status.Alert}}})
+	rev := e.putPolicy(policy.Document{Drift: []policy.DriftSetting{{Tenant: "acme", OnDrift: status.Alert}}})
+	poll.Eventually(t, wait, func() error {
+		if w := svc.PolicyWatch(); w.Revision() != rev || w.Tenants() != 1 {
+			return fmt.Errorf("the watch is at revision %d with %d policies, want %d and 1", w.Revision(), w.Tenants(), rev)
+		}
+		return nil
+	})
 	poll.Eventually(t, wait, e.hasRecord(svc, "mem", "served under alert, still changed at the same live hash", func(r *state.Record) bool {
 		return r.Policy.OnDrift == state.Alert && r.Serve() && r.Status == state.Changed && r.LiveHash == b
 	}))

@@ -259,6 +259,10 @@ func New(cfg Config, d Deps) (*Service, error) {
 	return s, nil
 }
 
+// PolicyWatch is the service's watch of the policy bucket, nil without
+// one (for its gauges: settings.Watch.Collectors).
+func (s *Service) PolicyWatch() *settings.Watch { return s.pol }
+
 // Stats returns the counters.
 func (s *Service) Stats() Stats {
 	return Stats{
