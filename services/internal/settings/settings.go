@@ -65,6 +65,7 @@ type Watch struct {
 
 	mu       sync.Mutex
 	policies map[string]*policy.Set
+	revs     map[string]uint64 // the bucket revision each held policy came from
 	loaded   chan struct{}
 	once     sync.Once
 	changed  func(tenant string)
@@ -110,7 +111,7 @@ func NewWatch(kv jetstream.KeyValue, log zerolog.Logger) (*Watch, error) {
 	if kv == nil {
 		return nil, errors.New("settings: the policy bucket is nil")
 	}
-	return &Watch{kv: kv, log: log, policies: map[string]*policy.Set{}, loaded: make(chan struct{})}, nil
+	return &Watch{kv: kv, log: log, policies: map[string]*policy.Set{}, revs: map[string]uint64{}, loaded: make(chan struct{})}, nil
 }
 
 // Policy returns tenant's compiled policy, nil when it has none.
@@ -205,11 +206,23 @@ func (w *Watch) watch(ctx context.Context) error {
 func (w *Watch) apply(e jetstream.KeyValueEntry) {
 	defer w.seen(e.Revision())
 	tenant := e.Key()
+	// A watch started again after a failure delivers every value again:
+	// what the watch holds already is neither logged nor notified twice.
+	w.mu.Lock()
+	_, held := w.policies[tenant]
+	again := held && w.revs[tenant] == e.Revision()
+	w.mu.Unlock()
 	if e.Operation() != jetstream.KeyValuePut {
-		w.mu.Lock()
-		delete(w.policies, tenant)
-		w.mu.Unlock()
-		w.notify(tenant)
+		if held {
+			w.mu.Lock()
+			delete(w.policies, tenant)
+			delete(w.revs, tenant)
+			w.mu.Unlock()
+			w.notify(tenant)
+		}
+		return
+	}
+	if again {
 		return
 	}
 	st := new(policy.Stored)
@@ -228,6 +241,7 @@ func (w *Watch) apply(e jetstream.KeyValueEntry) {
 	}
 	w.mu.Lock()
 	w.policies[tenant] = set
+	w.revs[tenant] = e.Revision()
 	w.mu.Unlock()
 	w.log.Info().Str("tenant", tenant).Int64("version", set.Version()).Uint64("revision", e.Revision()).
 		Str("hash", set.Hash()).Int("rules", set.Len()).Msg("policy applied")

@@ -120,11 +120,11 @@ const ActorPolicy = "system:policy"
 // rated yet, as it does for the ratchet. It returns the server record to
 // write, and false when nothing changed.
 func Tighten(srv *Server, mode policy.Mode, now time.Time) (Server, bool) {
-	if srv == nil || srv.Risk == nil || modeRank(string(mode)) <= modeRank(srv.Risk.Mode) ||
+	if srv == nil {
+		return Server{}, false
+	}
+	if srv.Risk == nil || modeRank(string(mode)) <= modeRank(srv.Risk.Mode) ||
 		(srv.Risk.SetBy != ActorRisk && srv.Risk.SetBy != ActorPolicy) {
-		if srv == nil {
-			return Server{}, false
-		}
 		return *srv, false
 	}
 	s := *srv
