@@ -180,8 +180,9 @@ func TestOpsHTTP(t *testing.T) {
 	poll.Eventually(t, 30*time.Second, func() error {
 		f := opstest.Scrape(t, addr)
 		n, _ := f.Value("mcpdrift_proxy_events_total", "result", "published")
-		if q, _ := f.Value("mcpdrift_proxy_events_queued"); q != 0 || (n != 5 && n != 6) {
-			return fmt.Errorf("%v events published, %v queued; want 5 or 6 published, none queued", n, q)
+		l, _ := f.Value("mcpdrift_proxy_listings_total")
+		if q, _ := f.Value("mcpdrift_proxy_events_queued"); q != 0 || (l != 1 && l != 2) || n != 4+l {
+			return fmt.Errorf("%v events published, %v queued, %v listings; want 1 or 2 listings and each listing and call published, none queued", n, q, l)
 		}
 		return nil
 	})
@@ -193,9 +194,8 @@ func TestOpsHTTP(t *testing.T) {
 	fams.Require(t, 1, refused, "code", "tool_not_approved")
 	fams.Require(t, 0, refused, "code", "server_changed")
 	fams.Require(t, 0, "mcpdrift_proxy_alerted_calls_total", "code", "server_changed") // the block posture
-	fams.Require(t, 2, "mcpdrift_proxy_listings_total")
-	fams.Require(t, 1, "mcpdrift_proxy_withheld_items_total", "kind", "tool")         // the first sight's listing
-	fams.Require(t, 2, "mcpdrift_proxy_withheld_items_total", "kind", "instructions") // the first sight's server/discover and initialize results (the SDK client sends both)
+	fams.Require(t, 1, "mcpdrift_proxy_withheld_items_total", "kind", "tool")          // the first sight's listing
+	fams.Require(t, 2, "mcpdrift_proxy_withheld_items_total", "kind", "instructions")  // the first sight's server/discover and initialize results (the SDK client sends both)
 	fams.Require(t, 0, "mcpdrift_proxy_withheld_items_total", "kind", "prompt")
 	fams.Require(t, 1, "mcpdrift_proxy_gate_connected")
 	fams.Require(t, 0, "mcpdrift_proxy_outbox_events")
