@@ -360,8 +360,22 @@ func (x *advRun) quarantine() {
 			x.Errorf("quarantining the server made a record of an implicit variant named default (%s: %s) rather than holding the server's variants", key, st)
 		}
 	}
+	// The hold reaches the proxy's status watch a moment later: the
+	// upstream turns hostile only once the proxy refuses a benign call as
+	// quarantined (before that, what the agent got is not the hold's).
+	deadline = time.Now().Add(15 * time.Second)
+	for {
+		text, isErr, err := x.a.call("read")
+		if err == nil && isErr && strings.Contains(text, "quarantined") {
+			break
+		}
+		if time.Now().After(deadline) {
+			x.Errorf("the proxy did not refuse a call as quarantined within 15s of the hold: %q %v %v", text, isErr, err)
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	x.u.armed.Store(true)
-	time.Sleep(500 * time.Millisecond) // the verdict reaches the proxy's KV watch
 }
 
 func scopeCases() []advCase {
