@@ -154,6 +154,7 @@ func New(cfg Config, d Deps) (*Console, error) {
 	mux.HandleFunc("GET /approvals", c.page(c.approvals))
 	mux.HandleFunc("POST /approvals/{id}/approve", c.write(c.resolve(true)))
 	mux.HandleFunc("POST /approvals/{id}/deny", c.write(c.resolve(false)))
+	mux.HandleFunc("GET /policy", c.page(c.policies))
 	mux.HandleFunc("GET /events", c.events)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, nil, http.StatusNotFound, "not_found", "no such page: "+r.Method+" "+r.URL.Path)

@@ -63,7 +63,7 @@ func TestSecurityHeaders(t *testing.T) {
 	c.login(writeSecret)
 	s.observe("acme", "notes", s.manifest(reviewedTools()...))
 	s.waitStatus("acme", "notes", "verified")
-	for _, path := range []string{"/", "/servers/acme/notes", "/servers/acme/notes/history", "/activity"} {
+	for _, path := range []string{"/", "/servers/acme/notes", "/servers/acme/notes/history", "/activity", "/approvals", "/policy"} {
 		a := c.get(path)
 		must(t, a, http.StatusOK)
 		lacks(t, a.body, "<script>", " style=", " onclick=", " onload=")

@@ -24,6 +24,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/admin"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/approvals"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/driftsvc"
+	"github.com/mcpdrift/mcpdrift/services/drift/internal/policystore"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
 	"github.com/mcpdrift/mcpdrift/services/internal/poll"
@@ -104,6 +105,7 @@ func startStackPolicy(t *testing.T, cfg driftsvc.Config, edit func(*Deps)) *stac
 			return err
 		},
 		Follow: follow, Code: driftsvc.Code, Log: zerolog.Nop(), Approvals: held,
+		Policies: policystore.New(b.Handles.Policy, nil),
 	})
 	deps := Deps{Backend: svc, API: api, Manifest: svc.Manifest, Follow: follow, JS: b.JS, Log: zerolog.Nop()}
 	if edit != nil {
