@@ -285,6 +285,21 @@ func TestPolicyEnforcement(t *testing.T) {
 			t.Errorf("the upstream received %s", up)
 		}
 	})
+	t.Run("case_variants", func(t *testing.T) {
+		// A server that reads names case-insensitively (Go's encoding/json
+		// into a struct) reads PATH as path, and of path and Path the last:
+		// the rules read them as it would, or deny what is ambiguous.
+		if _, code := refusal(t, a.call("tools/call", `{"name":"read","arguments":{"PATH":"/srv/secret.txt"}}`)); code != "policy_deny" {
+			t.Errorf("PATH: %q, want policy_deny", code)
+		}
+		if _, code := refusal(t, a.call("tools/call", `{"name":"read","arguments":{"path":"/tmp/x","Path":"/srv/secret.txt"}}`)); code != "policy_unreadable_arguments" {
+			t.Errorf("path and Path: %q, want policy_unreadable_arguments", code)
+		}
+		got := a.call("tools/call", `{"name":"read","arguments":{"path":"/tmp/tok","Token":"hunter2-secret-value"}}`)
+		if up := received(t, got); strings.Contains(up, "hunter2") {
+			t.Errorf("a Token the sanitize rule names as token reached the upstream: %s", up)
+		}
+	})
 	t.Run("shadow", func(t *testing.T) {
 		got := a.call("tools/call", `{"name":"read","arguments":{"path":"/home/me"}}`)
 		if _, code := refusal(t, got); code != "" {

@@ -291,10 +291,47 @@ func (a *argState) read(raw []byte) {
 		a.state, a.why = 3, unreadableNotObject
 		return
 	}
+	if foldTwins(a.doc, canonjson.Root) {
+		a.state, a.why = 3, unreadableFoldTwins
+		return
+	}
 	a.state = 1
 }
 
-const unreadableNotObject = "the call's arguments are not a JSON object"
+const (
+	unreadableNotObject = "the call's arguments are not a JSON object"
+	unreadableFoldTwins = "the call's arguments name two members that differ only in case, which servers read in different ways (case_twin)"
+)
+
+// foldTwins reports an object, at any depth under n, with two member names
+// equal under case folding ("query" and "Query", "querſ"). A server that
+// reads names case-insensitively (Go's encoding/json into a struct) takes
+// either for the field, the last one winning, where the engine would read
+// one exactly: the arguments are ambiguous.
+func foldTwins(doc *canonjson.Doc, n canonjson.NodeID) bool {
+	switch doc.Kind(n) {
+	case canonjson.Object:
+		if _, _, ok := doc.FoldTwin(n); ok {
+			return true
+		}
+		for i := range doc.Len(n) {
+			if _, v := doc.Member(n, i); foldTwins(doc, v) {
+				return true
+			}
+		}
+	case canonjson.Array:
+		e := doc.First(n)
+		for i := range doc.Len(n) {
+			if i > 0 {
+				e = doc.Next(e)
+			}
+			if foldTwins(doc, e) {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // unreadableReason is the reason of a Deny on unreadable arguments (static
 // strings: no allocation).
@@ -415,13 +452,29 @@ func lookup(doc *canonjson.Doc, path []step) (canonjson.NodeID, bool) {
 		if doc.Kind(n) != canonjson.Object {
 			return 0, false
 		}
-		v, ok := doc.Get(n, st.name)
+		v, ok := member(doc, n, st.name)
 		if !ok {
 			return 0, false
 		}
 		n = v
 	}
 	return n, true
+}
+
+// member returns the value of the member of obj named name, or whose name
+// equals it under case folding: a case-insensitive server reads "Query"
+// for the field query, so a clause on $.query must read it too. With no
+// two names of obj equal under folding (foldTwins), there is at most one.
+func member(doc *canonjson.Doc, obj canonjson.NodeID, name string) (canonjson.NodeID, bool) {
+	if v, ok := doc.Get(obj, name); ok {
+		return v, true
+	}
+	for i := range doc.Len(obj) {
+		if k, v := doc.Member(obj, i); doc.FoldsTo(k, name) {
+			return v, true
+		}
+	}
+	return 0, false
 }
 
 // match reports whether the clause holds on doc: a path that selects

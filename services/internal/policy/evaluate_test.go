@@ -123,6 +123,13 @@ func TestPathsInArguments(t *testing.T) {
 		{"root", ``, false}, // no arguments: no path selects anything
 		{"root", `null`, false},
 		{"esc", `{"k\u0065y":"v"}`, true},
+		// A server that reads names case-insensitively (Go's encoding/json
+		// into a struct) reads these as key: so does the engine.
+		{"esc", `{"Key":"v"}`, true},
+		{"esc", `{"KEY":"v"}`, true},
+		{"esc", `{"\u212aey":"v"}`, true}, // the Kelvin sign folds to k
+		{"idx", `{"List":[{"name":"a"},{"NAME":"b"}]}`, true},
+		{"esc", `{"keys":"v"}`, false},
 	}
 	for _, tt := range tests {
 		d := s.Evaluate(&Call{Server: "s", Tool: tt.tool, Arguments: []byte(tt.args)})
@@ -139,13 +146,17 @@ func TestUnreadableArgumentsFailClosed(t *testing.T) {
   - {id: names-only, tenant: t, tool: other, action: audit}
 `)
 	for _, args := range []string{
-		`{"p":"/tmp/x","p":"/etc/passwd"}`, // duplicate member
-		"{\"p\":\"/tmp/\xff\"}",            // invalid UTF-8
-		`{"p":"/tmp/\ud800"}`,              // lone surrogate
-		`{"p":"/tmp/x"`,                    // truncated
-		`{"p":"/tmp/x"} {}`,                // trailing data
-		`["/tmp/x"]`,                       // not an object
-		`"p"`,                              // not an object
+		`{"p":"/tmp/x","p":"/etc/passwd"}`,                // duplicate member
+		"{\"p\":\"/tmp/\xff\"}",                           // invalid UTF-8
+		`{"p":"/tmp/\ud800"}`,                             // lone surrogate
+		`{"p":"/tmp/x"`,                                   // truncated
+		`{"p":"/tmp/x"} {}`,                               // trailing data
+		`{"p":"/tmp/x","P":"/etc/passwd"}`,                // names that differ only in case
+		`{"p":"/tmp/x","\u0050":"/etc"}`,                  // ... one of them escaped
+		`{"p":"/tmp/x","o":{"k":1,"\u212a":2}}`,           // ... in a nested object (K and the Kelvin sign)
+		`{"p":"/tmp/x","l":[{"a":1},{"s":1,"\u017f":2}]}`, // ... in an array (s and long s)
+		`["/tmp/x"]`,                                      // not an object
+		`"p"`,                                             // not an object
 		strings.Repeat("[", 200) + strings.Repeat("]", 200),
 	} {
 		d := s.Evaluate(&Call{Server: "s", Tool: "t", Arguments: []byte(args)})
@@ -359,6 +370,9 @@ func TestRedact(t *testing.T) {
 		{"empty", ``, []string{"$.a"}, ``},
 		{"null", `null`, []string{"$.a"}, `null`},
 		{"order kept", `{"z":1,"a":2,"m":3}`, []string{"$.m", "$.z"}, `{"z":` + r + `,"a":2,"m":` + r + `}`},
+		// What a case-insensitive server reads as pass is redacted.
+		{"other case", `{"Pass":"x","q":1}`, []string{"$.pass"}, `{"Pass":` + r + `,"q":1}`},
+		{"long s", `{"pa\u017fs":"x"}`, []string{"$.pass"}, `{"pa\u017fs":` + r + `}`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.ReplaceAll(tt.name, " ", "_"), func(t *testing.T) {
@@ -368,7 +382,7 @@ func TestRedact(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []string{`{"a":1,"a":2}`, "{\"a\":\"\xff\"}", `[1]`, `{"a":`} {
+	for _, bad := range []string{`{"a":1,"a":2}`, `{"a":1,"A":2}`, "{\"a\":\"\xff\"}", `[1]`, `{"a":`} {
 		if _, err := Redact([]byte(bad), []string{"$.a"}); err == nil || Errors(err)[0].Code != CodeUnreadableArgs {
 			t.Errorf("Redact(%q) = %v; want %s", bad, err, CodeUnreadableArgs)
 		}
