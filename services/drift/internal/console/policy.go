@@ -50,27 +50,21 @@ func (policyView) Glob(g string) string {
 }
 
 // Bool is a tri-state setting: "inherited" when unset.
-func (policyView) Bool(b *bool) string {
-	switch {
-	case b == nil:
-		return "inherited"
-	case *b:
-		return "on"
-	default:
-		return "off"
-	}
-}
+func (policyView) Bool(b *bool) string { return tri(b, "inherited", "on", "off") }
 
 // Gate is a rule's drift gate: whether it matches drifted servers only,
 // undrifted ones only, or either.
-func (policyView) Gate(b *bool) string {
+func (policyView) Gate(b *bool) string { return tri(b, "either", "drifted only", "not drifted only") }
+
+// tri names the three states of an optional bool.
+func tri(b *bool, unset, yes, no string) string {
 	switch {
 	case b == nil:
-		return "either"
+		return unset
 	case *b:
-		return "drifted only"
+		return yes
 	default:
-		return "not drifted only"
+		return no
 	}
 }
 
