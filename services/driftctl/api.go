@@ -27,6 +27,25 @@ type apiClient struct {
 	http  *http.Client
 }
 
+// apiConn is how a command reaches the admin API: the --api and --token
+// options every API command takes, and the client they make.
+type apiConn struct{ api, token string }
+
+func newAPIConn() *apiConn { return &apiConn{api: "http://127.0.0.1:8470"} }
+
+// options are the connection's options, followed by more.
+func (c *apiConn) options(more ...options.Option) []options.Option {
+	return append([]options.Option{
+		options.Opt("api", "MCPDRIFT_API", "URL", "admin API base URL", options.String(&c.api)),
+		options.Opt("token", "MCPDRIFT_TOKEN", "TOKEN", "admin API bearer token (prefer the variable: flags show in ps)", options.String(&c.token)),
+	}, more...)
+}
+
+// client is the API client of the options as parsed.
+func (c *apiConn) client() *apiClient {
+	return &apiClient{base: strings.TrimRight(c.api, "/"), token: c.token, http: &http.Client{Timeout: 30 * time.Second}}
+}
+
 // apiError is an error answer of the API: printed as "code: message".
 type apiError struct {
 	Status  int
@@ -187,11 +206,10 @@ func runAPI(ctx context.Context, cmd string, args []string, getenv func(string) 
 	if name == "" {
 		name = cmd
 	}
-	api, token, variant, hash, reason, band, mode := "http://127.0.0.1:8470", "", "", "", "", "", ""
+	conn := newAPIConn()
+	var variant, hash, reason, band, mode string
 	var asJSON, preemptive bool
-	fs := command(name, synopsis, options.Interleaved,
-		options.Opt("api", "MCPDRIFT_API", "URL", "admin API base URL", options.String(&api)),
-		options.Opt("token", "MCPDRIFT_TOKEN", "TOKEN", "admin API bearer token (prefer the variable: flags show in ps)", options.String(&token)),
+	fs := command(name, synopsis, options.Interleaved, conn.options(
 		options.Opt("json", "", "", "print the API's JSON instead of a table (status)", options.Bool(&asJSON)),
 		options.Opt("hash", "", "HASH", "the live manifest hash you reviewed and approve; the variant live at it is approved (approve); the live hash with the settings the policy asks for (rebaseline)", options.String(&hash)),
 		options.Opt("reason", "", "TEXT", "why (quarantine, risk set)", options.String(&reason)),
@@ -199,12 +217,12 @@ func runAPI(ctx context.Context, cmd string, args []string, getenv func(string) 
 		options.Opt("mode", "", "MODE", "the enforcement mode: allow, quarantine or block (risk set)", options.String(&mode)),
 		options.Opt("preemptive", "", "", "quarantine a server never observed yet, so that its first listing comes up held (quarantine)", options.Bool(&preemptive)),
 		options.Opt("variant", "", "V", "the listing variant, only where the server has several the command could mean (show, diff --live, history, approve, rebaseline)", options.String(&variant)),
-	)
+	)...)
 	pos, err := options.Parse(fs, args, getenv, stderr)
 	if err != nil {
 		return err
 	}
-	c := &apiClient{base: strings.TrimRight(api, "/"), token: token, http: &http.Client{Timeout: 30 * time.Second}}
+	c := conn.client()
 	switch cmd {
 	case "status":
 		var list []status.ServerShow

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -27,20 +26,19 @@ func runApprovals(ctx context.Context, cmd string, args []string, getenv func(st
 		"pending": "pending [--all] [--json]",
 		"resolve": "resolve [--reason TEXT] ID approve|deny",
 	}[cmd]
-	api, token, reason := "http://127.0.0.1:8470", "", ""
+	conn := newAPIConn()
+	var reason string
 	var asJSON, all bool
-	fs := command(cmd, synopsis, options.Interleaved,
-		options.Opt("api", "MCPDRIFT_API", "URL", "admin API base URL", options.String(&api)),
-		options.Opt("token", "MCPDRIFT_TOKEN", "TOKEN", "admin API bearer token (prefer the variable: flags show in ps)", options.String(&token)),
+	fs := command(cmd, synopsis, options.Interleaved, conn.options(
 		options.Opt("json", "", "", "print the API's JSON instead of a table (pending)", options.Bool(&asJSON)),
 		options.Opt("all", "", "", "also the recently resolved and expired requests (pending)", options.Bool(&all)),
 		options.Opt("reason", "", "TEXT", "why (resolve); the agent reads it in the refusal of a denied call", options.String(&reason)),
-	)
+	)...)
 	pos, err := options.Parse(fs, args, getenv, stderr)
 	if err != nil {
 		return err
 	}
-	c := &apiClient{base: strings.TrimRight(api, "/"), token: token, http: &http.Client{Timeout: 30 * time.Second}}
+	c := conn.client()
 	switch cmd {
 	case "pending":
 		if len(pos) != 0 {

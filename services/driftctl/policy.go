@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"strings"
 	"text/tabwriter"
@@ -43,18 +42,11 @@ func runPolicy(ctx context.Context, args []string, getenv func(string) string, s
 		}
 		return options.ErrHelp
 	}
-	api, token := "http://127.0.0.1:8470", ""
-	conn := []options.Option{
-		options.Opt("api", "MCPDRIFT_API", "URL", "admin API base URL", options.String(&api)),
-		options.Opt("token", "MCPDRIFT_TOKEN", "TOKEN", "admin API bearer token (prefer the variable: flags show in ps)", options.String(&token)),
-	}
-	client := func() *apiClient {
-		return &apiClient{base: strings.TrimRight(api, "/"), token: token, http: &http.Client{Timeout: 30 * time.Second}}
-	}
+	conn := newAPIConn()
 	switch args[0] {
 	case "apply":
 		var clear []string
-		c := command("policy apply", "policy apply [--clear TENANT]... FILE|-", options.Interleaved, append(conn,
+		c := command("policy apply", "policy apply [--clear TENANT]... FILE|-", options.Interleaved, conn.options(
 			options.Opt("clear", "", "TENANT", "empty this tenant's policy (repeatable, or comma-separated); the file may then be left out", options.List(&clear, func(s string) (string, error) { return s, nil })))...)
 		pos, err := options.Parse(c, args[1:], getenv, stderr)
 		if err != nil {
@@ -75,7 +67,7 @@ func runPolicy(ctx context.Context, args []string, getenv func(string) string, s
 		if data == nil {
 			ct = ""
 		}
-		if err := client().send(ctx, "PUT", "/v1/policy?"+q.Encode(), data, ct, &out); err != nil {
+		if err := conn.client().send(ctx, "PUT", "/v1/policy?"+q.Encode(), data, ct, &out); err != nil {
 			return err
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
@@ -94,7 +86,7 @@ func runPolicy(ctx context.Context, args []string, getenv func(string) string, s
 	case "list":
 		var tenant string
 		var asJSON bool
-		c := command("policy list", "policy list [--tenant T] [--json]", options.NoArgs, append(conn,
+		c := command("policy list", "policy list [--tenant T] [--json]", options.NoArgs, conn.options(
 			options.Opt("tenant", "", "T", "only this tenant, with its rules", options.String(&tenant)),
 			options.Opt("json", "", "", "print the stored records as JSON", options.Bool(&asJSON)))...)
 		if _, err := options.Parse(c, args[1:], getenv, stderr); err != nil {
@@ -105,7 +97,7 @@ func runPolicy(ctx context.Context, args []string, getenv func(string) string, s
 			p += "?tenant=" + url.QueryEscape(tenant)
 		}
 		var list []policy.Stored
-		if err := client().do(ctx, "GET", p, nil, &list); err != nil {
+		if err := conn.client().do(ctx, "GET", p, nil, &list); err != nil {
 			return err
 		}
 		if asJSON {
@@ -119,7 +111,7 @@ func runPolicy(ctx context.Context, args []string, getenv func(string) string, s
 	case "test":
 		var t policyTest
 		var asJSON bool
-		c := command("policy test", "policy test --tenant T --server S --tool NAME [--args JSON] [--agent A] [--drifted true|false] [--risk MODE] [--json]", options.NoArgs, append(conn,
+		c := command("policy test", "policy test --tenant T --server S --tool NAME [--args JSON] [--agent A] [--drifted true|false] [--risk MODE] [--json]", options.NoArgs, conn.options(
 			options.Opt("tenant", "", "T", "the tenant (required)", options.String(&t.Tenant)),
 			options.Opt("server", "", "S", "the server (required)", options.String(&t.Server)),
 			options.Opt("tool", "", "NAME", "the tool called (required)", options.String(&t.Tool)),
@@ -155,7 +147,7 @@ func runPolicy(ctx context.Context, args []string, getenv func(string) string, s
 			body["risk"] = t.Risk
 		}
 		var out json.RawMessage
-		if err := client().do(ctx, "POST", "/v1/policy/test", body, &out); err != nil {
+		if err := conn.client().do(ctx, "POST", "/v1/policy/test", body, &out); err != nil {
 			return err
 		}
 		if asJSON {
