@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"encoding/json"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -244,17 +245,10 @@ func conformanceScenarios(t *testing.T, n *npmPeers, kind string) []string {
 }
 
 func unionKeys(a, b conformanceRun) []string {
-	var out []string
-	for k := range a {
-		out = append(out, k)
-	}
-	for k := range b {
-		if _, ok := a[k]; !ok {
-			out = append(out, k)
-		}
-	}
-	slices.Sort(out)
-	return out
+	all := conformanceRun{}
+	maps.Copy(all, a)
+	maps.Copy(all, b)
+	return slices.Sorted(maps.Keys(all))
 }
 
 func mustAbs(t *testing.T, p string) string {
