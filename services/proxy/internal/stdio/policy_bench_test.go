@@ -1,16 +1,9 @@
 package stdio
 
 import (
-	"bufio"
-	"context"
-	"io"
-	"os"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/mcpdrift/mcpdrift/services/internal/mcptest"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session/sessiontest"
 )
@@ -28,67 +21,22 @@ func BenchmarkPolicyOverhead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}` + "\n"
-	call := []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"read","arguments":{"path":"/tmp/some/file.txt"}}}` + "\n")
 	type path struct {
+		benchPipe
 		name string
-		w    io.Writer
-		r    *bufio.Reader
 		ns   time.Duration
 	}
-	direct := func() *path {
-		cmd := exec.Command(os.Args[0])
-		cmd.Env = append(os.Environ(), mcptest.Env+"=1")
-		in, _ := cmd.StdinPipe()
-		out, _ := cmd.StdoutPipe()
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { in.Close(); _ = cmd.Wait() })
-		return &path{name: "direct", w: in, r: bufio.NewReader(out)}
-	}
-	proxied := func(name string, pol session.Policy) *path {
-		inR, inW := io.Pipe()
-		outR, outW := io.Pipe()
-		p, err := Start(Config{Command: os.Args[0], Env: append(os.Environ(), mcptest.Env+"=1"), StopWait: time.Second}, outW, os.Stderr)
-		if err != nil {
-			b.Fatal(err)
-		}
-		cfg := session.Config{Server: "bench", Policy: pol}
-		s := session.New(cfg, gate{approved(toolRead, toolRug)}, &nopObs{}, p.Pipes().ToServer)
-		bound := Bind(s, p.Pipes())
-		done := make(chan struct{})
-		go func() { _, _ = p.Serve(context.Background(), bound, inR, nil); outW.Close(); close(done) }()
-		b.Cleanup(func() { inW.Close(); <-done; _ = bound.Wait() })
-		return &path{name: name, w: inW, r: bufio.NewReader(outR)}
-	}
-	paths := []*path{direct(), proxied("policy-off", nil), proxied("policy-on", sessiontest.Policy[session.Code]{Set: set})}
-	roundTrip := func(p *path, msg []byte, id string) string {
-		if _, err := p.w.Write(msg); err != nil {
-			b.Fatal(err)
-		}
-		for {
-			line, err := p.r.ReadString('\n')
-			if err != nil {
-				b.Fatalf("%s: %v", p.name, err)
-			}
-			if strings.Contains(line, `"id":`+id+`,`) {
-				return line
-			}
-		}
-	}
-	for _, p := range paths {
-		roundTrip(p, []byte(initialize), "1")
-		if got := roundTrip(p, call, "7"); strings.Contains(got, `"isError":true`) {
-			b.Fatalf("%s: the call is refused: %s", p.name, got)
-		}
+	paths := []*path{
+		{benchOpen(b, benchDirect(b)), "direct", 0},
+		{benchOpen(b, benchProxied(b, session.Config{Server: "bench"})), "policy-off", 0},
+		{benchOpen(b, benchProxied(b, session.Config{Server: "bench", Policy: sessiontest.Policy[session.Code]{Set: set}})), "policy-on", 0},
 	}
 	n := 0
 	for b.Loop() {
 		for i := range paths {
 			p := paths[(n+i)%len(paths)]
 			start := time.Now()
-			roundTrip(p, call, "7")
+			p.roundTrip(b, benchCall, "7")
 			p.ns += time.Since(start)
 		}
 		n++
