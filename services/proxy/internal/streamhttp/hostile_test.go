@@ -910,6 +910,30 @@ func TestHostileBatchRefused(t *testing.T) {
 	}
 }
 
+// A batch answered with an error status whose JSON body holds one request's
+// JSON-RPC error and another's result: the error passes, judged; the result
+// is dropped, and its request gets the proxy's error rather than nothing.
+func TestHostileStatusBatchResult(t *testing.T) {
+	r := newHostileRig(t, Config{})
+	r.setScript(func(w http.ResponseWriter, _ *http.Request, _ rpc) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, `[{"jsonrpc":"2.0","id":31,"result":{"note":"`+marker+`"}},{"jsonrpc":"2.0","id":32,"error":{"code":-32602,"message":"bad ping"}}]`)
+	})
+	hr, body := post(t, r.url, r.h(), `[{"jsonrpc":"2.0","id":31,"method":"ping"},{"jsonrpc":"2.0","id":32,"method":"ping"}]`)
+	if hr.StatusCode != http.StatusBadRequest || strings.Contains(body, marker) {
+		t.Fatalf("HTTP %d %q", hr.StatusCode, body)
+	}
+	got := map[string]string{}
+	for _, m := range clientMessages(t, hr, body) {
+		e, _ := m["error"].(map[string]any)
+		got[fmt.Sprint(m["id"])] = fmt.Sprint(e["message"], " ", errorCode(m))
+	}
+	if len(got) != 2 || got["32"] != "bad ping " || !strings.HasSuffix(got["31"], " "+string(CodeUpstreamHTTP)) {
+		t.Fatalf("the client got %v (%q): want 32's own error and the proxy's %s for 31", got, body, CodeUpstreamHTTP)
+	}
+}
+
 // The Go SDK client itself, through the proxy, against framing games on
 // its tools/list: whichever way the upstream frames the listing (the Go
 // SDK alone cannot read lone CR line ends; it reads " message" as a

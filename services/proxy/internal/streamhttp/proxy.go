@@ -624,12 +624,21 @@ func (f *front) refuseStatus(w http.ResponseWriter, r *http.Request, resp *http.
 			w.Header()[k] = vs
 		}
 	}
-	var judged [][]byte
-	if len(ids) > 0 {
-		judged = f.judgedErrors(ctx, resp, sess)
-	}
 	text := fmt.Sprintf("mcpdrift proxy: the MCP server answered HTTP %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
-	errs := unansweredErrors(sess, ids, CodeUpstreamHTTP, text)
+	var judged, errs [][]byte
+	if len(ids) > 0 {
+		// Every forwarded request the judged errors do not answer gets the
+		// proxy's error: those still pending, and those whose answer in
+		// the body was dropped (a result under an error status).
+		var answered map[string]bool
+		judged, answered = f.judgedErrors(ctx, resp, sess)
+		sess.Unanswered(ids)
+		for _, id := range ids {
+			if !answered[string(id)] {
+				errs = append(errs, session.ErrorResponse(id, codeInternal, text, CodeUpstreamHTTP))
+			}
+		}
+	}
 	if len(judged) == 0 && len(errs) == 0 {
 		errs = [][]byte{errorBody(true, ids, codeInternal, text, CodeUpstreamHTTP)}
 	}
@@ -638,35 +647,37 @@ func (f *front) refuseStatus(w http.ResponseWriter, r *http.Request, resp *http.
 }
 
 // judgedErrors returns the error responses of a JSON body as sess judged
-// them; anything else in it is dropped (its request then gets the
-// proxy's error).
-func (f *front) judgedErrors(ctx context.Context, resp *http.Response, sess *session.Session) [][]byte {
+// them, and the ids they answer; anything else in it is dropped (its
+// request then gets the proxy's error).
+func (f *front) judgedErrors(ctx context.Context, resp *http.Response, sess *session.Session) ([][]byte, map[string]bool) {
 	b := openBody(resp)
 	if b.kind != mediaJSON {
-		return nil
+		return nil, nil
 	}
 	raw, err := readAll(b.r, f.p.cfg.MaxMessage)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	out, seen, _ := sess.Server(ctx, raw).Wait(ctx)
 	seen.Report()
 	if out == nil {
-		return nil
+		return nil, nil
 	}
 	msgs, _, err := jsonrpc.Split(out, jsonrpc.Limits{})
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	var errs [][]byte
+	answered := map[string]bool{}
 	for _, m := range msgs {
 		if m.Kind == jsonrpc.KindResponse && m.Error != nil {
 			errs = append(errs, m.Raw)
+			answered[string(m.ID)] = true
 		} else {
 			sess.Dropped(session.DropFraming)
 		}
 	}
-	return errs
+	return errs, answered
 }
 
 // get passes a stream of server messages (the session's GET stream, and
