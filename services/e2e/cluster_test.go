@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/mcpdrift/mcpdrift/services/internal/approval"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/mcptest"
 	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 )
 
@@ -665,5 +667,37 @@ func TestNATSRolePermissions(t *testing.T) {
 		if n != 1 {
 			t.Fatalf("audit fetched %d messages from %s, want 1 (%v)", n, stream, batch.Error())
 		}
+	}
+}
+
+// TestProxyStatusNotGranted: a proxy command whose NATS user (auth.conf's
+// proxy, granted the tenant "default") is started for another tenant
+// cannot watch that tenant's status: it exits 1 with
+// status_permission_denied instead of serving nothing for ever.
+func TestProxyStatusNotGranted(t *testing.T) {
+	d := startNATSSingle(t)
+	admin := d.connect(t, "admin")
+	if _, err := bus.Setup(natsOpCtx(t, 30*time.Second), admin.js, bus.Config{}); err != nil {
+		t.Fatalf("bus setup as admin: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(build(t), "proxy"), "--tenant", "other", "--server-id", "files", "--proxy-id", "node-1",
+		"--outbox-dir", t.TempDir(), "--", os.Args[0])
+	cmd.Env = append(os.Environ(), "MCPDRIFT_NATS_URL="+d.url("proxy"), mcptest.Env+"=1")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	in, err := cmd.StdinPipe() // held open: the proxy must stop by itself
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	err = cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || ctx.Err() != nil {
+		t.Fatalf("proxy of a tenant its user is not granted: %v (context %v); want exit status 1\n%s", err, ctx.Err(), stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "status_permission_denied") {
+		t.Errorf("stderr does not name status_permission_denied:\n%s", stderr.String())
 	}
 }

@@ -38,22 +38,25 @@ func serveHTTP(ctx context.Context, cfg Config, js jetstream.JetStream, log zero
 			}
 		}
 	}()
+	servers := make([]fronted, len(cfg.Upstreams))
+	for i, u := range cfg.Upstreams {
+		servers[i] = fronted{u.ID, filepath.Join(cfg.OutboxDir, u.ID)}
+	}
+	gateList, pubs, fatal, err := startFleet(bg, &wg, js, cfg, servers, log)
+	if err != nil {
+		return options.ExitFailure, err
+	}
 	gates := map[string]*fleet.Gate{}
-	var fronted []metrics.Upstream
-	for _, u := range cfg.Upstreams {
-		gate, pub, err := startFleet(ctx, bg, &wg, js, cfg, u.ID, filepath.Join(cfg.OutboxDir, u.ID), log)
-		if err != nil {
-			return options.ExitFailure, err
-		}
-		pubs = append(pubs, pub)
-		gates[u.ID] = gate
-		fronted = append(fronted, metrics.Upstream{Gate: gate, Publisher: pub})
+	var upstreams []metrics.Upstream
+	for i, u := range cfg.Upstreams {
+		gates[u.ID] = gateList[i]
+		upstreams = append(upstreams, metrics.Upstream{Gate: gateList[i], Publisher: pubs[i]})
 	}
 	en, err := startEnforcement(bg, &wg, js, cfg, o, log)
 	if err != nil {
 		return options.ExitFailure, err
 	}
-	m := metrics.New(o.Registry(), fronted)
+	m := metrics.New(o.Registry(), upstreams)
 	m.AddPolicy(o.Registry(), en.policy, en.approvals)
 	var ups []streamhttp.Upstream
 	for i, u := range cfg.Upstreams {
@@ -109,6 +112,9 @@ func serveHTTP(ctx context.Context, cfg Config, js jetstream.JetStream, log zero
 	select {
 	case err := <-served:
 		return options.ExitFailure, fmt.Errorf("serving: %w", err)
+	case err := <-fatal:
+		_ = srv.Close()
+		return options.ExitFailure, err
 	case <-ctx.Done():
 	}
 	// Streams stay open until their clients leave: give them a grace, then

@@ -395,11 +395,13 @@ func serveStdio(ctx context.Context, cfg Config, js jetstream.JetStream, base ze
 	log := base.With().Str("server", cfg.ServerID).Logger()
 	bg, stopBG := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	gate, pub, err := startFleet(ctx, bg, &wg, js, cfg, cfg.ServerID, cfg.OutboxDir, base)
+	gates, pubs, fatal, err := startFleet(bg, &wg, js, cfg, []fronted{{cfg.ServerID, cfg.OutboxDir}}, base)
 	if err != nil {
 		stopBG()
+		wg.Wait()
 		return options.ExitFailure, err
 	}
+	gate, pub := gates[0], pubs[0]
 	en, err := startEnforcement(bg, &wg, js, cfg, o, base)
 	if err != nil {
 		stopBG()
@@ -428,7 +430,17 @@ func serveStdio(ctx context.Context, cfg Config, js jetstream.JetStream, base ze
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
-	code, serveErr := p.Serve(ctx, h, stdin, sigs)
+	// A status watch that NATS refuses stops the proxy and its server.
+	sctx, stopServing := context.WithCancelCause(ctx)
+	defer stopServing(nil)
+	go func() {
+		select {
+		case err := <-fatal:
+			stopServing(err)
+		case <-sctx.Done():
+		}
+	}()
+	code, serveErr := p.Serve(sctx, h, stdin, sigs)
 	// Decisions made off the reader report what they saw before the flush;
 	// what the server's messages failed at (Serve returns the client's
 	// side) is logged.
@@ -441,6 +453,9 @@ func serveStdio(ctx context.Context, cfg Config, js jetstream.JetStream, base ze
 	wg.Wait()
 	if cerr := pub.Close(); cerr != nil {
 		log.Warn().Err(cerr).Msg("closing the publisher")
+	}
+	if cause := context.Cause(sctx); ctx.Err() == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		return max(code, options.ExitFailure), cause
 	}
 	if serveErr != nil {
 		return code, fmt.Errorf("serving: %w", serveErr)
@@ -466,38 +481,53 @@ func gateCheck(gates map[string]*fleet.Gate) func(context.Context) error {
 	}
 }
 
-// startFleet makes the gate and the publisher of one upstream server and runs
-// both on bg (counted in wg) until it ends. base must not name the server:
-// the gate and the publisher add tenant and server to their lines.
-func startFleet(ctx, bg context.Context, wg *sync.WaitGroup, js jetstream.JetStream, cfg Config, server, outbox string, base zerolog.Logger) (*fleet.Gate, *fleet.Publisher, error) {
-	gate, err := fleet.NewGate(ctx, js, cfg.Tenant, server, base)
+// fronted is an upstream server of the proxy and the directory of its
+// outbox and status copy.
+type fronted struct{ server, outbox string }
+
+// startFleet makes the proxy's one status watch with a gate for each
+// upstream server, and a publisher for each, and runs them on bg (counted
+// in wg) until it ends. base must not name a server: the gates and the
+// publishers add tenant and server to their lines. fatal delivers the
+// error the status watch stopped with when no retry mends it (NATS refuses
+// the proxy's user the watch, ErrStatusPermission): the proxy stops.
+func startFleet(bg context.Context, wg *sync.WaitGroup, js jetstream.JetStream, cfg Config, servers []fronted, base zerolog.Logger) (gates []*fleet.Gate, pubs []*fleet.Publisher, fatal <-chan error, err error) {
+	watch, err := fleet.NewStatusWatch(js, cfg.Tenant, base)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	log := base.With().Str("tenant", cfg.Tenant).Str("server", server).Logger()
-	if cfg.StatusCopyMaxAge > 0 {
-		copies, err := fleet.OpenStatusCopies(fleet.CopyConfig{Dir: filepath.Join(outbox, "status"), Proxy: cfg.ProxyID,
-			Key: cfg.StatusCopyKey, MaxAge: cfg.StatusCopyMaxAge})
+	for _, f := range servers {
+		gate, err := watch.Gate(f.server, base)
 		if err != nil {
-			log.Warn().Err(err).Msg("no status copy: a restart while nats is unreachable will fail closed")
-		} else {
-			gate.UseCopies(copies)
+			return nil, nil, nil, err
 		}
-	}
-	pub, err := fleet.NewPublisher(fleet.Config{Tenant: cfg.Tenant, Server: server, Proxy: cfg.ProxyID, Dir: outbox}, fleet.Deps{JS: js, Log: base})
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, part := range []func(context.Context) error{gate.Run, pub.Run} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := part(bg); err != nil && !errors.Is(err, context.Canceled) {
-				log.Error().Err(err).Msg("fleet connection stopped")
+		if cfg.StatusCopyMaxAge > 0 {
+			copies, err := fleet.OpenStatusCopies(fleet.CopyConfig{Dir: filepath.Join(f.outbox, "status"), Proxy: cfg.ProxyID,
+				Key: cfg.StatusCopyKey, MaxAge: cfg.StatusCopyMaxAge})
+			if err != nil {
+				base.Warn().Err(err).Str("tenant", cfg.Tenant).Str("server", f.server).Msg("no status copy: a restart while nats is unreachable will fail closed")
+			} else {
+				gate.UseCopies(copies)
 			}
-		}()
+		}
+		pub, err := fleet.NewPublisher(fleet.Config{Tenant: cfg.Tenant, Server: f.server, Proxy: cfg.ProxyID, Dir: f.outbox}, fleet.Deps{JS: js, Log: base})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		gates, pubs = append(gates, gate), append(pubs, pub)
+		wg.Go(func() {
+			if err := pub.Run(bg); err != nil && !errors.Is(err, context.Canceled) {
+				base.Error().Err(err).Str("tenant", cfg.Tenant).Str("server", f.server).Msg("publisher stopped")
+			}
+		})
 	}
-	return gate, pub, nil
+	stopped := make(chan error, 1)
+	wg.Go(func() {
+		if err := watch.Run(bg); err != nil && !errors.Is(err, context.Canceled) {
+			stopped <- err
+		}
+	})
+	return gates, pubs, stopped, nil
 }
 
 // startCPUProfile profiles the process into file until stop is called.

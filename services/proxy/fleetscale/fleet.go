@@ -153,9 +153,15 @@ func (f *fleetSim) start(ctx context.Context, c *cluster, outbox string, infligh
 		if err != nil {
 			return err
 		}
+		// One status watch per proxy, whatever the number of servers it
+		// fronts, as the proxy command makes it.
+		watch, err := fleet.NewStatusWatch(js, p.tenant, zerolog.New(&lineCounter{n: &f.warns}).Level(zerolog.WarnLevel))
+		if err != nil {
+			return err
+		}
 		for _, s := range p.servers {
 			glog := zerolog.New(&gateLog{proxy: p.id, rec: f.rec, warns: &f.warns}).Level(zerolog.InfoLevel)
-			g, err := fleet.NewGate(ctx, js, p.tenant, s.id, glog)
+			g, err := watch.Gate(s.id, glog)
 			if err != nil {
 				return err
 			}
@@ -165,13 +171,14 @@ func (f *fleetSim) start(ctx context.Context, c *cluster, outbox string, infligh
 				return err
 			}
 			p.gates[s.id], p.pubs[s.id] = g, pub
-			f.wg.Go(func() { _ = g.Run(ctx) })
 			f.wg.Go(func() { _ = pub.Run(ctx) })
 			started++
 		}
+		f.wg.Go(func() { _ = watch.Run(ctx) })
 		// A fleet does not start all at once: keep at most inflight gates
-		// setting up their watches (each is two consumer creations, which a
-		// cluster proposes through its meta group), as a rolling start would.
+		// setting up their watches (a proxy's watch is one consumer
+		// creation, which a cluster proposes through its meta group), as a
+		// rolling start would.
 		if inflight > 0 && !waitFor(45*time.Second, func() bool { up, _ := f.watching(); return started-up <= inflight }) {
 			up, _ := f.watching()
 			return fmt.Errorf("%d of %d gates started are watching after 45s; fleet warnings: %q", up, started, warnSamples())

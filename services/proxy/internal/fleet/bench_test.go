@@ -20,11 +20,8 @@ func BenchmarkGateView(b *testing.B) {
 	if _, err := bs.Handles.Status.Put(ctx, bus.StatusKey(tenant, "bench", "default"), recordJSON("verified", "block", sf)); err != nil {
 		b.Fatal(err)
 	}
-	g, err := NewGate(ctx, bs.JS, tenant, "bench", testLog(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	runInBackground(b, g.Run)
+	g, w := watchedGate(b, bs.JS, tenant, "bench")
+	runInBackground(b, w.Run)
 	if v, ok := g.View(ctx, "default", true, 10*time.Second); !ok || !v.Serve {
 		b.Fatalf("not served: %+v", v)
 	}

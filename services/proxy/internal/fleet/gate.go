@@ -3,7 +3,6 @@ package fleet
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,8 +18,8 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
 
-// Timings of the gate. The bind timeout is a variable of the Gate so that
-// tests can shorten it.
+// Timings of the status watch. The bind timeout is a variable of the
+// StatusWatch so that tests can shorten it.
 const (
 	defaultBindTimeout = 10 * time.Second // binding the status bucket
 	minRewatch         = 100 * time.Millisecond
@@ -37,21 +36,19 @@ var (
 	errReconnected = errors.New("reconnected to NATS")
 )
 
-// Gate answers for one server's approved surface (session.Gate) from a
-// watch of the server's keys in the status bucket: the server record
-// (<tenant>.<server>), whose hold quarantines every listing variant,
-// present and future, and the record of each listing variant.
-// Create it with NewGate, give it its status copy with UseCopies, and run
-// it with Run; View may be called before Run starts and after it returns
-// (it then answers from what it last knew).
+// Gate answers for one server's approved surface (session.Gate) from the
+// server's keys in the status bucket, which its proxy's StatusWatch hands
+// it: the server record (<tenant>.<server>), whose hold quarantines every
+// listing variant, present and future, and the record of each listing
+// variant. Make it with StatusWatch.Gate and give it its status copy with
+// UseCopies before the watch runs; View may be called before the watch
+// starts and after it ends (it then answers from what it last knew).
 type Gate struct {
 	js             jetstream.JetStream
 	tenant, server string
 	prefix         string // "<tenant>.<server>."
 	serverKey      string // "<tenant>.<server>"
 	log            zerolog.Logger
-	bindTimeout    time.Duration
-	watches        atomic.Int64 // status watches started, for tests
 
 	mu      sync.Mutex
 	records map[string]record // by variant
@@ -109,29 +106,19 @@ type record struct {
 	value    []byte // as stored, for the status copy
 }
 
-// NewGate returns the gate of one server. log must not name the tenant or
-// the server: the gate adds both to its lines. It does no I/O, so that a proxy
-// starts while NATS is unreachable (and then fails closed until it knows
-// better); ctx is accepted for symmetry with the other constructors and is
-// not retained.
-func NewGate(ctx context.Context, js jetstream.JetStream, tenant, server string, log zerolog.Logger) (*Gate, error) {
-	_ = ctx
-	if js == nil {
-		return nil, errors.New("fleet gate: jetstream is nil")
-	}
-	if err := errors.Join(bus.ValidID("tenant", tenant), bus.ValidID("server", server)); err != nil {
-		return nil, fmt.Errorf("fleet gate: %w", err)
-	}
+// newGate returns the gate of one server, fed by its proxy's StatusWatch.
+// log must not name the tenant or the server: the gate adds both to its
+// lines.
+func newGate(js jetstream.JetStream, tenant, server string, log zerolog.Logger) *Gate {
 	return &Gate{
 		js: js, tenant: tenant, server: server,
-		prefix:      tenant + "." + server + ".",
-		serverKey:   bus.ServerKey(tenant, server),
-		log:         log.With().Str("tenant", tenant).Str("server", server).Logger(),
-		bindTimeout: defaultBindTimeout,
-		records:     map[string]record{},
-		wake:        make(chan struct{}),
-		dirty:       make(chan struct{}, 1),
-	}, nil
+		prefix:    tenant + "." + server + ".",
+		serverKey: bus.ServerKey(tenant, server),
+		log:       log.With().Str("tenant", tenant).Str("server", server).Logger(),
+		records:   map[string]record{},
+		wake:      make(chan struct{}),
+		dirty:     make(chan struct{}, 1),
+	}
 }
 
 // View implements session.Gate. A held server (quarantined as a whole)
@@ -282,51 +269,22 @@ func (g *Gate) connected() bool {
 	return nc != nil && nc.Status() == nats.CONNECTED
 }
 
-// Run watches the server's status keys until ctx ends. When the watch
-// breaks or the connection comes back after an outage it starts a new
-// watch, whose first values replace what the gate knew; in between, View
-// answers from memory. Run returns nil when ctx ends.
-func (g *Gate) Run(ctx context.Context) error {
-	nc := g.js.Conn()
-	if nc == nil {
-		return errors.New("fleet gate: jetstream has no connection")
-	}
-	reconnected := nc.StatusChanged(nats.CONNECTED)
-	defer nc.RemoveStatusListener(reconnected)
-	if g.copies != nil {
-		wctx, stopWriter := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			g.keepCopy(wctx)
-		}()
-		defer func() {
-			stopWriter()
-			<-done
-			g.writeCopy() // the last changes, before the proxy stops
-		}()
-	}
-
-	rewatch(ctx, reconnected, g.log, "status", "answering from memory", func(failing *bool) error {
-		err := g.watch(ctx, reconnected, failing)
-		g.setWatch(false)
-		return err
-	})
-	return nil
-}
-
 // rewatch runs watch (one watch of what, until it breaks or the connection
 // comes back after an outage) until ctx ends: again at once after a
 // reconnect, and after a failure from minRewatch on, doubling up to
 // maxRewatch, or at once when the connection comes back. The first failure
 // of a run is logged at warn ("<what> watch down, <meanwhile>"); watch
-// clears *failing (and says so) once a watch of its loads.
-func rewatch(ctx context.Context, reconnected <-chan nats.Status, log zerolog.Logger, what, meanwhile string, watch func(failing *bool) error) {
+// clears *failing (and says so) once a watch of its loads. It returns nil
+// when ctx ends, and an error of watch's that wraps errFatal at once.
+func rewatch(ctx context.Context, reconnected <-chan nats.Status, log zerolog.Logger, what, meanwhile string, watch func(failing *bool) error) error {
 	delay, failing := minRewatch, false
 	for {
 		err := watch(&failing)
 		if ctx.Err() != nil {
-			return
+			return nil
+		}
+		if errors.Is(err, errFatal) {
+			return err
 		}
 		if errors.Is(err, errReconnected) {
 			log.Debug().Msg("reconnected to nats, watching " + what + " again")
@@ -341,100 +299,11 @@ func rewatch(ctx context.Context, reconnected <-chan nats.Status, log zerolog.Lo
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-reconnected:
 			delay = minRewatch
 		case <-time.After(delay):
 			delay = min(2*delay, maxRewatch)
-		}
-	}
-}
-
-// watch runs one watch until ctx ends, it breaks, or the connection was
-// re-established.
-func (g *Gate) watch(ctx context.Context, reconnected <-chan nats.Status, failing *bool) error {
-	bindCtx, cancel := context.WithTimeout(ctx, g.bindTimeout)
-	defer cancel()
-	kv, err := g.js.KeyValue(bindCtx, bus.BucketStatus)
-	if err != nil {
-		return fmt.Errorf("binding bucket %s: %w", bus.BucketStatus, err)
-	}
-	// The watches live as long as ctx: the client library stops a watch
-	// when its context ends, so they must not share the bind's deadline.
-	// Two watches of one key filter each (a proxy's NATS permissions allow
-	// a consumer per filter under its tenant, not one of several filters),
-	// the server record's first: its initial value is in before any
-	// variant's record is, so that a held server is never served while
-	// the watch starts.
-	ws, err := kv.Watch(ctx, g.serverKey)
-	if err != nil {
-		return fmt.Errorf("watching %s: %w", g.serverKey, err)
-	}
-	defer func() { _ = ws.Stop() }()
-	g.watches.Add(1)
-	g.mu.Lock()
-	g.synced = false // until the initial values are all in
-	g.mu.Unlock()
-	sawServer := false // the initial values held the server record
-initialServer:
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-reconnected:
-			return errReconnected
-		case e, ok := <-ws.Updates():
-			switch {
-			case !ok:
-				return errWatchClosed
-			case e == nil:
-				break initialServer
-			default:
-				g.applyServer(e)
-				sawServer = true
-			}
-		}
-	}
-	w, err := kv.Watch(ctx, g.prefix+"*")
-	if err != nil {
-		return fmt.Errorf("watching %s*: %w", g.prefix, err)
-	}
-	defer func() { _ = w.Stop() }()
-	if *failing {
-		*failing = false
-		g.log.Info().Msg("status watch resumed")
-	}
-	seen := map[string]bool{} // variants of the initial values
-	initial := true
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-reconnected:
-			return errReconnected
-		case e, ok := <-ws.Updates():
-			if !ok {
-				return errWatchClosed
-			}
-			if e != nil {
-				g.applyServer(e)
-			}
-		case e, ok := <-w.Updates():
-			switch {
-			case !ok:
-				return errWatchClosed
-			case e == nil: // the initial values are all in
-				if initial {
-					initial = false
-					g.retain(seen, sawServer)
-					g.setWatch(true)
-				}
-			default:
-				v := g.apply(e)
-				if initial && v != "" {
-					seen[v] = true
-				}
-			}
 		}
 	}
 }

@@ -51,11 +51,8 @@ func itemsOf(sf *surface.Surface) map[session.ItemKey]surface.Digest {
 
 func startGate(t *testing.T, b *natstest.Bus, server string) *Gate {
 	t.Helper()
-	g, err := NewGate(context.Background(), b.JS, tenant, server, testLog(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	runInBackground(t, g.Run)
+	g, w := watchedGate(t, b.JS, tenant, server)
+	runInBackground(t, w.Run)
 	return g
 }
 
@@ -213,19 +210,16 @@ func TestGateFollowsRecord(t *testing.T) {
 // restarted every ten seconds, missing updates in between.
 func TestGateWatchOutlivesBind(t *testing.T) {
 	b := natstest.StartBus(t)
-	g, err := NewGate(context.Background(), b.JS, tenant, "mem", testLog(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.bindTimeout = 50 * time.Millisecond
-	runInBackground(t, g.Run)
+	g, w := watchedGate(t, b.JS, tenant, "mem")
+	w.bindTimeout = 50 * time.Millisecond
+	runInBackground(t, w.Run)
 	poll.Eventually(t, 10*time.Second, func() error {
-		if n := g.watches.Load(); n != 1 {
+		if n := w.Watches(); n != 1 {
 			return fmt.Errorf("%d status watches started, want 1", n)
 		}
 		return nil
 	})
-	time.Sleep(10 * g.bindTimeout) // well past the bind deadline
+	time.Sleep(10 * w.bindTimeout) // well past the bind deadline
 	key := bus.StatusKey(tenant, "mem", "default")
 	if _, err := b.Handles.Status.Put(context.Background(), key, statusJSON("changed", "block", "")); err != nil {
 		t.Fatal(err)
@@ -237,7 +231,7 @@ func TestGateWatchOutlivesBind(t *testing.T) {
 		}
 		return seen("the record's changed", v, ok)
 	})
-	if n := g.watches.Load(); n != 1 {
+	if n := w.Watches(); n != 1 {
 		t.Errorf("the status watch was started %d times, want once", n)
 	}
 }
@@ -348,8 +342,12 @@ func TestNewGateRejectsBadIDs(t *testing.T) {
 		{"wildcard_server", "acme", "*"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := NewGate(context.Background(), b.JS, tt.tenant, tt.server, testLog(t)); err == nil {
-				t.Errorf("NewGate(%q, %q) = nil error", tt.tenant, tt.server)
+			w, err := NewStatusWatch(b.JS, tt.tenant, testLog(t))
+			if err == nil {
+				_, err = w.Gate(tt.server, testLog(t))
+			}
+			if err == nil {
+				t.Errorf("a gate of server %q in tenant %q: nil error", tt.server, tt.tenant)
 			}
 		})
 	}

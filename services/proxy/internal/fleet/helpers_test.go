@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
@@ -20,6 +21,21 @@ import (
 
 func testLog(t testing.TB) zerolog.Logger {
 	return zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.DebugLevel)
+}
+
+// watchedGate is a gate of server with a status watch of its own (the
+// proxy of one server), for tests: run w.Run.
+func watchedGate(t testing.TB, js jetstream.JetStream, tnt, server string) (*Gate, *StatusWatch) {
+	t.Helper()
+	w, err := NewStatusWatch(js, tnt, testLog(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := w.Gate(server, testLog(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, w
 }
 
 // seen says what a gate's view of a variant was, for a poll's error: want

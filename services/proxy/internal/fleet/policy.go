@@ -173,13 +173,12 @@ func (p *Policy) Run(ctx context.Context) error {
 	}
 	reconnected := nc.StatusChanged(nats.CONNECTED)
 	defer nc.RemoveStatusListener(reconnected)
-	rewatch(ctx, reconnected, p.log, "policy", "enforcing the last good policy", func(failing *bool) error {
+	return rewatch(ctx, reconnected, p.log, "policy", "enforcing the last good policy", func(failing *bool) error {
 		err := p.watch(ctx, reconnected, failing)
 		p.watching.Store(false)
 		p.once.Do(func() { close(p.loaded) }) // nothing more will come soon
 		return err
 	})
-	return nil
 }
 
 func (p *Policy) watch(ctx context.Context, reconnected <-chan nats.Status, failing *bool) error {
@@ -189,11 +188,11 @@ func (p *Policy) watch(ctx context.Context, reconnected <-chan nats.Status, fail
 	if err != nil {
 		return fmt.Errorf("binding bucket %s: %w", policy.Bucket, err)
 	}
-	w, err := kv.Watch(ctx, p.key)
+	w, stopWatch, err := startWatch(ctx, kv, p.key, defaultBindTimeout)
 	if err != nil {
-		return fmt.Errorf("watching %s: %w", p.key, err)
+		return err
 	}
-	defer func() { _ = w.Stop() }()
+	defer stopWatch()
 	// While the watch is live the copy is rewritten now and then, so that
 	// its live time stays fresh (a restart during an outage trusts it for
 	// MaxAge from then).

@@ -54,15 +54,13 @@ func offlineJS(t testing.TB) jetstream.JetStream {
 	return js
 }
 
-// gateWithCopy is a gate of server, on js, reading its copy from c.
-func gateWithCopy(t testing.TB, js jetstream.JetStream, server string, c *StatusCopies) *Gate {
+// gateWithCopy is a gate of server, on js, reading its copy from c, and
+// its status watch.
+func gateWithCopy(t testing.TB, js jetstream.JetStream, server string, c *StatusCopies) (*Gate, *StatusWatch) {
 	t.Helper()
-	g, err := NewGate(context.Background(), js, tenant, server, testLog(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, w := watchedGate(t, js, tenant, server)
 	g.UseCopies(c)
-	return g
+	return g, w
 }
 
 // serverJSON is a server record.
@@ -140,8 +138,8 @@ func TestGateRestartsFromCopy(t *testing.T) {
 	put("noitems", statusJSON("verified", "block", sf.Hash.String()))
 	put("unreadable", []byte(`{"status":`))
 
-	first := gateWithCopy(t, b.JS, server, c)
-	stopFirst := runInBackground(t, first.Run)
+	first, firstWatch := gateWithCopy(t, b.JS, server, c)
+	stopFirst := runInBackground(t, firstWatch.Run)
 	poll.Eventually(t, 10*time.Second, func() error {
 		doc, err := c.read(tenant, server)
 		if err != nil {
@@ -164,8 +162,8 @@ func TestGateRestartsFromCopy(t *testing.T) {
 	}
 	port := stopBus(t, b)
 
-	g := gateWithCopy(t, b.JS, server, c)
-	runInBackground(t, g.Run)
+	g, w := gateWithCopy(t, b.JS, server, c)
+	runInBackground(t, w.Run)
 	items := map[string]int{"default": len(sf.Items), "valert": len(sf.Items), "gone": len(sf.Items), "vq": 0, "vc": 0}
 	for _, tt := range []struct {
 		variant string
@@ -252,7 +250,7 @@ func TestGateCopyHeld(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			server := "h" + tt.name
 			writeCopy(t, c, tenant, server, tt.hold, map[string][]byte{"default": recordJSON("verified", "block", sf)}, time.Now())
-			g := gateWithCopy(t, offlineJS(t), server, c)
+			g, _ := gateWithCopy(t, offlineJS(t), server, c)
 			checkView(t, g, "default", tt.want, nil)
 			other := want{false, "", false}
 			if tt.want.status == "quarantined" {
@@ -344,7 +342,7 @@ func TestGateCopyRefused(t *testing.T) {
 				cfg.Key = c.key
 				cfg.Now = func() time.Time { return time.Now().Add(tt.now) }
 			})
-			g := gateWithCopy(t, offlineJS(t), server, reader)
+			g, _ := gateWithCopy(t, offlineJS(t), server, reader)
 			checkView(t, g, "default", want{false, "", false}, nil)
 			st := g.CopyStats()
 			if st.InUse {
@@ -360,7 +358,8 @@ func TestGateCopyRefused(t *testing.T) {
 	t.Run("control", func(t *testing.T) {
 		c := openCopies(t, t.TempDir(), nil)
 		writeCopy(t, c, tenant, server, nil, verified, time.Now())
-		checkView(t, gateWithCopy(t, offlineJS(t), server, c), "default", want{true, "verified", true}, nil)
+		offline, _ := gateWithCopy(t, offlineJS(t), server, c)
+		checkView(t, offline, "default", want{true, "verified", true}, nil)
 	})
 }
 
@@ -373,7 +372,7 @@ func TestGateCopyExpiresInUse(t *testing.T) {
 		cfg.Now = func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
 	})
 	writeCopy(t, c, tenant, "fs", nil, map[string][]byte{"default": recordJSON("verified", "block", sf)}, time.Now())
-	g := gateWithCopy(t, offlineJS(t), "fs", c)
+	g, _ := gateWithCopy(t, offlineJS(t), "fs", c)
 	checkView(t, g, "default", want{true, "verified", true}, nil)
 	ahead.Store(int64(time.Hour))
 	checkView(t, g, "default", want{false, "", false}, nil)
@@ -392,8 +391,8 @@ func TestGateCopyNotWhileConnected(t *testing.T) {
 	_, sf := fixture(t, "memory/2025.9.25.json")
 	c := openCopies(t, t.TempDir(), nil)
 	writeCopy(t, c, tenant, "fs", nil, map[string][]byte{"default": recordJSON("verified", "block", sf)}, time.Now())
-	g := gateWithCopy(t, b.JS, "fs", c)
-	runInBackground(t, g.Run)
+	g, w := gateWithCopy(t, b.JS, "fs", c)
+	runInBackground(t, w.Run)
 	if v, ok := g.View(context.Background(), "default", false, 5*time.Second); ok {
 		t.Fatalf("connected, a variant only the copy holds: %v; want unknown", seen("", v, ok))
 	}
@@ -410,8 +409,8 @@ func TestGateCopyWrittenOnStop(t *testing.T) {
 	ctx := context.Background()
 	_, sf := fixture(t, "memory/2025.9.25.json")
 	c := openCopies(t, t.TempDir(), func(cfg *CopyConfig) { cfg.Debounce, cfg.Refresh = time.Hour, time.Hour })
-	g := gateWithCopy(t, b.JS, "fs", c)
-	stop := runInBackground(t, g.Run)
+	g, w := gateWithCopy(t, b.JS, "fs", c)
+	stop := runInBackground(t, w.Run)
 	poll.Eventually(t, 10*time.Second, func() error {
 		if !g.Watching() {
 			return errors.New("not watching")
