@@ -303,9 +303,9 @@ func runSize(ctx context.Context, c Config, sz size, recover bool, manifests [][
 		return nil, fmt.Errorf("%d of %d gates watching after 5 minutes", up, total)
 	}
 	r.WatchSetupSec = round2(time.Since(t1).Seconds())
-	r.WatchSetupRate = round1(float64(2*len(servers)*c.Fronting) / r.WatchSetupSec)
+	r.WatchSetupRate = round1(float64(sz.proxies) / r.WatchSetupSec) // one status watch per proxy (ADR 0010)
 	_, r.Gates = e.f.watching()
-	r.WatchesPerProxy = round1(2 * float64(r.Gates) / float64(sz.proxies))
+	r.WatchesPerProxy = 1
 	runtime.GC()
 	runtime.ReadMemStats(&m1)
 	rss1, _ := procstat.RSSBytes(os.Getpid())
