@@ -13,7 +13,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -146,7 +145,7 @@ type Service struct {
 	// (sweep).
 	sweeps *sweeps
 
-	settler *bus.Settler
+	router *bus.Router
 
 	applied, redelivered, poison, conflicts atomic.Int64
 	settled                                 atomic.Int64 // deliveries settled, any way
@@ -174,9 +173,13 @@ func New(cfg Config, d Deps) (*Service, error) {
 		}
 		s.pol.Notify(s.sweeps.add)
 	}
-	s.settler, err = bus.NewSettler(bus.SettleConfig{
-		Service: ServiceName, MaxDeliver: cfg.MaxDeliver, Backoff: retryDelay, Timeout: cfg.AckWait,
-	}, bus.SettleDeps{JS: d.JS, Log: d.Log, Now: d.Now, Metrics: s.count})
+	s.router, err = bus.NewRouter(bus.RouterConfig{
+		Settle: bus.SettleConfig{
+			Service: ServiceName, MaxDeliver: cfg.MaxDeliver, Backoff: retryDelay, Timeout: cfg.AckWait,
+		},
+		Routes:       []bus.Route{{Stream: bus.StreamFingerprints, Consumer: cfg.ConsumerConfig()}},
+		DrainTimeout: cfg.DrainTimeout,
+	}, bus.SettleDeps{JS: d.JS, Log: d.Log, Now: d.Now, Metrics: s.count}, bus.Lanes(cfg.Workers, s.handle))
 	if err != nil {
 		return nil, fmt.Errorf("driftsvc: %w", err)
 	}
@@ -214,21 +217,6 @@ func (s *Service) Run(ctx context.Context) error {
 	swept := make(chan struct{})
 	go func() { defer close(swept); s.runSweeps(sweepCtx) }()
 	defer func() { stopSweeps(); <-swept }()
-	cons, err := s.js.CreateOrUpdateConsumer(ctx, bus.StreamFingerprints, jetstream.ConsumerConfig{
-		Durable:       s.cfg.Durable,
-		Description:   "drift service: fingerprint results to schema status",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       s.cfg.AckWait,
-		MaxDeliver:    s.cfg.MaxDeliver,
-		MaxAckPending: s.cfg.MaxAckPending,
-		FilterSubject: bus.Prefix + ".fp.>",
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil // asked to stop before starting
-		}
-		return fmt.Errorf("creating consumer %s: %w", s.cfg.Durable, err)
-	}
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	watched, err := s.watchStatus(watchCtx)
@@ -239,52 +227,35 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("watching %s: %w", bus.BucketStatus, err)
 	}
 	defer func() { stopWatch(); <-watched }()
-	// Workers apply fingerprints concurrently, each server's in order on
-	// its lane (lanes); the callback never blocks on a busy lane.
-	ln := newLanes(s.cfg.Workers)
-	var wg sync.WaitGroup
-	for i := range s.cfg.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				msg, ok := ln.next(i)
-				if !ok {
-					return
-				}
-				if s.beforeHandle != nil {
-					s.beforeHandle(msg.Subject())
-				}
-				s.handle(ctx, msg)
-			}
-		}()
-	}
-	cc, err := cons.Consume(ln.push, jetstream.PullExpiry(bus.PullExpiry))
-	if err != nil {
-		ln.close()
-		wg.Wait()
-		return fmt.Errorf("consuming %s: %w", bus.StreamFingerprints, err)
-	}
-	<-ctx.Done()
-	bus.StopConsuming(s.js, cc)
-	select {
-	case <-cc.Closed():
-	case <-time.After(s.cfg.DrainTimeout):
-		s.log.Warn().Dur("timeout", s.cfg.DrainTimeout).Msg("drain timed out; unsettled messages will be redelivered")
-		cc.Stop()
-		<-cc.Closed() // no callback runs after this, so the lanes can close
-	}
-	ln.close()
-	wg.Wait()
-	return nil
+	return s.router.Run(ctx)
 }
 
-func (s *Service) handle(ctx context.Context, msg jetstream.Msg) {
-	// Work on with a context of its own so that a shutdown lets the message
-	// in hand finish and settle instead of leaving it half done.
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.AckWait)
+// ConsumerConfig is the durable consumer Run creates or updates.
+func (c Config) ConsumerConfig() jetstream.ConsumerConfig {
+	c = c.withDefaults()
+	return jetstream.ConsumerConfig{
+		Durable:       c.Durable,
+		Description:   "drift service: fingerprint results to schema status",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       c.AckWait,
+		MaxDeliver:    c.MaxDeliver,
+		MaxAckPending: c.MaxAckPending,
+		FilterSubject: bus.Prefix + ".fp.>",
+	}
+}
+
+// handle applies one fingerprint and settles its delivery. Workers apply
+// fingerprints concurrently, each server's in order on its lane
+// (bus.Lanes): they never fight over one record.
+func (s *Service) handle(ctx context.Context, d *bus.Delivery) {
+	if s.beforeHandle != nil {
+		s.beforeHandle(d.Msg.Subject())
+	}
+	// ctx is the router's work context: a shutdown lets the message in hand
+	// finish and settle instead of leaving it half done.
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.AckWait)
 	defer cancel()
-	s.settler.Settle(wctx, msg, s.apply(wctx, msg))
+	d.Settle(wctx, s.apply(wctx, d.Msg))
 }
 
 // apply checks and applies the fingerprint a message carries. Its error is
