@@ -490,18 +490,34 @@ func (s *Service) again(err error, attempt int) bool {
 	return true
 }
 
-// transact reads a record, decides with f (which must do no I/O), and
-// applies the outcome with compare-and-set (commit), reading again and
-// deciding again on a conflict: the admin actions' and the sweep's path.
-// A fingerprint takes Observe's, which gathers more before deciding.
-func (s *Service) transact(ctx context.Context, key, eventID string, f func(*state.Record) (state.Outcome, error)) (*state.Record, error) {
+// transact reads a record, decides with f (which does no I/O), and
+// commits the outcome with compare-and-set, reading again and deciding
+// again on a conflict: the admin actions' and the sweep's path (a
+// fingerprint takes Observe's). gatherThen does the same for a decision
+// that needs more than the record.
+func (s *Service) transact(ctx context.Context, key string, f func(*state.Record) (state.Outcome, error)) (*state.Record, error) {
+	return gatherThen(ctx, s, key,
+		func(context.Context, *state.Record) (struct{}, error) { return struct{}{}, nil },
+		func(rec *state.Record, _ struct{}) (state.Outcome, error) { return f(rec) })
+}
+
+// gatherThen reads a record, gathers what the decision needs beside it
+// (gather, the only I/O), decides (decide, none), and commits the outcome
+// with compare-and-set; on a conflict it does all three again, at most
+// maxConflicts times.
+func gatherThen[G any](ctx context.Context, s *Service, key string, gather func(context.Context, *state.Record) (G, error),
+	decide func(*state.Record, G) (state.Outcome, error)) (*state.Record, error) {
 	for attempt := 0; ; attempt++ {
 		rec, rev, err := s.get(ctx, key)
 		if err != nil {
 			return nil, err
 		}
 		s.status.put(key, rev, rec)
-		out, err := f(rec)
+		g, err := gather(ctx, rec)
+		if err != nil {
+			return rec, err
+		}
+		out, err := decide(rec, g)
 		if err != nil {
 			return rec, err
 		}
@@ -1001,9 +1017,13 @@ func (s *Service) Approve(ctx context.Context, tenant, server, variant, hash, ac
 		}
 	}
 	for _, t := range targets {
-		if _, err := s.transact(ctx, bus.StatusKey(tenant, server, t), "", func(rec *state.Record) (state.Outcome, error) {
-			return state.Approve(rec, hash, actor, s.upgradeItems(ctx, rec, hash), s.now())
-		}); err != nil {
+		if _, err := gatherThen(ctx, s, bus.StatusKey(tenant, server, t),
+			func(ctx context.Context, rec *state.Record) (*state.Items, error) {
+				return s.upgradeItems(ctx, rec, hash), nil
+			},
+			func(rec *state.Record, items *state.Items) (state.Outcome, error) {
+				return state.Approve(rec, hash, actor, items, s.now())
+			}); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -1075,7 +1095,7 @@ func (s *Service) Quarantine(ctx context.Context, tenant, server, actor, reason 
 }
 
 func (s *Service) quarantineVariant(ctx context.Context, tenant, server, variant, actor, reason string) (*state.Record, error) {
-	return s.transact(ctx, bus.StatusKey(tenant, server, variant), "", func(rec *state.Record) (state.Outcome, error) {
+	return s.transact(ctx, bus.StatusKey(tenant, server, variant), func(rec *state.Record) (state.Outcome, error) {
 		return state.Quarantine(rec, actor, reason, s.now()), nil
 	})
 }
