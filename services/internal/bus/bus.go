@@ -3,7 +3,10 @@
 // (created or updated idempotently at start), the encodings of events, and
 // the one way a service settles a message it consumed (Settler: ack, nak
 // with backoff, dead letter and term) with the one list of dead-letter
-// codes. docs/bus.md is the reference for operators and subscribers.
+// codes, and the one consume loop of every service (Router: consume,
+// settle, drain, and a deleted consumer created again; a service supplies
+// only its Processor). docs/bus.md is the reference for operators and
+// subscribers.
 package bus
 
 import (

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
@@ -32,7 +31,7 @@ type batch struct {
 	verdict verdictRows
 	admin   adminRows
 	dead    deadRows
-	msgs    []jetstream.Msg
+	msgs    []*bus.Delivery
 	first   time.Time // when the oldest message was added
 }
 

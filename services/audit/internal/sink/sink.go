@@ -12,8 +12,9 @@
 // becomes one row per call, all or none: one bad call dead-letters it whole.
 // Rows carry the event's (the call's) deterministic id in the sort key of
 // ReplacingMergeTree tables, so a redelivery after a crash collapses into
-// the row already written. A bus.Settler does every ack, hand-back and
-// dead letter.
+// the row already written. A bus.Router consumes, does every ack, hand-back
+// and dead letter through its bus.Settler, drains at shutdown and creates a
+// deleted consumer again; the sink supplies its batcher and writer.
 // docs/services/audit.md is the operator's reference.
 package sink
 
@@ -223,7 +224,7 @@ type Service struct {
 	now  func() time.Time
 	m    *Metrics
 
-	settler *bus.Settler
+	router *bus.Router
 
 	written, batches, failures, poisoned atomic.Uint64
 	down                                 atomic.Bool
@@ -243,11 +244,20 @@ func New(cfg Config, d Deps) (*Service, error) {
 	cfg = cfg.WithDefaults()
 	s := &Service{cfg: cfg, js: d.JS, conn: d.Conn, log: d.Log, now: d.Now, m: d.Metrics}
 	var err error
-	s.settler, err = bus.NewSettler(bus.SettleConfig{
-		// No delivery limit (ConsumerConfig): only poison is dead-lettered.
-		Service: ServiceName, MaxDeliver: -1, Timeout: cfg.WriteTimeout,
-		Backoff: bus.Backoff(cfg.RetryDelay, cfg.MaxRetryDelay),
-	}, bus.SettleDeps{JS: d.JS, Log: d.Log, Now: d.Now, Metrics: s.count})
+	routes := make([]bus.Route, len(Consumers))
+	for i, k := range Consumers {
+		routes[i] = bus.Route{Stream: k.Stream, Consumer: cfg.ConsumerConfig(k), Prefetch: cfg.Prefetch}
+	}
+	s.router, err = bus.NewRouter(bus.RouterConfig{
+		Settle: bus.SettleConfig{
+			// No delivery limit (ConsumerConfig): only poison is dead-lettered.
+			Service: ServiceName, MaxDeliver: -1, Timeout: cfg.WriteTimeout,
+			Backoff: bus.Backoff(cfg.RetryDelay, cfg.MaxRetryDelay),
+		},
+		Routes:       routes,
+		Buffer:       cfg.Prefetch,
+		DrainTimeout: cfg.DrainTimeout,
+	}, bus.SettleDeps{JS: d.JS, Log: d.Log, Now: d.Now, Metrics: s.count}, s.process)
 	if err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
@@ -270,117 +280,36 @@ func (s *Service) Stats() Stats {
 
 // Run creates or updates the durable consumers and writes events until ctx
 // is done; then it stops fetching, writes what it holds within DrainTimeout
-// (handing back to JetStream what it could not write), and returns nil. It
-// returns an error when a consumer cannot be created or stops on its own.
-func (s *Service) Run(ctx context.Context) error {
-	var conss []jetstream.Consumer
-	for _, k := range Consumers {
-		cons, err := s.js.CreateOrUpdateConsumer(ctx, k.Stream, s.cfg.ConsumerConfig(k))
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("creating consumer %s on %s: %w", k.Durable, k.Stream, err)
-		}
-		conss = append(conss, cons)
-	}
+// (handing back to JetStream what it could not write), and returns nil. A
+// consumer deleted meanwhile is created again (bus.Router). It returns an
+// error when a consumer cannot be created or consuming cannot go on.
+func (s *Service) Run(ctx context.Context) error { return s.router.Run(ctx) }
 
-	// Work outlives ctx so that shutdown writes what it holds; it is
-	// cancelled when the drain deadline passes.
-	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelWork()
-
-	in := make(chan jetstream.Msg, s.cfg.Prefetch)
+// process is the sink's part of consuming (a bus.Processor): the batcher
+// decodes deliveries into a batch; the writer writes each full batch and
+// only then acks its messages. Two batches: one filling while the other is
+// written.
+func (s *Service) process(ctx context.Context, in <-chan *bus.Delivery) {
 	full := make(chan *batch, 1)
 	free := make(chan *batch, 2)
 	free <- new(batch)
 	free <- new(batch)
 	var wg sync.WaitGroup
-	wg.Go(func() { s.batcher(workCtx, in, full, free) })
+	wg.Go(func() { s.batcher(ctx, in, full, free) })
 	wg.Go(func() {
 		for b := range full {
-			s.flush(workCtx, b)
+			s.flush(ctx, b)
 			b.reset()
 			free <- b
 		}
 	})
-
-	fatal := make(chan error, len(conss))
-	var ccs []jetstream.ConsumeContext
-	stopAll := func() {
-		for _, cc := range ccs {
-			cc.Stop()
-			<-cc.Closed()
-		}
-		close(in)
-		wg.Wait()
-	}
-	for i, cons := range conss {
-		durable := Consumers[i].Durable
-		cc, err := cons.Consume(func(msg jetstream.Msg) {
-			select {
-			case in <- msg:
-			case <-workCtx.Done():
-				s.settler.HandBack(msg) // past the drain deadline: hand it back now
-			}
-		},
-			jetstream.PullMaxMessages(s.cfg.Prefetch),
-			jetstream.PullExpiry(bus.PullExpiry),
-			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-				if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
-					select {
-					case fatal <- fmt.Errorf("consuming %s: %w", durable, err):
-					default:
-					}
-					return
-				}
-				s.log.Warn().Err(err).Str("consumer", durable).Msg("consuming events")
-			}))
-		if err != nil {
-			stopAll()
-			return fmt.Errorf("consuming %s: %w", durable, err)
-		}
-		ccs = append(ccs, cc)
-	}
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-	case runErr = <-fatal:
-	}
-
-	// Stop fetching; the buffered messages still reach the batcher.
-	deadline := time.NewTimer(s.cfg.DrainTimeout)
-	defer deadline.Stop()
-	for _, cc := range ccs {
-		bus.StopConsuming(s.js, cc)
-	}
-	drained := make(chan struct{})
-	go func() {
-		for _, cc := range ccs {
-			<-cc.Closed()
-		}
-		close(in) // the batcher writes its last batch and stops
-		wg.Wait()
-		close(drained)
-	}()
-	select {
-	case <-drained:
-	case <-deadline.C:
-		cancelWork() // callbacks nak, a failing write stops retrying and naks
-		for _, cc := range ccs {
-			cc.Stop()
-		}
-		<-drained
-		s.log.Warn().Dur("drain_timeout", s.cfg.DrainTimeout).Msg("drain deadline passed; unwritten events handed back to jetstream")
-	}
-	return runErr
+	wg.Wait()
 }
 
 // batcher decodes messages into batches and hands a batch to the writer
 // when it holds BatchSize rows or its oldest row is BatchAge old. It writes
 // the last batch when in is closed.
-func (s *Service) batcher(ctx context.Context, in <-chan jetstream.Msg, full chan<- *batch, free <-chan *batch) {
+func (s *Service) batcher(ctx context.Context, in <-chan *bus.Delivery, full chan<- *batch, free <-chan *batch) {
 	defer close(full)
 	b := <-free
 	tick := time.NewTicker(max(s.cfg.BatchAge/4, 5*time.Millisecond))
@@ -391,14 +320,14 @@ func (s *Service) batcher(ctx context.Context, in <-chan jetstream.Msg, full cha
 	}
 	for {
 		select {
-		case msg, ok := <-in:
+		case d, ok := <-in:
 			if !ok {
 				if len(b.msgs) > 0 {
 					full <- b
 				}
 				return
 			}
-			s.add(ctx, msg, b)
+			s.add(ctx, d, b)
 			if b.rows() >= s.cfg.BatchSize {
 				hand()
 			}
@@ -411,24 +340,25 @@ func (s *Service) batcher(ctx context.Context, in <-chan jetstream.Msg, full cha
 }
 
 // add decodes one message into the batch, or dead-letters it.
-func (s *Service) add(ctx context.Context, msg jetstream.Msg, b *batch) {
+func (s *Service) add(ctx context.Context, d *bus.Delivery, b *batch) {
+	msg := d.Msg
 	md, err := msg.Metadata()
 	if err != nil {
 		// Not a JetStream delivery: nothing to settle.
-		s.log.Warn().Err(err).Str("subject", msg.Subject()).Msg("message without jetstream metadata")
+		d.Settle(ctx, err) // logged, counted unsettled
 		return
 	}
 	env := envelope{subject: msg.Subject(), seq: md.Sequence.Stream, stamp: md.Timestamp,
 		msgID: func() string { return msg.Headers().Get("Nats-Msg-Id") }}
 	before := b.rows()
 	if err := s.decode(env, msg.Data(), b); err != nil {
-		s.settler.Settle(ctx, msg, err) // poison: dead-lettered and terminated
+		d.Settle(ctx, err) // poison: dead-lettered and terminated
 		return
 	}
 	if len(b.msgs) == 0 {
 		b.first = s.now()
 	}
-	b.msgs = append(b.msgs, msg)
+	b.msgs = append(b.msgs, d)
 	s.m.added(b.rows() - before)
 }
 
@@ -443,8 +373,8 @@ func (s *Service) flush(ctx context.Context, b *batch) {
 		err := s.write(ctx, b)
 		if err == nil {
 			s.m.written(b, time.Since(start))
-			for _, m := range b.msgs {
-				s.settler.Settle(ctx, m, nil) // a lost ack means a redelivery, which collapses
+			for _, d := range b.msgs {
+				d.Settle(ctx, nil) // a lost ack means a redelivery, which collapses
 			}
 			s.written.Add(uint64(b.rows()))
 			s.batches.Add(1)
@@ -462,8 +392,8 @@ func (s *Service) flush(ctx context.Context, b *batch) {
 			s.down.Store(true)
 		}
 		if ctx.Err() != nil {
-			for _, m := range b.msgs {
-				s.settler.HandBack(m)
+			for _, d := range b.msgs {
+				d.HandBack()
 			}
 			s.m.handedBack(b)
 			s.log.Warn().Err(err).Int("rows", b.rows()).Msg("stopping with an unwritten batch; handed back to jetstream")
@@ -477,8 +407,8 @@ func (s *Service) flush(ctx context.Context, b *batch) {
 		}
 		// Keep the held messages from being redelivered while we wait.
 		if s.now().Sub(lastKeep) >= s.cfg.AckWait/3 {
-			for _, m := range b.msgs {
-				s.settler.InProgress(m)
+			for _, d := range b.msgs {
+				d.InProgress()
 			}
 			lastKeep = s.now()
 		}

@@ -13,7 +13,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -146,7 +145,7 @@ type Service struct {
 	// (sweep).
 	sweeps *sweeps
 
-	settler *bus.Settler
+	router *bus.Router
 
 	applied, redelivered, poison, conflicts atomic.Int64
 	settled                                 atomic.Int64 // deliveries settled, any way
@@ -174,9 +173,13 @@ func New(cfg Config, d Deps) (*Service, error) {
 		}
 		s.pol.Notify(s.sweeps.add)
 	}
-	s.settler, err = bus.NewSettler(bus.SettleConfig{
-		Service: ServiceName, MaxDeliver: cfg.MaxDeliver, Backoff: retryDelay, Timeout: cfg.AckWait,
-	}, bus.SettleDeps{JS: d.JS, Log: d.Log, Now: d.Now, Metrics: s.count})
+	s.router, err = bus.NewRouter(bus.RouterConfig{
+		Settle: bus.SettleConfig{
+			Service: ServiceName, MaxDeliver: cfg.MaxDeliver, Backoff: retryDelay, Timeout: cfg.AckWait,
+		},
+		Routes:       []bus.Route{{Stream: bus.StreamFingerprints, Consumer: cfg.ConsumerConfig()}},
+		DrainTimeout: cfg.DrainTimeout,
+	}, bus.SettleDeps{JS: d.JS, Log: d.Log, Now: d.Now, Metrics: s.count}, bus.Lanes(cfg.Workers, s.handle))
 	if err != nil {
 		return nil, fmt.Errorf("driftsvc: %w", err)
 	}
@@ -214,21 +217,6 @@ func (s *Service) Run(ctx context.Context) error {
 	swept := make(chan struct{})
 	go func() { defer close(swept); s.runSweeps(sweepCtx) }()
 	defer func() { stopSweeps(); <-swept }()
-	cons, err := s.js.CreateOrUpdateConsumer(ctx, bus.StreamFingerprints, jetstream.ConsumerConfig{
-		Durable:       s.cfg.Durable,
-		Description:   "drift service: fingerprint results to schema status",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       s.cfg.AckWait,
-		MaxDeliver:    s.cfg.MaxDeliver,
-		MaxAckPending: s.cfg.MaxAckPending,
-		FilterSubject: bus.Prefix + ".fp.>",
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil // asked to stop before starting
-		}
-		return fmt.Errorf("creating consumer %s: %w", s.cfg.Durable, err)
-	}
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	watched, err := s.watchStatus(watchCtx)
@@ -239,52 +227,35 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("watching %s: %w", bus.BucketStatus, err)
 	}
 	defer func() { stopWatch(); <-watched }()
-	// Workers apply fingerprints concurrently, each server's in order on
-	// its lane (lanes); the callback never blocks on a busy lane.
-	ln := newLanes(s.cfg.Workers)
-	var wg sync.WaitGroup
-	for i := range s.cfg.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				msg, ok := ln.next(i)
-				if !ok {
-					return
-				}
-				if s.beforeHandle != nil {
-					s.beforeHandle(msg.Subject())
-				}
-				s.handle(ctx, msg)
-			}
-		}()
-	}
-	cc, err := cons.Consume(ln.push, jetstream.PullExpiry(bus.PullExpiry))
-	if err != nil {
-		ln.close()
-		wg.Wait()
-		return fmt.Errorf("consuming %s: %w", bus.StreamFingerprints, err)
-	}
-	<-ctx.Done()
-	bus.StopConsuming(s.js, cc)
-	select {
-	case <-cc.Closed():
-	case <-time.After(s.cfg.DrainTimeout):
-		s.log.Warn().Dur("timeout", s.cfg.DrainTimeout).Msg("drain timed out; unsettled messages will be redelivered")
-		cc.Stop()
-		<-cc.Closed() // no callback runs after this, so the lanes can close
-	}
-	ln.close()
-	wg.Wait()
-	return nil
+	return s.router.Run(ctx)
 }
 
-func (s *Service) handle(ctx context.Context, msg jetstream.Msg) {
-	// Work on with a context of its own so that a shutdown lets the message
-	// in hand finish and settle instead of leaving it half done.
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.AckWait)
+// ConsumerConfig is the durable consumer Run creates or updates.
+func (c Config) ConsumerConfig() jetstream.ConsumerConfig {
+	c = c.withDefaults()
+	return jetstream.ConsumerConfig{
+		Durable:       c.Durable,
+		Description:   "drift service: fingerprint results to schema status",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       c.AckWait,
+		MaxDeliver:    c.MaxDeliver,
+		MaxAckPending: c.MaxAckPending,
+		FilterSubject: bus.Prefix + ".fp.>",
+	}
+}
+
+// handle applies one fingerprint and settles its delivery. Workers apply
+// fingerprints concurrently, each server's in order on its lane
+// (bus.Lanes): they never fight over one record.
+func (s *Service) handle(ctx context.Context, d *bus.Delivery) {
+	if s.beforeHandle != nil {
+		s.beforeHandle(d.Msg.Subject())
+	}
+	// ctx is the router's work context: a shutdown lets the message in hand
+	// finish and settle instead of leaving it half done.
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.AckWait)
 	defer cancel()
-	s.settler.Settle(wctx, msg, s.apply(wctx, msg))
+	d.Settle(wctx, s.apply(wctx, d.Msg))
 }
 
 // apply checks and applies the fingerprint a message carries. Its error is
@@ -337,60 +308,6 @@ func retryDelay(delivered uint64) time.Duration {
 	return min(time.Duration(max(delivered, 1))*time.Second, 30*time.Second)
 }
 
-// Observe applies one fingerprint result. The record is judged by the
-// settings it was made with: a fingerprint made with other hashing
-// settings is hashed again from its stored manifest (rehash), never
-// compared as it is; the settings the tenant's policy resolves now apply to
-// the record as state.Observation.Policy says.
-func (s *Service) Observe(ctx context.Context, fp *mcpdriftv1.Fingerprint) error {
-	key := bus.StatusKey(fp.Tenant, fp.Server, fp.Variant)
-	items := s.itemsOf(fp)
-	want := s.settingsOf(fp.Tenant, fp.Server)
-	created := false
-	rec, err := s.transact(ctx, key, fp.EventId, func(rec *state.Record) (state.Outcome, error) {
-		hashing := want.Hashing()
-		if rec != nil {
-			hashing = rec.Policy.Hashing()
-		}
-		u, err := s.rehash(ctx, fp, items, hashing, want.Hashing())
-		if err != nil {
-			return state.Outcome{}, err
-		}
-		o := state.Observation{
-			EventID: fp.EventId, Hash: u.hash, ErrorCode: fp.ErrorCode,
-			ObservedAt: time.UnixMilli(fp.ObservedAtUnixMs), Items: u.items,
-			Assess: func(base, live string) state.Assessment {
-				return s.assess(ctx, fp.Tenant, fp.Server, base, live)
-			},
-			Policy: &want, WantsLiveHash: u.wantsLive,
-		}
-		created = rec == nil
-		if rec == nil {
-			if err := s.firstSight(ctx, fp, u.hash, want.Posture, &o); err != nil {
-				return state.Outcome{}, err
-			}
-		}
-		return state.Observe(rec, fp.Tenant, fp.Server, fp.Variant, o, want, s.now()), nil
-	})
-	if err == nil && rec != nil {
-		err = s.rate(ctx, rec)
-	}
-	if err != nil || !created || rec == nil || rec.Status == state.Quarantined {
-		return err
-	}
-	// The server may have been quarantined after firstSight read it and
-	// before the record was created, by an admin whose sweep of the
-	// variants did not see this one yet: hold it now. One of the two
-	// always sees the other (the hold is written before the sweep lists
-	// the variants; the record is created before this read).
-	srv, _, err := s.getServer(ctx, fp.Tenant, fp.Server)
-	if err != nil || srv == nil || !srv.Held {
-		return err
-	}
-	_, err = s.quarantineVariant(ctx, fp.Tenant, fp.Server, fp.Variant, srv.HeldBy, srv.HeldReason)
-	return err
-}
-
 // itemsOf returns the item hashes the fingerprint carries, checked against
 // its surface hash; nil when it carries none that make it up (then no
 // baseline set from it is served: status.Record.Serve).
@@ -425,56 +342,6 @@ var errClaimPending = errors.New("another variant's first sight is being applied
 // claimPatience is how long a variant waits for the variant that claimed
 // the server's first sight to have a baseline; after it, it is withheld.
 const claimPatience = 30 * time.Second
-
-// firstSight fills in what the state machine needs to decide on a
-// variant's first manifest: whether the server is held, and how the
-// manifest compares with what the server's other variants approved. Under
-// the discovery posture, a server with no approved variant is trusted on
-// first use once: the variant that claims it in the server record (create
-// or compare-and-set); any other is compared with it.
-func (s *Service) firstSight(ctx context.Context, fp *mcpdriftv1.Fingerprint, hash, posture string, o *state.Observation) error {
-	srv, rev, err := s.getServer(ctx, fp.Tenant, fp.Server)
-	if err != nil {
-		return err
-	}
-	if srv != nil && srv.Held {
-		o.Held = true
-		return nil
-	}
-	if fp.ErrorCode != "" {
-		return nil
-	}
-	cmp, err := s.compare(ctx, fp.Tenant, fp.Server, fp.Variant, hash)
-	if err != nil {
-		return err
-	}
-	if !cmp.Approved && posture == state.Discovery {
-		claimed, write, ok := state.ClaimFirst(srv, fp.Tenant, fp.Server, fp.Variant, s.now())
-		switch {
-		case write:
-			if err := s.putServer(ctx, fp.Tenant, fp.Server, srv == nil, rev, &claimed); err != nil {
-				return err // a conflict: transact reads again and retries
-			}
-		case !ok:
-			// Another variant was the server's first sight. Until its record
-			// is there (a moment, on another drift instance), wait for it so
-			// as to be compared with its baseline; once it is there and
-			// nothing is approved (it is quarantined, or pending), or it
-			// never came, this variant has nothing to match: withheld.
-			first, _, err := s.get(ctx, bus.StatusKey(fp.Tenant, fp.Server, claimed.FirstVariant))
-			if err != nil {
-				return err
-			}
-			if first == nil && s.now().Sub(time.UnixMilli(claimed.FirstAtMs)) < claimPatience {
-				return fmt.Errorf("%w (variant %s of %s/%s)", errClaimPending, claimed.FirstVariant, fp.Tenant, fp.Server)
-			}
-			cmp = state.Comparison{Approved: true, Severity: surface.SeverityCritical.String(),
-				Unmatched: []string{"every item (no other variant of the server is approved now)"}}
-		}
-	}
-	o.Compare = func(string) state.Comparison { return cmp }
-	return nil
-}
 
 // compare compares a manifest with the current baselines of the server's
 // other variants (those not quarantined). A manifest that cannot be read
@@ -623,66 +490,42 @@ func (s *Service) again(err error, attempt int) bool {
 	return true
 }
 
-// transact reads a record, applies f, and writes the result with
-// compare-and-set, retrying on conflicts; then it keeps the new baseline
-// version and announces the verdict.
-func (s *Service) transact(ctx context.Context, key, eventID string, f func(*state.Record) (state.Outcome, error)) (*state.Record, error) {
+// transact reads a record, decides with f (which does no I/O), and
+// commits the outcome with compare-and-set, reading again and deciding
+// again on a conflict: the admin actions' and the sweep's path (a
+// fingerprint takes Observe's). gatherThen does the same for a decision
+// that needs more than the record.
+func (s *Service) transact(ctx context.Context, key string, f func(*state.Record) (state.Outcome, error)) (*state.Record, error) {
+	return gatherThen(ctx, s, key,
+		func(context.Context, *state.Record) (struct{}, error) { return struct{}{}, nil },
+		func(rec *state.Record, _ struct{}) (state.Outcome, error) { return f(rec) })
+}
+
+// gatherThen reads a record, gathers what the decision needs beside it
+// (gather, the only I/O), decides (decide, none), and commits the outcome
+// with compare-and-set; on a conflict it does all three again, at most
+// maxConflicts times.
+func gatherThen[G any](ctx context.Context, s *Service, key string, gather func(context.Context, *state.Record) (G, error),
+	decide func(*state.Record, G) (state.Outcome, error)) (*state.Record, error) {
 	for attempt := 0; ; attempt++ {
-		// A fingerprint's first attempt may read the record from the cache;
-		// the admin API and every retry read the bucket.
-		rec, rev, hit := (*state.Record)(nil), uint64(0), false
-		if eventID != "" && attempt == 0 {
-			rec, rev, hit = s.status.get(key)
-		}
-		if !hit {
-			var err error
-			if rec, rev, err = s.get(ctx, key); err != nil {
-				return nil, err
-			}
-			s.status.put(key, rev, rec)
-		}
-		out, err := f(rec)
-		if s.again(err, attempt) {
-			continue // f lost a compare-and-set of its own (the server record)
-		}
-		if err != nil {
-			return rec, err
-		}
-		if !out.Write {
-			if rec != nil && eventID != "" && slices.Contains(rec.Applied, eventID) {
-				// A redelivery of an applied event: its verdict may not have
-				// gone out; announcing the current state again is harmless
-				// (same message id as the first time for this revision).
-				if hit {
-					continue // announce the record as the bucket has it now
-				}
-				s.redelivered.Add(1)
-				return rec, s.announce(ctx, rec, rev, out.Previous)
-			}
-			return rec, nil
-		}
-		if out.NewBaseline != nil {
-			if err := s.keepBaseline(ctx, &out.Record, out.NewBaseline); err != nil {
-				if s.again(err, attempt) {
-					continue
-				}
-				return nil, err
-			}
-		}
-		newRev, err := s.put(ctx, key, rec == nil, rev, &out.Record)
-		if s.again(err, attempt) {
-			continue
-		}
+		rec, rev, err := s.get(ctx, key)
 		if err != nil {
 			return nil, err
 		}
-		s.status.put(key, newRev, &out.Record)
-		s.applied.Add(1)
-		s.m.write()
-		if out.Announce {
-			return &out.Record, s.announce(ctx, &out.Record, newRev, out.Previous)
+		s.status.put(key, rev, rec)
+		g, err := gather(ctx, rec)
+		if err != nil {
+			return rec, err
 		}
-		return &out.Record, nil
+		out, err := decide(rec, g)
+		if err != nil {
+			return rec, err
+		}
+		got, err := s.commit(ctx, key, rec, rev, transition{out: out})
+		if s.again(err, attempt) {
+			continue
+		}
+		return got, err
 	}
 }
 
@@ -1174,9 +1017,13 @@ func (s *Service) Approve(ctx context.Context, tenant, server, variant, hash, ac
 		}
 	}
 	for _, t := range targets {
-		if _, err := s.transact(ctx, bus.StatusKey(tenant, server, t), "", func(rec *state.Record) (state.Outcome, error) {
-			return state.Approve(rec, hash, actor, s.upgradeItems(ctx, rec, hash), s.now())
-		}); err != nil {
+		if _, err := gatherThen(ctx, s, bus.StatusKey(tenant, server, t),
+			func(ctx context.Context, rec *state.Record) (*state.Items, error) {
+				return s.upgradeItems(ctx, rec, hash), nil
+			},
+			func(rec *state.Record, items *state.Items) (state.Outcome, error) {
+				return state.Approve(rec, hash, actor, items, s.now())
+			}); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -1248,7 +1095,7 @@ func (s *Service) Quarantine(ctx context.Context, tenant, server, actor, reason 
 }
 
 func (s *Service) quarantineVariant(ctx context.Context, tenant, server, variant, actor, reason string) (*state.Record, error) {
-	return s.transact(ctx, bus.StatusKey(tenant, server, variant), "", func(rec *state.Record) (state.Outcome, error) {
+	return s.transact(ctx, bus.StatusKey(tenant, server, variant), func(rec *state.Record) (state.Outcome, error) {
 		return state.Quarantine(rec, actor, reason, s.now()), nil
 	})
 }

@@ -18,11 +18,10 @@ func TestSlowLaneStallsOnlyItsServers(t *testing.T) {
 	e := newEnv(t)
 	a := e.manifest(fixA)
 	const workers = 2
-	ln := newLanes(workers)
 	slow, fast := "", ""
 	for i := 0; slow == "" || fast == ""; i++ {
 		name := fmt.Sprintf("s%d", i)
-		switch ln.lane(bus.FingerprintSubject("acme", name)) {
+		switch bus.LaneOf(bus.FingerprintSubject("acme", name), workers) {
 		case 0:
 			if slow == "" {
 				slow = name

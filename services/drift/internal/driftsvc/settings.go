@@ -216,13 +216,13 @@ func (s *Service) Rebaseline(ctx context.Context, tenant, server, variant, hash,
 		}
 	}
 	for _, t := range targets {
-		if _, err := s.transact(ctx, bus.StatusKey(tenant, server, t), "", func(rec *state.Record) (state.Outcome, error) {
-			items, err := s.rebaselineItems(ctx, rec, hash)
-			if err != nil {
-				return state.Outcome{}, err
-			}
-			return state.Rebaseline(rec, hash, actor, items, s.now())
-		}); err != nil {
+		if _, err := gatherThen(ctx, s, bus.StatusKey(tenant, server, t),
+			func(ctx context.Context, rec *state.Record) (*state.Items, error) {
+				return s.rebaselineItems(ctx, rec, hash)
+			},
+			func(rec *state.Record, items *state.Items) (state.Outcome, error) {
+				return state.Rebaseline(rec, hash, actor, items, s.now())
+			}); err != nil {
 			return nil, nil, err
 		}
 	}

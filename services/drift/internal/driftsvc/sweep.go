@@ -117,7 +117,7 @@ func (s *Service) sweep(ctx context.Context, tenant string) error {
 		}
 		sv := server{parts[0], parts[1]}
 		var out state.Outcome
-		if _, err := s.transact(ctx, key, "", func(rec *state.Record) (state.Outcome, error) {
+		if _, err := s.transact(ctx, key, func(rec *state.Record) (state.Outcome, error) {
 			out = state.Resettle(rec, s.settingsOf(sv.tenant, sv.server), s.now())
 			return out, nil
 		}); err != nil {

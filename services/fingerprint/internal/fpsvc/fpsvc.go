@@ -9,7 +9,8 @@
 // as a Fingerprint carrying the engine's error code (the drift service fails
 // closed on it) and acked; a failure to store or publish is retried with
 // NakWithDelay; a success is acked only after the publish was acknowledged.
-// A bus.Settler does each of these.
+// A bus.Router consumes, settles each of these through its bus.Settler,
+// drains at shutdown and creates the consumer again when it is deleted.
 // docs/services/fingerprint.md is the operator's reference.
 package fpsvc
 
@@ -17,7 +18,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -210,12 +210,12 @@ type Service struct {
 	now   func() time.Time
 	m     *Metrics
 
-	settler *bus.Settler
-	pol     *settings.Watch // nil: the default hashing for every server
-	memo    *memo
-	known   *knownSet
-	flight  flightGroup
-	stats   counters
+	router *bus.Router
+	pol    *settings.Watch // nil: the default hashing for every server
+	memo   *memo
+	known  *knownSet
+	flight flightGroup
+	stats  counters
 }
 
 // New checks the configuration and dependencies.
@@ -249,10 +249,14 @@ func New(cfg Config, d Deps) (*Service, error) {
 			return nil, fmt.Errorf("fingerprint: %w", err)
 		}
 	}
-	s.settler, err = bus.NewSettler(bus.SettleConfig{
-		Service: ServiceName, MaxDeliver: cfg.MaxDeliver, Timeout: cfg.OpTimeout,
-		Backoff: bus.Backoff(cfg.RetryDelay, cfg.MaxRetryDelay),
-	}, bus.SettleDeps{JS: d.JS, Log: d.Log, Now: d.Now, Metrics: s.count})
+	s.router, err = bus.NewRouter(bus.RouterConfig{
+		Settle: bus.SettleConfig{
+			Service: ServiceName, MaxDeliver: cfg.MaxDeliver, Timeout: cfg.OpTimeout,
+			Backoff: bus.Backoff(cfg.RetryDelay, cfg.MaxRetryDelay),
+		},
+		Routes:       []bus.Route{{Stream: bus.StreamObservations, Consumer: cfg.ConsumerConfig(), Prefetch: cfg.Prefetch}},
+		DrainTimeout: cfg.DrainTimeout,
+	}, bus.SettleDeps{JS: d.JS, Log: d.Log, Now: d.Now, Metrics: s.count}, s.process)
 	if err != nil {
 		return nil, fmt.Errorf("fingerprint: %w", err)
 	}
@@ -297,9 +301,9 @@ func (c Config) ConsumerConfig() jetstream.ConsumerConfig {
 
 // Run creates or updates the durable consumer and processes observations
 // until ctx is done; then it stops fetching, finishes the buffered and
-// in-flight messages within DrainTimeout, and returns nil. It returns an
-// error when the consumer cannot be created or consuming stops on its own
-// (the consumer was deleted).
+// in-flight messages within DrainTimeout, and returns nil. A consumer
+// deleted meanwhile is created again (bus.Router). It returns an error when
+// the consumer cannot be created or consuming cannot go on.
 func (s *Service) Run(ctx context.Context) error {
 	if s.pol != nil {
 		// The policies first: an observation hashed before its tenant's
@@ -310,93 +314,18 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 		defer stop()
 	}
-	cons, err := s.js.CreateOrUpdateConsumer(ctx, bus.StreamObservations, s.cfg.ConsumerConfig())
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil // asked to stop before starting
-		}
-		return fmt.Errorf("creating consumer %s on %s: %w", s.cfg.Durable, bus.StreamObservations, err)
-	}
+	return s.router.Run(ctx)
+}
 
-	// Work outlives ctx so that a shutdown finishes what it holds; it is
-	// cancelled when the drain deadline passes.
-	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelWork()
-	work := make(chan jetstream.Msg)
-	settler := make(chan inflight, s.cfg.Prefetch)
+// process is the service's part of consuming (a bus.Processor): Workers
+// fingerprint observations and publish their Fingerprints asynchronously;
+// one goroutine settles each message, in order, once its publish is
+// answered.
+func (s *Service) process(ctx context.Context, in <-chan *bus.Delivery) {
+	pending := make(chan inflight, s.cfg.Prefetch)
 	settled := make(chan struct{})
-	go func() { s.settle(workCtx, settler); close(settled) }()
-	var wg sync.WaitGroup
-	for range s.cfg.Workers {
-		wg.Go(func() {
-			for msg := range work {
-				s.handle(workCtx, msg, settler)
-			}
-		})
-	}
-	// stopWorkers waits for the workers, then for the settler.
-	stopWorkers := func() {
-		close(work)
-		wg.Wait()
-		close(settler)
-		<-settled
-	}
-
-	fatal := make(chan error, 1)
-	cc, err := cons.Consume(func(msg jetstream.Msg) {
-		select {
-		case work <- msg:
-		case <-workCtx.Done():
-			// Past the drain deadline: hand it back at once.
-			s.settler.HandBack(msg)
-		}
-	},
-		jetstream.PullMaxMessages(s.cfg.Prefetch),
-		jetstream.PullExpiry(bus.PullExpiry),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
-				select {
-				case fatal <- err:
-				default:
-				}
-				return
-			}
-			s.log.Warn().Err(err).Str("consumer", s.cfg.Durable).Msg("consuming observations")
-		}))
-	if err != nil {
-		stopWorkers()
-		return fmt.Errorf("consuming %s: %w", s.cfg.Durable, err)
-	}
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-	case err := <-fatal:
-		runErr = fmt.Errorf("consuming %s: %w", s.cfg.Durable, err)
-	case <-cc.Closed():
-		runErr = fmt.Errorf("consuming %s: stopped", s.cfg.Durable)
-	}
-
-	deadline := time.NewTimer(s.cfg.DrainTimeout)
-	defer deadline.Stop()
-	bus.StopConsuming(s.js, cc)
-	select {
-	case <-cc.Closed():
-	case <-deadline.C:
-		cancelWork() // the callback stops waiting and naks the rest
-		cc.Stop()
-		<-cc.Closed()
-	}
-	done := make(chan struct{})
-	go func() { stopWorkers(); close(done) }()
-	select {
-	case <-done:
-	case <-deadline.C:
-		cancelWork() // in-flight stores and publishes fail fast and nak
-		<-done
-	}
-	if workCtx.Err() != nil {
-		s.log.Warn().Dur("drain_timeout", s.cfg.DrainTimeout).Msg("drain deadline passed; unsettled messages will be redelivered")
-	}
-	return runErr
+	go func() { defer close(settled); s.settle(ctx, pending) }()
+	bus.Workers(s.cfg.Workers, func(ctx context.Context, d *bus.Delivery) { s.handle(ctx, d, pending) })(ctx, in)
+	close(pending)
+	<-settled
 }

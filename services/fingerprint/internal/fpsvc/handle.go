@@ -191,35 +191,36 @@ func boolIndex(b bool) int {
 // inflight is a message whose Fingerprint was published asynchronously:
 // it is acked when the publish is acknowledged.
 type inflight struct {
-	msg      jetstream.Msg
+	d        *bus.Delivery
 	eventID  string
 	ack      jetstream.PubAckFuture
 	deadline time.Time
 	rejected bool
 }
 
-// handle processes one message. It settles it, or hands it to the settler
-// goroutine with its publish in flight: every message is settled exactly
-// once, by the Settler.
-func (s *Service) handle(workCtx context.Context, msg jetstream.Msg, settler chan<- inflight) {
+// handle processes one delivery. It settles it, or hands it to the settle
+// goroutine with its publish in flight: every delivery is settled exactly
+// once.
+func (s *Service) handle(workCtx context.Context, d *bus.Delivery, settler chan<- inflight) {
 	ctx, cancel := context.WithTimeout(workCtx, s.cfg.OpTimeout)
 	defer cancel()
 
+	msg := d.Msg
 	obs, err := decode(msg.Subject(), msg.Data())
 	if err != nil {
-		s.settler.Settle(ctx, msg, err)
+		d.Settle(ctx, err)
 		return
 	}
 	start := time.Now()
 	data, res, err := s.fingerprint(obs)
 	s.m.fingerprinted(time.Since(start))
 	if err != nil { // cannot happen for a valid message; retrying will not help
-		s.settler.Settle(ctx, msg, bus.Poisonf(bus.CodeMalformedEvent, "encoding the fingerprint: %w", err))
+		d.Settle(ctx, bus.Poisonf(bus.CodeMalformedEvent, "encoding the fingerprint: %w", err))
 		return
 	}
 	if res.errorCode == "" {
 		if err := s.storeManifest(ctx, res.surfaceHash, obs.Capture); err != nil {
-			s.settler.Settle(workCtx, msg, fmt.Errorf("observation %s: storing manifest %s: %w", obs.EventId, res.surfaceHash, err))
+			d.Settle(workCtx, fmt.Errorf("observation %s: storing manifest %s: %w", obs.EventId, res.surfaceHash, err))
 			return
 		}
 	}
@@ -228,14 +229,14 @@ func (s *Service) handle(workCtx context.Context, msg jetstream.Msg, settler cha
 	subj := bus.FingerprintSubject(obs.Tenant, obs.Server)
 	f, err := s.js.PublishAsync(subj, data, jetstream.WithMsgID("fp-"+obs.EventId))
 	if err != nil {
-		s.settler.Settle(workCtx, msg, fmt.Errorf("observation %s: publishing %s: %w", obs.EventId, subj, err))
+		d.Settle(workCtx, fmt.Errorf("observation %s: publishing %s: %w", obs.EventId, subj, err))
 		return
 	}
-	in := inflight{msg: msg, eventID: obs.EventId, ack: f, deadline: time.Now().Add(s.cfg.OpTimeout), rejected: res.errorCode != ""}
+	in := inflight{d: d, eventID: obs.EventId, ack: f, deadline: time.Now().Add(s.cfg.OpTimeout), rejected: res.errorCode != ""}
 	select {
 	case settler <- in:
 	case <-workCtx.Done():
-		s.settler.Settle(workCtx, msg, fmt.Errorf("observation %s: publishing %s: %w", obs.EventId, subj, workCtx.Err()))
+		d.Settle(workCtx, fmt.Errorf("observation %s: publishing %s: %w", obs.EventId, subj, workCtx.Err()))
 		return
 	}
 	if in.rejected {
@@ -262,10 +263,10 @@ func (s *Service) settle(workCtx context.Context, in <-chan inflight) {
 			err = workCtx.Err()
 		}
 		if err != nil {
-			s.settler.Settle(workCtx, p.msg, fmt.Errorf("observation %s: publishing %s: %w", p.eventID, p.ack.Msg().Subject, err))
+			p.d.Settle(workCtx, fmt.Errorf("observation %s: publishing %s: %w", p.eventID, p.ack.Msg().Subject, err))
 			continue
 		}
-		s.settler.Settle(workCtx, p.msg, nil)
+		p.d.Settle(workCtx, nil)
 		s.stats.processed.Add(1)
 		if p.rejected {
 			s.stats.rejected.Add(1)
