@@ -327,6 +327,37 @@ func TestNATSRolePermissions(t *testing.T) {
 		t.Fatal("proxy's watch of its server record: nothing within 10s")
 	}
 	_ = ws.Stop()
+	// ... and, as the proxy does (docs/adr/0010), all of its tenant's keys
+	// in one watch; and the baseline versions of its tenant, whose entries
+	// hold the item hashes the records name.
+	wt, err := pkv.Watch(natsOpCtx(t, 10*time.Second), "default.>")
+	if err != nil {
+		t.Fatalf("proxy watches its tenant's status: %v", err)
+	}
+	select {
+	case e := <-wt.Updates():
+		if e == nil || !strings.HasPrefix(e.Key(), "default.") {
+			t.Fatalf("proxy's watch of its tenant: first entry %v", e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("proxy's watch of its tenant: nothing within 10s")
+	}
+	_ = wt.Stop()
+	dbl, err := drift.js.KeyValue(natsOpCtx(t, 10*time.Second), bus.BucketBaselines)
+	if err != nil {
+		t.Fatalf("drift binds the baselines bucket: %v", err)
+	}
+	baselineKey := bus.BaselineKey("default", "files", "default", 1)
+	if _, err := dbl.Put(natsOpCtx(t, 10*time.Second), baselineKey, []byte(`{"version":1,"hash":"sha256:a"}`)); err != nil {
+		t.Fatalf("drift keeps a baseline version: %v", err)
+	}
+	pbl, err := proxy.js.KeyValue(natsOpCtx(t, 10*time.Second), bus.BucketBaselines)
+	if err != nil {
+		t.Fatalf("proxy binds the baselines bucket: %v", err)
+	}
+	if e, err := pbl.Get(natsOpCtx(t, 10*time.Second), baselineKey); err != nil || !strings.Contains(string(e.Value()), "sha256:a") {
+		t.Fatalf("proxy reads its tenant's baseline version: %v", err)
+	}
 
 	// The per-call policy: drift writes a tenant's record, the tenant's proxy
 	// reads it and watches it.
@@ -461,6 +492,18 @@ func TestNATSRolePermissions(t *testing.T) {
 				return nil
 			}
 			_, err = kv.Get(ctx, "acme.files.default")
+			return err
+		}},
+		{"proxy_reads_other_baseline", "proxy", "publish", "$JS.API.DIRECT.GET.KV_mcpdrift_baselines.$KV.mcpdrift_baselines.acme.files.default.v1", func(ctx context.Context, c *natsRoleConn) error {
+			kv, err := c.js.KeyValue(natsOpCtx(t, 10*time.Second), bus.BucketBaselines)
+			if err != nil {
+				return nil
+			}
+			_, err = kv.Get(ctx, "acme.files.default.v1")
+			return err
+		}},
+		{"proxy_writes_baseline", "proxy", "publish", "$KV.mcpdrift_baselines.default.files.default.v2", func(ctx context.Context, c *natsRoleConn) error {
+			_, err := c.js.Publish(ctx, "$KV.mcpdrift_baselines.default.files.default.v2", []byte(`{}`))
 			return err
 		}},
 		{"proxy_reads_manifests", "proxy", "publish", "$JS.API.STREAM.INFO.OBJ_mcpdrift_manifests", func(ctx context.Context, c *natsRoleConn) error {

@@ -15,13 +15,22 @@ const MaxRecordBytes = 1 << 20
 var ErrRecordTooLarge = errors.New("record_too_large")
 
 // Encode returns the JSON of rec to store in the status bucket, within
-// MaxRecordBytes. A record that would not fit leaves out its live items,
-// then its baseline's, and says so (ItemsOmitted); they are cleared from
-// rec too, so that rec is what was stored. A variant whose baseline items
-// were left out is not served (Serve): with more items than fit, the proxy
-// could not compare them with anything, and fails closed.
+// MaxRecordBytes. A record does not grow with its manifest: it never stores
+// the live items, nor the baseline's when its baseline version's entry holds
+// them (ItemsInBaseline). Only a baseline kept before versions held items
+// stays in the record; if that would not fit, it is left out too, and
+// ItemsOmitted says so. What is left out is cleared from rec too, so that
+// rec is what was stored. A variant whose baseline items are not known is
+// not served (Serve): the proxy could not compare them with anything, and
+// fails closed.
 func Encode(rec *Record) ([]byte, error) {
 	rec.ItemsOmitted = false
+	rec.LiveItems = nil
+	if rec.ItemsInBaseline() {
+		rec.BaselineItems = nil
+	} else {
+		rec.BaselineItemsVersion = 0
+	}
 	for {
 		data, err := json.Marshal(rec)
 		if err != nil {
@@ -30,16 +39,24 @@ func Encode(rec *Record) ([]byte, error) {
 		if len(data) <= MaxRecordBytes {
 			return data, nil
 		}
-		switch {
-		case rec.LiveItems != nil:
-			rec.LiveItems, rec.ItemsOmitted = nil, true
-		case rec.BaselineItems != nil:
-			rec.BaselineItems, rec.ItemsOmitted = nil, true
-		default:
+		if rec.BaselineItems == nil {
 			return nil, fmt.Errorf("%w: the status of %s/%s variant %s takes %d bytes, more than the bucket's %d",
 				ErrRecordTooLarge, rec.Tenant, rec.Server, rec.Variant, len(data), MaxRecordBytes)
 		}
+		rec.BaselineItems, rec.ItemsOmitted = nil, true
 	}
+}
+
+// DecodeBaseline reads a baseline version as stored.
+func DecodeBaseline(data []byte) (Baseline, error) {
+	var b Baseline
+	if err := json.Unmarshal(data, &b); err != nil {
+		return Baseline{}, fmt.Errorf("decoding baseline: %w", err)
+	}
+	if b.Version <= 0 || b.Hash == "" {
+		return Baseline{}, errors.New("decoding baseline: no version or hash")
+	}
+	return b, nil
 }
 
 // DecodeRecord reads a variant's record as stored. A value without a

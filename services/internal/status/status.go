@@ -144,17 +144,25 @@ type Record struct {
 	ApprovedBy      string `json:"approved_by,omitempty"`
 	// BaselineItems are the item hashes of the approved baseline, as the
 	// fingerprint service computed them: what proxies compare each live
-	// item with. Nil in a record written before they were kept (or whose
-	// items do not fit, see ItemsOmitted): the variant is then not served
+	// item with. A record stores them only when its baseline version does
+	// not (BaselineItemsVersion): an earlier baseline, kept before versions
+	// held them. Nil and no BaselineItemsVersion: the variant is not served
 	// until they fill in (docs/bus.md).
 	BaselineItems *Items `json:"baseline_items,omitempty"`
+	// BaselineItemsVersion is the baseline version whose entry in the
+	// baselines bucket (Baseline.Items) holds the baseline's item hashes:
+	// the record names them instead of holding them, so that it does not
+	// grow with the manifest. Equal to BaselineVersion, or 0.
+	BaselineItemsVersion int64 `json:"baseline_items_version,omitempty"`
 
 	LiveHash       string `json:"live_hash,omitempty"`        // the last manifest observed
 	LiveError      string `json:"live_error,omitempty"`       // its error code, when it could not be fingerprinted
 	LiveObservedMs int64  `json:"live_observed_ms,omitempty"` // when it was observed
 	// LiveItems are the item hashes of the live manifest while it differs
-	// from the baseline, so that an approve makes them the baseline's.
-	// Proxies never read them.
+	// from the baseline, so that an approve makes them the baseline's. They
+	// are never stored (Encode leaves them out: a record does not grow with
+	// the manifest); an approve reads them from the stored manifest.
+	// Records written before that may hold them. Proxies never read them.
 	LiveItems *Items `json:"live_items,omitempty"`
 	// ItemsOmitted: the record would exceed MaxRecordBytes with its item
 	// hashes, so they were left out (the live ones first); without the
@@ -196,7 +204,23 @@ func (r *Record) Serve() bool {
 	if r.Status != Verified && (r.Status != Changed || r.Policy.OnDrift != Alert) {
 		return false
 	}
-	return r.BaselineHash != "" && r.BaselineItems.Of(r.BaselineHash)
+	return r.HasBaselineItems()
+}
+
+// HasBaselineItems reports whether the baseline's item hashes are known:
+// held by the record, or by the entry of its baseline version
+// (BaselineItemsVersion), which a reader fetches and checks.
+func (r *Record) HasBaselineItems() bool {
+	if r.BaselineHash == "" {
+		return false
+	}
+	return r.BaselineItems.Of(r.BaselineHash) || r.ItemsInBaseline()
+}
+
+// ItemsInBaseline reports whether the record names the baseline version
+// entry that holds its baseline's item hashes instead of holding them.
+func (r *Record) ItemsInBaseline() bool {
+	return r.BaselineVersion > 0 && r.BaselineItemsVersion == r.BaselineVersion
 }
 
 // Alerting reports whether the record's drift policy is alert: a served
@@ -268,6 +292,11 @@ type Baseline struct {
 	ApprovedAtMs int64  `json:"approved_at_ms"`
 	ApprovedBy   string `json:"approved_by"`
 	Reason       string `json:"reason"`
+	// Items are the item hashes of the version's surface (Hash), stored
+	// once per version; the variant's status record names the version
+	// (Record.BaselineItemsVersion) instead of holding them. Nil in a
+	// version kept before they were.
+	Items *Items `json:"items,omitempty"`
 }
 
 // View is a server as the drift service reads it: its own record (nil when

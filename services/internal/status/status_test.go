@@ -2,7 +2,6 @@ package status_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -256,9 +255,12 @@ func fullRecord(base, live *surface.Surface) *status.Record {
 	return r
 }
 
-// TestRecordSize measures the record of the largest real capture and
-// shows what happens to one with more items than the bucket takes: its
-// items are left out, the live ones first, and it is not served.
+// TestRecordSize: a record does not grow with its manifest. With its
+// baseline's items in the baseline version's entry (the drift service's
+// records), the record of the largest real capture and one of 12,000 tools
+// take the same bytes; live items are never stored. A record whose
+// baseline version holds no items (kept before versions held them) keeps
+// the baseline's items while they fit, and is not served without them.
 func TestRecordSize(t *testing.T) {
 	var largest *surface.Surface
 	var largestPath string
@@ -267,31 +269,40 @@ func TestRecordSize(t *testing.T) {
 			largest, largestPath = sf, p
 		}
 	}
-	data, err := status.Encode(fullRecord(largest, largest))
+	keyed := func(base, live *surface.Surface) *status.Record {
+		r := fullRecord(base, live)
+		r.BaselineItemsVersion = r.BaselineVersion
+		return r
+	}
+	small, err := status.Encode(keyed(largest, largest))
 	if err != nil {
 		t.Fatal(err)
 	}
-	perItem := 0
-	if its, err := json.Marshal(status.ItemsOf(largest)); err == nil {
-		perItem = len(its) / len(largest.Items)
+	huge, err := status.Encode(keyed(manyTools(t, 12000), manyTools(t, 12001)))
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("largest real capture %s: %d items, a full record with baseline and live items takes %d bytes (%d bytes an item); the bucket takes %d",
-		largestPath, len(largest.Items), len(data), perItem, status.MaxRecordBytes)
-	if len(data) > status.MaxRecordBytes/10 {
-		t.Errorf("the record of the largest real capture takes %d bytes, more than a tenth of the bucket's %d", len(data), status.MaxRecordBytes)
+	t.Logf("largest real capture %s: %d items, its record takes %d bytes; one of 12,000 tools %d bytes",
+		largestPath, len(largest.Items), len(small), len(huge))
+	if len(small) != len(huge) {
+		t.Errorf("the record of %d items takes %d bytes, of 12,000 items %d: it grows with the manifest", len(largest.Items), len(small), len(huge))
+	}
+	if got, err := status.DecodeRecord(huge); err != nil || got.BaselineItems != nil || got.LiveItems != nil || !got.ItemsInBaseline() {
+		t.Fatalf("stored: items %v live %v in baseline %v (%v); want neither, named in the baseline", got.BaselineItems != nil, got.LiveItems != nil, got.ItemsInBaseline(), err)
+	} else if got.Status = status.Verified; !got.Serve() {
+		t.Error("a verified record whose baseline version holds its items is not served")
 	}
 
 	for _, tt := range []struct {
 		name                       string
 		n                          int
-		wantBaseline, wantLive     bool
+		wantBaseline               bool
 		wantServedIfVerified, omit bool
 	}{
-		{"fits", 1000, true, true, true, false},
-		{"live_left_out", 5000, true, false, true, true},
-		{"both_left_out", 12000, false, false, false, true},
+		{"fits", 1000, true, true, false},
+		{"left_out", 12000, false, false, true},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
+		t.Run("unversioned_"+tt.name, func(t *testing.T) {
 			base := manyTools(t, tt.n)
 			live := manyTools(t, tt.n+1)
 			rec := fullRecord(base, live)
@@ -307,11 +318,11 @@ func TestRecordSize(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if (got.BaselineItems != nil) != tt.wantBaseline || (got.LiveItems != nil) != tt.wantLive || got.ItemsOmitted != tt.omit {
-				t.Fatalf("stored baseline items %v live items %v omitted %v; want %v %v %v",
-					got.BaselineItems != nil, got.LiveItems != nil, got.ItemsOmitted, tt.wantBaseline, tt.wantLive, tt.omit)
+			if (got.BaselineItems != nil) != tt.wantBaseline || got.LiveItems != nil || got.ItemsOmitted != tt.omit {
+				t.Fatalf("stored baseline items %v live items %v omitted %v; want %v false %v",
+					got.BaselineItems != nil, got.LiveItems != nil, got.ItemsOmitted, tt.wantBaseline, tt.omit)
 			}
-			if (rec.BaselineItems != nil) != tt.wantBaseline || rec.ItemsOmitted != tt.omit {
+			if (rec.BaselineItems != nil) != tt.wantBaseline || rec.ItemsOmitted != tt.omit || rec.LiveItems != nil {
 				t.Fatal("Encode did not leave rec as it stored it")
 			}
 			got.Status = status.Verified

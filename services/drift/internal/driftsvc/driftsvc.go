@@ -581,9 +581,10 @@ func (s *Service) put(ctx context.Context, key string, create bool, rev uint64, 
 	return newRev, nil
 }
 
-// keepBaseline stores a baseline version. Versions are created, never
-// overwritten: finding the same version with another hash means another
-// writer got there first.
+// keepBaseline stores a baseline version, with its item hashes, before the
+// record that names it is written: a proxy that learns of the record finds
+// them. Versions are created, never overwritten: finding the same version
+// with another hash means another writer got there first.
 func (s *Service) keepBaseline(ctx context.Context, rec *state.Record, b *state.Baseline) error {
 	key := bus.BaselineKey(rec.Tenant, rec.Server, rec.Variant, b.Version)
 	data, err := json.Marshal(b)
@@ -605,6 +606,11 @@ func (s *Service) keepBaseline(ctx context.Context, rec *state.Record, b *state.
 	}
 	if have.Hash != b.Hash {
 		return errConflict
+	}
+	if !have.Items.Of(b.Hash) {
+		// The version was kept without its items (before versions held
+		// them): the record holds them itself.
+		rec.BaselineItemsVersion = 0
 	}
 	return nil
 }

@@ -38,10 +38,32 @@ func sameItems(a, b *status.Items) bool {
 	return a != nil && b != nil && a.Surface == b.Surface && slices.Equal(a.Listed, b.Listed) && slices.Equal(a.Items, b.Items)
 }
 
-// TestRecordCarriesFingerprintItems: the baseline's item hashes in the
-// record are the fingerprint event's; the live ones are kept while the
-// live manifest differs, and become the baseline's on approve, so that a
-// proxy learns them from the record alone.
+// baselineItems are the baseline's item hashes of r as a proxy finds them:
+// in the baseline version's entry it names, or in the record itself.
+func (e *env) baselineItems(t *testing.T, r *state.Record) *status.Items {
+	t.Helper()
+	if !r.ItemsInBaseline() {
+		return r.BaselineItems
+	}
+	if r.BaselineItems != nil {
+		t.Fatalf("the stored record holds the items its baseline version %d holds", r.BaselineVersion)
+	}
+	en, err := e.h.Baselines.Get(context.Background(), bus.BaselineKey(r.Tenant, r.Server, r.Variant, r.BaselineItemsVersion))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := status.DecodeBaseline(en.Value())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.Items
+}
+
+// TestRecordCarriesFingerprintItems: the baseline's item hashes are the
+// fingerprint event's, kept in the baseline version's entry that the record
+// names (the record does not hold them, nor the live ones); an approve reads
+// the live manifest's from the stored manifest, so that a proxy learns them
+// from the status and baselines buckets alone.
 func TestRecordCarriesFingerprintItems(t *testing.T) {
 	e := newEnv(t)
 	a, b := e.manifest(fixA), e.manifest(fixB)
@@ -50,27 +72,23 @@ func TestRecordCarriesFingerprintItems(t *testing.T) {
 
 	e.publish("mem", "o1", a, "", t0, "")
 	r := e.waitVariant(svc, "mem", "v0", func(r *state.Record) bool { return r.Status == state.Verified })
-	if !sameItems(r.BaselineItems, itemsOfFixture(t, fixA)) || !r.Serve() {
-		t.Fatalf("first baseline: items %+v serve %v", r.BaselineItems, r.Serve())
+	if !sameItems(e.baselineItems(t, r), itemsOfFixture(t, fixA)) || !r.Serve() || !r.ItemsInBaseline() {
+		t.Fatalf("first baseline: items %+v serve %v named %v", e.baselineItems(t, r), r.Serve(), r.ItemsInBaseline())
 	}
-	if _, err := r.BaselineItems.Verify(); err != nil {
+	if _, err := e.baselineItems(t, r).Verify(); err != nil {
 		t.Fatal(err)
 	}
 	e.publish("mem", "o2", b, "", t0.Add(time.Second), "")
 	r = e.waitVariant(svc, "mem", "v0", func(r *state.Record) bool { return r.Status == state.Changed })
-	if !sameItems(r.LiveItems, itemsOfFixture(t, fixB)) || !r.BaselineItems.Of(a) {
-		t.Fatalf("drift: live items %+v baseline items of %v", r.LiveItems, r.BaselineItems.Of(a))
-	}
-	// The manifests are gone: the approve takes the items from the record.
-	if err := e.js.DeleteObjectStore(context.Background(), bus.BucketManifests); err != nil {
-		t.Fatal(err)
+	if r.LiveItems != nil || !e.baselineItems(t, r).Of(a) {
+		t.Fatalf("drift: live items %+v baseline items of %v", r.LiveItems, e.baselineItems(t, r).Of(a))
 	}
 	v, _, err := svc.Approve(context.Background(), "acme", "mem", "v0", b, "alice")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := v.Variants[0]; !sameItems(got.BaselineItems, itemsOfFixture(t, fixB)) || got.LiveItems != nil || !got.Serve() {
-		t.Fatalf("approved: baseline items %+v live %+v serve %v", got.BaselineItems, got.LiveItems, got.Serve())
+	if got := v.Variants[0]; !sameItems(e.baselineItems(t, &got), itemsOfFixture(t, fixB)) || got.LiveItems != nil || !got.Serve() {
+		t.Fatalf("approved: baseline items %+v live %+v serve %v", e.baselineItems(t, &got), got.LiveItems, got.Serve())
 	}
 
 	// A fingerprint whose items do not make up its hash: no items kept,
@@ -78,7 +96,7 @@ func TestRecordCarriesFingerprintItems(t *testing.T) {
 	e.items.Store(a, e.itemsOf(b)) // a's fingerprint now carries b's items
 	e.publish("other", "p1", a, "", t0, "")
 	r = e.waitVariant(svc, "other", "v0", func(r *state.Record) bool { return r.Status == state.Verified })
-	if r.BaselineItems != nil || r.Serve() {
+	if r.BaselineItems != nil || r.ItemsInBaseline() || r.Serve() {
 		t.Fatalf("items that do not make up the hash: %+v serve %v", r.BaselineItems, r.Serve())
 	}
 }
@@ -128,7 +146,7 @@ func TestUpgradeFillsInItems(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := v.Variants[0]; !sameItems(got.BaselineItems, itemsOfFixture(t, fixB)) || !got.Serve() {
-		t.Fatalf("approved without live items in the record: baseline items %+v serve %v", got.BaselineItems, got.Serve())
+	if got := v.Variants[0]; !sameItems(e.baselineItems(t, &got), itemsOfFixture(t, fixB)) || !got.Serve() {
+		t.Fatalf("approved without live items in the record: baseline items %+v serve %v", e.baselineItems(t, &got), got.Serve())
 	}
 }

@@ -231,7 +231,7 @@ func Observe(rec *Record, tenant, server, variant string, obs Observation, pol P
 			b := Baseline{Version: 1, Hash: obs.Hash, CapturedAtMs: obsMs, ApprovedAtMs: nowMs, ApprovedBy: ActorVariant, Reason: ReasonVariantMatched}
 			r.Status, r.Reason, r.Actor = Verified, ReasonVariantMatched, ActorVariant
 			r.ReasonText = "a new listing variant whose every item equals a definition approved for another variant of the server becomes baseline v1"
-			setBaseline(&r, b, obs.Items)
+			setBaseline(&r, &b, obs.Items)
 			r.ReferenceVariant, r.ReferenceHash = cmp.ReferenceVariant, cmp.ReferenceHash
 			out.NewBaseline = &b
 		case cmp.Approved:
@@ -249,7 +249,7 @@ func Observe(rec *Record, tenant, server, variant string, obs Observation, pol P
 		default:
 			b := Baseline{Version: 1, Hash: obs.Hash, CapturedAtMs: obsMs, ApprovedAtMs: nowMs, ApprovedBy: ActorTOFU, Reason: ReasonFirstBaseline}
 			r.Status, r.Reason, r.ReasonText, r.Actor = Verified, ReasonFirstBaseline, "first manifest seen becomes baseline v1 (trust on first use)", ActorTOFU
-			setBaseline(&r, b, obs.Items)
+			setBaseline(&r, &b, obs.Items)
 			out.NewBaseline = &b
 		}
 		out.Record = r
@@ -296,7 +296,7 @@ func Observe(rec *Record, tenant, server, variant string, obs Observation, pol P
 		if r.Policy.Guard && a.Benign && obs.ErrorCode == "" {
 			b := Baseline{Version: r.BaselineVersion + 1, Hash: obs.Hash, CapturedAtMs: obsMs, ApprovedAtMs: nowMs,
 				ApprovedBy: ActorGuard, Reason: ReasonAutoApproved}
-			setBaseline(&r, b, obs.Items)
+			setBaseline(&r, &b, obs.Items)
 			// The verdict says what was accepted: benign, and how severe.
 			r.Severity, r.Benign = a.Severity, true
 			r.Reason, r.Actor = ReasonAutoApproved, ActorGuard
@@ -415,44 +415,38 @@ func driftReason(obs Observation, severity string) (string, string) {
 
 // setBaseline makes b the record's baseline, with its item hashes when
 // items are those of b (a baseline is always the live manifest, so the
-// record has no live items apart from it).
-func setBaseline(r *Record, b Baseline, items *Items) {
+// record has no live items apart from it). The items go into the version
+// (b.Items), which the record names (BaselineItemsVersion) rather than
+// holds once stored (status.Encode).
+func setBaseline(r *Record, b *Baseline, items *Items) {
 	r.BaselineVersion, r.BaselineHash = b.Version, b.Hash
-	r.BaselineItems, r.LiveItems, r.ItemsOmitted = nil, nil, false
+	r.BaselineItems, r.BaselineItemsVersion, r.LiveItems, r.ItemsOmitted = nil, 0, nil, false
+	b.Items = nil
 	if items.Of(b.Hash) {
-		r.BaselineItems = items
+		r.BaselineItems, r.BaselineItemsVersion, b.Items = items, b.Version, items
 	}
 	r.ReferenceVariant, r.ReferenceHash = "", ""
 	r.CapturedAtMs, r.ApprovedAtMs, r.ApprovedBy = b.CapturedAtMs, b.ApprovedAtMs, b.ApprovedBy
 	r.DriftAtMs, r.Severity, r.Benign = 0, "", false
 }
 
-// fillItems keeps the observation's item hashes: the baseline's, when the
+// fillItems keeps the observation's item hashes of the baseline when the
 // record lacks them and the manifest is the baseline (a record written
-// before they were kept fills in), and the live manifest's while it
-// differs from the baseline. It reports whether item hashes the record
-// lacked were added. The live hash is already the observation's.
+// before they were kept fills in). It reports whether they were added.
+// Live items are not kept (status.Encode never stores them): an approve
+// reads them from the stored manifest.
 func fillItems(r *Record, obs Observation) bool {
+	r.LiveItems = nil
 	if obs.ErrorCode != "" || r.ItemsOmitted {
 		// A record whose items did not fit is not filled in again and
 		// again: each time they would be left out (status.Encode).
-		r.LiveItems = nil
 		return false
 	}
-	filled := false
-	if r.BaselineHash != "" && !r.BaselineItems.Of(r.BaselineHash) && obs.Items.Of(r.BaselineHash) {
-		r.BaselineItems, filled = obs.Items, true
+	if r.BaselineHash != "" && !r.HasBaselineItems() && obs.Items.Of(r.BaselineHash) {
+		r.BaselineItems = obs.Items
+		return true
 	}
-	switch {
-	case r.LiveHash == r.BaselineHash:
-		r.LiveItems = nil
-	case r.LiveItems.Of(r.LiveHash):
-	case obs.Items.Of(r.LiveHash):
-		r.LiveItems, filled = obs.Items, true
-	default:
-		r.LiveItems = nil
-	}
-	return filled
+	return false
 }
 
 func cloneRecord(r *Record) Record {
@@ -495,7 +489,7 @@ func Approve(rec *Record, hash, actor string, items *Items, now time.Time) (Outc
 	}
 	nowMs := now.UnixMilli()
 	if r.Status == Verified && r.BaselineHash == hash {
-		if r.BaselineItems.Of(hash) || its == nil {
+		if r.HasBaselineItems() || its == nil {
 			return out, nil // already the approved baseline
 		}
 		r.BaselineItems, r.UpdatedAtMs = its, nowMs // approved before its items were kept
@@ -503,7 +497,7 @@ func Approve(rec *Record, hash, actor string, items *Items, now time.Time) (Outc
 		return out, nil
 	}
 	b := Baseline{Version: r.BaselineVersion + 1, Hash: hash, CapturedAtMs: r.LiveObservedMs, ApprovedAtMs: nowMs, ApprovedBy: actor, Reason: ReasonApproved}
-	setBaseline(&r, b, its)
+	setBaseline(&r, &b, its)
 	r.Status, r.Reason, r.Actor, r.UpdatedAtMs = Verified, ReasonApproved, actor, nowMs
 	r.ReasonText = fmt.Sprintf("approved by %s as baseline v%d", actor, b.Version)
 	out.Record, out.Write, out.Announce, out.NewBaseline = r, true, true, &b
@@ -586,7 +580,7 @@ func Rebaseline(rec *Record, hash, actor string, items *Items, now time.Time) (O
 	r.Policy = r.Policy.WithHashing(*rec.PolicyWants)
 	r.PolicyWants, r.PolicyWantsLiveHash = nil, ""
 	r.LiveHash = hash
-	setBaseline(&r, b, items)
+	setBaseline(&r, &b, items)
 	r.Status, r.Reason, r.Actor, r.UpdatedAtMs = Verified, ReasonRebaselined, actor, nowMs
 	r.ReasonText = fmt.Sprintf("re-baselined by %s to %s as baseline v%d", actor, r.Policy.Hashing(), b.Version)
 	return Outcome{Record: r, Write: true, Announce: true, Previous: rec.Status, NewBaseline: &b}, nil

@@ -322,24 +322,29 @@ func TestHistoryNote(t *testing.T) {
 }
 
 // TestBaselineItems: a baseline carries the item hashes of the manifest it
-// was set from, from the fingerprint (first sight, guard) or from the live
-// items the record kept (approve); the serve rule needs them.
+// was set from, from the fingerprint (first sight, guard) or from the
+// caller's reading of the live manifest (approve), and its version holds
+// them (the record names the version); the serve rule needs them. Live
+// items are not kept.
 func TestBaselineItems(t *testing.T) {
 	guard := Policy{Posture: Discovery, OnDrift: Block, Guard: true}
-	r, _ := apply(t, nil, obs("1", "sha256:a", 1), discover)
+	r, out := apply(t, nil, obs("1", "sha256:a", 1), discover)
 	if !r.BaselineItems.Of("sha256:a") || r.LiveItems != nil || !r.Serve() {
 		t.Fatalf("first baseline: items %+v live %+v serve %v", r.BaselineItems, r.LiveItems, r.Serve())
 	}
+	if !out.NewBaseline.Items.Of("sha256:a") || r.BaselineItemsVersion != out.NewBaseline.Version {
+		t.Fatalf("first baseline: version %d holds items %+v, the record names version %d", out.NewBaseline.Version, out.NewBaseline.Items, r.BaselineItemsVersion)
+	}
 	r, _ = apply(t, r, obs("2", "sha256:b", 2), discover)
-	if !r.BaselineItems.Of("sha256:a") || !r.LiveItems.Of("sha256:b") {
+	if !r.BaselineItems.Of("sha256:a") || r.LiveItems != nil {
 		t.Fatalf("drift: baseline items %+v live items %+v", r.BaselineItems, r.LiveItems)
 	}
-	ap, err := Approve(r, "sha256:b", "alice", nil, t0)
+	ap, err := Approve(r, "sha256:b", "alice", &Items{Surface: "sha256:b"}, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a := ap.Record; !a.BaselineItems.Of("sha256:b") || a.LiveItems != nil || !a.Serve() {
-		t.Fatalf("approved: baseline items %+v live items %+v serve %v", a.BaselineItems, a.LiveItems, a.Serve())
+	if a := ap.Record; !a.BaselineItems.Of("sha256:b") || a.LiveItems != nil || !a.Serve() || !ap.NewBaseline.Items.Of("sha256:b") || a.BaselineItemsVersion != 2 {
+		t.Fatalf("approved: baseline items %+v live items %+v serve %v, version items %+v", a.BaselineItems, a.LiveItems, a.Serve(), ap.NewBaseline.Items)
 	}
 	g, _ := apply(t, nil, obs("1", "sha256:a", 1), guard)
 	g, _ = apply(t, g, obs("2", "sha256:benign", 2), guard)
@@ -374,13 +379,13 @@ func TestUpgradeFillsInItems(t *testing.T) {
 		t.Fatal("the hot path wrote a record that has its items")
 	}
 
-	// Changed before the upgrade: the live items fill in (for an approve),
-	// without a verdict.
+	// Changed before the upgrade: live items are not kept (an approve
+	// reads them from the manifest), so nothing is written.
 	changed := &Record{Tenant: "acme", Server: "fs", Variant: "v0", Status: Changed, Policy: discover, Reason: ReasonDrift,
 		BaselineVersion: 1, BaselineHash: "sha256:a", LiveHash: "sha256:b", LiveObservedMs: t0.UnixMilli()}
 	c, out := apply(t, changed, obs("2", "sha256:b", 2), discover)
-	if !out.Write || out.Announce || !c.LiveItems.Of("sha256:b") || c.Status != Changed {
-		t.Fatalf("live items filled in: write %v announce %v live items %+v status %s", out.Write, out.Announce, c.LiveItems, c.Status)
+	if out.Write || c.LiveItems != nil || c.Status != Changed {
+		t.Fatalf("a re-listing of the live manifest: write %v live items %+v status %s", out.Write, c.LiveItems, c.Status)
 	}
 	// An approve of a record without live items takes the caller's.
 	ap, err := Approve(changed, "sha256:b", "alice", &Items{Surface: "sha256:b"}, t0)

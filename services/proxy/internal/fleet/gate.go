@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -67,6 +68,13 @@ type Gate struct {
 	// runs (the proxy is ready).
 	watching bool
 
+	// baselines are the baseline versions' item hashes the gate fetched
+	// (by baseline hash), checked against it; the records that name a
+	// version read their items from here.
+	baselines map[string]*fetchedItems
+	// fetch asks the status watch to fetch a baseline version's entry.
+	fetch func(g *Gate, key, hash string)
+
 	// The status copy (UseCopies): what the gate knew, kept on disk.
 	copies *StatusCopies
 	// copy answers while no watch has loaded and NATS is unreachable; nil
@@ -104,6 +112,10 @@ type record struct {
 	hashing  surface.Options // how the baseline's items were hashed (the record's settings)
 	revision uint64
 	value    []byte // as stored, for the status copy
+	// itemsKey is the key of the baseline version entry whose item hashes
+	// the record names (status.Record.ItemsInBaseline) while the gate does
+	// not hold them yet: the record is not served until they arrive.
+	itemsKey string
 }
 
 // newGate returns the gate of one server, fed by its proxy's StatusWatch.
@@ -116,6 +128,7 @@ func newGate(js jetstream.JetStream, tenant, server string, log zerolog.Logger) 
 		serverKey: bus.ServerKey(tenant, server),
 		log:       log.With().Str("tenant", tenant).Str("server", server).Logger(),
 		records:   map[string]record{},
+		baselines: map[string]*fetchedItems{},
 		wake:      make(chan struct{}),
 		dirty:     make(chan struct{}, 1),
 	}
@@ -191,10 +204,20 @@ func (g *Gate) record(b *bounded, variant string, awaiting bool) (rec record, ri
 		if held {
 			return record{status: string(status.Quarantined)}, risk, true
 		}
-		if ok {
+		connected := g.connected()
+		if ok && (rec.itemsKey == "" || !connected) {
 			return rec, risk, true
 		}
-		connected := g.connected()
+		if ok {
+			// The baseline's item hashes are on their way (fetched from
+			// the baselines bucket): wait for them as for a load.
+			select {
+			case <-wake:
+				continue
+			case <-b.get().Done():
+				return rec, risk, true
+			}
+		}
 		if cp != nil && !connected {
 			rec, ok := g.fromCopyRecord(cp, variant)
 			return rec, cp.risk, ok
@@ -363,9 +386,12 @@ func (g *Gate) apply(e jetstream.KeyValueEntry) string {
 	if had {
 		prev = &old
 	}
-	rec := g.read(e.Value(), e.Revision(), variant, prev)
+	rec := g.read(e.Value(), e.Revision(), variant, prev, g.fetchedLocked)
 	g.records[variant] = rec
 	g.changedLocked()
+	if rec.itemsKey != "" && g.fetch != nil {
+		g.fetch(g, rec.itemsKey, rec.baselineHash)
+	}
 	if !had || old.status != rec.status || old.serve != rec.serve || old.alert != rec.alert || old.baselineHash != rec.baselineHash {
 		g.log.Info().Str("variant", variant).Str("status", rec.status).Bool("serve", rec.serve).Bool("alert", rec.alert).
 			Str("baseline_hash", rec.baselineHash).Uint64("revision", rec.revision).Msg("status record")
@@ -376,10 +402,13 @@ func (g *Gate) apply(e jetstream.KeyValueEntry) string {
 // read makes what the gate keeps of a stored status record. A record that
 // cannot be read is status unknown: known to be there and unreadable, it
 // fails closed at once rather than waiting for a record that is already
-// here. The baseline's item hashes are checked against the baseline hash
-// once per baseline (prev: the variant's record before, whose checked
-// items are kept when the baseline did not move).
-func (g *Gate) read(value []byte, revision uint64, variant string, prev *record) record {
+// here. The baseline's item hashes are the record's own, checked against
+// the baseline hash once per baseline (prev: the variant's record before,
+// whose checked items are kept when the baseline did not move), or those
+// of the baseline version the record names, which lookup returns once
+// fetched and checked (the record has itemsKey set until then, and is not
+// served).
+func (g *Gate) read(value []byte, revision uint64, variant string, prev *record, lookup func(hash string) (*fetchedItems, bool)) record {
 	rec := record{status: string(status.Unknown), revision: revision, value: value}
 	sr, err := status.DecodeRecord(value)
 	if err != nil {
@@ -396,15 +425,9 @@ func (g *Gate) read(value []byte, revision uint64, variant string, prev *record)
 	switch {
 	case sr.BaselineHash == "":
 		return rec // nothing approved to compare items with
-	case !sr.BaselineItems.Of(sr.BaselineHash):
-		if prev == nil || prev.baselineHash != sr.BaselineHash {
-			g.log.Warn().Str("variant", variant).Str("baseline_hash", sr.BaselineHash).Bool("items_omitted", sr.ItemsOmitted).
-				Uint64("revision", revision).Msg("status record without its baseline's item hashes, failing closed until the drift service writes them")
-		}
-		return rec
 	case prev != nil && prev.baselineHash == sr.BaselineHash && prev.items != nil && prev.hashing == rec.hashing:
 		rec.items = prev.items // checked when the baseline arrived
-	default:
+	case sr.BaselineItems.Of(sr.BaselineHash):
 		items, err := sr.BaselineItems.Verify()
 		if err != nil {
 			g.log.Error().Err(err).Str("variant", variant).Str("baseline_hash", sr.BaselineHash).
@@ -412,13 +435,125 @@ func (g *Gate) read(value []byte, revision uint64, variant string, prev *record)
 			rec.status = string(status.Unknown)
 			return rec
 		}
-		rec.items = make(map[session.ItemKey]surface.Digest, len(items))
-		for _, it := range items {
-			rec.items[session.ItemKey{Kind: it.Kind, Name: it.Name}] = it.Hash
+		rec.items = itemMap(items)
+	case sr.ItemsInBaseline():
+		f, ok := lookup(sr.BaselineHash)
+		switch {
+		case !ok:
+			rec.itemsKey = bus.BaselineKey(g.tenant, g.server, variant, sr.BaselineItemsVersion)
+			return rec
+		case f.items == nil: // fetched, and unusable (logged when fetched)
+			rec.status = string(status.Unknown)
+			return rec
 		}
+		rec.items = f.items
+	default:
+		if prev == nil || prev.baselineHash != sr.BaselineHash {
+			g.log.Warn().Str("variant", variant).Str("baseline_hash", sr.BaselineHash).Bool("items_omitted", sr.ItemsOmitted).
+				Uint64("revision", revision).Msg("status record without its baseline's item hashes, failing closed until the drift service writes them")
+		}
+		return rec
 	}
 	rec.serve = sr.Serve()
 	return rec
+}
+
+// itemMap keys checked item hashes by kind and name.
+func itemMap(items []surface.Item) map[session.ItemKey]surface.Digest {
+	m := make(map[session.ItemKey]surface.Digest, len(items))
+	for _, it := range items {
+		m[session.ItemKey{Kind: it.Kind, Name: it.Name}] = it.Hash
+	}
+	return m
+}
+
+// fetchedItems are the item hashes of one baseline version as the gate
+// fetched them: items nil when the entry's items do not make up its hash
+// (fail closed). entry is the entry as stored, for the status copy.
+type fetchedItems struct {
+	items map[session.ItemKey]surface.Digest
+	entry copyEntry
+}
+
+// fetchedLocked looks up the fetched items of a baseline hash.
+func (g *Gate) fetchedLocked(hash string) (*fetchedItems, bool) {
+	f, ok := g.baselines[hash]
+	return f, ok
+}
+
+// baselineArrived takes the entry of a baseline version the gate asked for
+// (key, with the baseline hash hash), checks its items against hash, and
+// reads again the records that wait for them. An entry of another hash, or
+// whose items do not make up hash, fails those records closed.
+func (g *Gate) baselineArrived(key, hash string, e copyEntry) {
+	f := &fetchedItems{entry: e}
+	b, err := status.DecodeBaseline(e.Value)
+	switch {
+	case err != nil:
+	case b.Hash != hash || !b.Items.Of(hash):
+		err = fmt.Errorf("baseline version %s is of %s with items of %q, want %s", key, b.Hash, itemsSurface(b.Items), hash)
+	default:
+		var items []surface.Item
+		if items, err = b.Items.Verify(); err == nil {
+			f.items = itemMap(items)
+		}
+	}
+	if err != nil {
+		g.log.Error().Err(err).Str("key", key).Str("baseline_hash", hash).Msg("baseline item hashes unusable, failing closed")
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.baselines[hash] = f
+	for v, rec := range g.records {
+		if rec.itemsKey == "" || rec.baselineHash != hash {
+			continue
+		}
+		prev := rec
+		rec = g.read(rec.value, rec.revision, v, nil, g.fetchedLocked)
+		g.records[v] = rec
+		if rec.serve != prev.serve || rec.status != prev.status {
+			g.log.Info().Str("variant", v).Str("status", rec.status).Bool("serve", rec.serve).
+				Str("baseline_hash", rec.baselineHash).Uint64("revision", rec.revision).Msg("status record")
+		}
+	}
+	g.pruneLocked()
+	g.changedLocked()
+}
+
+func itemsSurface(its *status.Items) string {
+	if its == nil {
+		return ""
+	}
+	return its.Surface
+}
+
+// wants reports whether a record of the gate still waits for the items of
+// the baseline version key.
+func (g *Gate) wants(key string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, rec := range g.records {
+		if rec.itemsKey == key {
+			return true
+		}
+	}
+	return false
+}
+
+// pruneLocked forgets fetched items no record's baseline is of.
+func (g *Gate) pruneLocked() {
+	for h := range g.baselines {
+		used := false
+		for _, rec := range g.records {
+			if rec.baselineHash == h {
+				used = true
+				break
+			}
+		}
+		if !used {
+			delete(g.baselines, h)
+		}
+	}
 }
 
 // retain forgets the variants a fresh watch did not deliver, and the hold

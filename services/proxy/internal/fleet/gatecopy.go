@@ -83,9 +83,24 @@ func (g *Gate) fromCopy(doc *copyDoc) *copied {
 			cp.risk = riskMode(srv)
 		}
 	}
+	// The baseline versions whose item hashes records name, as fetched.
+	fetched := map[string]*fetchedItems{}
+	for _, e := range doc.Baselines {
+		b, err := status.DecodeBaseline(e.Value)
+		if err != nil || !b.Items.Of(b.Hash) {
+			continue
+		}
+		if items, err := b.Items.Verify(); err == nil {
+			fetched[b.Hash] = &fetchedItems{items: itemMap(items), entry: e}
+		}
+	}
+	lookup := func(hash string) (*fetchedItems, bool) {
+		f, ok := fetched[hash]
+		return f, ok
+	}
 	for _, e := range doc.Variants {
 		variant := strings.TrimPrefix(e.Key, g.prefix) // checked by read
-		rec := g.read(e.Value, e.Revision, variant, nil)
+		rec := g.read(e.Value, e.Revision, variant, nil, lookup)
 		rec.serve = rec.serve && rec.status == string(status.Verified)
 		rec.alert = false
 		if !rec.serve {
@@ -221,6 +236,12 @@ func (g *Gate) snapshot() (*copyDoc, uint64, bool) {
 		doc.Variants = append(doc.Variants, copyEntry{Key: g.prefix + v, Revision: r.revision, Value: r.value})
 	}
 	slices.SortFunc(doc.Variants, func(a, b copyEntry) int { return strings.Compare(a.Key, b.Key) })
+	for _, f := range g.baselines {
+		if f.items != nil {
+			doc.Baselines = append(doc.Baselines, f.entry)
+		}
+	}
+	slices.SortFunc(doc.Baselines, func(a, b copyEntry) int { return strings.Compare(a.Key, b.Key) })
 	return doc, g.gen, true
 }
 

@@ -202,6 +202,9 @@ type copyDoc struct {
 	LiveAtMs int64       `json:"live_at_ms"`
 	Hold     *copyEntry  `json:"server_record,omitempty"` // <tenant>.<server>; nil: none
 	Variants []copyEntry `json:"variants"`                // <tenant>.<server>.<variant>
+	// Baselines are the entries of the baselines bucket whose item hashes
+	// records name (<tenant>.<server>.<variant>.v<version>).
+	Baselines []copyEntry `json:"baselines,omitempty"`
 }
 
 // copyEntry is one key of the status bucket as the watch delivered it.
@@ -384,6 +387,14 @@ func (doc *copyDoc) checkKeys() error {
 			return fmt.Errorf("variant record key %q", e.Key)
 		}
 		seen[v] = true
+	}
+	for _, e := range doc.Baselines {
+		rest, ok := strings.CutPrefix(e.Key, prefix)
+		v, version, two := strings.Cut(rest, ".")
+		if !ok || !two || v == "" || !strings.HasPrefix(version, "v") || strings.ContainsAny(rest, "*> ") || strings.Count(rest, ".") != 1 || seen[rest] {
+			return fmt.Errorf("baseline version key %q", e.Key)
+		}
+		seen[rest] = true
 	}
 	return nil
 }

@@ -55,6 +55,19 @@ type StatusWatch struct {
 	mu      sync.Mutex
 	gates   map[string]*Gate // by server; fixed once Run has started
 	running bool
+
+	// Baseline versions whose item hashes gates wait for (by key), and
+	// the fetcher's wake-up.
+	needMu   sync.Mutex
+	needs    map[string]need
+	needWake chan struct{}
+}
+
+// need is a baseline version's entry a gate waits for: its key in the
+// baselines bucket and the baseline hash its items must make up.
+type need struct {
+	g         *Gate
+	key, hash string
 }
 
 // NewStatusWatch returns the status watch of a proxy of tenant. It does no
@@ -72,6 +85,8 @@ func NewStatusWatch(js jetstream.JetStream, tenant string, log zerolog.Logger) (
 		log:         log.With().Str("tenant", tenant).Logger(),
 		bindTimeout: defaultBindTimeout,
 		gates:       map[string]*Gate{},
+		needs:       map[string]need{},
+		needWake:    make(chan struct{}, 1),
 	}, nil
 }
 
@@ -90,6 +105,7 @@ func (w *StatusWatch) Gate(server string, log zerolog.Logger) (*Gate, error) {
 		return nil, fmt.Errorf("fleet gate: server %s added after the status watch started", server)
 	}
 	g := newGate(w.js, w.tenant, server, log)
+	g.fetch = w.request
 	w.gates[server] = g
 	return g, nil
 }
@@ -120,11 +136,11 @@ func (w *StatusWatch) Run(ctx context.Context) error {
 	reconnected := nc.StatusChanged(nats.CONNECTED)
 	defer nc.RemoveStatusListener(reconnected)
 
-	wctx, stopWriters := context.WithCancel(ctx)
+	copyCtx, stopWriters := context.WithCancel(ctx)
 	var writers sync.WaitGroup
 	for _, g := range gates {
 		if g.copies != nil {
-			writers.Go(func() { g.keepCopy(wctx) })
+			writers.Go(func() { g.keepCopy(copyCtx) })
 		}
 	}
 	defer func() {
@@ -135,7 +151,20 @@ func (w *StatusWatch) Run(ctx context.Context) error {
 		}
 	}()
 
-	return rewatch(ctx, reconnected, w.log, "status", "answering from memory", func(failing *bool) error {
+	// The fetcher of baseline versions' item hashes runs beside the
+	// watch; an error of its that no retry mends stops both.
+	wctx, stop := context.WithCancelCause(ctx)
+	var fetcher sync.WaitGroup
+	fetcher.Go(func() {
+		if err := w.fetchLoop(wctx, nc); err != nil {
+			stop(err)
+		}
+	})
+	defer func() {
+		stop(nil)
+		fetcher.Wait()
+	}()
+	err := rewatch(wctx, reconnected, w.log, "status", "answering from memory", func(failing *bool) error {
 		err := w.watch(ctx, reconnected, failing)
 		for _, g := range gates {
 			g.setWatch(false)
@@ -148,6 +177,106 @@ func (w *StatusWatch) Run(ctx context.Context) error {
 		}
 		return err
 	})
+	if cause := context.Cause(wctx); err == nil && ctx.Err() == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return err
+}
+
+// request asks for the entry of a baseline version (key) whose item
+// hashes make up hash, for g; it never blocks.
+func (w *StatusWatch) request(g *Gate, key, hash string) {
+	w.needMu.Lock()
+	w.needs[key] = need{g: g, key: key, hash: hash}
+	w.needMu.Unlock()
+	select {
+	case w.needWake <- struct{}{}:
+	default:
+	}
+}
+
+// fetchLoop fetches the baseline versions gates ask for (request) until
+// ctx ends: a direct get each from the baselines bucket, again after a
+// failure (from minRewatch on, doubling up to maxRewatch), also when the
+// entry is not there yet (a site's mirror of the baselines may lag behind
+// its mirror of the status). It returns an error that matches
+// ErrStatusPermission when NATS refuses the proxy the bucket.
+func (w *StatusWatch) fetchLoop(ctx context.Context, nc *nats.Conn) error {
+	var kv jetstream.KeyValue
+	delay := minRewatch
+	var retry <-chan time.Time
+	warned := map[string]bool{}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.needWake:
+		case <-retry:
+		}
+		retry = nil
+		w.needMu.Lock()
+		needs := w.needs
+		w.needs = map[string]need{}
+		w.needMu.Unlock()
+		var failed []need
+		var lastErr error
+		for _, n := range needs {
+			if !n.g.wants(n.key) {
+				continue
+			}
+			entry, err := w.get(ctx, &kv, n.key)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				if perm := permissionDenied(nc, "KV_"+bus.BucketBaselines, nc.Opts.InboxPrefix); perm != nil {
+					return coded.Errorf(CodeStatusPermission, "NATS refuses the proxy of tenant %s the baselines' item hashes (%v); its user needs what deploy/nats/auth.conf grants PROXY_<TENANT>: %w",
+						w.tenant, perm, errFatal)
+				}
+				failed, lastErr = append(failed, n), err
+				if !warned[n.key] {
+					warned[n.key] = true
+					n.g.log.Warn().Err(err).Str("key", n.key).Msg("baseline item hashes not fetched yet, the variant is withheld meanwhile")
+				}
+				continue
+			}
+			delete(warned, n.key)
+			n.g.baselineArrived(n.key, n.hash, entry)
+		}
+		if len(failed) == 0 {
+			delay = minRewatch
+			continue
+		}
+		w.log.Debug().Err(lastErr).Int("baselines", len(failed)).Dur("retry_in", delay).Msg("fetching baseline item hashes again")
+		w.needMu.Lock()
+		for _, n := range failed {
+			if _, newer := w.needs[n.key]; !newer {
+				w.needs[n.key] = n
+			}
+		}
+		w.needMu.Unlock()
+		retry = time.After(delay)
+		delay = min(2*delay, maxRewatch)
+	}
+}
+
+// get reads one entry of the baselines bucket, binding it first when *kv
+// is nil; each step gets the bind timeout.
+func (w *StatusWatch) get(ctx context.Context, kv *jetstream.KeyValue, key string) (copyEntry, error) {
+	gctx, cancel := context.WithTimeout(ctx, w.bindTimeout)
+	defer cancel()
+	if *kv == nil {
+		b, err := w.js.KeyValue(gctx, bus.BucketBaselines)
+		if err != nil {
+			return copyEntry{}, fmt.Errorf("binding bucket %s: %w", bus.BucketBaselines, err)
+		}
+		*kv = b
+	}
+	e, err := (*kv).Get(gctx, key)
+	if err != nil {
+		return copyEntry{}, fmt.Errorf("reading %s: %w", key, err)
+	}
+	return copyEntry{Key: e.Key(), Revision: e.Revision(), Value: e.Value()}, nil
 }
 
 // errFatal marks a watch error that no retry mends: rewatch returns it.
