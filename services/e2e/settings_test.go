@@ -346,8 +346,16 @@ func TestSHA512Proxy(t *testing.T) {
 		return awaiting(strings.Contains(got, `"name":"read"`) && strings.Contains(got, `"name":"rug"`), "the proxy serves the sha512 baseline", got)
 	})
 	rec := p.record(t, "default", "files", "a sha512 baseline", func(r status.Record) bool { return r.Status == status.Verified })
-	if !strings.HasPrefix(rec.BaselineHash, "sha512:") || rec.Policy.Hashing().Hash != policy.SHA512 || !strings.HasPrefix(rec.BaselineItems.Items[0].Hash, "sha512:") {
+	if !strings.HasPrefix(rec.BaselineHash, "sha512:") || rec.Policy.Hashing().Hash != policy.SHA512 || !rec.ItemsInBaseline() {
 		t.Fatalf("record: %+v", rec)
+	}
+	// The item hashes are in the baseline version the record names.
+	be, err := p.b.Handles.Baselines.Get(context.Background(), bus.BaselineKey("default", "files", rec.Variant, rec.BaselineItemsVersion))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bl, err := status.DecodeBaseline(be.Value()); err != nil || !bl.Items.Of(rec.BaselineHash) || !strings.HasPrefix(bl.Items.Items[0].Hash, "sha512:") {
+		t.Fatalf("baseline version %d: %s (%v)", rec.BaselineItemsVersion, be.Value(), err)
 	}
 	if got := a.call("tools/call", `{"name":"read","arguments":{"path":"/tmp/x"}}`); strings.Contains(got, `"isError":true`) {
 		t.Fatalf("a verified call to a sha512 server was refused: %s", got)
