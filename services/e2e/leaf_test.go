@@ -532,6 +532,30 @@ func TestLeafSite(t *testing.T) {
 	if after, err := statusValues(natsOpCtx(t, 10*time.Second), hubKV, "default.files.*"); err != nil || after != before {
 		t.Fatalf("the site wrote the hub's status: %v\nbefore %s\nafter  %s", err, before, after)
 	}
+	// Nor read another tenant's status: the site's admin may create any
+	// mirror on the leaf, but the hub lets the site's leaf user create
+	// consumers of its tenant's keys only. Two mirrors asked for at once:
+	// the tenant's fills, acme's stays empty.
+	if _, err := hubKV.Put(natsOpCtx(t, 10*time.Second), bus.StatusKey("acme", "files", "default"), []byte(`{"status":"verified"}`)); err != nil {
+		t.Fatal(err)
+	}
+	probe := map[string]jetstream.KeyValue{}
+	for _, tenant := range []string{"default", "acme"} {
+		kv, err := siteAdmin.js.CreateKeyValue(natsOpCtx(t, 10*time.Second), jetstream.KeyValueConfig{Bucket: "probe_" + tenant,
+			Mirror: &jetstream.StreamSource{Name: bus.BucketStatus, FilterSubject: "$KV." + bus.BucketStatus + "." + tenant + ".>",
+				External: &jetstream.ExternalStream{APIPrefix: "$JS." + bus.HubDomain + ".API", DeliverPrefix: bus.MirrorDeliverPrefix("default")}}})
+		if err != nil {
+			t.Fatalf("the site's admin creates a mirror of %s's status: %v", tenant, err)
+		}
+		probe[tenant] = kv
+	}
+	poll.Eventually(t, wait, func() error {
+		st, err := probe["default"].Status(natsOpCtx(t, 5*time.Second))
+		return awaiting(err == nil && st.Values() > 0, "the probe mirror of default's status fills", fmt.Sprint(err))
+	})
+	if st, err := probe["acme"].Status(natsOpCtx(t, 5*time.Second)); err != nil || st.Values() != 0 {
+		t.Fatalf("a site of tenant default mirrors acme's status: %v, %d values", err, st.Values())
+	}
 	step("site confined to its tenant")
 }
 
