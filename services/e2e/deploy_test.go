@@ -378,6 +378,12 @@ func TestDeployYAML(t *testing.T) {
 	if a, b := readRepo(t, "deploy/nats/auth.conf"), readRepo(t, "deploy/kubernetes/nats/auth.conf"); a != b {
 		t.Error("deploy/kubernetes/nats/auth.conf differs from deploy/nats/auth.conf: copy it again (kustomize reads files under its directory only)")
 	}
+	// The site example's leaf node runs deploy/nats/leaf.
+	for _, f := range []string{"leaf.conf", "auth.conf"} {
+		if a, b := readRepo(t, "deploy/nats/leaf/"+f), readRepo(t, "deploy/kubernetes/examples/leaf/"+f); a != b {
+			t.Errorf("deploy/kubernetes/examples/leaf/%s differs from deploy/nats/leaf/%s: copy it again (kustomize reads files under its directory only)", f, f)
+		}
+	}
 }
 
 // isNotK8sObject: YAML under deploy/kubernetes that is not an object.

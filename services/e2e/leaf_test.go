@@ -64,7 +64,7 @@ func startNATSLeaf(t testing.TB, hubURL string) *natsDeployment {
 	n := &natsNode{name: "leaf-site1", client: p[0], http: p[1], store: filepath.Join(d.dir, "store")}
 	d.start(t, n, natsTemplate(t, filepath.Join(deployDir, "leaf", "leaf.conf"), [][2]string{
 		{`listen = "0.0.0.0:4222"`, fmt.Sprintf(`listen = "127.0.0.1:%d"`, n.client)},
-		{`http = "127.0.0.1:8222"`, fmt.Sprintf(`http = "127.0.0.1:%d"`, n.http)},
+		{`http = "0.0.0.0:8222"`, fmt.Sprintf(`http = "127.0.0.1:%d"`, n.http)},
 		{`store_dir = "/var/lib/nats"`, fmt.Sprintf(`store_dir = %q`, n.store)},
 	}))
 	d.waitHealthy(t)
