@@ -299,7 +299,7 @@ func statusValues(ctx context.Context, kv jetstream.KeyValue, filter string) (st
 // TestLeafSite runs a site: the 3-node hub with the real fingerprint and
 // drift commands, a leaf node (deploy/nats/leaf) linked to it through a
 // relay, its mirrors of the status created by the site's setup step
-// (bus.SetupSite), and real proxies connected to the leaf only, with the
+// (driftctl bus-setup --site), and real proxies connected to the leaf only, with the
 // proxy user of deploy/nats/leaf/auth.conf. A first listing through the
 // leaf becomes a baseline on the hub and the leaf's proxies serve it. The
 // link is cut: the site's proxies keep serving what is verified, fail
