@@ -218,13 +218,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	if dir, err := os.UserCacheDir(); err == nil {
 		cfg.OutboxDir = filepath.Join(dir, "mcpdrift", "outbox")
 	}
-	var keyFile, opsTokenFile, nodeName string
-	hostID := cfg.ProxyID
+	var keyFile, opsTokenFile string
 	opts := append(cfg.Service.Options(""),
 		options.Opt("tenant", "MCPDRIFT_TENANT", "ID", "tenant id", options.String(&cfg.Tenant)),
 		options.Opt("server-id", "MCPDRIFT_SERVER_ID", "ID", "the upstream server's id, the same on every proxy that fronts it (required on stdio)", options.String(&cfg.ServerID)),
 		options.Opt("proxy-id", "MCPDRIFT_PROXY_ID", "ID", "this proxy node's id", options.String(&cfg.ProxyID)),
-		options.Opt("node-name", "MCPDRIFT_NODE_NAME", "NAME", "the machine this proxy runs on (Kubernetes: the pod's spec.nodeName): without --proxy-id, the proxy id is this name with every run of characters outside A-Z a-z 0-9 _ - made a -, instead of the host name, so that a proxy keeps its id, outbox and status copy across pods", options.String(&nodeName)),
 		options.Opt("outbox-dir", "MCPDRIFT_OUTBOX_DIR", "DIR", "where events wait while NATS is unreachable, and the status copies (DIR/status)", options.String(&cfg.OutboxDir)),
 		options.Opt("status-cache-key-file", "MCPDRIFT_STATUS_CACHE_KEY_FILE", "FILE", "HMAC key (at least 16 bytes) of the on-disk status copies; without it a key is generated beside them, which guards against corruption and misplaced copies but not against whoever can write the outbox directory", options.String(&keyFile)),
 		options.Opt("status-cache-max-age", "MCPDRIFT_STATUS_CACHE_MAX_AGE", "DURATION", "a restart while NATS is unreachable serves what the status copy says is verified if its watch was live at most this long ago; 0: keep no copy", options.Duration(&cfg.StatusCopyMaxAge)),
@@ -247,9 +245,6 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	cfg.Command, err = options.Parse(options.Command{Name: "proxy", Header: header, Options: opts, Args: options.Positional}, args, getenv, stderr)
 	if err != nil {
 		return Config{}, err
-	}
-	if nodeName != "" && cfg.ProxyID == hostID { // no --proxy-id (or the host's own)
-		cfg.ProxyID = strings.Trim(idClean.ReplaceAllString(nodeName, "-"), "-")
 	}
 	var errs []error
 	ids := [][2]string{{"tenant", cfg.Tenant}, {"server", cfg.ServerID}, {"proxy", cfg.ProxyID}}

@@ -83,29 +83,3 @@ func TestStdioAgent(t *testing.T) {
 		}
 	}
 }
-
-// TestProxyIDFromNodeName: a proxy in a Kubernetes DaemonSet takes its id
-// from its node (deploy/kubernetes/proxy-daemonset.yaml), cleaned into an
-// id; --proxy-id still wins.
-func TestProxyIDFromNodeName(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		args []string
-		env  map[string]string
-		want string
-	}{
-		{"node_name", nil, map[string]string{"MCPDRIFT_NODE_NAME": "ip-10-0-0-1.eu-west-1.compute.internal"}, "ip-10-0-0-1-eu-west-1-compute-internal"},
-		{"plain_node_name", []string{"--node-name", "aks-pool1-vmss000000"}, nil, "aks-pool1-vmss000000"},
-		{"proxy_id_wins", []string{"--proxy-id", "edge-1"}, map[string]string{"MCPDRIFT_NODE_NAME": "node-7"}, "edge-1"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := parseConfig(append(append([]string{"--server-id", "fs"}, tt.args...), "--", "true"), func(k string) string { return tt.env[k] }, io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if cfg.ProxyID != tt.want {
-				t.Errorf("proxy id %q, want %q", cfg.ProxyID, tt.want)
-			}
-		})
-	}
-}
