@@ -26,6 +26,7 @@ import (
 const busSetupUsage = `driftctl bus-setup: set up the streams and buckets of the mcpdrift bus
 
 Usage: driftctl bus-setup [--nats-url URL] [--nats-creds FILE] [--replicas N] [--check] [--timeout DURATION]
+       driftctl bus-setup --site --tenant T [--hub-domain D] [--nats-url URL] [--replicas N] [--check]
 
 Create or update every stream, key-value bucket and the object store of the
 mcpdrift bus (docs/bus.md), print one line per object and exit: its name,
@@ -35,6 +36,14 @@ services then run with their own roles and --bus-setup check.
 
 With --check it changes nothing: it prints each object as exists or missing
 and exits 1 when one is missing (a service role's rights suffice).
+
+With --site it sets up a site's NATS leaf node instead (deploy/nats/leaf,
+connected to the leaf as the site's admin): the key-value buckets a proxy
+reads (status, policy, approvals), each a mirror of the hub's bucket of the
+same name filtered to the tenant's keys, fetched through the hub's
+JetStream domain. NATS keeps them current over the leaf connection and
+catches up after a cut. A bucket that exists with another mirror is an
+error (site_mirror_mismatch): delete it and run again.
 
 Exit status: 0 done (--check: everything exists), 1 --check found an object
 missing, 2 error ("driftctl: <code>: <sentence>").
@@ -47,6 +56,8 @@ Each flag with a variable can also be set by it; a flag wins.
 func runBusSetup(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var natsURL, creds string
 	replicasText, check, timeout := "1", false, 30*time.Second
+	var site bool
+	tenant, hubDomain := "", bus.HubDomain
 	_, err := options.Parse(options.Command{Name: "driftctl bus-setup", Header: busSetupUsage, Options: []options.Option{
 		options.NATSURL(&natsURL),
 		options.NATSCreds(&creds, "of the administrator"),
@@ -54,6 +65,9 @@ func runBusSetup(ctx context.Context, args []string, getenv func(string) string,
 		options.Opt("replicas", "MCPDRIFT_REPLICAS", "N", "replicas of every stream and bucket: 1 on a single node, 3 in a cluster (1 to 5)", options.String(&replicasText)),
 		options.Opt("check", "", "", "change nothing: check that everything exists, exit 1 naming what is missing", options.Bool(&check)),
 		options.Opt("timeout", "", "DURATION", "give up after this duration, connecting included", options.Duration(&timeout)),
+		options.Opt("site", "", "", "set up a site's leaf node: mirrors of the hub's status, policy and approvals for --tenant", options.Bool(&site)),
+		options.Opt("tenant", "", "ID", "with --site: the tenant whose keys the site mirrors", options.String(&tenant)),
+		options.Opt("hub-domain", "", "DOMAIN", "with --site: the hub's JetStream domain, as its nodes name it (deploy/nats/cluster)", options.String(&hubDomain)),
 	}}, args, getenv, stderr)
 	if err != nil {
 		return err
@@ -64,6 +78,15 @@ func runBusSetup(ctx context.Context, args []string, getenv func(string) string,
 	replicas, err := strconv.Atoi(strings.TrimSpace(replicasText))
 	if err != nil || replicas < 1 || replicas > 5 {
 		return coded.Errorf("invalid_replicas", "replicas %q must be a number from 1 to 5 (1 on a single node, 3 in a cluster)", replicasText)
+	}
+	var siteCfg bus.SiteConfig
+	if site {
+		siteCfg = bus.SiteConfig{Tenant: tenant, HubDomain: hubDomain, Replicas: replicas}
+		if err := siteCfg.Validate(); err != nil {
+			return options.Usagef("--site: %v", err)
+		}
+	} else if tenant != "" || hubDomain != bus.HubDomain {
+		return options.Usagef("--tenant and --hub-domain set up a site: add --site")
 	}
 	if creds != "" {
 		if _, err := os.Stat(creds); err != nil {
@@ -96,6 +119,9 @@ func runBusSetup(ctx context.Context, args []string, getenv func(string) string,
 		return coded.Errorf("nats_unreachable", "%v", err)
 	}
 	b := busSetup{js: js, denied: denied, timeout: timeout, server: nc.ConnectedUrlRedacted()}
+	if site {
+		return b.site(ctx, siteCfg, check, stdout, stderr)
+	}
 	if check {
 		return b.check(ctx, stdout, stderr)
 	}
@@ -225,4 +251,58 @@ func (b busSetup) classify(ctx context.Context, doing string, err error) error {
 		return coded.Errorf("timeout", "%s: no answer from %s within %s (--timeout); is JetStream available and does this user have the administrator's rights?", doing, b.server, b.timeout)
 	}
 	return coded.Errorf("nats_error", "%s: %v", doing, err)
+}
+
+// site sets up (or with check, checks) the mirrors of a site's leaf node.
+func (b busSetup) site(ctx context.Context, cfg bus.SiteConfig, check bool, stdout, stderr io.Writer) error {
+	objs := bus.SiteObjects()
+	before, err := bus.Survey(ctx, b.js, objs)
+	if err != nil {
+		return b.classify(ctx, "reading the site's buckets", err)
+	}
+	if !check {
+		if _, err := bus.SetupSite(ctx, b.js, cfg); err != nil {
+			if coded.CodeOf(err) == bus.CodeSiteMirrorMismatch {
+				return err
+			}
+			return b.classify(ctx, "setting up the site's mirrors", err)
+		}
+	}
+	after, err := bus.Survey(ctx, b.js, objs)
+	if err != nil {
+		return b.classify(ctx, "reading the site's buckets", err)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	var missing []string
+	for i, o := range objs {
+		switch {
+		case after[i] == nil || after[i].Mirror == nil:
+			missing = append(missing, o.String())
+			fmt.Fprintf(tw, "%s\t%s\tmirror -\tmissing\n", o.Name, o.Kind)
+			continue
+		case check:
+			fmt.Fprintf(tw, "%s\t%s\tmirror of %s %s\texists\n", o.Name, o.Kind, after[i].Mirror.Name, after[i].Mirror.FilterSubject)
+			continue
+		}
+		state := "unchanged"
+		switch {
+		case before[i] == nil:
+			state = "created"
+		case !reflect.DeepEqual(*before[i], *after[i]):
+			state = "updated"
+		}
+		fmt.Fprintf(tw, "%s\t%s\tmirror of %s %s\t%s\n", o.Name, o.Kind, after[i].Mirror.Name, after[i].Mirror.FilterSubject, state)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		if !check {
+			return coded.Errorf("setup_failed", "%s missing right after the setup", strings.Join(missing, ", "))
+		}
+		fmt.Fprintf(stderr, "driftctl: bus_incomplete: missing mirror %s (run driftctl bus-setup --site with the site admin's rights)\n",
+			strings.Join(missing, ", "))
+		return options.ExitStatus(1)
+	}
+	return nil
 }

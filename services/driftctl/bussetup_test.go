@@ -242,6 +242,9 @@ func TestBusSetupErrors(t *testing.T) {
 		{"no_jetstream", nil, []string{"--nats-url", withoutJetStream}, 2, "driftctl: jetstream_unavailable:"},
 		{"creds_missing", map[string]string{"MCPDRIFT_NATS_CREDS": creds}, []string{"--nats-url", single}, 2, "driftctl: creds_unreadable:"},
 		{"bad_timeout", nil, []string{"--nats-url", single, "--timeout", "0s"}, 2, "driftctl: usage:"},
+		{"site_without_tenant", nil, []string{"--nats-url", single, "--site"}, 2, "driftctl: usage: --site: invalid_id"},
+		{"site_bad_hub_domain", nil, []string{"--nats-url", single, "--site", "--tenant", "default", "--hub-domain", "a.b"}, 2, "driftctl: usage: --site: invalid_id"},
+		{"tenant_without_site", nil, []string{"--nats-url", single, "--tenant", "default"}, 2, "driftctl: usage: --tenant and --hub-domain set up a site"},
 		{"extra_argument", nil, []string{"--nats-url", single, "now"}, 2, "driftctl: usage:"},
 		{"bad_flag", nil, []string{"--frob"}, 2, "flag provided but not defined"},
 	}

@@ -38,6 +38,7 @@ Usage:
   driftctl tail
   driftctl audit drifts|drifts-per-day|approval-time|refused|approvals|closed [--since DURATION] [--json]
   driftctl bus-setup [--nats-url URL] [--nats-creds FILE] [--replicas N] [--check]
+  driftctl bus-setup --site --tenant T [--hub-domain D] [--nats-url URL] [--check]
   driftctl policy apply [--clear TENANT] FILE|-
   driftctl policy list [--tenant T] [--json]
   driftctl policy test --tenant T --server S --tool NAME [--args JSON] [--agent A]
@@ -82,7 +83,8 @@ MCPDRIFT_CLICKHOUSE_ADDR; "driftctl audit --help" lists the queries):
 Commands against NATS (--nats-url or MCPDRIFT_NATS_URL, --nats-creds or
 MCPDRIFT_NATS_CREDS):
   bus-setup    create or update the streams and buckets (the administrator,
-               once per deployment) and exit; --check only checks them
+               once per deployment) and exit; --check only checks them;
+               --site: a site's leaf node, its mirrors of the hub's status
 
 Input is a tools/list (or prompts/list, resources/list, templates/list)
 result, a JSON-RPC response carrying one, an initialize result, or a capture:

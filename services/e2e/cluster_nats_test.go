@@ -32,8 +32,9 @@ import (
 // deployDir is deploy/nats, from services/e2e.
 const deployDir = "../../deploy/nats"
 
-// natsRoles are the users of deploy/nats/auth.conf.
-var natsRoles = []string{"admin", "fingerprint", "drift", "audit", "alerting", "proxy", "sys"}
+// natsRoles are the users of deploy/nats/auth.conf (leaf: the leaf nodes
+// of the sites of tenant "default", leaf_test.go).
+var natsRoles = []string{"admin", "fingerprint", "drift", "audit", "alerting", "proxy", "leaf", "sys"}
 
 // natsInboxPrefixes are the reply prefixes the commands set for each role
 // (proxy: its tenant, "default"), the only inboxes auth.conf lets the role
@@ -76,6 +77,7 @@ type natsDeployment struct {
 type natsNode struct {
 	name                 string
 	client, route, http  int
+	leaf                 int // the sites' leafnodes port (hub nodes)
 	conf, store, logFile string
 	cmd                  *exec.Cmd
 	done                 chan struct{}
@@ -154,9 +156,9 @@ func startNATSSingle(t testing.TB) *natsDeployment {
 func startNATSCluster(t testing.TB) *natsDeployment {
 	t.Helper()
 	d := newNATSDeployment(t)
-	p := natsFreePorts(t, 9)
+	p := natsFreePorts(t, 12)
 	for i := range 3 {
-		d.nodes = append(d.nodes, &natsNode{name: fmt.Sprintf("nats-%d", i+1), client: p[3*i], route: p[3*i+1], http: p[3*i+2],
+		d.nodes = append(d.nodes, &natsNode{name: fmt.Sprintf("nats-%d", i+1), client: p[4*i], route: p[4*i+1], http: p[4*i+2], leaf: p[4*i+3],
 			store: filepath.Join(d.dir, fmt.Sprintf("store-%d", i+1))})
 	}
 	nodes := d.nodes
@@ -166,6 +168,7 @@ func startNATSCluster(t testing.TB) *natsDeployment {
 			{`listen = "0.0.0.0:4222"`, fmt.Sprintf(`listen = "127.0.0.1:%d"`, n.client)},
 			{`http = "0.0.0.0:8222"`, fmt.Sprintf(`http = "127.0.0.1:%d"`, n.http)},
 			{`listen = "0.0.0.0:6222"`, fmt.Sprintf(`listen = "127.0.0.1:%d"`, n.route)},
+			{`listen = "0.0.0.0:7422"`, fmt.Sprintf(`listen = "127.0.0.1:%d"`, n.leaf)},
 			{`store_dir = "/var/lib/nats"`, fmt.Sprintf(`store_dir = %q`, n.store)},
 			{`include ../auth.conf`, `include auth.conf`},
 		}

@@ -23,14 +23,63 @@ import (
 // (its own check, -t), with the passwords auth.conf requires.
 func TestDeployConfigsValid(t *testing.T) {
 	d := newNATSDeployment(t)
-	for _, f := range []string{"nats.conf", "cluster/nats-1.conf", "cluster/nats-2.conf", "cluster/nats-3.conf"} {
+	for _, f := range []string{"nats.conf", "cluster/nats-1.conf", "cluster/nats-2.conf", "cluster/nats-3.conf", "leaf/leaf.conf"} {
 		t.Run(strings.NewReplacer("/", "_", ".", "_").Replace(f), func(t *testing.T) {
 			cmd := exec.Command(d.bin, "-t", "-c", filepath.Join(deployDir, f))
-			cmd.Env = append(os.Environ(), d.env...)
+			// (the leaf node reads the hub's URL, with its leaf user's
+			// credentials, from the environment too)
+			cmd.Env = append(os.Environ(), append(d.env, "MCPDRIFT_NATS_HUB_URL=nats-leaf://leaf:secret@nats-1:7422")...)
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("nats-server -t -c %s: %v\n%s", f, err, out)
 			}
 		})
+	}
+}
+
+// TestLeafConfigs: the leaf node's configuration agrees with the hub's and
+// with what bus.SetupSite creates. A proxy has the same rights on a leaf
+// as on the hub (leaf/auth.conf copies auth.conf's PROXY_DEFAULT); the hub
+// runs the JetStream domain the mirrors name; the hub's leaf user may
+// create exactly the mirrors' consumers (filtered to its tenant, through
+// that domain) and receive their deliveries.
+func TestLeafConfigs(t *testing.T) {
+	read := func(f string) string {
+		b, err := os.ReadFile(filepath.Join(deployDir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	block := func(file, name string) string {
+		s := read(file)
+		i := strings.Index(s, "\n"+name+" = {")
+		if i < 0 {
+			t.Fatalf("%s has no %s block", file, name)
+		}
+		j := strings.Index(s[i:], "\n}\n")
+		if j < 0 {
+			t.Fatalf("%s: %s block has no end", file, name)
+		}
+		return s[i : i+j+3]
+	}
+	if hub, leaf := block("auth.conf", "PROXY_DEFAULT"), block("leaf/auth.conf", "PROXY_DEFAULT"); hub != leaf {
+		t.Errorf("leaf/auth.conf's PROXY_DEFAULT differs from auth.conf's: copy it again\nhub:\n%s\nleaf:\n%s", hub, leaf)
+	}
+	for _, f := range []string{"cluster/nats-1.conf", "cluster/nats-2.conf", "cluster/nats-3.conf"} {
+		if !strings.Contains(read(f), "\n  domain = "+bus.HubDomain+"\n") {
+			t.Errorf("%s does not run the JetStream domain %q that the sites' mirrors name (bus.HubDomain)", f, bus.HubDomain)
+		}
+	}
+	leafPerms := block("auth.conf", "LEAF_DEFAULT")
+	want := []string{bus.MirrorDeliverPrefix("default") + ".>", "_INBOX_proxy_default.>"}
+	for _, kc := range bus.SiteBuckets(bus.SiteConfig{Tenant: "default"}) {
+		m := kc.Mirror
+		want = append(want, m.External.APIPrefix+".CONSUMER.CREATE."+m.Name+".*."+m.FilterSubject, "$JS.FC."+m.Name+".>")
+	}
+	for _, w := range want {
+		if !strings.Contains(leafPerms, `"`+w+`"`) {
+			t.Errorf("auth.conf's LEAF_DEFAULT does not allow %q, which a site's mirrors need (bus.SiteBuckets)", w)
+		}
 	}
 }
 
@@ -628,7 +677,9 @@ func TestNATSRolePermissions(t *testing.T) {
 		subjects := map[string]string{"all_replies": "_INBOX.>", "one_level": "_INBOX.*", "everything": ">",
 			"any_prefix": "*.>", "tenant_acme_replies": "_INBOX_proxy_acme.>"}
 		for r, prefix := range natsInboxPrefixes {
-			if r != role {
+			// A site's leaf node carries the replies to its tenant's
+			// proxies (leaf_test.go), and only those.
+			if r != role && (role != "leaf" || r != "proxy") {
 				subjects[r+"_replies"] = prefix + ".>"
 				subjects[r+"_one_reply"] = prefix + ".abc"
 			}

@@ -378,6 +378,12 @@ func TestDeployYAML(t *testing.T) {
 	if a, b := readRepo(t, "deploy/nats/auth.conf"), readRepo(t, "deploy/kubernetes/nats/auth.conf"); a != b {
 		t.Error("deploy/kubernetes/nats/auth.conf differs from deploy/nats/auth.conf: copy it again (kustomize reads files under its directory only)")
 	}
+	// The site example's leaf node runs deploy/nats/leaf.
+	for _, f := range []string{"leaf.conf", "auth.conf"} {
+		if a, b := readRepo(t, "deploy/nats/leaf/"+f), readRepo(t, "deploy/kubernetes/examples/leaf/"+f); a != b {
+			t.Errorf("deploy/kubernetes/examples/leaf/%s differs from deploy/nats/leaf/%s: copy it again (kustomize reads files under its directory only)", f, f)
+		}
+	}
 }
 
 // isNotK8sObject: YAML under deploy/kubernetes that is not an object.
@@ -1309,14 +1315,22 @@ func onOldServer(typ string) string {
 	return typ
 }
 
-// natsServerVars are the variables deploy/nats/auth.conf reads.
+// natsServerVars are the variables the NATS configurations read: the
+// passwords of deploy/nats/auth.conf, and the leaf node's
+// (deploy/nats/leaf).
 func natsServerVars(t testing.TB) map[string]bool {
 	out := map[string]bool{}
-	for _, e := range envNames(readRepo(t, "deploy/nats/auth.conf")) {
-		out[e] = true
+	for _, f := range []string{"deploy/nats/auth.conf", "deploy/nats/leaf/auth.conf", "deploy/nats/leaf/leaf.conf"} {
+		for _, m := range natsVarRef.FindAllStringSubmatch(readRepo(t, f), -1) {
+			out[m[1]] = true
+		}
 	}
 	return out
 }
+
+// natsVarRef is a reference to an environment variable in a NATS
+// configuration.
+var natsVarRef = regexp.MustCompile(`\$(MCPDRIFT_[A-Z0-9_]+)`)
 
 // deployFiles lists the files under deploy/ (relative to the repository),
 // those with one of the suffixes when given; compiled binaries and Go

@@ -1,6 +1,7 @@
 // Package bus is the mcpdrift side of NATS JetStream: subject names, the
 // streams, key-value buckets and object store every service relies on
-// (created or updated idempotently at start), the encodings of events, and
+// (created or updated idempotently at start), the mirrors of them a site's
+// leaf node holds (SetupSite), the encodings of events, and
 // the one way a service settles a message it consumed (Settler: ack, nak
 // with backoff, dead letter and term) with the one list of dead-letter
 // codes, and the one consume loop of every service (Router: consume,

@@ -26,7 +26,7 @@ import (
 // with a proxy user per simulated tenant added beside the shipped ones.
 
 // roles are the users of deploy/nats/auth.conf.
-var roles = []string{"admin", "fingerprint", "drift", "audit", "alerting", "proxy", "sys"}
+var roles = []string{"admin", "fingerprint", "drift", "audit", "alerting", "proxy", "leaf", "sys"}
 
 // cluster is three running nats-server processes.
 type cluster struct {
@@ -80,6 +80,8 @@ func startCluster(deployDir, bin, dir string, tenants []string) (*cluster, error
 			{`listen = "0.0.0.0:4222"`, fmt.Sprintf(`listen = "127.0.0.1:%d"`, n.client)},
 			{`http = "0.0.0.0:8222"`, fmt.Sprintf(`http = "127.0.0.1:%d"`, n.http)},
 			{`listen = "0.0.0.0:6222"`, fmt.Sprintf(`listen = "127.0.0.1:%d"`, n.route)},
+			// the sites' leafnodes port: one the system picks (no site here)
+			{`listen = "0.0.0.0:7422"`, `listen = "127.0.0.1:-1"`},
 			{`store_dir = "/var/lib/nats"`, fmt.Sprintf(`store_dir = %q`, n.store)},
 			{`include ../auth.conf`, `include auth.conf`},
 		}
