@@ -67,9 +67,9 @@ func (c SiteConfig) Validate() error {
 func MirrorDeliverPrefix(tenant string) string { return Prefix + ".mirror." + tenant }
 
 // SiteObjects are the buckets a site holds, in SetupSite's order: what a
-// proxy reads (status, policy, approvals), never what only the services
-// read.
-func SiteObjects() []Object { return []Object{Status, Policy, Approvals} }
+// proxy reads (status, the baseline versions whose item hashes the
+// records name, policy, approvals), never what only the services read.
+func SiteObjects() []Object { return []Object{Status, Baselines, Policy, Approvals} }
 
 // SiteBuckets returns the configuration of each mirror of a site, in
 // SiteObjects' order (replicas and storage are SetupSite's).
@@ -85,6 +85,8 @@ func SiteBuckets(cfg SiteConfig) []jetstream.KeyValueConfig {
 	return []jetstream.KeyValueConfig{
 		{Bucket: BucketStatus, Description: "mirror of the hub's status, tenant " + cfg.Tenant,
 			History: 16, MaxValueSize: 1 << 20, Mirror: mirror(BucketStatus, cfg.Tenant+".>")},
+		{Bucket: BucketBaselines, Description: "mirror of the hub's baseline versions, tenant " + cfg.Tenant,
+			History: 1, MaxValueSize: 1 << 20, Mirror: mirror(BucketBaselines, cfg.Tenant+".>")},
 		{Bucket: BucketPolicy, Description: "mirror of the hub's per-call policy, tenant " + cfg.Tenant,
 			History: 16, MaxValueSize: 8 << 20, Mirror: mirror(BucketPolicy, cfg.Tenant)},
 		{Bucket: BucketApprovals, Description: "mirror of the hub's approval requests, tenant " + cfg.Tenant,
@@ -111,6 +113,8 @@ func SetupSite(ctx context.Context, js jetstream.JetStream, cfg SiteConfig) (*Ha
 		switch kc.Bucket {
 		case BucketStatus:
 			h.Status = kv
+		case BucketBaselines:
+			h.Baselines = kv
 		case BucketPolicy:
 			h.Policy = kv
 		case BucketApprovals:
