@@ -130,7 +130,7 @@ func relist(f *fleetSim, rng *rand.Rand) {
 		m := srv.manifest
 		srv.mu.Unlock()
 		f.listings.Add(1)
-		p.pubs[srv.id].Listing(variant, "", m)
+		p.pubs[srv.id].Listing(session.Listed{Variant: variant}, m)
 		return
 	}
 }
@@ -193,5 +193,5 @@ func waitFor(within time.Duration, cond func() bool) bool {
 func (f *fleetSim) list(p *proxy, srv *server, m []byte, now time.Time) {
 	f.rec.published(p.id, srv.key(), now)
 	f.listings.Add(1)
-	p.pubs[srv.id].Listing(variant, "", m)
+	p.pubs[srv.id].Listing(session.Listed{Variant: variant}, m)
 }
