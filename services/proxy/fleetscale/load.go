@@ -127,9 +127,15 @@ func relist(f *fleetSim, rng *rand.Rand) {
 			continue
 		}
 		srv.mu.Lock()
-		m := srv.manifest
+		m, drifted, hash := srv.manifest, srv.drifted, srv.hash
 		srv.mu.Unlock()
 		f.listings.Add(1)
+		if f.compact.Load() && !drifted && hash != "" {
+			// What a proxy's session does with a surface its gate's record
+			// confirms: the compact form (docs/bus.md).
+			p.pubs[srv.id].Seen(session.Listed{Variant: variant, Hash: hash})
+			return
+		}
 		p.pubs[srv.id].Listing(session.Listed{Variant: variant}, m)
 		return
 	}
