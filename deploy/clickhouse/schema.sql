@@ -38,6 +38,9 @@ CREATE TABLE IF NOT EXISTS mcpdrift.list_observations ON CLUSTER '{cluster}' (
     variant LowCardinality(String),
     proxy LowCardinality(String),
     agent LowCardinality(String),
+    session String,
+    surface_hash String,
+    compact UInt8,
     capture_bytes UInt32,
     capture_sha256 String,
     stream_seq UInt64

@@ -157,7 +157,16 @@ type ListObservation struct {
 	// The authenticated agent whose session listed it (the proxy's edge
 	// authentication: a token's name or a client certificate's subject;
 	// empty when the proxy does not authenticate agents).
-	Agent         string `protobuf:"bytes,8,opt,name=agent,proto3" json:"agent,omitempty"`
+	Agent string `protobuf:"bytes,8,opt,name=agent,proto3" json:"agent,omitempty"`
+	// The session that listed it: an id the proxy gives each client session
+	// for the audit trail (never the upstream's Mcp-Session-Id, which can be
+	// a credential).
+	Session string `protobuf:"bytes,9,opt,name=session,proto3" json:"session,omitempty"`
+	// The surface hash as the proxy computed it, with the hashing of the
+	// variant's status record as the proxy knew it ("" when it knew none, or
+	// the capture is not a surface). For the audit trail only: the
+	// fingerprint service hashes the capture itself and never reads it.
+	SurfaceHash   string `protobuf:"bytes,10,opt,name=surface_hash,json=surfaceHash,proto3" json:"surface_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -248,6 +257,189 @@ func (x *ListObservation) GetAgent() string {
 	return ""
 }
 
+func (x *ListObservation) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *ListObservation) GetSurfaceHash() string {
+	if x != nil {
+		return x.SurfaceHash
+	}
+	return ""
+}
+
+// ListingSeen: a proxy saw a complete listing whose surface hash the
+// pipeline had already confirmed for the server and variant: the hash the
+// variant's status record names as its live manifest, computed by the proxy
+// with the record's hashing settings. It carries no manifest, and only the
+// audit sink reads it: the fingerprint and drift services never see it, so
+// no proxy can make the pipeline adopt a hash it never proved with a whole
+// ListObservation (docs/bus.md, "Compact re-listings"). Proxies publish
+// them in ListingsSeen batches, as calls.
+type ListingSeen struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Unique and deterministic for this observation.
+	EventId string `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	Tenant  string `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Server  string `protobuf:"bytes,3,opt,name=server,proto3" json:"server,omitempty"`
+	Proxy   string `protobuf:"bytes,4,opt,name=proxy,proto3" json:"proxy,omitempty"`
+	Variant string `protobuf:"bytes,5,opt,name=variant,proto3" json:"variant,omitempty"`
+	// The authenticated agent whose session listed it (see
+	// ListObservation.agent) and the session (ListObservation.session).
+	Agent   string `protobuf:"bytes,6,opt,name=agent,proto3" json:"agent,omitempty"`
+	Session string `protobuf:"bytes,7,opt,name=session,proto3" json:"session,omitempty"`
+	// "sha256:<hex>" (or "sha512:<hex>"): the confirmed surface hash.
+	SurfaceHash      string `protobuf:"bytes,8,opt,name=surface_hash,json=surfaceHash,proto3" json:"surface_hash,omitempty"`
+	ObservedAtUnixMs int64  `protobuf:"varint,9,opt,name=observed_at_unix_ms,json=observedAtUnixMs,proto3" json:"observed_at_unix_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ListingSeen) Reset() {
+	*x = ListingSeen{}
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListingSeen) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListingSeen) ProtoMessage() {}
+
+func (x *ListingSeen) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListingSeen.ProtoReflect.Descriptor instead.
+func (*ListingSeen) Descriptor() ([]byte, []int) {
+	return file_mcpdrift_v1_events_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ListingSeen) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *ListingSeen) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *ListingSeen) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *ListingSeen) GetProxy() string {
+	if x != nil {
+		return x.Proxy
+	}
+	return ""
+}
+
+func (x *ListingSeen) GetVariant() string {
+	if x != nil {
+		return x.Variant
+	}
+	return ""
+}
+
+func (x *ListingSeen) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *ListingSeen) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *ListingSeen) GetSurfaceHash() string {
+	if x != nil {
+		return x.SurfaceHash
+	}
+	return ""
+}
+
+func (x *ListingSeen) GetObservedAtUnixMs() int64 {
+	if x != nil {
+		return x.ObservedAtUnixMs
+	}
+	return 0
+}
+
+// ListingsSeen: the compact listings one proxy saw of one server, in the
+// order it saw them; batched and identified as CallObservations are (the
+// Nats-Msg-Id is the first one's event_id, followed by "+<number of
+// further ones>" when there are more than one).
+// Subject: mcpdrift.obs.seen.<tenant>.<server>
+type ListingsSeen struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seen          []*ListingSeen         `protobuf:"bytes,1,rep,name=seen,proto3" json:"seen,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListingsSeen) Reset() {
+	*x = ListingsSeen{}
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListingsSeen) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListingsSeen) ProtoMessage() {}
+
+func (x *ListingsSeen) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListingsSeen.ProtoReflect.Descriptor instead.
+func (*ListingsSeen) Descriptor() ([]byte, []int) {
+	return file_mcpdrift_v1_events_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ListingsSeen) GetSeen() []*ListingSeen {
+	if x != nil {
+		return x.Seen
+	}
+	return nil
+}
+
 // CallObservation: a proxy handled a tools/call. Proxies publish them in
 // CallObservations batches; the single form on mcpdrift.obs.call.* is what
 // proxies before the batch form published, and subscribers still accept it.
@@ -297,7 +489,7 @@ type CallObservation struct {
 
 func (x *CallObservation) Reset() {
 	*x = CallObservation{}
-	mi := &file_mcpdrift_v1_events_proto_msgTypes[1]
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -309,7 +501,7 @@ func (x *CallObservation) String() string {
 func (*CallObservation) ProtoMessage() {}
 
 func (x *CallObservation) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpdrift_v1_events_proto_msgTypes[1]
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -322,7 +514,7 @@ func (x *CallObservation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallObservation.ProtoReflect.Descriptor instead.
 func (*CallObservation) Descriptor() ([]byte, []int) {
-	return file_mcpdrift_v1_events_proto_rawDescGZIP(), []int{1}
+	return file_mcpdrift_v1_events_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CallObservation) GetEventId() string {
@@ -496,7 +688,7 @@ type CallObservations struct {
 
 func (x *CallObservations) Reset() {
 	*x = CallObservations{}
-	mi := &file_mcpdrift_v1_events_proto_msgTypes[2]
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -508,7 +700,7 @@ func (x *CallObservations) String() string {
 func (*CallObservations) ProtoMessage() {}
 
 func (x *CallObservations) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpdrift_v1_events_proto_msgTypes[2]
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -521,7 +713,7 @@ func (x *CallObservations) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallObservations.ProtoReflect.Descriptor instead.
 func (*CallObservations) Descriptor() ([]byte, []int) {
-	return file_mcpdrift_v1_events_proto_rawDescGZIP(), []int{2}
+	return file_mcpdrift_v1_events_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CallObservations) GetCalls() []*CallObservation {
@@ -543,7 +735,7 @@ type ItemHash struct {
 
 func (x *ItemHash) Reset() {
 	*x = ItemHash{}
-	mi := &file_mcpdrift_v1_events_proto_msgTypes[3]
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -555,7 +747,7 @@ func (x *ItemHash) String() string {
 func (*ItemHash) ProtoMessage() {}
 
 func (x *ItemHash) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpdrift_v1_events_proto_msgTypes[3]
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -568,7 +760,7 @@ func (x *ItemHash) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ItemHash.ProtoReflect.Descriptor instead.
 func (*ItemHash) Descriptor() ([]byte, []int) {
-	return file_mcpdrift_v1_events_proto_rawDescGZIP(), []int{3}
+	return file_mcpdrift_v1_events_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ItemHash) GetKind() string {
@@ -623,7 +815,7 @@ type Fingerprint struct {
 
 func (x *Fingerprint) Reset() {
 	*x = Fingerprint{}
-	mi := &file_mcpdrift_v1_events_proto_msgTypes[4]
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -635,7 +827,7 @@ func (x *Fingerprint) String() string {
 func (*Fingerprint) ProtoMessage() {}
 
 func (x *Fingerprint) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpdrift_v1_events_proto_msgTypes[4]
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -648,7 +840,7 @@ func (x *Fingerprint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fingerprint.ProtoReflect.Descriptor instead.
 func (*Fingerprint) Descriptor() ([]byte, []int) {
-	return file_mcpdrift_v1_events_proto_rawDescGZIP(), []int{4}
+	return file_mcpdrift_v1_events_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Fingerprint) GetEventId() string {
@@ -769,7 +961,7 @@ type Verdict struct {
 
 func (x *Verdict) Reset() {
 	*x = Verdict{}
-	mi := &file_mcpdrift_v1_events_proto_msgTypes[5]
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -781,7 +973,7 @@ func (x *Verdict) String() string {
 func (*Verdict) ProtoMessage() {}
 
 func (x *Verdict) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpdrift_v1_events_proto_msgTypes[5]
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -794,7 +986,7 @@ func (x *Verdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Verdict.ProtoReflect.Descriptor instead.
 func (*Verdict) Descriptor() ([]byte, []int) {
-	return file_mcpdrift_v1_events_proto_rawDescGZIP(), []int{5}
+	return file_mcpdrift_v1_events_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Verdict) GetEventId() string {
@@ -951,7 +1143,7 @@ type AdminAction struct {
 
 func (x *AdminAction) Reset() {
 	*x = AdminAction{}
-	mi := &file_mcpdrift_v1_events_proto_msgTypes[6]
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -963,7 +1155,7 @@ func (x *AdminAction) String() string {
 func (*AdminAction) ProtoMessage() {}
 
 func (x *AdminAction) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpdrift_v1_events_proto_msgTypes[6]
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -976,7 +1168,7 @@ func (x *AdminAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdminAction.ProtoReflect.Descriptor instead.
 func (*AdminAction) Descriptor() ([]byte, []int) {
-	return file_mcpdrift_v1_events_proto_rawDescGZIP(), []int{6}
+	return file_mcpdrift_v1_events_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AdminAction) GetEventId() string {
@@ -1087,7 +1279,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_mcpdrift_v1_events_proto_msgTypes[7]
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1099,7 +1291,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpdrift_v1_events_proto_msgTypes[7]
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1112,7 +1304,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_mcpdrift_v1_events_proto_rawDescGZIP(), []int{7}
+	return file_mcpdrift_v1_events_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DeadLetter) GetEventId() string {
@@ -1168,7 +1360,7 @@ var File_mcpdrift_v1_events_proto protoreflect.FileDescriptor
 
 const file_mcpdrift_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x18mcpdrift/v1/events.proto\x12\vmcpdrift.v1\"\xeb\x01\n" +
+	"\x18mcpdrift/v1/events.proto\x12\vmcpdrift.v1\"\xa8\x02\n" +
 	"\x0fListObservation\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x16\n" +
@@ -1177,7 +1369,22 @@ const file_mcpdrift_v1_events_proto_rawDesc = "" +
 	"\avariant\x18\x05 \x01(\tR\avariant\x12-\n" +
 	"\x13observed_at_unix_ms\x18\x06 \x01(\x03R\x10observedAtUnixMs\x12\x18\n" +
 	"\acapture\x18\a \x01(\fR\acapture\x12\x14\n" +
-	"\x05agent\x18\b \x01(\tR\x05agent\"\xea\x05\n" +
+	"\x05agent\x18\b \x01(\tR\x05agent\x12\x18\n" +
+	"\asession\x18\t \x01(\tR\asession\x12!\n" +
+	"\fsurface_hash\x18\n" +
+	" \x01(\tR\vsurfaceHash\"\x8a\x02\n" +
+	"\vListingSeen\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x16\n" +
+	"\x06server\x18\x03 \x01(\tR\x06server\x12\x14\n" +
+	"\x05proxy\x18\x04 \x01(\tR\x05proxy\x12\x18\n" +
+	"\avariant\x18\x05 \x01(\tR\avariant\x12\x14\n" +
+	"\x05agent\x18\x06 \x01(\tR\x05agent\x12\x18\n" +
+	"\asession\x18\a \x01(\tR\asession\x12!\n" +
+	"\fsurface_hash\x18\b \x01(\tR\vsurfaceHash\x12-\n" +
+	"\x13observed_at_unix_ms\x18\t \x01(\x03R\x10observedAtUnixMs\"<\n" +
+	"\fListingsSeen\x12,\n" +
+	"\x04seen\x18\x01 \x03(\v2\x18.mcpdrift.v1.ListingSeenR\x04seen\"\xea\x05\n" +
 	"\x0fCallObservation\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x16\n" +
@@ -1305,30 +1512,33 @@ func file_mcpdrift_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_mcpdrift_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_mcpdrift_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_mcpdrift_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_mcpdrift_v1_events_proto_goTypes = []any{
 	(CallOutcome)(0),         // 0: mcpdrift.v1.CallOutcome
 	(Status)(0),              // 1: mcpdrift.v1.Status
 	(*ListObservation)(nil),  // 2: mcpdrift.v1.ListObservation
-	(*CallObservation)(nil),  // 3: mcpdrift.v1.CallObservation
-	(*CallObservations)(nil), // 4: mcpdrift.v1.CallObservations
-	(*ItemHash)(nil),         // 5: mcpdrift.v1.ItemHash
-	(*Fingerprint)(nil),      // 6: mcpdrift.v1.Fingerprint
-	(*Verdict)(nil),          // 7: mcpdrift.v1.Verdict
-	(*AdminAction)(nil),      // 8: mcpdrift.v1.AdminAction
-	(*DeadLetter)(nil),       // 9: mcpdrift.v1.DeadLetter
+	(*ListingSeen)(nil),      // 3: mcpdrift.v1.ListingSeen
+	(*ListingsSeen)(nil),     // 4: mcpdrift.v1.ListingsSeen
+	(*CallObservation)(nil),  // 5: mcpdrift.v1.CallObservation
+	(*CallObservations)(nil), // 6: mcpdrift.v1.CallObservations
+	(*ItemHash)(nil),         // 7: mcpdrift.v1.ItemHash
+	(*Fingerprint)(nil),      // 8: mcpdrift.v1.Fingerprint
+	(*Verdict)(nil),          // 9: mcpdrift.v1.Verdict
+	(*AdminAction)(nil),      // 10: mcpdrift.v1.AdminAction
+	(*DeadLetter)(nil),       // 11: mcpdrift.v1.DeadLetter
 }
 var file_mcpdrift_v1_events_proto_depIdxs = []int32{
-	0, // 0: mcpdrift.v1.CallObservation.outcome:type_name -> mcpdrift.v1.CallOutcome
-	3, // 1: mcpdrift.v1.CallObservations.calls:type_name -> mcpdrift.v1.CallObservation
-	5, // 2: mcpdrift.v1.Fingerprint.items:type_name -> mcpdrift.v1.ItemHash
-	1, // 3: mcpdrift.v1.Verdict.status:type_name -> mcpdrift.v1.Status
-	1, // 4: mcpdrift.v1.Verdict.previous_status:type_name -> mcpdrift.v1.Status
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	3, // 0: mcpdrift.v1.ListingsSeen.seen:type_name -> mcpdrift.v1.ListingSeen
+	0, // 1: mcpdrift.v1.CallObservation.outcome:type_name -> mcpdrift.v1.CallOutcome
+	5, // 2: mcpdrift.v1.CallObservations.calls:type_name -> mcpdrift.v1.CallObservation
+	7, // 3: mcpdrift.v1.Fingerprint.items:type_name -> mcpdrift.v1.ItemHash
+	1, // 4: mcpdrift.v1.Verdict.status:type_name -> mcpdrift.v1.Status
+	1, // 5: mcpdrift.v1.Verdict.previous_status:type_name -> mcpdrift.v1.Status
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_mcpdrift_v1_events_proto_init() }
@@ -1342,7 +1552,7 @@ func file_mcpdrift_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpdrift_v1_events_proto_rawDesc), len(file_mcpdrift_v1_events_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -329,12 +329,13 @@ func TestNATSRolePermissions(t *testing.T) {
 		t.Fatalf("fingerprint stores a manifest: %v", err)
 	}
 
-	// Allowed for a proxy: publish its observations (listings, batches of
-	// calls, and single calls as proxies before the batch form did), watch
+	// Allowed for a proxy: publish its observations (listings, compact
+	// listings, batches of calls, and single calls as proxies before the
+	// batch form did), watch
 	// its tenant's status (whose records carry the baselines' item hashes:
 	// no manifest read).
 	proxy := d.connect(t, "proxy")
-	for _, subject := range []string{bus.ListObservationSubject("default", "files"),
+	for _, subject := range []string{bus.ListObservationSubject("default", "files"), bus.ListingsSeenSubject("default", "files"),
 		bus.CallObservationsSubject("default", "files"), bus.CallObservationSubject("default", "files")} {
 		ack, err := proxy.js.Publish(natsOpCtx(t, 10*time.Second), subject, []byte("obs"), jetstream.WithMsgID("obs-"+subject))
 		if err != nil || ack.Stream != bus.StreamObservations {
@@ -521,6 +522,10 @@ func TestNATSRolePermissions(t *testing.T) {
 		}},
 		{"proxy_observes_other_tenant_calls", "proxy", "publish", bus.CallObservationsSubject("acme", "files"), func(ctx context.Context, c *natsRoleConn) error {
 			_, err := c.js.Publish(ctx, bus.CallObservationsSubject("acme", "files"), []byte("calls"))
+			return err
+		}},
+		{"proxy_observes_other_tenant_seen", "proxy", "publish", bus.ListingsSeenSubject("acme", "files"), func(ctx context.Context, c *natsRoleConn) error {
+			_, err := c.js.Publish(ctx, bus.ListingsSeenSubject("acme", "files"), []byte("seen"))
 			return err
 		}},
 		{"proxy_observes_other_tenant_call", "proxy", "publish", bus.CallObservationSubject("acme", "files"), func(ctx context.Context, c *natsRoleConn) error {

@@ -108,6 +108,14 @@ func CallObservationsSubject(tenant, server string) string {
 	return Prefix + ".obs.calls." + tenant + "." + server
 }
 
+// ListingsSeenSubject carries ListingsSeen batches: the compact form of
+// listings whose surface the pipeline already confirmed. It is in the
+// observations stream; the fingerprint service's filter
+// (mcpdrift.obs.list.>) leaves it to the audit sink.
+func ListingsSeenSubject(tenant, server string) string {
+	return Prefix + ".obs.seen." + tenant + "." + server
+}
+
 // CallObservationSubject carries single CallObservation events, the form
 // proxies published before the batch; subscribers still accept it.
 func CallObservationSubject(tenant, server string) string {

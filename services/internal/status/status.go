@@ -223,6 +223,31 @@ func (r *Record) ItemsInBaseline() bool {
 	return r.BaselineVersion > 0 && r.BaselineItemsVersion == r.BaselineVersion
 }
 
+// Confirms returns the surface hash a proxy may report a re-listing of in
+// the compact form (docs/bus.md, "Compact re-listings"): the live
+// manifest's hash, which the pipeline fingerprinted itself from a whole
+// manifest, so that deciding on it again would change nothing but the
+// observation time. "" when there is none, or the record still needs a
+// whole manifest of it: no live hash, a live manifest that could not be
+// fingerprinted, baseline item hashes the drift service fills in from the
+// next fingerprint of it (a record written before they were kept), or a policy
+// asking for other hashing settings whose live hash (PolicyWantsLiveHash)
+// is still to be made.
+func (r *Record) Confirms() string {
+	switch {
+	case r.LiveHash == "" || r.LiveError != "":
+		return ""
+	case r.PolicyWants != nil && r.PolicyWantsLiveHash == "":
+		return ""
+	case r.ItemsOmitted: // never filled in (see the drift service's fillItems)
+	case r.LiveHash == r.BaselineHash && !r.HasBaselineItems():
+		return ""
+	}
+	// A live manifest that differs from the baseline has nothing to fill
+	// in: live items are not kept (Encode).
+	return r.LiveHash
+}
+
 // Alerting reports whether the record's drift policy is alert: a served
 // variant is then served whole, drift included, and every call forwarded
 // only because of it is reported.

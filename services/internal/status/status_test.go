@@ -355,3 +355,41 @@ func TestMaxRecordBytesIsTheBucketLimit(t *testing.T) {
 		t.Fatalf("storing a record of %d bytes: %v", len(data), err)
 	}
 }
+
+// TestConfirms: a record confirms its live hash for compact re-listings
+// only when a whole manifest of it could change nothing but the
+// observation time.
+func TestConfirms(t *testing.T) {
+	parse := func(tools string) *surface.Surface {
+		sf, err := surface.Parse([]byte(`{"tools":[`+tools+`]}`), surface.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sf
+	}
+	base, live := parse(`{"name":"a"}`), parse(`{"name":"a"},{"name":"b"}`)
+	b, l := base.Hash.String(), live.Hash.String()
+	wants := status.Hashing{Hash: "sha512", Annotations: true}
+	for _, tc := range []struct {
+		name string
+		rec  status.Record
+		want string
+	}{
+		{"verified", status.Record{BaselineHash: b, BaselineItems: status.ItemsOf(base), LiveHash: b}, b},
+		{"verified_named", status.Record{BaselineVersion: 2, BaselineItemsVersion: 2, BaselineHash: b, LiveHash: b}, b},
+		{"changed", status.Record{BaselineHash: b, BaselineItems: status.ItemsOf(base), LiveHash: l}, l},
+		{"no_live_hash", status.Record{BaselineHash: b, BaselineItems: status.ItemsOf(base)}, ""},
+		{"unfingerprintable", status.Record{BaselineHash: b, BaselineItems: status.ItemsOf(base), LiveError: "duplicate_tool"}, ""},
+		{"baseline_items_to_fill", status.Record{BaselineHash: b, LiveHash: b}, ""},
+		{"named_version_not_this_one", status.Record{BaselineVersion: 3, BaselineItemsVersion: 2, BaselineHash: b, LiveHash: b}, ""},
+		{"items_omitted", status.Record{BaselineHash: b, LiveHash: l, ItemsOmitted: true}, l},
+		{"policy_wants_a_live_hash", status.Record{BaselineHash: b, BaselineItems: status.ItemsOf(base), LiveHash: b, PolicyWants: &wants}, ""},
+		{"policy_wants_it_made", status.Record{BaselineHash: b, BaselineItems: status.ItemsOf(base), LiveHash: b, PolicyWants: &wants, PolicyWantsLiveHash: "sha512:00"}, b},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.rec.Confirms(); got != tc.want {
+				t.Errorf("Confirms() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

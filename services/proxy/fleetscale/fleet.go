@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/fleet"
 )
 
@@ -32,6 +33,7 @@ type server struct {
 	mu         sync.Mutex
 	manifest   []byte
 	drifted    bool
+	hash       string // the surface hash of manifest while not drifted: what its record confirms
 }
 
 func (s *server) key() string { return s.tenant + "." + s.id }
@@ -56,7 +58,10 @@ type fleetSim struct {
 	wg       sync.WaitGroup
 	warns    atomic.Int64 // warn and error lines of gates and publishers
 	listings atomic.Int64 // listings handed to the publishers
-	calls    atomic.Int64 // calls handed to the publishers
+	// compact: re-listings of a server's unchanged (confirmed) manifest
+	// go in the compact form, as a proxy's session sends them.
+	compact atomic.Bool
+	calls   atomic.Int64 // calls handed to the publishers
 }
 
 // layout assigns servers to tenants and proxies: tenant i%T, fronted by
@@ -79,6 +84,9 @@ func layout(nServers, nProxies, nTenants, fronting int, manifests [][]byte) ([]*
 		t := tenants[i%nTenants]
 		s := &server{tenant: t, id: fmt.Sprintf("s%05d", i)}
 		s.manifest = vary(manifests[i%len(manifests)], "["+t+"/"+s.id+"] ")
+		if sf, err := surface.Parse(s.manifest, surface.Options{}); err == nil {
+			s.hash = sf.Hash.String()
+		}
 		ps := byTenant[t]
 		for r := range min(fronting, len(ps)) {
 			p := ps[(i/nTenants+r)%len(ps)]

@@ -127,10 +127,16 @@ func relist(f *fleetSim, rng *rand.Rand) {
 			continue
 		}
 		srv.mu.Lock()
-		m := srv.manifest
+		m, drifted, hash := srv.manifest, srv.drifted, srv.hash
 		srv.mu.Unlock()
 		f.listings.Add(1)
-		p.pubs[srv.id].Listing(variant, "", m)
+		if f.compact.Load() && !drifted && hash != "" {
+			// What a proxy's session does with a surface its gate's record
+			// confirms: the compact form (docs/bus.md).
+			p.pubs[srv.id].Seen(session.Listed{Variant: variant, Hash: hash})
+			return
+		}
+		p.pubs[srv.id].Listing(session.Listed{Variant: variant}, m)
 		return
 	}
 }
@@ -193,5 +199,5 @@ func waitFor(within time.Duration, cond func() bool) bool {
 func (f *fleetSim) list(p *proxy, srv *server, m []byte, now time.Time) {
 	f.rec.published(p.id, srv.key(), now)
 	f.listings.Add(1)
-	p.pubs[srv.id].Listing(variant, "", m)
+	p.pubs[srv.id].Listing(session.Listed{Variant: variant}, m)
 }

@@ -64,6 +64,7 @@ type Config struct {
 	Inflight  int // gates setting up their watches at once during the fleet's start (0: no limit)
 	Recovery  int // index in Sizes of the size that runs the recovery scenarios; -1: none
 	Audit     bool
+	Compact   bool     // re-listings of a confirmed (unchanged) manifest go compact
 	SvcEnv    []string // extra environment of the services (their flags' variables)
 	Out       string   // results and plots
 	Work      string   // clusters, logs, outboxes
@@ -120,6 +121,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.IntVar(&c.Recovery, "recovery", 1, "index of the size that also runs the recovery scenarios (-1: none)")
 	svcEnv := fs.String("service-env", "", "extra environment of the services, comma-separated (e.g. MCPDRIFT_FINGERPRINT_WORKERS=128)")
 	fs.BoolVar(&c.Audit, "audit", true, "run the audit sink with a private ClickHouse server")
+	fs.BoolVar(&c.Compact, "compact", true, "steady phases send re-listings of a confirmed manifest in the compact form (ListingsSeen), as proxies do; false: whole, as before")
 	fs.StringVar(&c.Out, "out", "docs/scale", "results and plots")
 	fs.StringVar(&c.Work, "work", "", "working directory (default: a temporary one, removed)")
 	fs.StringVar(&c.Bin, "bin", "bin", "directory of the fingerprint, drift and audit binaries")
@@ -320,6 +322,7 @@ func runSize(ctx context.Context, c Config, sz size, recover bool, manifests [][
 
 	// First sight of every server: baseline v1, verified everywhere.
 	t2 := time.Now()
+	e.f.compact.Store(c.Compact)
 	firstSight(fctx, e.f, c.Rates[0])
 	waitFor(2*time.Minute, func() bool { return rec.pendingCount() == 0 })
 	r.FirstSightIncomplete = rec.dropExpectations()
@@ -399,7 +402,67 @@ func steadyPhase(ctx, fctx context.Context, c Config, e *env, rec *recorder, rat
 	st.ObsToBus = summarize(s.verdictBus)
 	st.DriftAll = summarize(s.allProxies)
 	st.KVToProxy = summarize(s.kvToProxy)
+	window := max(c.Duration/3, 3*time.Second)
+	idle := idleCPURate(ctx, e, window)
+	st.PipelineCPUIdentical = cpuPerListing(ctx, fctx, e, rate, window, true, idle)
+	st.PipelineCPUNew = cpuPerListing(ctx, fctx, e, rate, window, false, idle)
+	e.f.compact.Store(c.Compact)
+	rec.take()
 	return st
+}
+
+// pipelineCPU is the CPU time the fingerprint, drift and audit processes
+// used so far.
+func pipelineCPU(pids map[string]int) time.Duration {
+	var t time.Duration
+	for name, pid := range pids {
+		if strings.HasPrefix(name, "fingerprint") || strings.HasPrefix(name, "drift") || strings.HasPrefix(name, "audit") {
+			if c, err := procstat.CPUTime(pid); err == nil {
+				t += c
+			}
+		}
+	}
+	return t
+}
+
+// pipelineIdle waits until the fingerprint, drift and audit consumers have
+// nothing pending.
+func pipelineIdle(ctx context.Context, e *env) {
+	waitFor(2*time.Minute, func() bool {
+		return consumerBacklog(ctx, e.js, bus.StreamObservations, bus.ConsumerFingerprint) == 0 &&
+			consumerBacklog(ctx, e.js, bus.StreamFingerprints, bus.ConsumerDrift) == 0 &&
+			consumerBacklog(ctx, e.js, bus.StreamObservations, bus.ConsumerAuditObservations) == 0
+	})
+}
+
+// idleCPURate is the pipeline's CPU time per second of wall time with no
+// traffic (pulls, heartbeats, watches, sweeps), measured over d: the floor
+// cpuPerListing takes off, so that a listing is charged only its own work.
+func idleCPURate(ctx context.Context, e *env, d time.Duration) float64 {
+	pipelineIdle(ctx, e)
+	c0, t0 := pipelineCPU(e.pids()), time.Now()
+	time.Sleep(d)
+	return float64(pipelineCPU(e.pids())-c0) / float64(time.Since(t0))
+}
+
+// cpuPerListing drives re-listings of unchanged manifests only, compact or
+// whole, at rate for d, waits for the pipeline to drain, and returns the
+// pipeline's CPU time per listing in microseconds, less the idle floor
+// (idle, CPU per wall time) over the same time (0 when none was
+// published).
+func cpuPerListing(ctx, fctx context.Context, e *env, rate float64, d time.Duration, compact bool, idle float64) float64 {
+	e.f.compact.Store(compact)
+	pipelineIdle(ctx, e)
+	c0, l0, t0 := pipelineCPU(e.pids()), e.f.listings.Load(), time.Now()
+	drive(fctx, e.f, loadSpec{obs: rate}, d)
+	time.Sleep(100 * time.Millisecond) // the publishers' linger
+	pipelineIdle(ctx, e)
+	c1, n := pipelineCPU(e.pids()), e.f.listings.Load()-l0
+	if n <= 0 {
+		return 0
+	}
+	used := float64(c1-c0) - idle*float64(time.Since(t0))
+	return round1(max(used, 0) / float64(time.Microsecond) / float64(n))
 }
 
 // fingerprintedWithin counts the fingerprinted observations published in [a, b).

@@ -93,21 +93,30 @@ func growthOver(a, b map[string]streamState, d time.Duration) map[string]growth 
 
 // steady is one steady phase: the fleet's traffic at one observation rate.
 type steady struct {
-	Duration      float64           `json:"steady_s"`
-	ObsRateTarget float64           `json:"obs_rate_target"`
-	ObsRate       float64           `json:"obs_rate_published"`
-	FpRate        float64           `json:"obs_rate_fingerprinted"`
-	DriftRate     float64           `json:"drift_rate"`
-	CallRate      float64           `json:"call_rate"`
-	ObsToFp       dist              `json:"obs_to_fingerprint"`
-	ObsToVerdict  dist              `json:"obs_to_verdict_observing_proxy"`
-	ObsToBus      dist              `json:"obs_to_verdict_on_bus"`
-	DriftAll      dist              `json:"drift_obs_to_every_proxy"`
-	KVToProxy     dist              `json:"drift_status_write_to_each_proxy"`
-	DriftsMissing int               `json:"drifts_not_seen_everywhere"`
-	Usage         map[string]usage  `json:"usage"`
-	LoadAvg       [2]float64        `json:"machine_load_average_start_end"` // 1-minute load average of the whole machine (shared)
-	Storage       map[string]growth `json:"storage"`
+	Duration      float64 `json:"steady_s"`
+	ObsRateTarget float64 `json:"obs_rate_target"`
+	ObsRate       float64 `json:"obs_rate_published"`
+	FpRate        float64 `json:"obs_rate_fingerprinted"`
+	DriftRate     float64 `json:"drift_rate"`
+	CallRate      float64 `json:"call_rate"`
+	ObsToFp       dist    `json:"obs_to_fingerprint"`
+	ObsToVerdict  dist    `json:"obs_to_verdict_observing_proxy"`
+	ObsToBus      dist    `json:"obs_to_verdict_on_bus"`
+	DriftAll      dist    `json:"drift_obs_to_every_proxy"`
+	KVToProxy     dist    `json:"drift_status_write_to_each_proxy"`
+	DriftsMissing int     `json:"drifts_not_seen_everywhere"`
+	// Pipeline CPU (fingerprint, drift and audit processes) per listing,
+	// measured after the phase in two windows of re-listings only at the
+	// phase's rate, each until the pipeline drained: identical re-listings
+	// in the compact form (what a proxy sends for a confirmed surface), and
+	// the same re-listings whole, each through fingerprint and drift (what
+	// every listing cost before the compact form, and what a new listing
+	// costs at least).
+	PipelineCPUIdentical float64           `json:"pipeline_cpu_us_per_identical_listing"`
+	PipelineCPUNew       float64           `json:"pipeline_cpu_us_per_new_listing"`
+	Usage                map[string]usage  `json:"usage"`
+	LoadAvg              [2]float64        `json:"machine_load_average_start_end"` // 1-minute load average of the whole machine (shared)
+	Storage              map[string]growth `json:"storage"`
 }
 
 // result is one size's figures.

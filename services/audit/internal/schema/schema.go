@@ -229,6 +229,17 @@ var Migrations = []Migration{
 			`ALTER TABLE ` + d.db + `.list_observations ADD COLUMN agent ` + d.str(true) + ` AFTER proxy`,
 		}
 	}},
+	{Version: 5, Name: "compact listings: the session, surface hash and form of each listing", Statements: func(d ddl) []string {
+		// One column per statement, as version 3 (ClickHouse 18.16). A
+		// compact listing (ListingSeen) has no capture: capture_bytes 0,
+		// capture_sha256 "", compact 1, and the surface hash the pipeline
+		// confirmed; a whole one names the hash its proxy computed.
+		return []string{
+			`ALTER TABLE ` + d.db + `.list_observations ADD COLUMN session ` + d.str(false) + ` AFTER agent`,
+			`ALTER TABLE ` + d.db + `.list_observations ADD COLUMN surface_hash ` + d.str(false) + ` AFTER session`,
+			`ALTER TABLE ` + d.db + `.list_observations ADD COLUMN compact UInt8 AFTER surface_hash`,
+		}
+	}},
 }
 
 // Result says what Migrate did.

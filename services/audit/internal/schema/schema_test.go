@@ -113,8 +113,8 @@ func TestMigrateFromVersion1(t *testing.T) {
 	if err != nil {
 		t.Fatalf("migrating to the latest version: %v", err)
 	}
-	if !slices.Equal(res.Applied, []uint32{2, 3, 4}) {
-		t.Errorf("applied %v, want [2 3 4]", res.Applied)
+	if !slices.Equal(res.Applied, []uint32{2, 3, 4, 5}) {
+		t.Errorf("applied %v, want [2 3 4 5]", res.Applied)
 	}
 	var code, agent string
 	if err := conn.QueryRow(ctx, "SELECT alert_code, agent FROM "+db+".call_observations WHERE event_id = 'old'").Scan(&code, &agent); err != nil || code != "" || agent != "" {
@@ -122,6 +122,10 @@ func TestMigrateFromVersion1(t *testing.T) {
 	}
 	if err := conn.QueryRow(ctx, "SELECT policy_action FROM "+db+".call_observations WHERE event_id = 'old'").Scan(&code); err != nil || code != "" {
 		t.Errorf("the old row's policy_action: %q, %v; want empty", code, err)
+	}
+	var compact uint8
+	if err := conn.QueryRow(ctx, "SELECT count(), max(compact) FROM "+db+".list_observations WHERE surface_hash = '' AND session = ''").Scan(new(uint64), &compact); err != nil || compact != 0 {
+		t.Errorf("list_observations' compact, surface_hash and session (version 5): %d, %v; want the columns", compact, err)
 	}
 }
 

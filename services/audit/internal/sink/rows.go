@@ -97,25 +97,31 @@ func appendColumns(b driver.Batch, cols ...any) error {
 	return nil
 }
 
+// listRows are rows of list_observations: one per listing a proxy
+// observed, whole (ListObservation) or compact (ListingSeen, see
+// listings.go).
 type listRows struct {
 	common
 	tenant, server, variant, proxy, captureSHA, agent []string
+	session, surfaceHash                              []string
 	captureBytes                                      []uint32
+	compact                                           []uint8
 }
 
 func (r *listRows) name() string { return "list_observations" }
 func (r *listRows) columns() string {
-	return commonColumns + ", tenant, server, variant, proxy, capture_bytes, capture_sha256, agent"
+	return commonColumns + ", tenant, server, variant, proxy, capture_bytes, capture_sha256, agent, session, surface_hash, compact"
 }
 func (r *listRows) len() int { return len(r.eventID) }
 func (r *listRows) appendTo(b driver.Batch) error {
-	return appendColumns(b, r.eventID, r.at, r.atMs, r.seq, r.tenant, r.server, r.variant, r.proxy, r.captureBytes, r.captureSHA, r.agent)
+	return appendColumns(b, r.eventID, r.at, r.atMs, r.seq, r.tenant, r.server, r.variant, r.proxy, r.captureBytes, r.captureSHA, r.agent,
+		r.session, r.surfaceHash, r.compact)
 }
 func (r *listRows) reset() {
 	r.resetCommon()
 	r.tenant, r.server, r.variant, r.proxy, r.captureSHA = r.tenant[:0], r.server[:0], r.variant[:0], r.proxy[:0], r.captureSHA[:0]
-	r.agent = r.agent[:0]
-	r.captureBytes = r.captureBytes[:0]
+	r.agent, r.session, r.surfaceHash = r.agent[:0], r.session[:0], r.surfaceHash[:0]
+	r.captureBytes, r.compact = r.captureBytes[:0], r.compact[:0]
 }
 
 type callRows struct {
@@ -274,13 +280,11 @@ func (s *Service) decode(env envelope, data []byte, b *batch) error {
 			return p
 		}
 		sum := sha256.Sum256(ev.Capture)
-		r := &b.lists
-		r.add(id, atMs, env.seq)
-		r.tenant, r.server = append(r.tenant, tok[2]), append(r.server, tok[3])
-		r.variant, r.proxy = append(r.variant, ev.Variant), append(r.proxy, ev.Proxy)
-		r.captureBytes = append(r.captureBytes, uint32(min(len(ev.Capture), 1<<32-1)))
-		r.captureSHA = append(r.captureSHA, "sha256:"+hex.EncodeToString(sum[:]))
-		r.agent = append(r.agent, ev.Agent)
+		b.lists.addListing(id, atMs, env.seq, tok[2], tok[3], listing{variant: ev.Variant, proxy: ev.Proxy, agent: ev.Agent,
+			session: ev.Session, hash: ev.SurfaceHash, captureBytes: uint32(min(len(ev.Capture), 1<<32-1)),
+			captureSHA: "sha256:" + hex.EncodeToString(sum[:])})
+	case kind == "obs.seen" && len(tok) == 4:
+		return s.decodeSeen(env, data, tok[2], tok[3], &b.lists)
 	case kind == "obs.call" && len(tok) == 4:
 		// The single form, which proxies before the batch form publish.
 		ev := new(mcpdriftv1.CallObservation)

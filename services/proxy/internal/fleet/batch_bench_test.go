@@ -15,7 +15,7 @@ import (
 
 // BenchmarkCallBatchEncode measures, in the same run and on the same
 // calls, how the publisher encodes calls (Call encodes each as a
-// CallObservations of one, and mergeCalls concatenates them; ADR 0004)
+// CallObservations of one, and mergeBatches concatenates them; ADR 0004)
 // against one proto.Marshal of a CallObservations holding the same calls.
 // Both paths build each observation from a session.Call and pass it
 // through a channel, as the publisher does between Call and Run (the
@@ -44,7 +44,7 @@ func BenchmarkCallBatchEncode(b *testing.B) {
 					evs = append(evs, <-p.queue)
 				}
 				p.queueBytes.Store(0)
-				if out := mergeCalls(evs, 1<<20); len(out) != 1 {
+				if out := mergeBatches(evs, 1<<20); len(out) != 1 {
 					b.Fatalf("%d batches, want 1", len(out))
 				}
 			}

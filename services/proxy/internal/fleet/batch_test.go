@@ -23,7 +23,7 @@ func callEvent(t *testing.T, id string) *event {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &event{id: id, subject: bus.CallObservationsSubject(tenant, "mem"), call: true, n: 1, data: data}
+	return &event{id: id, subject: bus.CallObservationsSubject(tenant, "mem"), kind: kindCall, n: 1, data: data}
 }
 
 // callIDs decodes a batch event's calls.
@@ -70,8 +70,8 @@ func TestMergeCalls(t *testing.T) {
 			}
 			var got []string
 			total := 0
-			for _, ev := range mergeCalls(in, tt.limit) {
-				if !ev.call {
+			for _, ev := range mergeBatches(in, tt.limit) {
+				if ev.kind != kindCall {
 					got = append(got, ev.id)
 					total++
 					continue
@@ -139,7 +139,7 @@ func TestOutboxHoldsBatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	batch := mergeCalls([]*event{callEvent(t, "c1"), callEvent(t, "c2"), callEvent(t, "c3")}, 1<<20)[0]
+	batch := mergeBatches([]*event{callEvent(t, "c1"), callEvent(t, "c2"), callEvent(t, "c3")}, 1<<20)[0]
 	if _, err := o.add([]*event{testEvent("l1", false, 10), batch}); err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestOutboxHoldsBatches(t *testing.T) {
 		t.Errorf("outbox holds %v, want %v", got, want)
 	}
 	// A batch of more calls than the bound cannot be kept.
-	big := mergeCalls([]*event{callEvent(t, "c8"), callEvent(t, "c9"), callEvent(t, "c10"), callEvent(t, "c11"), callEvent(t, "c12"), callEvent(t, "c13"), callEvent(t, "c14")}, 1<<20)[0]
+	big := mergeBatches([]*event{callEvent(t, "c8"), callEvent(t, "c9"), callEvent(t, "c10"), callEvent(t, "c11"), callEvent(t, "c12"), callEvent(t, "c13"), callEvent(t, "c14")}, 1<<20)[0]
 	if _, err := o.add([]*event{big}); err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func TestPublisherLingers(t *testing.T) {
 		return nil
 	})
 	p.Call(session.Call{Tool: "second"})
-	p.Listing("", "", []byte(`{"tools":{"pages":[{"tools":[]}]}}`))
+	p.Listing(session.Listed{}, []byte(`{"tools":{"pages":[{"tools":[]}]}}`))
 	// Well within the minute: the listing ended the wait.
 	poll.Eventually(t, 10*time.Second, func() error {
 		if st := p.Stats(); st.Published != 3 {

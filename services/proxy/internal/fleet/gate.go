@@ -106,6 +106,7 @@ type record struct {
 	serve        bool // the serve rule (status.Record.Serve), items checked
 	alert        bool // the record's policy is on_drift alert
 	baselineHash string
+	liveHash     string // status.Record.Confirms
 	// items: the baseline's item hashes, checked against baselineHash
 	// (status.Items.Verify); nil when the record carries none that do.
 	items    map[session.ItemKey]surface.Digest
@@ -164,7 +165,7 @@ func (g *Gate) View(ctx context.Context, variant string, awaiting bool, wait tim
 	if !ok {
 		return session.View{}, false
 	}
-	return session.View{Status: rec.status, Serve: rec.serve, Alert: rec.alert, BaselineHash: rec.baselineHash, Items: rec.items, Hashing: rec.hashing, RiskMode: risk}, true
+	return session.View{Status: rec.status, Serve: rec.serve, Alert: rec.alert, BaselineHash: rec.baselineHash, LiveHash: rec.liveHash, Items: rec.items, Hashing: rec.hashing, RiskMode: risk}, true
 }
 
 // bounded is the context of one View: its deadline is made on first use.
@@ -415,7 +416,7 @@ func (g *Gate) read(value []byte, revision uint64, variant string, prev *record,
 		g.log.Error().Err(err).Str("variant", variant).Uint64("revision", revision).Msg("status record unreadable, failing closed")
 		return rec
 	}
-	rec.status, rec.alert, rec.baselineHash = string(sr.Status), sr.Alerting(), sr.BaselineHash
+	rec.status, rec.alert, rec.baselineHash, rec.liveHash = string(sr.Status), sr.Alerting(), sr.BaselineHash, sr.Confirms()
 	if rec.hashing, err = sr.Policy.Hashing().Options(); err != nil {
 		// Settings this proxy does not know: nothing it hashes could be
 		// compared with the baseline.

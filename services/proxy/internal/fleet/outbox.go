@@ -16,11 +16,13 @@ import (
 
 // The outbox is a directory of one file per message, named by a sequence
 // number that only grows (zero-padded, so that names sort in order) and the
-// kind of observation it carries, with their number when more than one:
+// kind of observation it carries (list: a whole listing; call: calls; seen:
+// compact listings, ListingsSeen), with their number when more than one:
 //
 //	00000000000000000042.list
 //	00000000000000000043.call
 //	00000000000000000044.call-17
+//	00000000000000000045.seen-3
 //
 // A file holds one header line and the payload:
 //
@@ -34,6 +36,7 @@ const (
 	outboxMagic = "mcpdrift-outbox/1"
 	kindList    = "list"
 	kindCall    = "call"
+	kindSeen    = "seen"
 	tmpSuffix   = ".tmp"
 	lockName    = ".lock"
 	maxSlots    = 64
@@ -48,14 +51,19 @@ var ErrOutboxBusy = errors.New("fleet: every outbox slot is in use by another pu
 // errOutboxClosed is returned by an outbox after close.
 var errOutboxClosed = errors.New("outbox closed")
 
-// event is one message ready to publish: a listing, or a batch of calls.
+// event is one message ready to publish: a whole listing, or a batch of
+// calls or of compact listings.
 type event struct {
-	id      string // the message id: the event id, or for a batch of calls see mergeCalls
+	id      string // the message id: the event id, or for a batch see mergeBatches
 	subject string
-	call    bool
-	n       int // observations it carries: 1, or the calls of a batch
+	kind    string // kindList, kindCall or kindSeen
+	n       int    // observations it carries: 1, or the calls or compact listings of a batch
 	data    []byte
 }
+
+// batched reports a kind published in batches (calls, compact listings):
+// what lingers to be joined, and what the outbox evicts first.
+func batched(kind string) bool { return kind != kindList }
 
 // count is the number of observations ev carries.
 func (ev *event) count() int { return max(ev.n, 1) }
@@ -63,40 +71,35 @@ func (ev *event) count() int { return max(ev.n, 1) }
 // entry is one message file of the outbox.
 type entry struct {
 	seq      uint64
-	call     bool
+	kind     string
 	n        int // observations
 	size     int64
 	inflight bool // being published by the replayer: not evicted
 }
 
 func (e *entry) name() string {
-	switch {
-	case !e.call:
-		return fmt.Sprintf("%020d.%s", e.seq, kindList)
-	case e.n > 1:
-		return fmt.Sprintf("%020d.%s-%d", e.seq, kindCall, e.n)
+	if batched(e.kind) && e.n > 1 {
+		return fmt.Sprintf("%020d.%s-%d", e.seq, e.kind, e.n)
 	}
-	return fmt.Sprintf("%020d.%s", e.seq, kindCall)
+	return fmt.Sprintf("%020d.%s", e.seq, e.kind)
 }
 
-// parseKind reads the kind part of a file name: whether it holds calls, and
-// how many observations.
-func parseKind(kind string) (call bool, n int, ok bool) {
-	switch kind {
-	case kindList:
-		return false, 1, true
-	case kindCall:
-		return true, 1, true
+// parseKind reads the kind part of a file name: the kind of observation it
+// holds, and how many.
+func parseKind(name string) (kind string, n int, ok bool) {
+	switch name {
+	case kindList, kindCall, kindSeen:
+		return name, 1, true
 	}
-	num, found := strings.CutPrefix(kind, kindCall+"-")
-	if !found {
-		return false, 0, false
+	kind, num, found := strings.Cut(name, "-")
+	if !found || (kind != kindCall && kind != kindSeen) {
+		return "", 0, false
 	}
 	n, err := strconv.Atoi(num)
 	if err != nil || n < 2 || strconv.Itoa(n) != num {
-		return false, 0, false
+		return "", 0, false
 	}
-	return true, n, true
+	return kind, n, true
 }
 
 // outbox is one locked slot directory. Its methods are safe for concurrent use.
@@ -104,8 +107,8 @@ type outbox struct {
 	dir       string
 	maxEvents int // bound on the observations held
 	maxBytes  int64
-	onDrop    func(call bool, n int) // called with mu held: must not call back
-	added     chan struct{}          // signalled (non-blocking) when an event is added
+	onDrop    func(kind string, n int) // called with mu held: must not call back
+	added     chan struct{}            // signalled (non-blocking) when an event is added
 
 	mu      sync.Mutex
 	unlock  func() error
@@ -119,7 +122,7 @@ type outbox struct {
 // openOutbox takes the first free slot under root ("root/0", "root/1", ...),
 // removes leftover temporary files, indexes the events left by an earlier
 // publisher and applies the bounds (which may have shrunk).
-func openOutbox(root string, maxEvents int, maxBytes int64, onDrop func(call bool, n int)) (*outbox, error) {
+func openOutbox(root string, maxEvents int, maxBytes int64, onDrop func(kind string, n int)) (*outbox, error) {
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, fmt.Errorf("creating outbox %s: %w", root, err)
 	}
@@ -161,7 +164,7 @@ func (o *outbox) scan() error {
 		}
 		num, kind, ok := strings.Cut(name, ".")
 		seq, err := strconv.ParseUint(num, 10, 64)
-		call, n, known := parseKind(kind)
+		kind, n, known := parseKind(kind)
 		if !ok || err != nil || !known {
 			continue // not ours; left alone
 		}
@@ -169,7 +172,7 @@ func (o *outbox) scan() error {
 		if err != nil {
 			continue // removed meanwhile
 		}
-		o.entries = append(o.entries, &entry{seq: seq, call: call, n: n, size: info.Size()})
+		o.entries = append(o.entries, &entry{seq: seq, kind: kind, n: n, size: info.Size()})
 		o.events += n
 		o.bytes += info.Size()
 		o.next = max(o.next, seq+1)
@@ -211,8 +214,9 @@ func (o *outbox) depth() (int, int64) {
 }
 
 // add writes events in order, making room as the bounds require: the
-// oldest call observations go first, then, for a listing only, the oldest
-// listings; a call never evicts a listing. It returns how many
+// oldest batched observations (calls, compact listings) go first, then, for
+// a whole listing only, the oldest whole listings; a batch never evicts a
+// whole listing. It returns how many
 // observations were written; those it could not keep are reported to
 // onDrop. An error is a failure of the disk: the events from the failing one
 // on are lost (and reported to onDrop).
@@ -221,7 +225,7 @@ func (o *outbox) add(evs []*event) (int, error) {
 	defer o.mu.Unlock()
 	if o.closed {
 		for _, ev := range evs {
-			o.onDrop(ev.call, ev.count())
+			o.onDrop(ev.kind, ev.count())
 		}
 		return 0, errOutboxClosed
 	}
@@ -230,14 +234,14 @@ func (o *outbox) add(evs []*event) (int, error) {
 	for i, ev := range evs {
 		head := header(ev)
 		size := int64(len(head) + len(ev.data))
-		if !o.makeRoomLocked(ev.call, ev.count(), size) {
-			o.onDrop(ev.call, ev.count())
+		if !o.makeRoomLocked(batched(ev.kind), ev.count(), size) {
+			o.onDrop(ev.kind, ev.count())
 			continue
 		}
-		e := &entry{seq: o.next, call: ev.call, n: ev.count(), size: size}
+		e := &entry{seq: o.next, kind: ev.kind, n: ev.count(), size: size}
 		if err = writeAtomic(o.dir, e.name(), head, ev.data); err != nil {
 			for _, rest := range evs[i:] {
-				o.onDrop(rest.call, rest.count())
+				o.onDrop(rest.kind, rest.count())
 			}
 			err = fmt.Errorf("writing outbox event %s: %w", e.name(), err)
 			break
@@ -259,29 +263,30 @@ func (o *outbox) add(evs []*event) (int, error) {
 
 // makeRoomLocked evicts until a message of n observations and size bytes
 // fits, or reports that it cannot be kept.
-func (o *outbox) makeRoomLocked(call bool, n int, size int64) bool {
+func (o *outbox) makeRoomLocked(batch bool, n int, size int64) bool {
 	if size > o.maxBytes || n > o.maxEvents {
 		return false
 	}
 	for o.events+n > o.maxEvents || o.bytes+size > o.maxBytes {
-		if !o.evictLocked(call) {
+		if !o.evictLocked(batch) {
 			return false
 		}
 	}
 	return true
 }
 
-// evictLocked removes the oldest call observation not being published, or
-// when there is none and forCall is false, the oldest listing.
-func (o *outbox) evictLocked(forCall bool) bool {
+// evictLocked removes the oldest batch (calls, compact listings) not being
+// published, or when there is none and forBatch is false, the oldest whole
+// listing.
+func (o *outbox) evictLocked(forBatch bool) bool {
 	victim := -1
 	for i, e := range o.entries {
-		if e.call && !e.inflight {
+		if batched(e.kind) && !e.inflight {
 			victim = i
 			break
 		}
 	}
-	if victim < 0 && !forCall {
+	if victim < 0 && !forBatch {
 		for i, e := range o.entries {
 			if !e.inflight {
 				victim = i
@@ -297,7 +302,7 @@ func (o *outbox) evictLocked(forCall bool) bool {
 	o.entries = slices.Delete(o.entries, victim, victim+1)
 	o.events -= e.n
 	o.bytes -= e.size
-	o.onDrop(e.call, e.n)
+	o.onDrop(e.kind, e.n)
 	return true
 }
 
@@ -332,7 +337,7 @@ func (o *outbox) read(e *entry) (*event, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outbox event %s: %w", e.name(), err)
 	}
-	ev.call, ev.n = e.call, e.n
+	ev.kind, ev.n = e.kind, e.n
 	return ev, nil
 }
 

@@ -12,8 +12,8 @@ import (
 // drops counts what an outbox reports dropped.
 type drops struct{ calls, lists int }
 
-func (d *drops) note(call bool, n int) {
-	if call {
+func (d *drops) note(kind string, n int) {
+	if kind == kindCall {
 		d.calls += n
 	} else {
 		d.lists += n
@@ -21,7 +21,11 @@ func (d *drops) note(call bool, n int) {
 }
 
 func testEvent(id string, call bool, size int) *event {
-	return &event{id: id, subject: "mcpdrift.obs.x.acme.mem", call: call, data: []byte(strings.Repeat("x", size))}
+	kind := kindList
+	if call {
+		kind = kindCall
+	}
+	return &event{id: id, subject: "mcpdrift.obs.x.acme.mem", kind: kind, data: []byte(strings.Repeat("x", size))}
 }
 
 // idsIn reads every event of the outbox, in order.
@@ -167,7 +171,7 @@ func TestOutboxReopen(t *testing.T) {
 
 func TestOutboxSlots(t *testing.T) {
 	root := t.TempDir()
-	noop := func(bool, int) {}
+	noop := func(string, int) {}
 	a, err := openOutbox(root, 10, 1<<20, noop)
 	if err != nil {
 		t.Fatal(err)

@@ -33,7 +33,8 @@ type Config struct {
 	// an earlier publisher left there.
 	Dir string
 	// MaxEvents and MaxBytes bound the outbox slot (defaults 10,000 and
-	// 256 MiB). When full, the oldest call observations are dropped first.
+	// 256 MiB). When full, the oldest calls and compact listings are
+	// dropped first.
 	MaxEvents int
 	MaxBytes  int64
 	// QueueEvents and QueueBytes bound the in-memory queue (defaults 4096
@@ -52,10 +53,10 @@ type Config struct {
 	// WarnInterval: dropped events are logged at warn at most once per
 	// interval (default 1m).
 	WarnInterval time.Duration
-	// Linger is how long a publish round made only of calls waits for more
-	// calls to join it (default 2ms; negative: no wait). Under a steady
-	// stream of calls that makes one message of many; a listing never
-	// waits, and nothing on the data path does.
+	// Linger is how long a publish round made only of calls and compact
+	// listings waits for more to join it (default 2ms; negative: no wait).
+	// Under a steady stream of them that makes one message of many; a
+	// whole listing never waits, and nothing on the data path does.
 	Linger time.Duration
 }
 
@@ -149,13 +150,13 @@ type Deps struct {
 
 // Stats are the publisher's counters since NewPublisher (totals) and its
 // current depths (gauges), in observations: a batch of calls counts its
-// calls.
+// calls, a batch of compact listings its listings.
 type Stats struct {
 	Queued          int    // events in the in-memory queue now
 	Published       uint64 // acknowledged by JetStream, directly or from the outbox
 	Spooled         uint64 // written to the outbox
 	Dropped         uint64 // lost: outbox full, outbox unusable, event after Close, unreadable outbox file
-	DroppedListings uint64 // of Dropped, list observations
+	DroppedListings uint64 // of Dropped, listings (whole or compact)
 	Rejected        uint64 // refused by JetStream for good (too large, bad request); not in Dropped
 	OutboxDepth     int    // events in the outbox now
 	OutboxBytes     int64  // bytes of the outbox now
@@ -239,23 +240,46 @@ func NewPublisher(cfg Config, d Deps) (*Publisher, error) {
 }
 
 // Listing implements session.Observer: a complete listing, in the capture
-// format, for the given variant ("" is the default variant), listed by
+// format, for l's variant ("" is the default variant), listed by l's
 // agent's session.
-func (p *Publisher) Listing(variant, agent string, capture []byte) {
+func (p *Publisher) Listing(l session.Listed, capture []byte) {
+	variant := l.Variant
 	if variant == "" {
 		variant = bus.DefaultVariant
 	}
 	id := p.nextID()
 	data, err := proto.Marshal(&mcpdriftv1.ListObservation{
 		EventId: id, Tenant: p.cfg.Tenant, Server: p.cfg.Server, Proxy: p.cfg.Proxy,
-		Variant: variant, ObservedAtUnixMs: p.now().UnixMilli(), Capture: capture, Agent: agent,
+		Variant: variant, ObservedAtUnixMs: p.now().UnixMilli(), Capture: capture, Agent: l.Agent,
+		Session: l.Session, SurfaceHash: l.Hash,
 	})
 	if err != nil { // cannot happen for these field types
 		p.log.Error().Err(err).Str("event_id", id).Msg("encoding list observation")
-		p.noteDrop(false, 1)
+		p.noteDrop(kindList, 1)
 		return
 	}
-	p.enqueue(&event{id: id, subject: bus.ListObservationSubject(p.cfg.Tenant, p.cfg.Server), data: data})
+	p.enqueue(&event{id: id, subject: bus.ListObservationSubject(p.cfg.Tenant, p.cfg.Server), kind: kindList, data: data})
+}
+
+// Seen implements session.Observer: a listing whose surface the pipeline
+// already confirmed, published in the compact form (a ListingSeen, no
+// manifest), batched as calls are.
+func (p *Publisher) Seen(l session.Listed) {
+	variant := l.Variant
+	if variant == "" {
+		variant = bus.DefaultVariant
+	}
+	id := p.nextID()
+	batch, err := proto.Marshal(&mcpdriftv1.ListingsSeen{Seen: []*mcpdriftv1.ListingSeen{{
+		EventId: id, Tenant: p.cfg.Tenant, Server: p.cfg.Server, Proxy: p.cfg.Proxy, Variant: variant,
+		Agent: l.Agent, Session: l.Session, SurfaceHash: l.Hash, ObservedAtUnixMs: p.now().UnixMilli(),
+	}}})
+	if err != nil { // cannot happen for these field types
+		p.log.Error().Err(err).Str("event_id", id).Msg("encoding compact listing")
+		p.noteDrop(kindSeen, 1)
+		return
+	}
+	p.enqueue(&event{id: id, subject: bus.ListingsSeenSubject(p.cfg.Tenant, p.cfg.Server), kind: kindSeen, n: 1, data: batch})
 }
 
 // Call implements session.Observer.
@@ -283,32 +307,33 @@ func (p *Publisher) Call(c session.Call) {
 		ShadowRule: c.Policy.ShadowRule, ShadowAction: c.Policy.ShadowAction,
 		ApprovalId: c.Policy.ApprovalID, ApprovalOutcome: c.Policy.ApprovalOutcome, ApprovalActor: c.Policy.Who,
 	}
-	// A CallObservations batch of one (mergeCalls joins them; ADR 0004,
+	// A CallObservations batch of one (mergeBatches joins them; ADR 0004,
 	// and ADR 0008 for why this is proto.Marshal and not framed by hand).
 	batch, err := proto.Marshal(&mcpdriftv1.CallObservations{Calls: []*mcpdriftv1.CallObservation{obs}})
 	if err != nil {
 		p.log.Error().Err(err).Str("event_id", id).Msg("encoding call observation")
-		p.noteDrop(true, 1)
+		p.noteDrop(kindCall, 1)
 		return
 	}
-	p.enqueue(&event{id: id, subject: bus.CallObservationsSubject(p.cfg.Tenant, p.cfg.Server), call: true, n: 1, data: batch})
+	p.enqueue(&event{id: id, subject: bus.CallObservationsSubject(p.cfg.Tenant, p.cfg.Server), kind: kindCall, n: 1, data: batch})
 }
 
-// mergeCalls joins each run of consecutive call events of evs, all batches
-// of one, into batches of at most limit bytes: protobuf concatenates
-// repeated fields, so a batch is its parts' bytes one after the other. A
-// merged batch's message id is its first call's event id followed by
-// "+<number of further calls>", so that a batch sent again (from the
-// outbox) is the same message to JetStream's duplicate window; batches are
-// only ever formed here, of fresh events, never of what the outbox holds.
-func mergeCalls(evs []*event, limit int) []*event {
+// mergeBatches joins each run of consecutive events of one batched kind
+// (calls, compact listings) of evs, all batches of one, into batches of at
+// most limit bytes: protobuf concatenates repeated fields, so a batch is
+// its parts' bytes one after the other. A merged batch's message id is its
+// first event's id followed by "+<number of further events>", so that a
+// batch sent again (from the outbox) is the same message to JetStream's
+// duplicate window; batches are only ever formed here, of fresh events,
+// never of what the outbox holds.
+func mergeBatches(evs []*event, limit int) []*event {
 	out := make([]*event, 0, len(evs))
 	for _, ev := range evs {
-		if n := len(out); n > 0 && ev.call && out[n-1].call && len(out[n-1].data)+len(ev.data) <= limit {
+		if n := len(out); n > 0 && batched(ev.kind) && out[n-1].kind == ev.kind && len(out[n-1].data)+len(ev.data) <= limit {
 			last := out[n-1]
 			if last.n == 1 {
 				// The first merge: a batch of its own, leaving the event as it was.
-				last = &event{id: last.id, subject: last.subject, call: true, n: 1,
+				last = &event{id: last.id, subject: last.subject, kind: last.kind, n: 1,
 					data: append(make([]byte, 0, min(limit, 4*len(last.data))), last.data...)}
 				out[n-1] = last
 			}
@@ -326,7 +351,7 @@ func mergeCalls(evs []*event, limit int) []*event {
 	return out
 }
 
-// mergeLimit is the largest batch of calls: three quarters of what the
+// mergeLimit is the largest batch: three quarters of what the
 // server takes (headroom for the headers), at most 1 MiB.
 func (p *Publisher) mergeLimit() int {
 	limit := 1 << 20
@@ -425,7 +450,7 @@ func (p *Publisher) drain(ctx context.Context) {
 				continue
 			}
 			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.PublishTimeout)
-			failed, err := p.publish(pctx, mergeCalls(batch, p.mergeLimit()))
+			failed, err := p.publish(pctx, mergeBatches(batch, p.mergeLimit()))
 			cancel()
 			p.spool(failed, err)
 		}
@@ -433,17 +458,18 @@ func (p *Publisher) drain(ctx context.Context) {
 }
 
 // collect takes ev and whatever else is queued, up to one batch. A round
-// made only of calls then waits up to Linger (on t) for more calls to join
-// it; a listing, a full round or the end of ctx ends the wait.
+// made only of batched kinds (calls, compact listings) then waits up to
+// Linger (on t) for more to join it; a whole listing, a full round or the
+// end of ctx ends the wait.
 func (p *Publisher) collect(ctx context.Context, ev *event, t *time.Timer) []*event {
 	var batch []*event
-	size, onlyCalls := 0, true
+	size, onlyBatched := 0, true
 	var lingered <-chan time.Time // set once the round waits
 	for next := ev; ; {
 		p.queueBytes.Add(-int64(len(next.data)))
 		batch = append(batch, next)
 		size += len(next.data)
-		onlyCalls = onlyCalls && next.call
+		onlyBatched = onlyBatched && batched(next.kind)
 		if len(batch) >= batchEvents || size >= batchBytes {
 			return batch
 		}
@@ -452,7 +478,7 @@ func (p *Publisher) collect(ctx context.Context, ev *event, t *time.Timer) []*ev
 			continue
 		default:
 		}
-		if !onlyCalls || p.cfg.Linger <= 0 {
+		if !onlyBatched || p.cfg.Linger <= 0 {
 			return batch
 		}
 		if lingered == nil {
@@ -491,7 +517,7 @@ func (p *Publisher) flush(ctx context.Context) {
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ShutdownTimeout)
 	defer cancel()
-	rest = mergeCalls(rest, p.mergeLimit())
+	rest = mergeBatches(rest, p.mergeLimit())
 	for len(rest) > 0 {
 		n := min(len(rest), batchEvents)
 		if err := sctx.Err(); err != nil {
@@ -569,10 +595,11 @@ func (p *Publisher) spool(evs []*event, why error) {
 	}
 }
 
-// noteDrop counts dropped events and warns at most once per WarnInterval.
-// The outbox calls it with its lock held.
-func (p *Publisher) noteDrop(call bool, n int) {
+// noteDrop counts dropped events of kind and warns at most once per
+// WarnInterval. The outbox calls it with its lock held.
+func (p *Publisher) noteDrop(kind string, n int) {
 	p.dropped.Add(uint64(n))
+	call := kind == kindCall
 	if !call {
 		p.droppedLists.Add(uint64(n))
 	}
@@ -644,7 +671,7 @@ func (p *Publisher) replayBatch(ctx context.Context) bool {
 		if err != nil {
 			p.log.Error().Err(err).Msg("outbox event unreadable, dropping it")
 			p.ob.done(e, true)
-			p.noteDrop(e.call, e.n)
+			p.noteDrop(e.kind, e.n)
 			continue
 		}
 		evs = append(evs, ev)

@@ -42,6 +42,7 @@ type streamed struct {
 	call                    bool
 	list                    *mcpdriftv1.ListObservation
 	callObs                 *mcpdriftv1.CallObservation
+	seen                    *mcpdriftv1.ListingSeen // one compact listing of a batch
 }
 
 // readStream returns every observation of the observations stream, in
@@ -66,6 +67,26 @@ func readStream(t *testing.T, js jetstream.JetStream) []streamed {
 			t.Fatalf("reading stream message %d: %v", seq, err)
 		}
 		msgID := m.Header.Get(jetstream.MsgIDHeader)
+		if strings.HasPrefix(m.Subject, bus.Prefix+".obs.seen.") {
+			var b mcpdriftv1.ListingsSeen
+			if err := proto.Unmarshal(m.Data, &b); err != nil {
+				t.Fatalf("decoding stream message %d: %v", seq, err)
+			}
+			if len(b.Seen) == 0 {
+				t.Fatalf("stream message %d: a batch of no compact listings", seq)
+			}
+			want := b.Seen[0].GetEventId()
+			if len(b.Seen) > 1 {
+				want += fmt.Sprintf("+%d", len(b.Seen)-1)
+			}
+			if b.Seen[0].GetEventId() == "" || msgID != want {
+				t.Errorf("message %d: message id %q, want %q", seq, msgID, want)
+			}
+			for _, l := range b.Seen {
+				out = append(out, streamed{subject: m.Subject, msgID: msgID, eventID: l.GetEventId(), seq: seq, seen: l})
+			}
+			continue
+		}
 		if strings.HasPrefix(m.Subject, bus.Prefix+".obs.calls.") {
 			var b mcpdriftv1.CallObservations
 			if err := proto.Unmarshal(m.Data, &b); err != nil {
@@ -104,8 +125,11 @@ func kindsAndIDs(msgs []streamed) ([]string, []string) {
 	var kinds, ids []string
 	for _, m := range msgs {
 		k := kindList
-		if m.call {
+		switch {
+		case m.call:
 			k = kindCall
+		case m.seen != nil:
+			k = kindSeen
 		}
 		kinds = append(kinds, k)
 		ids = append(ids, m.eventID)
@@ -134,8 +158,8 @@ func TestPublisherPublishes(t *testing.T) {
 	runInBackground(t, p.Run)
 
 	capture := []byte(`{"tools":{"pages":[{"tools":[]}]}}`)
-	p.Listing("v1a2b", "", capture)
-	p.Listing("", "", capture)
+	p.Listing(session.Listed{Variant: "v1a2b"}, capture)
+	p.Listing(session.Listed{}, capture)
 	calls := []struct {
 		name        string
 		call        session.Call
@@ -220,7 +244,7 @@ func TestPublisherSpoolsWhileNATSIsDown(t *testing.T) {
 	p := newPublisher(t, b.JS, dir, nil)
 	runInBackground(t, p.Run)
 
-	p.Listing("default", "", []byte(`{"tools":{"pages":[{"tools":[]}]}}`))
+	p.Listing(session.Listed{Variant: "default"}, []byte(`{"tools":{"pages":[{"tools":[]}]}}`))
 	poll.Eventually(t, 10*time.Second, func() error {
 		if st := p.Stats(); st.Published != 1 {
 			return statsSeen("Published == 1", st)
@@ -230,10 +254,10 @@ func TestPublisherSpoolsWhileNATSIsDown(t *testing.T) {
 
 	port := stopBus(t, b)
 	start := time.Now()
-	p.Listing("default", "", []byte(`{"n":1}`))
+	p.Listing(session.Listed{Variant: "default"}, []byte(`{"n":1}`))
 	p.Call(session.Call{Tool: "a"})
 	p.Call(session.Call{Tool: "b"})
-	p.Listing("default", "", []byte(`{"n":2}`))
+	p.Listing(session.Listed{Variant: "default"}, []byte(`{"n":2}`))
 	if d := time.Since(start); d > 500*time.Millisecond {
 		t.Errorf("observing 4 events took %v while NATS is down; Listing and Call must not wait", d)
 	}
@@ -307,9 +331,9 @@ func TestPublisherRestartDrainsOutbox(t *testing.T) {
 	dir := t.TempDir()
 
 	p1 := newPublisher(t, b.JS, dir, nil)
-	p1.Listing("default", "", []byte(`{"n":1}`)) // queued: p1 is not running yet
+	p1.Listing(session.Listed{Variant: "default"}, []byte(`{"n":1}`)) // queued: p1 is not running yet
 	p1.Call(session.Call{Tool: "a"})
-	p1.Listing("default", "", []byte(`{"n":2}`))
+	p1.Listing(session.Listed{Variant: "default"}, []byte(`{"n":2}`))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := p1.Run(ctx); err != nil {
@@ -399,7 +423,7 @@ func TestPublisherReplayIsStoredOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := &event{id: id, subject: bus.CallObservationSubject(tenant, "mem"), call: true, data: data}
+	ev := &event{id: id, subject: bus.CallObservationSubject(tenant, "mem"), kind: kindCall, data: data}
 	if _, err := bus.Publish(context.Background(), b.JS, ev.subject, ev.data, ev.id); err != nil {
 		t.Fatal(err)
 	}
@@ -426,11 +450,11 @@ func TestPublisherOutboxBoundDropsCallsFirst(t *testing.T) {
 	runInBackground(t, p.Run)
 	port := stopBus(t, b)
 
-	p.Listing("default", "", []byte(`{"n":1}`))
+	p.Listing(session.Listed{Variant: "default"}, []byte(`{"n":1}`))
 	for _, tool := range []string{"c1", "c2", "c3", "c4"} {
 		p.Call(session.Call{Tool: tool})
 	}
-	p.Listing("default", "", []byte(`{"n":2}`))
+	p.Listing(session.Listed{Variant: "default"}, []byte(`{"n":2}`))
 	poll.Eventually(t, 10*time.Second, func() error {
 		if st := p.Stats(); st.Spooled != 6 {
 			return statsSeen("Spooled == 6", st)
@@ -506,5 +530,91 @@ func TestPublisherQueueOverflowSpools(t *testing.T) {
 	})
 	if n := len(readStream(t, b.JS)); n != 4 {
 		t.Errorf("stream holds %d messages, want 4", n)
+	}
+}
+
+// TestPublisherCompactListings: compact listings are batched as calls are
+// (one message of several, its id the first one's followed by "+<n>"),
+// never merged with calls, and carry what the session said of them.
+func TestPublisherCompactListings(t *testing.T) {
+	b := natstest.StartBus(t)
+	p := newPublisher(t, b.JS, t.TempDir(), func(c *Config) { c.Linger = time.Minute })
+	runInBackground(t, p.Run)
+	hash := "sha256:" + strings.Repeat("ab", 32)
+	p.Seen(session.Listed{Variant: "v1a2b", Agent: "alice", Session: "s1", Hash: hash})
+	p.Seen(session.Listed{Agent: "bob", Session: "s2", Hash: hash})
+	p.Call(session.Call{Tool: "read"})
+	p.Seen(session.Listed{Variant: "v1a2b", Session: "s1", Hash: hash})
+	// A whole listing ends the minute's linger at once.
+	p.Listing(session.Listed{Variant: "v1a2b", Session: "s3", Hash: hash}, []byte(`{"tools":{"pages":[{"tools":[]}]}}`))
+	poll.Eventually(t, 10*time.Second, func() error {
+		if st := p.Stats(); st.Published != 5 {
+			return statsSeen("Published == 5", st)
+		}
+		return nil
+	})
+	obs := readStream(t, b.JS)
+	kinds, _ := kindsAndIDs(obs)
+	if want := []string{kindSeen, kindSeen, kindCall, kindSeen, kindList}; !slices.Equal(kinds, want) {
+		t.Fatalf("stream kinds %v, want %v", kinds, want)
+	}
+	if obs[0].seq != obs[1].seq || obs[1].seq == obs[2].seq || obs[2].seq == obs[3].seq {
+		t.Errorf("messages %d %d %d %d: want the first two compact listings in one message, the call and the third apart",
+			obs[0].seq, obs[1].seq, obs[2].seq, obs[3].seq)
+	}
+	first, second := obs[0].seen, obs[1].seen
+	if obs[0].subject != bus.ListingsSeenSubject(tenant, "mem") || first.Tenant != tenant || first.Server != "mem" || first.Proxy != "px1" ||
+		first.Variant != "v1a2b" || first.Agent != "alice" || first.Session != "s1" || first.SurfaceHash != hash || first.ObservedAtUnixMs == 0 {
+		t.Errorf("first compact listing %v on %s", first, obs[0].subject)
+	}
+	if second.Variant != bus.DefaultVariant || second.Agent != "bob" {
+		t.Errorf("second compact listing %v: want the default variant and agent bob", second)
+	}
+	if l := obs[4].list; l.Session != "s3" || l.SurfaceHash != hash {
+		t.Errorf("whole listing session %q hash %q, want s3 and the proxy's hash", l.Session, l.SurfaceHash)
+	}
+}
+
+// TestPublisherSpoolsCompactListings: with NATS down compact listings go
+// to the outbox (as a batch once merged), are evicted before whole
+// listings when it is full, and are published once NATS is back.
+func TestPublisherSpoolsCompactListings(t *testing.T) {
+	b := natstest.StartBus(t)
+	p := newPublisher(t, b.JS, t.TempDir(), func(c *Config) { c.MaxEvents = 3 })
+	runInBackground(t, p.Run)
+	port := stopBus(t, b)
+
+	hash := "sha256:" + strings.Repeat("cd", 32)
+	p.Listing(session.Listed{Variant: "default"}, []byte(`{"n":1}`))
+	for _, s := range []string{"s1", "s2", "s3"} {
+		p.Seen(session.Listed{Variant: "default", Session: s, Hash: hash})
+	}
+	poll.Eventually(t, 10*time.Second, func() error {
+		if st := p.Stats(); st.Spooled != 4 {
+			return statsSeen("Spooled == 4", st)
+		}
+		return nil
+	})
+	if st := p.Stats(); st.Dropped != 1 || st.DroppedListings != 1 || st.OutboxDepth != 3 {
+		t.Errorf("stats = %+v; want the oldest compact listing dropped (a listing), the whole one kept", st)
+	}
+	restartBus(t, b, port)
+	poll.Eventually(t, 30*time.Second, func() error {
+		if st := p.Stats(); st.OutboxDepth != 0 {
+			return statsSeen("OutboxDepth == 0", st)
+		}
+		return nil
+	})
+	var got []string
+	for _, m := range readStream(t, b.JS) {
+		switch {
+		case m.seen != nil:
+			got = append(got, m.seen.Session)
+		case m.list != nil:
+			got = append(got, string(m.list.Capture))
+		}
+	}
+	if want := []string{`{"n":1}`, "s2", "s3"}; !slices.Equal(got, want) {
+		t.Errorf("published %v, want %v", got, want)
 	}
 }

@@ -64,6 +64,7 @@ type Metrics struct {
 	refusals                    map[session.Code]prometheus.Counter
 	alerts                      map[session.Code]prometheus.Counter
 	listings                    prometheus.Counter
+	compact                     prometheus.Counter
 	withheld                    [surface.KindInstructions + 1]prometheus.Counter
 	dropped                     map[session.Code]prometheus.Counter
 	decisions, shadow           *prometheus.CounterVec // by action; nil until AddPolicy
@@ -101,7 +102,11 @@ func New(reg prometheus.Registerer, ups []Upstream) *Metrics {
 		alerts:    map[session.Code]prometheus.Counter{},
 		listings: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mcpdrift_proxy_listings_total",
-			Help: "Whole surfaces (every listing the server declares, all pages) the proxy observed and handed to its publisher.",
+			Help: "Complete surfaces (every listing the server declares, all pages) the proxy observed and handed to its publisher, whole or compact.",
+		}),
+		compact: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mcpdrift_proxy_listings_compact_total",
+			Help: "Of the listings, those handed to the publisher in the compact form (a surface hash the pipeline already confirmed, no manifest).",
 		}),
 	}
 	for _, code := range refusalLabels {
@@ -116,7 +121,7 @@ func New(reg prometheus.Registerer, ups []Upstream) *Metrics {
 	for _, code := range session.DropCodes {
 		m.dropped[code] = dropped.WithLabelValues(string(code))
 	}
-	reg.MustRegister(calls, refusals, alerts, withheld, dropped, m.listings, &state{ups: ups})
+	reg.MustRegister(calls, refusals, alerts, withheld, dropped, m.listings, m.compact, &state{ups: ups})
 	return m
 }
 
@@ -134,9 +139,15 @@ type observer struct {
 	next session.Observer
 }
 
-func (o observer) Listing(variant, agent string, capture []byte) {
+func (o observer) Listing(l session.Listed, capture []byte) {
 	o.m.listings.Inc()
-	o.next.Listing(variant, agent, capture)
+	o.next.Listing(l, capture)
+}
+
+func (o observer) Seen(l session.Listed) {
+	o.m.listings.Inc()
+	o.m.compact.Inc()
+	o.next.Seen(l)
 }
 
 func (o observer) Call(c session.Call) {

@@ -370,10 +370,10 @@ type variantObs struct {
 	variants []string
 }
 
-func (o *variantObs) Listing(variant, _ string, capture []byte) {
+func (o *variantObs) Listing(l Listed, _ []byte) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.variants = append(o.variants, variant)
+	o.variants = append(o.variants, l.Variant)
 }
 
 // TestEnvelopeInAListing: a listing result that carries an envelope of

@@ -8,6 +8,7 @@ package session
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -42,7 +43,15 @@ type View struct {
 	// Serve does not.
 	Alert        bool
 	BaselineHash string
-	Items        map[ItemKey]surface.Digest // the baseline's items
+	// LiveHash is the surface hash the pipeline last fingerprinted for the
+	// variant (the record's live manifest), "" when the record names none
+	// that a re-listing may be reported against in the compact form (an
+	// unfingerprintable one, or the record still needs a whole manifest:
+	// status.Record.Confirms). A listing with this hash is one the
+	// pipeline has hashed itself from a whole manifest: the session
+	// reports it compact (publish).
+	LiveHash string
+	Items    map[ItemKey]surface.Digest // the baseline's items
 	// Hashing is how the baseline's items were hashed: the server's drift
 	// settings as its record says (hash algorithm, annotations). The
 	// session hashes live items the same way (zero: SHA-256 with
@@ -66,12 +75,29 @@ type Gate interface {
 // Observer receives what the proxy saw. It must not block: publishing is
 // asynchronous.
 type Observer interface {
-	// Listing is a whole surface in the capture format, listed in variant
-	// by the session of agent (Config.Agent; "" for the proxy's own
-	// listings of stateless upstreams and when agents are not
+	// Listing is a whole surface in the capture format, listed in
+	// l.Variant by the session of l.Agent (Config.Agent; "" for the
+	// proxy's own listings of stateless upstreams and when agents are not
 	// authenticated).
-	Listing(variant, agent string, capture []byte)
+	Listing(l Listed, capture []byte)
+	// Seen is a complete listing whose surface the pipeline already
+	// confirmed for the variant, or that this session already published
+	// whole (see publish): the compact form, no manifest. Every listing
+	// the session observes is reported once, by Listing or by Seen.
+	Seen(l Listed)
 	Call(c Call)
+}
+
+// Listed says which listing a session reports (Observer).
+type Listed struct {
+	Variant string
+	Agent   string // Config.Agent
+	Session string // the session's id (Session.ID)
+	// Hash is the surface hash, made with the hashing of the variant's
+	// status record as the gate knows it (View.Hashing; the default
+	// hashing when it knows none); "" for a capture that is not a
+	// surface (a listing that failed).
+	Hash string
 }
 
 // Meter counts what a session withholds, for the proxy's metrics. It must
@@ -152,6 +178,7 @@ type Config struct {
 // by the two directions' readers.
 type Session struct {
 	cfg      Config
+	id       string // ID
 	gate     Gate
 	obs      Observer
 	toServer func([]byte) error
@@ -230,10 +257,17 @@ func New(cfg Config, gate Gate, obs Observer, toServer func([]byte) error) *Sess
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 2 * time.Second
 	}
-	return &Session{cfg: cfg, gate: gate, obs: obs, toServer: toServer,
+	var nonce [8]byte
+	_, _ = rand.Read(nonce[:]) // never fails (crypto/rand)
+	return &Session{cfg: cfg, id: hex.EncodeToString(nonce[:]), gate: gate, obs: obs, toServer: toServer,
 		pending: map[string]pendingReq{}, own: map[string]pendingReq{}, live: map[ItemKey]surface.Digest{},
 		toolsListed: make(chan struct{})}
 }
+
+// ID is the session's id for the audit trail (Listed.Session): random,
+// made by the proxy, and never the upstream's Mcp-Session-Id, which can
+// be a credential.
+func (s *Session) ID() string { return s.id }
 
 // Dropped counts a message from upstream that the transport did not
 // deliver (code is one of DropCodes).
@@ -758,42 +792,60 @@ func (s *Session) finishListing(k surface.Kind, by owner) {
 	s.publish(variant, capture)
 }
 
-// publication is the surface a session last published in a variant.
+// publication is the surface a session last published whole in a variant.
 type publication struct {
-	hash surface.Digest
+	hash string
 	at   time.Time
 }
 
-// publish hands a whole surface to the observer, once: a surface whose
-// hash equals the one this session last published in variant (the
-// client's listing after the proxy's own, a re-listing that found nothing
-// new) is not published again, since the pipeline's verdict on it is
-// known or on its way, unless the verdict needs asking for again: the gate
-// knows none for variant although the first-sight bound has passed since
-// that publication. A capture that is not a surface (a listing that
-// failed) is always published. Judging is not affected: every listing is
-// judged where it passes.
+// publish reports a complete listing to the observer, once, whole or in
+// the compact form (docs/bus.md, "Compact re-listings"):
+//
+//   - a capture that is not a surface (a listing that failed) goes whole;
+//   - a surface whose hash, made with the variant's record's hashing, is
+//     the hash the record confirms (View.LiveHash: the pipeline hashed it
+//     itself from a whole manifest) goes compact: re-deciding on it would
+//     change nothing;
+//   - a surface whose hash equals the one this session last published
+//     whole in variant (the client's listing after the proxy's own, a
+//     re-listing that found nothing new) goes compact too, since the
+//     pipeline's verdict on it is known or on its way, unless the verdict
+//     needs asking for again: the gate knows none for variant although the
+//     first-sight bound has passed since that publication;
+//   - anything else goes whole, and the pipeline decides on it.
+//
+// The compact form feeds only the audit trail: the fingerprint and drift
+// services never see it, so reporting a hash compact can never make the
+// pipeline adopt it. Judging is not affected: every listing is judged
+// where it passes.
 func (s *Session) publish(variant string, capture []byte) {
-	var hash surface.Digest
-	sf, err := surface.Parse(capture, surface.Options{})
+	v, known := s.gateNow(variant)
+	opts := surface.Options{}
+	if known {
+		opts = v.Hashing
+	}
+	l := Listed{Variant: variant, Agent: s.cfg.Agent, Session: s.id}
+	sf, err := surface.Parse(capture, opts)
 	if err == nil {
-		hash = sf.Hash
+		l.Hash = sf.Hash.String()
 	}
 	s.pubMu.Lock()
 	defer s.pubMu.Unlock() // one publication at a time: the last one recorded is the last one published
 	last, ok := s.lastPub[variant]
-	if err == nil && ok && last.hash == hash && (time.Since(last.at) < s.cfg.Timeout || s.verdictKnown(variant)) {
-		return
-	}
-	if s.lastPub == nil {
-		s.lastPub = map[string]publication{}
-	}
-	if err != nil {
+	switch {
+	case err != nil:
 		delete(s.lastPub, variant)
-	} else {
-		s.lastPub[variant] = publication{hash: hash, at: time.Now()}
+	case known && v.LiveHash != "" && v.LiveHash == l.Hash,
+		ok && last.hash == l.Hash && (known || time.Since(last.at) < s.cfg.Timeout):
+		s.obs.Seen(l)
+		return
+	default:
+		if s.lastPub == nil {
+			s.lastPub = map[string]publication{}
+		}
+		s.lastPub[variant] = publication{hash: l.Hash, at: time.Now()}
 	}
-	s.obs.Listing(variant, s.cfg.Agent, capture)
+	s.obs.Listing(l, capture)
 }
 
 // observe reports a call, as made by the session's agent.
@@ -802,13 +854,11 @@ func (s *Session) observe(c Call) {
 	s.obs.Call(c)
 }
 
-// verdictKnown asks the gate, without waiting, whether it holds a verdict
-// on variant.
-func (s *Session) verdictKnown(variant string) bool {
+// gateNow asks the gate, without waiting, what it holds of variant.
+func (s *Session) gateNow(variant string) (View, bool) {
 	now, cancel := context.WithCancel(context.Background())
 	cancel() // answer from what the gate holds
-	_, ok := s.gate.View(now, variant, false, 0)
-	return ok
+	return s.gate.View(now, variant, false, 0)
 }
 
 // reportFollowed publishes what a following session (a stateless client's

@@ -42,13 +42,22 @@ func (g *fakeGate) lastAwaiting() bool {
 type fakeObs struct {
 	mu       sync.Mutex
 	listings [][]byte
+	whole    []Listed // of listings
+	seen     []Listed // the compact ones
 	calls    []Call
 }
 
-func (o *fakeObs) Listing(variant, _ string, capture []byte) {
+func (o *fakeObs) Listing(l Listed, capture []byte) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.listings = append(o.listings, capture)
+	o.whole = append(o.whole, l)
+}
+
+func (o *fakeObs) Seen(l Listed) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.seen = append(o.seen, l)
 }
 
 func (o *fakeObs) Call(c Call) {
@@ -882,6 +891,11 @@ func TestSurfacePublishedOnce(t *testing.T) {
 		defer r.obs.mu.Unlock()
 		return len(r.obs.listings)
 	}
+	compact := func() int {
+		r.obs.mu.Lock()
+		defer r.obs.mu.Unlock()
+		return len(r.obs.seen)
+	}
 	if n := published(); n != 1 {
 		t.Fatalf("the proxy's own listing: %d observations, want 1", n)
 	}
@@ -889,11 +903,12 @@ func TestSurfacePublishedOnce(t *testing.T) {
 		name, tools string
 		served      string
 		want        int
+		wantCompact int // every listing is reported: those not published whole, compact
 	}{
-		{"same surface", readTool, "read", 1},
-		{"same surface again", readTool, "read", 1},
-		{"another surface", readTool + `,` + writeTool, "read", 2},
-		{"back to the first", readTool, "read", 3},
+		{"same surface", readTool, "read", 1, 1},
+		{"same surface again", readTool, "read", 1, 2},
+		{"another surface", readTool + `,` + writeTool, "read", 2, 2},
+		{"back to the first", readTool, "read", 3, 2},
 	} {
 		id := strconv.Itoa(10 + i)
 		r.client(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/list"}`)
@@ -901,8 +916,8 @@ func TestSurfacePublishedOnce(t *testing.T) {
 		if got := strings.Join(names(t, r.lastClient()), ","); got != tc.served {
 			t.Fatalf("%s: served %q, want %q (every listing is judged)", tc.name, got, tc.served)
 		}
-		if n := published(); n != tc.want {
-			t.Fatalf("%s: %d observations in all, want %d", tc.name, n, tc.want)
+		if n, c := published(), compact(); n != tc.want || c != tc.wantCompact {
+			t.Fatalf("%s: %d whole and %d compact observations in all, want %d and %d", tc.name, n, c, tc.want, tc.wantCompact)
 		}
 	}
 	// The verdict is overdue (the bound passed) and the gate knows
@@ -915,5 +930,80 @@ func TestSurfacePublishedOnce(t *testing.T) {
 	r.server(`{"jsonrpc":"2.0","id":20,"result":{"tools":[` + readTool + `]}}`)
 	if n := published(); n != 4 {
 		t.Fatalf("an overdue verdict: %d observations in all, want 4", n)
+	}
+}
+
+// TestConfirmedListingIsCompact: a listing whose surface hash, made with
+// the variant's record's hashing, is the hash the record confirms
+// (View.LiveHash) is reported compact, naming that hash, the agent and the
+// session; any other listing goes whole, for the pipeline to hash and
+// decide on itself (docs/bus.md, "Compact re-listings").
+func TestConfirmedListingIsCompact(t *testing.T) {
+	// The capture the proxy's own listing makes, and its hash under each
+	// hashing.
+	r := newRig(t)
+	r.gate.v, r.gate.ok = baseline(readTool), true
+	open := func(r *rig) {
+		r.client(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}`)
+		r.server(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}}`)
+		r.client(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		r.server(`{"jsonrpc":"2.0","id":` + r.ownID(0) + `,"result":{"tools":[` + readTool + `]}}`)
+	}
+	open(r)
+	if len(r.obs.listings) != 1 {
+		t.Fatalf("%d whole listings, want 1", len(r.obs.listings))
+	}
+	capture := r.obs.listings[0]
+	hashOf := func(o surface.Options) string {
+		sf, err := surface.Parse(capture, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sf.Hash.String()
+	}
+	plain := hashOf(surface.Options{})
+	noAnn := surface.Options{Hash: surface.SHA512, ExcludeAnnotations: true}
+	other := hashOf(noAnn)
+	if r.obs.whole[0].Hash != plain {
+		t.Errorf("the whole listing names hash %s, want %s", r.obs.whole[0].Hash, plain)
+	}
+
+	for _, tc := range []struct {
+		name        string
+		known       bool
+		live        string
+		hashing     surface.Options
+		wantCompact bool
+	}{
+		{"confirmed", true, plain, surface.Options{}, true},
+		{"confirmed_with_the_records_hashing", true, other, noAnn, true},
+		{"hash_of_other_hashing", true, plain, noAnn, false},
+		{"another_live_hash", true, "sha256:" + strings.Repeat("0", 64), surface.Options{}, false},
+		{"nothing_confirmed", true, "", surface.Options{}, false},
+		{"no_record", false, plain, surface.Options{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t)
+			r.s.cfg.Agent = "alice"
+			v := baseline(readTool)
+			v.LiveHash, v.Hashing = tc.live, tc.hashing
+			r.gate.v, r.gate.ok = v, tc.known
+			open(r)
+			r.obs.mu.Lock()
+			defer r.obs.mu.Unlock()
+			if !tc.wantCompact {
+				if len(r.obs.listings) != 1 || len(r.obs.seen) != 0 {
+					t.Fatalf("%d whole, %d compact; want the listing whole", len(r.obs.listings), len(r.obs.seen))
+				}
+				return
+			}
+			if len(r.obs.listings) != 0 || len(r.obs.seen) != 1 {
+				t.Fatalf("%d whole, %d compact; want the listing compact", len(r.obs.listings), len(r.obs.seen))
+			}
+			want := Listed{Variant: r.s.variant, Agent: "alice", Session: r.s.ID(), Hash: tc.live}
+			if got := r.obs.seen[0]; got != want || got.Session == "" {
+				t.Errorf("compact listing %+v, want %+v", got, want)
+			}
+		})
 	}
 }

@@ -39,7 +39,8 @@ type nopObs struct {
 	listings int
 }
 
-func (o *nopObs) Listing(string, string, []byte) { o.mu.Lock(); o.listings++; o.mu.Unlock() }
+func (o *nopObs) Listing(session.Listed, []byte) { o.mu.Lock(); o.listings++; o.mu.Unlock() }
+func (o *nopObs) Seen(session.Listed)            {}
 func (o *nopObs) Call(session.Call)              {}
 
 func approved(tools ...string) session.View {

@@ -37,7 +37,10 @@ type tofu struct {
 
 func newTofu() *tofu { return &tofu{views: map[string]session.View{}, wake: make(chan struct{})} }
 
-func (g *tofu) Listing(variant, _ string, capture []byte) {
+func (g *tofu) Seen(session.Listed) {}
+
+func (g *tofu) Listing(l session.Listed, capture []byte) {
+	variant := l.Variant
 	sf, err := surface.Parse(capture, surface.Options{})
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -362,7 +362,8 @@ func (g *variantGate) View(_ context.Context, variant string, _ bool, _ time.Dur
 	return session.View{}, false
 }
 
-func (g *variantGate) Listing(string, string, []byte) {}
+func (g *variantGate) Listing(session.Listed, []byte) {}
+func (g *variantGate) Seen(session.Listed)            {}
 func (g *variantGate) Call(session.Call)              {}
 
 // TestMonitorVariantIsTheRequests: the monitor a 2026-07-28 request is
