@@ -170,19 +170,20 @@ func TestOpsHTTP(t *testing.T) {
 	}
 
 	const calls, refused = "mcpdrift_proxy_calls_total", "mcpdrift_proxy_refused_calls_total"
-	// Published: four calls, and the surface once or twice: the proxy's own
-	// listing after the session opened, and the client's first tools/list
-	// again only if that surface's verdict was still unknown when it came
-	// (the refused call waited out the first-sight bound; on a loaded
-	// machine the pending verdict may have arrived meanwhile). The second
-	// tools/list, with the verdict known, is never published again. Nothing
-	// is dropped or spooled (below).
+	// Published: four calls, and every listing observed: the proxy's own
+	// after the session opened, whole, and the client's two tools/list.
+	// The second is compact (its surface is the record's live hash); the
+	// first is compact too unless the verdict on that surface was still
+	// unknown when it came (the refused call waited out the first-sight
+	// bound; on a loaded machine the pending verdict may have arrived
+	// meanwhile). Nothing is dropped or spooled (below).
 	poll.Eventually(t, 30*time.Second, func() error {
 		f := opstest.Scrape(t, addr)
 		n, _ := f.Value("mcpdrift_proxy_events_total", "result", "published")
 		l, _ := f.Value("mcpdrift_proxy_listings_total")
-		if q, _ := f.Value("mcpdrift_proxy_events_queued"); q != 0 || (l != 1 && l != 2) || n != 4+l {
-			return fmt.Errorf("%v events published, %v queued, %v listings; want 1 or 2 listings and each listing and call published, none queued", n, q, l)
+		c, _ := f.Value("mcpdrift_proxy_listings_compact_total")
+		if q, _ := f.Value("mcpdrift_proxy_events_queued"); q != 0 || l != 3 || (c != 1 && c != 2) || n != 4+l {
+			return fmt.Errorf("%v events published, %v queued, %v listings (%v compact); want 3 listings (1 or 2 compact) and each listing and call published, none queued", n, q, l, c)
 		}
 		return nil
 	})
