@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -55,7 +56,7 @@ func TestSettings(t *testing.T) {
 		check   func(*settings) bool
 	}{
 		{name: "defaults", check: func(s *settings) bool {
-			return s.NATSURL == "nats://127.0.0.1:4222" && s.Replicas == 1 && s.LogLevel == "info" && s.svc == fpsvc.DefaultConfig
+			return s.NATSURL == "nats://127.0.0.1:4222" && s.Replicas == 1 && s.LogLevel == "info" && reflect.DeepEqual(s.svc, fpsvc.DefaultConfig)
 		}},
 		{name: "env", env: map[string]string{"MCPDRIFT_NATS_URL": "nats://n1:4222", "MCPDRIFT_REPLICAS": "3", "MCPDRIFT_FINGERPRINT_ACK_WAIT": "1m"},
 			check: func(s *settings) bool {

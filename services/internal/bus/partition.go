@@ -165,9 +165,25 @@ func ParsePartitionSet(s string, p int) ([]int, error) {
 	return out, nil
 }
 
+// CheckPartitions reports partitions p or a partition set that cannot
+// work: p from 0 (as 1, none) to MaxPartitions, and each partition of the
+// set (nil: every partition) below p.
+func CheckPartitions(p int, set []int) error {
+	if p < 0 || p > MaxPartitions {
+		return fmt.Errorf("partitions %d: want 1 to %d", p, MaxPartitions)
+	}
+	for _, i := range set {
+		if i < 0 || i >= max(p, 1) {
+			return fmt.Errorf("partition %d of the partition set: there are %d partitions (0 to %d)", i, max(p, 1), max(p, 1)-1)
+		}
+	}
+	return nil
+}
+
 // PartitionRoutes returns the routes of a service consuming stream through
-// cc with p partitions. With one partition it is cc itself, shared by
-// every instance as always. With more, it is one durable consumer per
+// cc with p partitions; prefetch is the instance's, split among its
+// routes. With one partition it is cc itself, shared by every instance as
+// always. With more, it is one durable consumer per
 // partition in set (nil: every partition): PartitionDurable(cc.Durable, i)
 // filtered on perPartition with the partition token appended, in a
 // priority group named cc.Durable with the pinned-client policy, so that
@@ -179,12 +195,13 @@ func PartitionRoutes(stream string, cc jetstream.ConsumerConfig, prefetch int, p
 	if p <= 1 {
 		return []Route{{Stream: stream, Consumer: cc, Prefetch: prefetch}}
 	}
-	if set == nil {
+	if len(set) == 0 {
 		set = make([]int, p)
 		for i := range set {
 			set[i] = i
 		}
 	}
+	prefetch = max(prefetch/len(set), min(prefetch, 1))
 	routes := make([]Route, 0, len(set))
 	for _, i := range set {
 		c := cc
