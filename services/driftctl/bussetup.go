@@ -25,12 +25,14 @@ import (
 
 const busSetupUsage = `driftctl bus-setup: set up the streams and buckets of the mcpdrift bus
 
-Usage: driftctl bus-setup [--nats-url URL] [--nats-creds FILE] [--replicas N] [--check] [--timeout DURATION]
+Usage: driftctl bus-setup [--nats-url URL] [--nats-creds FILE] [--replicas N] [--partitions N] [--check] [--timeout DURATION]
 
 Create or update every stream, key-value bucket and the object store of the
 mcpdrift bus (docs/bus.md), print one line per object and exit: its name,
 kind, replicas, and whether it was created, updated or unchanged. Running it
-again changes nothing. It needs the NATS administrator's rights; the
+again changes nothing. --partitions splits the observation and fingerprint
+streams by (tenant, server) (docs/deployment.md, Partitions); without it
+their partitions stay as they are. It needs the NATS administrator's rights; the
 services then run with their own roles and --bus-setup check.
 
 With --check it changes nothing: it prints each object as exists or missing
@@ -47,16 +49,21 @@ Each flag with a variable can also be set by it; a flag wins.
 func runBusSetup(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var natsURL, creds string
 	replicasText, check, timeout := "1", false, 30*time.Second
+	var partitions int
 	_, err := options.Parse(options.Command{Name: "driftctl bus-setup", Header: busSetupUsage, Options: []options.Option{
 		options.NATSURL(&natsURL),
 		options.NATSCreds(&creds, "of the administrator"),
 		// Text: a bad value is invalid_replicas, as are 0 and 9.
 		options.Opt("replicas", "MCPDRIFT_REPLICAS", "N", "replicas of every stream and bucket: 1 on a single node, 3 in a cluster (1 to 5)", options.String(&replicasText)),
+		options.Partitions(&partitions),
 		options.Opt("check", "", "", "change nothing: check that everything exists, exit 1 naming what is missing", options.Bool(&check)),
 		options.Opt("timeout", "", "DURATION", "give up after this duration, connecting included", options.Duration(&timeout)),
 	}}, args, getenv, stderr)
 	if err != nil {
 		return err
+	}
+	if partitions < 0 || partitions > bus.MaxPartitions {
+		return options.Usagef("--partitions %d: want 1 to %d, or 0 for as the streams are", partitions, bus.MaxPartitions)
 	}
 	if timeout <= 0 {
 		return options.Usagef("--timeout %s must be positive", timeout)
@@ -99,7 +106,7 @@ func runBusSetup(ctx context.Context, args []string, getenv func(string) string,
 	if check {
 		return b.check(ctx, stdout, stderr)
 	}
-	return b.setup(ctx, replicas, stdout)
+	return b.setup(ctx, replicas, partitions, stdout)
 }
 
 // permissionLog keeps the last permissions violation the server reported
@@ -146,12 +153,12 @@ func (b busSetup) survey(ctx context.Context) ([]*jetstream.StreamConfig, error)
 	return cfgs, nil
 }
 
-func (b busSetup) setup(ctx context.Context, replicas int, stdout io.Writer) error {
+func (b busSetup) setup(ctx context.Context, replicas, partitions int, stdout io.Writer) error {
 	before, err := b.survey(ctx)
 	if err != nil {
 		return err
 	}
-	if _, err := bus.Setup(ctx, b.js, bus.Config{Replicas: replicas}); err != nil {
+	if _, err := bus.Setup(ctx, b.js, bus.Config{Replicas: replicas, Partitions: partitions}); err != nil {
 		return b.classify(ctx, "setting up the streams and buckets", err)
 	}
 	after, err := b.survey(ctx)
@@ -170,7 +177,7 @@ func (b busSetup) setup(ctx context.Context, replicas int, stdout io.Writer) err
 		case !reflect.DeepEqual(*before[i], *after[i]):
 			state = "updated"
 		}
-		fmt.Fprintf(tw, "%s\t%s\treplicas %d\t%s\n", o.Name, o.Kind, after[i].Replicas, state)
+		fmt.Fprintf(tw, "%s\t%s\treplicas %d\t%s%s\n", o.Name, o.Kind, after[i].Replicas, state, partitionNote(*after[i]))
 	}
 	return tw.Flush()
 }
@@ -225,4 +232,12 @@ func (b busSetup) classify(ctx context.Context, doing string, err error) error {
 		return coded.Errorf("timeout", "%s: no answer from %s within %s (--timeout); is JetStream available and does this user have the administrator's rights?", doing, b.server, b.timeout)
 	}
 	return coded.Errorf("nats_error", "%s: %v", doing, err)
+}
+
+// partitionNote says how many partitions a partitioned stream has.
+func partitionNote(cfg jetstream.StreamConfig) string {
+	if p := bus.PartitionsOf(cfg); p > 1 {
+		return fmt.Sprintf("\tpartitions %d", p)
+	}
+	return ""
 }
