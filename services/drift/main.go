@@ -42,6 +42,9 @@ type Config struct {
 	HTTPAddr        string
 	Tokens          []admin.Token
 	Drift           driftsvc.Config
+	// PartitionSet names the partitions this instance consumes
+	// (bus.ParsePartitionSet); empty: every one.
+	PartitionSet string
 	// ClickHouse, when Addr is set, is where the review console reads the
 	// audit queries (package auditq); the password is MCPDRIFT_CLICKHOUSE_PASSWORD.
 	ClickHouse struct{ Addr, User, Password, Database string }
@@ -74,6 +77,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		options.Opt("posture", "MCPDRIFT_POSTURE", "MODE", "first sight of a server: discovery (trust on first use) or strict", options.String(&p.Posture)),
 		options.Opt("on-drift", "MCPDRIFT_ON_DRIFT", "MODE", "on drift: block (withhold tools) or alert (serve and alert)", options.String(&p.OnDrift)),
 		options.Opt("guard", "MCPDRIFT_GUARD", "", "auto-accept provably benign changes as new baselines", options.Bool(&p.Guard)),
+		options.Partitions(&cfg.Partitions),
+		options.PartitionSet(&cfg.PartitionSet, "MCPDRIFT_DRIFT_PARTITION_SET"),
 		options.Opt("clickhouse", "MCPDRIFT_CLICKHOUSE_ADDR", "HOST:PORT", "ClickHouse of the audit tables, for the review console's activity page (password in MCPDRIFT_CLICKHOUSE_PASSWORD); none: the page shows the streams only", options.String(&cfg.ClickHouse.Addr)),
 		options.Opt("clickhouse-user", "MCPDRIFT_CLICKHOUSE_USER", "USER", "ClickHouse user", options.String(&cfg.ClickHouse.User)),
 		options.Opt("audit-database", "MCPDRIFT_AUDIT_DATABASE", "NAME", "database of the audit tables", options.String(&cfg.ClickHouse.Database)),
@@ -135,6 +140,9 @@ func serveDrift(ctx context.Context, cfg Config, log zerolog.Logger, o *ops.Serv
 	defer b.Close(2 * time.Second)
 	o.AddCheck("nats", ops.NATSConnected(b.NC))
 	js, nc := b.JS, b.NC
+	if cfg.Drift.Partitions, cfg.Drift.PartitionSet, err = b.Partitioning(ctx, bus.StreamFingerprints, cfg.Partitions, cfg.PartitionSet); err != nil {
+		return err
+	}
 	svc, err := driftsvc.New(cfg.Drift, driftsvc.Deps{JS: js, Handles: b.Handles, Log: log, Metrics: driftsvc.NewMetrics(o.Registry()), Policy: b.Policy})
 	if err != nil {
 		return err
@@ -201,16 +209,15 @@ func serveDrift(ctx context.Context, cfg Config, log zerolog.Logger, o *ops.Serv
 	if cfg.Ready != nil {
 		cfg.Ready(ln.Addr())
 	}
-	durable := cfg.Drift.Durable
-	if durable == "" {
-		durable = driftsvc.DefaultConfig.Durable
+	for _, rt := range cfg.Drift.Routes() {
+		o.AddConsumerLag(js, bus.StreamFingerprints, rt.Consumer.Durable)
 	}
-	o.AddConsumerLag(js, bus.StreamFingerprints, durable)
 	started()
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	srv.RegisterOnShutdown(con.Shutdown)
 	log.Info().Str("admin_addr", ln.Addr().String()).Str("nats", nc.ConnectedUrlRedacted()).
 		Str("posture", cfg.Drift.Policy.Posture).Str("on_drift", cfg.Drift.Policy.OnDrift).Bool("guard", cfg.Drift.Policy.Guard).
+		Int("partitions", max(cfg.Drift.Partitions, 1)).Ints("partition_set", cfg.Drift.PartitionSet).
 		Msg("drift service started")
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return svc.Run(gctx) })

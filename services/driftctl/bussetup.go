@@ -25,13 +25,15 @@ import (
 
 const busSetupUsage = `driftctl bus-setup: set up the streams and buckets of the mcpdrift bus
 
-Usage: driftctl bus-setup [--nats-url URL] [--nats-creds FILE] [--replicas N] [--check] [--timeout DURATION]
+Usage: driftctl bus-setup [--nats-url URL] [--nats-creds FILE] [--replicas N] [--partitions N] [--check] [--timeout DURATION]
        driftctl bus-setup --site --tenant T [--hub-domain D] [--nats-url URL] [--replicas N] [--check]
 
 Create or update every stream, key-value bucket and the object store of the
 mcpdrift bus (docs/bus.md), print one line per object and exit: its name,
 kind, replicas, and whether it was created, updated or unchanged. Running it
-again changes nothing. It needs the NATS administrator's rights; the
+again changes nothing. --partitions splits the observation and fingerprint
+streams by (tenant, server) (docs/deployment.md, Partitions); without it
+their partitions stay as they are. It needs the NATS administrator's rights; the
 services then run with their own roles and --bus-setup check.
 
 With --check it changes nothing: it prints each object as exists or missing
@@ -58,19 +60,24 @@ func runBusSetup(ctx context.Context, args []string, getenv func(string) string,
 	replicasText, check, timeout := "1", false, 30*time.Second
 	var site bool
 	tenant, hubDomain := "", bus.HubDomain
+	var partitions int
 	_, err := options.Parse(options.Command{Name: "driftctl bus-setup", Header: busSetupUsage, Options: []options.Option{
 		options.NATSURL(&natsURL),
 		options.NATSCreds(&creds, "of the administrator"),
 		// Text: a bad value is invalid_replicas, as are 0 and 9.
 		options.Opt("replicas", "MCPDRIFT_REPLICAS", "N", "replicas of every stream and bucket: 1 on a single node, 3 in a cluster (1 to 5)", options.String(&replicasText)),
+		options.Partitions(&partitions),
 		options.Opt("check", "", "", "change nothing: check that everything exists, exit 1 naming what is missing", options.Bool(&check)),
 		options.Opt("timeout", "", "DURATION", "give up after this duration, connecting included", options.Duration(&timeout)),
-		options.Opt("site", "", "", "set up a site's leaf node: mirrors of the hub's status, policy and approvals for --tenant", options.Bool(&site)),
+		options.Opt("site", "", "", "set up a site's leaf node: mirrors of the hub's status, baseline versions, policy and approvals for --tenant", options.Bool(&site)),
 		options.Opt("tenant", "", "ID", "with --site: the tenant whose keys the site mirrors", options.String(&tenant)),
 		options.Opt("hub-domain", "", "DOMAIN", "with --site: the hub's JetStream domain, as its nodes name it (deploy/nats/cluster)", options.String(&hubDomain)),
 	}}, args, getenv, stderr)
 	if err != nil {
 		return err
+	}
+	if partitions < 0 || partitions > bus.MaxPartitions {
+		return options.Usagef("--partitions %d: want 1 to %d, or 0 for as the streams are", partitions, bus.MaxPartitions)
 	}
 	if timeout <= 0 {
 		return options.Usagef("--timeout %s must be positive", timeout)
@@ -125,7 +132,7 @@ func runBusSetup(ctx context.Context, args []string, getenv func(string) string,
 	if check {
 		return b.check(ctx, stdout, stderr)
 	}
-	return b.setup(ctx, replicas, stdout)
+	return b.setup(ctx, replicas, partitions, stdout)
 }
 
 // permissionLog keeps the last permissions violation the server reported
@@ -172,12 +179,12 @@ func (b busSetup) survey(ctx context.Context) ([]*jetstream.StreamConfig, error)
 	return cfgs, nil
 }
 
-func (b busSetup) setup(ctx context.Context, replicas int, stdout io.Writer) error {
+func (b busSetup) setup(ctx context.Context, replicas, partitions int, stdout io.Writer) error {
 	before, err := b.survey(ctx)
 	if err != nil {
 		return err
 	}
-	if _, err := bus.Setup(ctx, b.js, bus.Config{Replicas: replicas}); err != nil {
+	if _, err := bus.Setup(ctx, b.js, bus.Config{Replicas: replicas, Partitions: partitions}); err != nil {
 		return b.classify(ctx, "setting up the streams and buckets", err)
 	}
 	after, err := b.survey(ctx)
@@ -196,7 +203,7 @@ func (b busSetup) setup(ctx context.Context, replicas int, stdout io.Writer) err
 		case !reflect.DeepEqual(*before[i], *after[i]):
 			state = "updated"
 		}
-		fmt.Fprintf(tw, "%s\t%s\treplicas %d\t%s\n", o.Name, o.Kind, after[i].Replicas, state)
+		fmt.Fprintf(tw, "%s\t%s\treplicas %d\t%s%s\n", o.Name, o.Kind, after[i].Replicas, state, partitionNote(*after[i]))
 	}
 	return tw.Flush()
 }
@@ -305,4 +312,12 @@ func (b busSetup) site(ctx context.Context, cfg bus.SiteConfig, check bool, stdo
 		return options.ExitStatus(1)
 	}
 	return nil
+}
+
+// partitionNote says how many partitions a partitioned stream has.
+func partitionNote(cfg jetstream.StreamConfig) string {
+	if p := bus.PartitionsOf(cfg); p > 1 {
+		return fmt.Sprintf("\tpartitions %d", p)
+	}
+	return ""
 }

@@ -30,13 +30,16 @@ func main() {
 // settings are what run reads from flags and the environment.
 type settings struct {
 	options.Service
-	svc fpsvc.Config
+	svc          fpsvc.Config
+	partitionSet string
 }
 
 func settingsOptions(s *settings) []options.Option {
 	s.svc = fpsvc.DefaultConfig
 	return append(s.Service.Options("only check that they exist (the fingerprint role's rights suffice)"),
-		options.Opt("durable", "MCPDRIFT_FINGERPRINT_DURABLE", "NAME", "durable consumer shared by every instance", options.String(&s.svc.Durable)),
+		options.Opt("durable", "MCPDRIFT_FINGERPRINT_DURABLE", "NAME", "durable consumer shared by every instance (with partitions: NAME-p<i>, one per partition)", options.String(&s.svc.Durable)),
+		options.Partitions(&s.Partitions),
+		options.PartitionSet(&s.partitionSet, "MCPDRIFT_FINGERPRINT_PARTITION_SET"),
 		options.Opt("workers", "MCPDRIFT_FINGERPRINT_WORKERS", "N", "observations one instance processes at once", options.Int(&s.svc.Workers)),
 		options.Opt("prefetch", "MCPDRIFT_FINGERPRINT_PREFETCH", "N", "messages one instance buffers ahead of its workers", options.Int(&s.svc.Prefetch)),
 		options.Opt("max-deliver", "MCPDRIFT_FINGERPRINT_MAX_DELIVER", "N", "deliveries before a message is dead-lettered; -1 for no limit", options.Int(&s.svc.MaxDeliver)),
@@ -55,7 +58,8 @@ func header() string {
 	return `fingerprint: the mcpdrift fingerprint service
 
 Consumes ListObservation events (` + fpsvc.FilterSubject + `) on a durable consumer
-shared by every instance, fingerprints each captured surface, stores the
+shared by every instance (with --partitions, one per partition, each pinned
+to one instance at a time), fingerprints each captured surface, stores the
 manifest in the object store ` + bus.BucketManifests + `, and publishes a Fingerprint
 event on mcpdrift.fp.<tenant>.<server>. Stops on SIGINT or SIGTERM after
 finishing the messages it holds. With --ops-addr it serves /healthz, /readyz
@@ -109,6 +113,9 @@ func serve(ctx context.Context, s *settings, log zerolog.Logger, o *ops.Server) 
 	}
 	defer b.Close(2 * time.Second) // acks and naks still buffered
 	o.AddCheck("nats", ops.NATSConnected(b.NC))
+	if s.svc.Partitions, s.svc.PartitionSet, err = b.Partitioning(ctx, bus.StreamObservations, s.Partitions, s.partitionSet); err != nil {
+		return err
+	}
 	svc, err := fpsvc.New(s.svc, fpsvc.Deps{
 		JS:        b.JS,
 		Manifests: fpsvc.NewObjectManifests(b.Manifests),
@@ -123,9 +130,12 @@ func serve(ctx context.Context, s *settings, log zerolog.Logger, o *ops.Server) 
 	if w := svc.PolicyWatch(); w != nil {
 		o.Registry().MustRegister(w.Collectors("fingerprint")...)
 	}
-	o.AddConsumerLag(b.JS, bus.StreamObservations, c.Durable)
+	for _, rt := range s.svc.Routes() {
+		o.AddConsumerLag(b.JS, bus.StreamObservations, rt.Consumer.Durable)
+	}
 	started()
 	log.Info().Str("url", b.NC.ConnectedUrlRedacted()).Str("durable", c.Durable).Int("workers", c.Workers).
+		Int("partitions", max(s.svc.Partitions, 1)).Ints("partition_set", s.svc.PartitionSet).
 		Int("max_deliver", c.MaxDeliver).Int("max_ack_pending", c.MaxAckPending).Msg("fingerprint service started")
 	err = svc.Run(ctx)
 	st := svc.Stats()

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -55,7 +56,7 @@ func TestSettings(t *testing.T) {
 		check   func(*settings) bool
 	}{
 		{name: "defaults", check: func(s *settings) bool {
-			return s.NATSURL == "nats://127.0.0.1:4222" && s.Replicas == 1 && s.LogLevel == "info" && s.svc == fpsvc.DefaultConfig
+			return s.NATSURL == "nats://127.0.0.1:4222" && s.Replicas == 1 && s.LogLevel == "info" && reflect.DeepEqual(s.svc, fpsvc.DefaultConfig)
 		}},
 		{name: "env", env: map[string]string{"MCPDRIFT_NATS_URL": "nats://n1:4222", "MCPDRIFT_REPLICAS": "3", "MCPDRIFT_FINGERPRINT_ACK_WAIT": "1m"},
 			check: func(s *settings) bool {
@@ -262,5 +263,48 @@ func TestOpsAddressInUse(t *testing.T) {
 	err = run(context.Background(), []string{"--ops-addr", ln.Addr().String()}, env(map[string]string{"MCPDRIFT_NATS_URL": srv.ClientURL()}), &bytes.Buffer{})
 	if !errors.Is(err, ops.ErrAddrInUse) {
 		t.Fatalf("run = %v, want ops.ErrAddrInUse", err)
+	}
+}
+
+// TestRunPartitioned: with --partitions 4 and --bus-setup create the command
+// partitions the streams and consumes every partition's consumer; a later
+// start that says other partitions, under --bus-setup check, stops with
+// partitions_mismatch before consuming.
+func TestRunPartitioned(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var logs syncbuf.Buffer
+	done, exited := make(chan error, 1), make(chan struct{})
+	t.Cleanup(func() { cancel(); <-exited })
+	go func() {
+		defer close(exited)
+		done <- run(ctx, []string{"--partitions", "4", "--partition-set", "0-3"},
+			env(map[string]string{"MCPDRIFT_NATS_URL": srv.ClientURL()}), &logs)
+	}()
+	if err := poll.Until(20*time.Second, func() error {
+		for i := range 4 {
+			if _, err := js.Consumer(ctx, bus.StreamObservations, bus.PartitionDurable(bus.ConsumerFingerprint, i)); err != nil {
+				return fmt.Errorf("consumer of partition %d: %w", i, err)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("%v; logs:\n%s", err, logs.String())
+	}
+	if p, err := bus.StreamPartitions(ctx, js, bus.StreamObservations, 0); err != nil || p != 4 {
+		t.Fatalf("the observations have %d partitions (%v), want 4", p, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+
+	var out syncbuf.Buffer
+	err := run(context.Background(), []string{"--partitions", "2", "--bus-setup", "check"},
+		env(map[string]string{"MCPDRIFT_NATS_URL": srv.ClientURL()}), &out)
+	if err == nil || !strings.Contains(err.Error(), bus.CodePartitionsMismatch) {
+		t.Fatalf("run with 2 partitions on a bus of 4: %v, want %s", err, bus.CodePartitionsMismatch)
 	}
 }

@@ -155,6 +155,12 @@ type Config struct {
 	AdminMaxAge       time.Duration // how long admin actions and dead letters are kept
 	DuplicateWindow   time.Duration // JetStream de-duplication of message ids
 	MaxMsgBytes       int32         // largest event (an observation carries a whole manifest)
+	// Partitions splits the observation and fingerprint streams into this
+	// many partitions by (tenant, server) (partition.go); 1 is none. 0
+	// leaves a stream's partitions as they are (none for a stream it
+	// creates), so that a service that does not consume partitions (the
+	// proxy, the audit sink) never undoes them.
+	Partitions int
 }
 
 // DefaultConfig is used for zero fields.
@@ -187,6 +193,7 @@ func (c Config) withDefaults() Config {
 	if c.MaxMsgBytes > 0 {
 		d.MaxMsgBytes = c.MaxMsgBytes
 	}
+	d.Partitions = c.Partitions
 	return d
 }
 
@@ -195,6 +202,9 @@ func (c Config) Validate() error {
 	var errs []error
 	if c.Replicas != 0 && (c.Replicas < 1 || c.Replicas > 5) {
 		errs = append(errs, fmt.Errorf("replicas %d: want 1 to 5", c.Replicas))
+	}
+	if c.Partitions < 0 || c.Partitions > MaxPartitions {
+		errs = append(errs, fmt.Errorf("partitions %d: want 1 to %d (0: as the streams are)", c.Partitions, MaxPartitions))
 	}
 	if c.DuplicateWindow < 0 || c.ObservationMaxAge < 0 || c.VerdictMaxAge < 0 || c.AdminMaxAge < 0 {
 		errs = append(errs, errors.New("durations must not be negative"))
@@ -238,7 +248,12 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Handles, e
 		sc.Duplicates = c.DuplicateWindow
 		sc.MaxMsgSize = c.MaxMsgBytes
 		sc.Discard = jetstream.DiscardOld
-		if err := ensureStream(ctx, js, sc); err != nil {
+		keep := false
+		if partitioned(sc.Name) {
+			sc.SubjectTransform = partitionTransform(sc.Name, c.Partitions)
+			keep = c.Partitions == 0
+		}
+		if err := ensureStream(ctx, js, sc, keep); err != nil {
 			return nil, fmt.Errorf("creating stream %s: %w", sc.Name, err)
 		}
 	}
@@ -272,13 +287,18 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Handles, e
 }
 
 // ensureStream creates or updates the stream unless it already has every
-// setting Setup chooses.
-func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) error {
+// setting Setup chooses. With keepTransform an existing stream keeps its
+// subject transform (its partitions) whatever want says.
+func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig, keepTransform bool) error {
 	if s, err := js.Stream(ctx, want.Name); err == nil {
 		got := s.CachedInfo().Config
+		if keepTransform {
+			want.SubjectTransform = got.SubjectTransform
+		}
 		if slices.Equal(got.Subjects, want.Subjects) && got.MaxAge == want.MaxAge && got.Description == want.Description &&
 			got.Retention == want.Retention && got.Storage == want.Storage && got.Replicas == want.Replicas &&
-			got.Duplicates == want.Duplicates && got.MaxMsgSize == want.MaxMsgSize && got.Discard == want.Discard {
+			got.Duplicates == want.Duplicates && got.MaxMsgSize == want.MaxMsgSize && got.Discard == want.Discard &&
+			sameTransform(got.SubjectTransform, want.SubjectTransform) {
 			return nil
 		}
 	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -286,6 +306,13 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 	}
 	_, err := js.CreateOrUpdateStream(ctx, want)
 	return err
+}
+
+func sameTransform(a, b *jetstream.SubjectTransformConfig) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }
 
 // ensureKeyValue is ensureStream for a key-value bucket.

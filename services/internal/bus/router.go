@@ -293,6 +293,7 @@ func (r *Router) Run(ctx context.Context) error {
 // whenever it is deleted, and then drains it (stops it when the work
 // context ends first).
 func (r *Router) consume(ctx, workCtx context.Context, rt Route, cons jetstream.Consumer, in chan<- *Delivery) error {
+	var pin atomic.Pointer[string] // the pin this instance was last delivered under
 	for {
 		lost := make(chan error, 1)
 		check := make(chan struct{}, 1)
@@ -321,7 +322,17 @@ func (r *Router) consume(ctx, workCtx context.Context, rt Route, cons jetstream.
 		if rt.Prefetch > 0 {
 			opts = append(opts, jetstream.PullMaxMessages(rt.Prefetch))
 		}
-		cc, err := cons.Consume(func(msg jetstream.Msg) { r.deliver(workCtx, msg, in) }, opts...)
+		if g := rt.Consumer.PriorityGroups; len(g) > 0 {
+			opts = append(opts, jetstream.PullPriorityGroup(g[0]))
+		}
+		cc, err := cons.Consume(func(msg jetstream.Msg) {
+			if pinned(rt) {
+				if id := msg.Headers().Get(pinIDHeader); id != "" {
+					pin.Store(&id)
+				}
+			}
+			r.deliver(workCtx, msg, in)
+		}, opts...)
 		if err != nil {
 			return fmt.Errorf("consuming %s: %w", rt.Consumer.Durable, err)
 		}
@@ -336,6 +347,7 @@ func (r *Router) consume(ctx, workCtx context.Context, rt Route, cons jetstream.
 					cc.Stop() // the callback hands back what it still gets
 					<-cc.Closed()
 				}
+				r.unpin(workCtx, rt, pin.Load())
 				return nil
 			case why = <-lost:
 			case <-check:
@@ -356,6 +368,50 @@ func (r *Router) consume(ctx, workCtx context.Context, rt Route, cons jetstream.
 		if cons, err = r.recreate(ctx, rt); cons == nil {
 			return err
 		}
+	}
+}
+
+// pinIDHeader carries, on each message of a pinned consumer, the id of the
+// pin it was delivered under.
+const pinIDHeader = "Nats-Pin-Id"
+
+func pinned(rt Route) bool {
+	return rt.Consumer.PriorityPolicy == jetstream.PriorityPolicyPinned && len(rt.Consumer.PriorityGroups) > 0
+}
+
+// unpin hands a consumer pinned to this instance over to another instance
+// of its priority group at once (PartitionRoutes), rather than after
+// PinnedTTL: called once this instance pulls no more. It unpins only when
+// the pin is still the one this instance was last delivered under, never
+// another instance's. Best effort: without it the pin expires.
+func (r *Router) unpin(workCtx context.Context, rt Route, pin *string) {
+	if !pinned(rt) || pin == nil {
+		return
+	}
+	if nc := r.js.Conn(); nc == nil || !nc.IsConnected() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(workCtx, 2*time.Second)
+	defer cancel()
+	group := rt.Consumer.PriorityGroups[0]
+	err := func() error {
+		s, err := r.js.Stream(ctx, rt.Stream)
+		if err != nil {
+			return err
+		}
+		c, err := s.Consumer(ctx, rt.Consumer.Durable)
+		if err != nil {
+			return err
+		}
+		for _, g := range c.CachedInfo().PriorityGroups {
+			if g.Group == group && g.PinnedClientID == *pin {
+				return s.UnpinConsumer(ctx, rt.Consumer.Durable, group)
+			}
+		}
+		return nil // pinned to another instance by now, or to none
+	}()
+	if err != nil {
+		r.log.Debug().Err(err).Str("consumer", rt.Consumer.Durable).Msg("unpinning the consumer; its pin expires instead")
 	}
 }
 

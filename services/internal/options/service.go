@@ -43,9 +43,13 @@ type Service struct {
 	NATSURL   string
 	NATSCreds string
 	Replicas  int
-	BusSetup  string
-	LogLevel  string
-	OpsAddr   string
+	// Partitions of the observation and fingerprint streams (bus
+	// Config.Partitions): set by the fingerprint and drift services'
+	// --partitions, 0 for the others (the streams' partitions left alone).
+	Partitions int
+	BusSetup   string
+	LogLevel   string
+	OpsAddr    string
 }
 
 // Options sets the built-in defaults and returns the options, first in a
@@ -79,6 +83,9 @@ func (s Service) Validate() (zerolog.Level, error) {
 	}
 	if s.Replicas < 1 || s.Replicas > 5 {
 		errs = append(errs, fmt.Errorf("replicas %d: want 1 to 5", s.Replicas))
+	}
+	if s.Partitions < 0 || s.Partitions > bus.MaxPartitions {
+		errs = append(errs, fmt.Errorf("partitions %d: want 1 to %d, or 0 for as the streams are", s.Partitions, bus.MaxPartitions))
 	}
 	if s.BusSetup != bus.SetupCreate && s.BusSetup != bus.SetupCheck {
 		errs = append(errs, fmt.Errorf("bus setup %q: want %s or %s", s.BusSetup, bus.SetupCreate, bus.SetupCheck))
@@ -127,7 +134,7 @@ func (s Service) Open(ctx context.Context, name string, log zerolog.Logger, need
 	}
 	setupCtx, cancel := context.WithTimeout(ctx, SetupTimeout)
 	defer cancel()
-	if b.Handles, err = bus.Bind(setupCtx, b.JS, s.BusSetup, bus.Config{Replicas: s.Replicas}, need...); err != nil {
+	if b.Handles, err = bus.Bind(setupCtx, b.JS, s.BusSetup, bus.Config{Replicas: s.Replicas, Partitions: s.Partitions}, need...); err != nil {
 		nc.Close()
 		if ctx.Err() != nil {
 			return nil, ctx.Err() // asked to stop while starting
@@ -142,4 +149,36 @@ func (s Service) Open(ctx context.Context, name string, log zerolog.Logger, need
 func (b *Bus) Close(flush time.Duration) {
 	_ = b.NC.FlushTimeout(flush)
 	b.NC.Close()
+}
+
+// Partitions is the option of the partitions of the observation and
+// fingerprint streams (bus Config.Partitions), for the bus setup and the
+// services that consume them.
+func Partitions(p *int) Option {
+	return Opt("partitions", "MCPDRIFT_PARTITIONS", "N",
+		"partitions of the observation and fingerprint streams by (tenant, server), the same on the bus setup and every fingerprint and drift instance; 0: as the streams are (none when new)", Int(p))
+}
+
+// PartitionSet is the option of the partitions a service instance takes
+// (bus.ParsePartitionSet); env is its variable.
+func PartitionSet(p *string, env string) Option {
+	return Opt("partition-set", env, "LIST",
+		"partitions this instance consumes, e.g. 0,2-3; empty: every one (those pinned to another instance wait here as a standby)", String(p))
+}
+
+// Partitioning returns the partitions of stream as they are on the server,
+// checked against want (0: any), and the partition set setText names
+// among them: what a fingerprint or drift instance consumes.
+func (b *Bus) Partitioning(ctx context.Context, stream string, want int, setText string) (int, []int, error) {
+	ctx, cancel := context.WithTimeout(ctx, SetupTimeout)
+	defer cancel()
+	p, err := bus.StreamPartitions(ctx, b.JS, stream, want)
+	if err != nil {
+		return 0, nil, err
+	}
+	set, err := bus.ParsePartitionSet(setText, p)
+	if err != nil {
+		return 0, nil, Invalid(err)
+	}
+	return p, set, nil
 }

@@ -256,7 +256,10 @@ type envelope struct {
 // decode appends the message's rows to the batch (one, or one per call of a
 // CallObservations), or says why it never can; then it adds none.
 func (s *Service) decode(env envelope, data []byte, b *batch) error {
-	tok := strings.Split(env.subject, ".")
+	// An observation as published: NATS appends a partition token on
+	// storing it when the stream is partitioned (bus.SplitPartition).
+	subject, _ := bus.SplitPartition(env.subject)
+	tok := strings.Split(subject, ".")
 	if len(tok) < 3 || tok[0] != bus.Prefix {
 		return bus.Poisonf(bus.CodeUnknownSubject, "subject %s is not an mcpdrift subject", clip(env.subject, 200))
 	}
@@ -451,7 +454,8 @@ func fallbackID(env envelope, data []byte) string {
 		}
 	}
 	h := sha256.New()
-	h.Write([]byte(env.subject))
+	subject, _ := bus.SplitPartition(env.subject) // the same id however many partitions
+	h.Write([]byte(subject))
 	h.Write([]byte{0})
 	h.Write(data)
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))

@@ -41,6 +41,15 @@ type Config struct {
 	MaxAckPending int           // messages in flight
 	Workers       int           // fingerprints applied at once (one server's always in order)
 	DrainTimeout  time.Duration // how long shutdown waits for messages in flight
+	// Partitions is how many partitions the fingerprint stream has (bus
+	// Config.Partitions; 0 or 1: none). With more, the instance consumes
+	// one durable consumer per partition of PartitionSet, named
+	// <Durable>-p<i> and pinned by NATS to one instance at a time
+	// (bus.PartitionRoutes): a server's fingerprints are applied by one
+	// instance at a time, in order on its lane. MaxAckPending bounds each.
+	Partitions int
+	// PartitionSet is the partitions this instance takes; nil: every one.
+	PartitionSet []int
 	// ManifestCacheBytes bounds the parsed manifests kept for diffs and
 	// variant comparisons, in bytes of their stored form; least recently
 	// used go first.
@@ -97,12 +106,14 @@ func (c Config) withDefaults() Config {
 	if c.StatusCacheRecords > 0 {
 		d.StatusCacheRecords = c.StatusCacheRecords
 	}
+	d.Partitions, d.PartitionSet = c.Partitions, c.PartitionSet
 	return d
 }
 
 // Validate reports a configuration that cannot work.
 func (c Config) Validate() error {
-	return c.withDefaults().Policy.Validate()
+	c = c.withDefaults()
+	return errors.Join(c.Policy.Validate(), bus.CheckPartitions(c.Partitions, c.PartitionSet))
 }
 
 // Deps are what the service runs on.
@@ -135,7 +146,7 @@ type Service struct {
 	items *itemsCache
 	// beforeHandle, when set (by tests), is called by a worker before it
 	// handles a message.
-	beforeHandle func(subject string)
+	beforeHandle func(msg jetstream.Msg)
 	// pol keeps every tenant's policy (nil: Config.Policy for every server).
 	pol *settings.Watch
 	// rated remembers the surface each variant was last rated by, so that
@@ -177,7 +188,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 		Settle: bus.SettleConfig{
 			Service: ServiceName, MaxDeliver: cfg.MaxDeliver, Backoff: retryDelay, Timeout: cfg.AckWait,
 		},
-		Routes:       []bus.Route{{Stream: bus.StreamFingerprints, Consumer: cfg.ConsumerConfig()}},
+		Routes:       cfg.Routes(),
 		DrainTimeout: cfg.DrainTimeout,
 	}, bus.SettleDeps{JS: d.JS, Log: d.Log, Now: d.Now, Metrics: s.count}, bus.Lanes(cfg.Workers, s.handle))
 	if err != nil {
@@ -244,12 +255,22 @@ func (c Config) ConsumerConfig() jetstream.ConsumerConfig {
 	}
 }
 
+// PartitionFilter is the filter of one partition's consumer, the
+// partition token appended (bus.PartitionRoutes).
+const PartitionFilter = bus.Prefix + ".fp.*.*"
+
+// Routes are the durable consumers Run consumes: ConsumerConfig, or one per
+// partition of PartitionSet.
+func (c Config) Routes() []bus.Route {
+	return bus.PartitionRoutes(bus.StreamFingerprints, c.ConsumerConfig(), 0, PartitionFilter, c.withDefaults().Partitions, c.PartitionSet)
+}
+
 // handle applies one fingerprint and settles its delivery. Workers apply
 // fingerprints concurrently, each server's in order on its lane
 // (bus.Lanes): they never fight over one record.
 func (s *Service) handle(ctx context.Context, d *bus.Delivery) {
 	if s.beforeHandle != nil {
-		s.beforeHandle(d.Msg.Subject())
+		s.beforeHandle(d.Msg)
 	}
 	// ctx is the router's work context: a shutdown lets the message in hand
 	// finish and settle instead of leaving it half done.
@@ -274,9 +295,10 @@ func (s *Service) apply(ctx context.Context, msg jetstream.Msg) error {
 			return bus.Poison(err)
 		}
 	}
-	if msg.Subject() != bus.FingerprintSubject(fp.Tenant, fp.Server) {
+	if subj, _ := bus.SplitPartition(msg.Subject()); subj != bus.FingerprintSubject(fp.Tenant, fp.Server) {
 		// NATS permissions apply to subjects: a body must not speak for
-		// another tenant or server than its subject does.
+		// another tenant or server than its subject does (the subject as
+		// published: without the partition NATS adds on storing it).
 		return bus.Poisonf(bus.CodeSubjectMismatch, "the fingerprint for %s/%s came on %s", fp.Tenant, fp.Server, msg.Subject())
 	}
 	if fp.EventId == "" || (fp.SurfaceHash == "" && fp.ErrorCode == "") {

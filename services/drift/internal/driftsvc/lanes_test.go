@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
@@ -39,8 +41,8 @@ func TestSlowLaneStallsOnlyItsServers(t *testing.T) {
 	}
 	release := make(chan struct{})
 	slowSubject := bus.FingerprintSubject("acme", slow)
-	svc.beforeHandle = func(subject string) {
-		if subject == slowSubject {
+	svc.beforeHandle = func(msg jetstream.Msg) {
+		if msg.Subject() == slowSubject {
 			<-release
 		}
 	}

@@ -62,6 +62,15 @@ type Config struct {
 	// DrainTimeout bounds shutdown: the buffered and in-flight messages are
 	// finished within it, the rest are redelivered later.
 	DrainTimeout time.Duration
+	// Partitions is how many partitions the observation stream has (bus
+	// Config.Partitions; 0 or 1: none). With more, the instance consumes
+	// one durable consumer per partition of PartitionSet, named
+	// <Durable>-p<i> and pinned by NATS to one instance at a time
+	// (bus.PartitionRoutes), and MaxAckPending bounds each of them.
+	Partitions int
+	// PartitionSet is the partitions this instance takes; nil: every one
+	// (a partition pinned to another instance waits here as a standby).
+	PartitionSet []int
 	// MemoBytes bounds the captures remembered (the last one per tenant,
 	// server and variant) so that a byte-identical re-listing is not parsed
 	// again; -1 turns the memo off.
@@ -119,6 +128,7 @@ func (c Config) WithDefaults() Config {
 	if c.MemoBytes != 0 {
 		d.MemoBytes = c.MemoBytes
 	}
+	d.Partitions, d.PartitionSet = c.Partitions, c.PartitionSet
 	return d
 }
 
@@ -137,6 +147,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxDeliver < -1 || c.MaxDeliver == 1 {
 		errs = append(errs, fmt.Errorf("max deliver %d: want at least 2 (one retry), or -1 for no limit", c.MaxDeliver))
+	}
+	if err := bus.CheckPartitions(c.Partitions, c.PartitionSet); err != nil {
+		errs = append(errs, err)
 	}
 	if c.MemoBytes < -1 {
 		errs = append(errs, fmt.Errorf("memo bytes %d: want a size, or -1 for no memo", c.MemoBytes))
@@ -254,7 +267,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 			Service: ServiceName, MaxDeliver: cfg.MaxDeliver, Timeout: cfg.OpTimeout,
 			Backoff: bus.Backoff(cfg.RetryDelay, cfg.MaxRetryDelay),
 		},
-		Routes:       []bus.Route{{Stream: bus.StreamObservations, Consumer: cfg.ConsumerConfig(), Prefetch: cfg.Prefetch}},
+		Routes:       cfg.Routes(),
 		DrainTimeout: cfg.DrainTimeout,
 	}, bus.SettleDeps{JS: d.JS, Log: d.Log, Now: d.Now, Metrics: s.count}, s.process)
 	if err != nil {
@@ -299,6 +312,17 @@ func (c Config) ConsumerConfig() jetstream.ConsumerConfig {
 	}
 }
 
+// PartitionFilter is the filter of one partition's consumer, the
+// partition token appended (bus.PartitionRoutes).
+const PartitionFilter = bus.Prefix + ".obs.list.*.*"
+
+// Routes are the durable consumers Run consumes: ConsumerConfig, or one per
+// partition of PartitionSet.
+func (c Config) Routes() []bus.Route {
+	c = c.WithDefaults()
+	return bus.PartitionRoutes(bus.StreamObservations, c.ConsumerConfig(), c.Prefetch, PartitionFilter, c.Partitions, c.PartitionSet)
+}
+
 // Run creates or updates the durable consumer and processes observations
 // until ctx is done; then it stops fetching, finishes the buffered and
 // in-flight messages within DrainTimeout, and returns nil. A consumer
@@ -317,15 +341,24 @@ func (s *Service) Run(ctx context.Context) error {
 	return s.router.Run(ctx)
 }
 
-// process is the service's part of consuming (a bus.Processor): Workers
+// process is the service's part of consuming (a bus.Processor): workers
 // fingerprint observations and publish their Fingerprints asynchronously;
 // one goroutine settles each message, in order, once its publish is
-// answered.
+// answered. On one consumer shared by every instance the workers take
+// observations in no particular order (bus.Workers), and a busy instance
+// pulls no more than it handles, leaving the rest to the others. With
+// partitions, each pinned to one instance, a server's observations are
+// fingerprinted and published in the order they came (bus.Lanes), so that
+// they reach the drift service in that order.
 func (s *Service) process(ctx context.Context, in <-chan *bus.Delivery) {
 	pending := make(chan inflight, s.cfg.Prefetch)
 	settled := make(chan struct{})
 	go func() { defer close(settled); s.settle(ctx, pending) }()
-	bus.Workers(s.cfg.Workers, func(ctx context.Context, d *bus.Delivery) { s.handle(ctx, d, pending) })(ctx, in)
+	workers := bus.Workers
+	if s.cfg.Partitions > 1 {
+		workers = bus.Lanes
+	}
+	workers(s.cfg.Workers, func(ctx context.Context, d *bus.Delivery) { s.handle(ctx, d, pending) })(ctx, in)
 	close(pending)
 	<-settled
 }

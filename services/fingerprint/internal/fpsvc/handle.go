@@ -49,7 +49,10 @@ func decode(subject string, data []byte) (*mcpdriftv1.ListObservation, error) {
 			return nil, bus.Poison(err)
 		}
 	}
-	if want := bus.ListObservationSubject(obs.Tenant, obs.Server); subject != want {
+	// The subject as published: NATS appends a partition token on storing
+	// it when the stream is partitioned (bus.SplitPartition).
+	if got, _ := bus.SplitPartition(subject); got != bus.ListObservationSubject(obs.Tenant, obs.Server) {
+		want := bus.ListObservationSubject(obs.Tenant, obs.Server)
 		return nil, bus.Poisonf(bus.CodeSubjectMismatch, "event for tenant %q server %q arrived on %q, want %q", obs.Tenant, obs.Server, clip(subject, 140), want)
 	}
 	return obs, nil
