@@ -167,9 +167,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	log := zerolog.New(zerolog.ConsoleWriter{Out: stderr, TimeFormat: "15:04:05"}).With().Timestamp().Logger()
-	if err := raiseOpenFiles(c, log); err != nil {
-		return err
-	}
+	raiseOpenFiles(c, log)
 	if c.Work == "" {
 		if c.Work, err = os.MkdirTemp("", "fleetscale-"); err != nil {
 			return err
@@ -185,10 +183,18 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log.Info().Int("captures", len(manifests)).Strs("first", names[:min(3, len(names))]).Msg("manifests")
 	var results []*result
+	var failed []error
 	for i, sz := range c.Sizes {
 		r, err := runSize(ctx, c, sz, i == c.Recovery, manifests, log)
 		if err != nil {
-			return fmt.Errorf("size %dx%d: %w", sz.servers, sz.proxies, err)
+			// Keep going: the other sizes stand, this one says what stopped it.
+			err = fmt.Errorf("size %dx%d: %w", sz.servers, sz.proxies, err)
+			log.Error().Err(err).Msg("size did not complete")
+			failed = append(failed, err)
+			r = &result{Servers: sz.servers, Proxies: sz.proxies, Fronting: c.Fronting, Error: err.Error()}
+			if ctx.Err() != nil {
+				return errors.Join(failed...)
+			}
 		}
 		results = append(results, r)
 		// Write as we go: a later size that fails leaves the earlier ones.
@@ -196,7 +202,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			return err
 		}
 	}
-	return nil
+	return errors.Join(failed...)
 }
 
 func writeResults(out string, rs []*result) error {
@@ -239,6 +245,9 @@ func (e *env) pids() map[string]int {
 
 func runSize(ctx context.Context, c Config, sz size, recover bool, manifests [][]byte, log zerolog.Logger) (*result, error) {
 	log = log.With().Int("servers", sz.servers).Int("proxies", sz.proxies).Logger()
+	if err := fdLimitError(sz, c.Fronting); err != nil {
+		return nil, err
+	}
 	dir := filepath.Join(c.Work, fmt.Sprintf("%dx%d", sz.servers, sz.proxies))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -561,34 +570,46 @@ func scaled(base time.Duration, sz size) time.Duration {
 	return time.Duration(float64(base) * max(1, float64(sz.servers)/2000))
 }
 
-// raiseOpenFiles lifts the process's open-file limit to what the largest
-// size needs: each simulated publisher holds its outbox slot's lock file
-// open, each proxy a connection, and the leaf nodes (children, which
-// inherit the limit) a connection per proxy. Root may raise the hard
-// limit too (up to fs.nr_open).
-func raiseOpenFiles(c Config, log zerolog.Logger) error {
+// fdsNeeded is what a size needs open at once in this process: each
+// simulated publisher holds its outbox slot's lock file open (as a proxy
+// does per fronted server), each proxy a connection, plus the harness's
+// own (cluster, services, ClickHouse, logs).
+func fdsNeeded(sz size, fronting int) uint64 {
+	return uint64(sz.servers*fronting + sz.proxies + 2048)
+}
+
+// raiseOpenFiles lifts the process's open-file limit towards what the
+// largest size needs, hard limit included when allowed (root with
+// CAP_SYS_RESOURCE); a size that still does not fit fails on its own
+// (runSize), the others run.
+func raiseOpenFiles(c Config, log zerolog.Logger) {
 	need := uint64(4096)
 	for _, sz := range c.Sizes {
-		need = max(need, uint64(sz.servers*c.Fronting+2*sz.proxies+4096))
+		need = max(need, fdsNeeded(sz, c.Fronting))
 	}
 	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		return err
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur >= need {
+		return
 	}
-	if lim.Cur >= need {
+	from := lim.Cur
+	want := syscall.Rlimit{Cur: need, Max: max(need, lim.Max)}
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &want); err != nil {
+		want = syscall.Rlimit{Cur: lim.Max, Max: lim.Max}
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &want)
+		log.Warn().Uint64("need", need).Uint64("hard_limit", lim.Max).Err(err).Msg("open-file limit cannot be raised to what the largest size needs")
+	}
+	log.Info().Uint64("from", from).Uint64("to", want.Cur).Msg("open-file limit")
+}
+
+// fdLimitError says why a size cannot run in this process, nil when it can.
+func fdLimitError(sz size, fronting int) error {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		return nil
 	}
-	want := lim
-	want.Cur = max(need, lim.Cur)
-	if want.Cur > lim.Max {
-		want.Max = want.Cur // root only
+	if need := fdsNeeded(sz, fronting); lim.Cur < need {
+		return fmt.Errorf("needs about %d open files in the fleet process (%d gates, each publisher's outbox lock, and %d connections), the limit is %d and the hard limit cannot be raised here (no CAP_SYS_RESOURCE): run as a user allowed to, or fewer gates", need, sz.servers*fronting, sz.proxies, lim.Cur)
 	}
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &want); err != nil {
-		want.Cur = lim.Max
-		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &want)
-		return fmt.Errorf("raising the open-file limit to %d for %d gates (hard limit %d): %w; run as a user allowed to (ulimit -Hn)", need, need-4096, lim.Max, err)
-	}
-	log.Info().Uint64("from", lim.Cur).Uint64("to", want.Cur).Msg("open-file limit raised")
 	return nil
 }
 

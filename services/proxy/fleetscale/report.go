@@ -157,6 +157,7 @@ type result struct {
 	Warnings               int64     `json:"fleet_warn_lines"`
 	Violations             int       `json:"nats_permission_violations"`
 	Recovery               *recovery `json:"recovery,omitempty"`
+	Error                  string    `json:"error,omitempty"` // the size did not complete: why
 }
 
 func writeJSON(path string, v any) error {
