@@ -50,7 +50,7 @@ lint:
 bench: ## benchmarks, reported as ratios against baselines measured in the same run
 	@scripts/bench.sh
 
-scale: ## the scale simulation (docs/scale.md): a NATS cluster, the services and a simulated proxy fleet at three sizes; about 15 minutes
+scale: ## the scale simulation (docs/scale.md): a NATS hub cluster, 10 leaf nodes, the services and a simulated proxy fleet at four sizes up to 20,000 servers / 1,000 proxies; about 30 minutes
 	@scripts/scale.sh $(SCALE_ARGS)
 
 fuzz: ## run each fuzz target for FUZZTIME (default 30s)

@@ -4,7 +4,8 @@
 # from deploy/nats/cluster, writing results.json, results.csv and the PNG
 # plots into docs/scale (or $SCALE_OUT). Extra arguments go to the harness
 # (go run ./services/proxy/fleetscale --help lists them), e.g.
-#   scripts/scale.sh --sizes 200x10 --duration 10s --recovery -1
+#   scripts/scale.sh --sizes 200x10 --rates 100 --duration 10s --recovery -1
+# (--sites N: leaf nodes in the topology, default 10; --sites 0: none.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
@@ -13,7 +14,9 @@ if ! .data/bin/nats-server --version >/dev/null 2>&1; then
 fi
 mkdir -p bin
 $GO build -o bin/ ./services/fingerprint ./services/drift ./services/audit ./services/proxy/fleetscale
-# The fleet holds two KV watches (ordered consumers) and an outbox slot lock
-# per gate: raise the open-file limit as far as allowed.
+# The fleet holds an outbox slot lock per gate and a connection per proxy,
+# the leaf nodes a connection per proxy: raise the open-file limit as far as
+# allowed (the harness raises it further, hard limit included, when it runs
+# as root, and says so when it cannot).
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 exec bin/fleetscale --out "${SCALE_OUT:-docs/scale}" "$@"

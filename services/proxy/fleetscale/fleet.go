@@ -148,10 +148,10 @@ func loadManifests(dir string) ([][]byte, []string, error) {
 }
 
 // start connects every proxy and starts its gates and publishers on ctx.
-func (f *fleetSim) start(ctx context.Context, c *cluster, outbox string, inflight int) error {
+func (f *fleetSim) start(ctx context.Context, urlFor func(tenant string) string, outbox string, inflight int, stall time.Duration) error {
 	started := 0
 	for _, p := range f.proxies {
-		nc, err := bus.Connect(ctx, bus.Conn{URL: c.url("proxy-" + p.tenant), Name: "mcpdrift-proxy-" + p.id,
+		nc, err := bus.Connect(ctx, bus.Conn{URL: urlFor(p.tenant), Name: "mcpdrift-proxy-" + p.id,
 			InboxPrefix: "_INBOX_proxy_" + p.tenant, Background: true}, zerolog.New(&lineCounter{n: &f.warns}).Level(zerolog.WarnLevel))
 		if err != nil {
 			return fmt.Errorf("proxy %s: %w", p.id, err)
@@ -187,9 +187,9 @@ func (f *fleetSim) start(ctx context.Context, c *cluster, outbox string, infligh
 		// setting up their watches (a proxy's watch is one consumer
 		// creation, which a cluster proposes through its meta group), as a
 		// rolling start would.
-		if inflight > 0 && !waitFor(45*time.Second, func() bool { up, _ := f.watching(); return started-up <= inflight }) {
+		if inflight > 0 && !waitFor(stall, func() bool { up, _ := f.watching(); return started-up <= inflight }) {
 			up, _ := f.watching()
-			return fmt.Errorf("%d of %d gates started are watching after 45s; fleet warnings: %q", up, started, warnSamples())
+			return fmt.Errorf("%d of %d gates started are watching after %v; fleet warnings: %q", up, started, stall, warnSamples())
 		}
 	}
 	return nil

@@ -117,3 +117,68 @@ func TestNiceStep(t *testing.T) {
 		}
 	}
 }
+
+// TestLeafUsers: the hub gets a leaf user per tenant, its permissions a
+// copy of LEAF_DEFAULT confined to the tenant (its mirrors' deliveries
+// and its proxies' inbox included).
+func TestLeafUsers(t *testing.T) {
+	auth, err := os.ReadFile("../../../deploy/nats/auth.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{passwords: map[string]string{}}
+	out, err := c.tenantUsers(string(auth), []string{"t07"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, _, err := confBlock(out, "LEAF_T07")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"mcpdrift.obs.list.t07.*"`, `"mcpdrift.mirror.t07.>"`, `"_INBOX_proxy_t07.>"`,
+		`"$JS.hub.API.CONSUMER.CREATE.KV_mcpdrift_policy.*.$KV.mcpdrift_policy.t07"`} {
+		if !strings.Contains(blk, want) {
+			t.Errorf("LEAF_T07 lacks %s:\n%s", want, blk)
+		}
+	}
+	if strings.Contains(blk, "default") {
+		t.Errorf("LEAF_T07 still names tenant default:\n%s", blk)
+	}
+	if !strings.Contains(out, "{ user = leaf-t07, password = ") || c.passwords["leaf-t07"] == "" {
+		t.Error("no user leaf-t07")
+	}
+}
+
+// TestSiteAccounts: a leaf serving two tenants runs an account per tenant
+// with its own proxy and admin users and PROXY_<T> permissions.
+func TestSiteAccounts(t *testing.T) {
+	auth, err := os.ReadFile("../../../deploy/nats/leaf/auth.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &site{tenants: []string{"t01", "t02"}, passwords: map[string]string{}}
+	out, err := s.tenantAccounts(string(auth))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tn := range s.tenants {
+		acct, _, err := confBlock(out, "TENANT_"+strings.ToUpper(tn))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"user = admin-" + tn, "user = proxy-" + tn, "permissions = $PROXY_" + strings.ToUpper(tn) + " }"} {
+			if !strings.Contains(acct, want) {
+				t.Errorf("account of %s lacks %q:\n%s", tn, want, acct)
+			}
+		}
+		if _, _, err := confBlock(out, "PROXY_"+strings.ToUpper(tn)); err != nil {
+			t.Error(err)
+		}
+	}
+	if strings.Contains(out, "TENANT_DEFAULT {") || strings.Contains(out, "PROXY_DEFAULT = {") || strings.Contains(out, "$PROXY_DEFAULT") || strings.Contains(out, "$MCPDRIFT_NATS_PROXY_PASSWORD") {
+		t.Errorf("the default account is left:\n%s", out)
+	}
+	if got := assignSites([]string{"a", "b", "c"}, 2); len(got) != 2 || len(got[0]) != 2 || got[1][0] != "b" {
+		t.Errorf("assignSites = %v", got)
+	}
+}

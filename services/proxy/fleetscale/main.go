@@ -17,6 +17,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -62,6 +63,7 @@ type Config struct {
 	CallRate  float64
 	Duration  time.Duration
 	Inflight  int // gates setting up their watches at once during the fleet's start (0: no limit)
+	Sites     int // leaf nodes (sites); tenant i is served by site i mod Sites; 0: proxies connect to the hub
 	Recovery  int // index in Sizes of the size that runs the recovery scenarios; -1: none
 	Audit     bool
 	Compact   bool     // re-listings of a confirmed (unchanged) manifest go compact
@@ -85,6 +87,9 @@ func (c Config) Validate() error {
 	}
 	if len(c.Rates) == 0 || slices.Min(c.Rates) <= 0 || c.DriftRate < 0 || c.CallRate < 0 || c.Duration <= 0 {
 		errs = append(errs, errors.New("--rates and --duration must be positive, --drift-rate and --call-rate not negative"))
+	}
+	if c.Sites < 0 {
+		errs = append(errs, errors.New("--sites: 0 or more"))
 	}
 	if c.Recovery >= len(c.Sizes) {
 		errs = append(errs, fmt.Errorf("--recovery %d: no such size", c.Recovery))
@@ -110,14 +115,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("fleetscale", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var c Config
-	sizes := fs.String("sizes", "500x20,2000x100,5000x200", "simulated deployments, SERVERSxPROXIES, comma-separated")
+	sizes := fs.String("sizes", "500x20,2000x100,5000x200,20000x1000", "simulated deployments, SERVERSxPROXIES, comma-separated")
 	fs.IntVar(&c.Tenants, "tenants", 50, "tenants (at most; each gets at least --fronting proxies)")
 	fs.IntVar(&c.Fronting, "fronting", 2, "proxies in front of each server")
-	rates := fs.String("rates", "1000,250", "list observations per second over the fleet (re-listings), one steady phase each; the first also paces first sight")
+	rates := fs.String("rates", "250", "list observations per second over the fleet (re-listings), one steady phase each; the first also paces first sight")
 	fs.Float64Var(&c.DriftRate, "drift-rate", 5, "rug pulls per second (each a verified server changing behind one proxy)")
 	fs.Float64Var(&c.CallRate, "call-rate", 1000, "tool calls observed per second over the fleet")
 	fs.DurationVar(&c.Duration, "duration", 30*time.Second, "each steady phase")
 	fs.IntVar(&c.Inflight, "start-inflight", 200, "gates setting up their watches at once while the fleet starts (0: all at once)")
+	fs.IntVar(&c.Sites, "sites", 10, "leaf nodes (deploy/nats/leaf), each serving every Nth tenant (one account, one remote and one set of mirrors per tenant); the proxies connect to their tenant's site. 0: no leaf nodes, proxies connect to the hub")
 	fs.IntVar(&c.Recovery, "recovery", 1, "index of the size that also runs the recovery scenarios (-1: none)")
 	svcEnv := fs.String("service-env", "", "extra environment of the services, comma-separated (e.g. MCPDRIFT_FINGERPRINT_WORKERS=128)")
 	fs.BoolVar(&c.Audit, "audit", true, "run the audit sink with a private ClickHouse server")
@@ -161,6 +167,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	log := zerolog.New(zerolog.ConsoleWriter{Out: stderr, TimeFormat: "15:04:05"}).With().Timestamp().Logger()
+	raiseOpenFiles(c, log)
 	if c.Work == "" {
 		if c.Work, err = os.MkdirTemp("", "fleetscale-"); err != nil {
 			return err
@@ -176,10 +183,18 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log.Info().Int("captures", len(manifests)).Strs("first", names[:min(3, len(names))]).Msg("manifests")
 	var results []*result
+	var failed []error
 	for i, sz := range c.Sizes {
 		r, err := runSize(ctx, c, sz, i == c.Recovery, manifests, log)
 		if err != nil {
-			return fmt.Errorf("size %dx%d: %w", sz.servers, sz.proxies, err)
+			// Keep going: the other sizes stand, this one says what stopped it.
+			err = fmt.Errorf("size %dx%d: %w", sz.servers, sz.proxies, err)
+			log.Error().Err(err).Msg("size did not complete")
+			failed = append(failed, err)
+			r = &result{Servers: sz.servers, Proxies: sz.proxies, Fronting: c.Fronting, Error: err.Error()}
+			if ctx.Err() != nil {
+				return errors.Join(failed...)
+			}
 		}
 		results = append(results, r)
 		// Write as we go: a later size that fails leaves the earlier ones.
@@ -187,7 +202,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			return err
 		}
 	}
-	return nil
+	return errors.Join(failed...)
 }
 
 func writeResults(out string, rs []*result) error {
@@ -203,15 +218,21 @@ func writeResults(out string, rs []*result) error {
 
 // env is one size's running deployment.
 type env struct {
-	c   *cluster
-	ch  *clickhouseServer
-	svc *services
-	js  jetstream.JetStream
-	f   *fleetSim
+	c     *cluster
+	sites []*site
+	ch    *clickhouseServer
+	svc   *services
+	js    jetstream.JetStream
+	f     *fleetSim
 }
 
 func (e *env) pids() map[string]int {
 	m := e.c.pids()
+	for _, s := range e.sites {
+		if s.proc != nil && !s.proc.exited() {
+			m[s.name] = s.proc.pid()
+		}
+	}
 	for k, v := range e.svc.pids() {
 		m[k] = v
 	}
@@ -224,6 +245,9 @@ func (e *env) pids() map[string]int {
 
 func runSize(ctx context.Context, c Config, sz size, recover bool, manifests [][]byte, log zerolog.Logger) (*result, error) {
 	log = log.With().Int("servers", sz.servers).Int("proxies", sz.proxies).Logger()
+	if err := fdLimitError(sz, c.Fronting); err != nil {
+		return nil, err
+	}
 	dir := filepath.Join(c.Work, fmt.Sprintf("%dx%d", sz.servers, sz.proxies))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -252,6 +276,18 @@ func runSize(ctx context.Context, c Config, sz size, recover bool, manifests [][
 		return err == nil
 	}) {
 		return nil, fmt.Errorf("bus setup with 3 replicas: %w", err)
+	}
+	if c.Sites > 0 {
+		ts := time.Now()
+		if e.sites, err = startSites(ctx, c.Deploy, c.NATS, dir, e.c, assignSites(tnames, c.Sites)); err != nil {
+			return nil, err
+		}
+		defer func() {
+			for _, s := range e.sites {
+				s.stop()
+			}
+		}()
+		log.Info().Int("leaf_nodes", len(e.sites)).Dur("took", time.Since(ts).Round(time.Millisecond)).Msg("sites linked, mirrors set up")
 	}
 	e.svc = &services{bin: c.Bin, dir: dir, c: e.c, extra: c.SvcEnv}
 	if c.Audit {
@@ -285,7 +321,7 @@ func runSize(ctx context.Context, c Config, sz size, recover bool, manifests [][
 	if err := watchPipeline(ctx, nc, e.js, rec); err != nil {
 		return nil, err
 	}
-	r := &result{Servers: sz.servers, Proxies: sz.proxies, Tenants: tenants, Fronting: c.Fronting}
+	r := &result{Servers: sz.servers, Proxies: sz.proxies, Tenants: tenants, Fronting: c.Fronting, LeafNodes: len(e.sites)}
 
 	// The fleet: its memory is what the process grows by.
 	runtime.GC()
@@ -297,12 +333,12 @@ func runSize(ctx context.Context, c Config, sz size, recover bool, manifests [][
 	e.f = &fleetSim{proxies: proxies, servers: servers, rec: rec}
 	defer func() { fcancel(); e.f.close() }()
 	t1 := time.Now()
-	if err := e.f.start(fctx, e.c, filepath.Join(dir, "outbox"), c.Inflight); err != nil {
+	if err := e.f.start(fctx, e.proxyURL, filepath.Join(dir, "outbox"), c.Inflight, scaled(45*time.Second, sz)); err != nil {
 		return nil, err
 	}
-	if !waitFor(5*time.Minute, func() bool { up, total := e.f.watching(); return up == total }) {
+	if within := scaled(5*time.Minute, sz); !waitFor(within, func() bool { up, total := e.f.watching(); return up == total }) {
 		up, total := e.f.watching()
-		return nil, fmt.Errorf("%d of %d gates watching after 5 minutes", up, total)
+		return nil, fmt.Errorf("%d of %d gates watching after %v", up, total, within)
 	}
 	r.WatchSetupSec = round2(time.Since(t1).Seconds())
 	r.WatchSetupRate = round1(float64(sz.proxies) / r.WatchSetupSec) // one status watch per proxy (ADR 0010)
@@ -317,31 +353,45 @@ func runSize(ctx context.Context, c Config, sz size, recover bool, manifests [][
 	if s, err := e.js.Stream(ctx, "KV_"+bus.BucketStatus); err == nil {
 		r.KVConsumers = s.CachedInfo().State.Consumers
 	}
+	for _, s := range e.sites {
+		w, m := s.statusConsumers(ctx)
+		r.LeafKVConsumers += w
+		r.HubMirrorConsumers += m
+	}
+	if names, err := consumerFilters(ctx, e.js, "KV_"+bus.BucketStatus); err == nil {
+		log.Debug().Strs("consumers", names).Msg("hub status consumers")
+		r.HubKVConsumerFilters = names
+	}
 	log.Info().Int("gates", r.Gates).Float64("watch_setup_s", r.WatchSetupSec).Int("kv_consumers", r.KVConsumers).
+		Int("leaf_nodes", r.LeafNodes).Int("leaf_kv_consumers", r.LeafKVConsumers).Int("hub_mirror_consumers", r.HubMirrorConsumers).
 		Float64("heap_kib_per_gate", r.FleetHeapKiBPerGate).Msg("fleet watching")
 
 	// First sight of every server: baseline v1, verified everywhere.
 	t2 := time.Now()
 	e.f.compact.Store(c.Compact)
 	firstSight(fctx, e.f, c.Rates[0])
-	waitFor(2*time.Minute, func() bool { return rec.pendingCount() == 0 })
+	waitFor(scaled(2*time.Minute, sz), func() bool { return rec.pendingCount() == 0 })
 	r.FirstSightIncomplete = rec.dropExpectations()
 	r.FirstSightSeconds = round2(time.Since(t2).Seconds())
 	r.FirstSight = summarize(rec.take().allProxies)
 	log.Info().Str("obs_to_every_proxy", r.FirstSight.String()).Int("incomplete", r.FirstSightIncomplete).Msg("first sight")
+	r.FirstSightLedger = e.ledger(ctx, sz)
+	log.Info().Interface("ledger", r.FirstSightLedger).Msg("nothing lost after first sight")
 
 	for _, rate := range c.Rates {
 		// Start from an idle pipeline: what an earlier phase queued is done.
-		waitFor(2*time.Minute, func() bool {
+		waitFor(scaled(2*time.Minute, sz), func() bool {
 			return consumerBacklog(ctx, e.js, bus.StreamObservations, bus.ConsumerFingerprint) == 0 &&
 				consumerBacklog(ctx, e.js, bus.StreamFingerprints, bus.ConsumerDrift) == 0
 		})
 		st := steadyPhase(ctx, fctx, c, e, rec, rate)
+		st.Ledger = e.ledger(ctx, sz)
 		r.Steady = append(r.Steady, st)
 		log.Info().Float64("rate", rate).Float64("obs_per_s", st.ObsRate).Float64("fingerprinted_per_s", st.FpRate).
 			Str("obs_to_fp", st.ObsToFp.String()).Str("obs_to_verdict", st.ObsToVerdict.String()).
 			Str("drift_to_every_proxy", st.DriftAll.String()).Str("status_write_to_proxy", st.KVToProxy.String()).
-			Int("drifts_missing", st.DriftsMissing).Msg("steady")
+			Int("drifts_missing", st.DriftsMissing).Float64("cpu_us_identical", st.PipelineCPUIdentical).
+			Float64("cpu_us_new", st.PipelineCPUNew).Interface("ledger", st.Ledger).Msg("steady")
 		for name, u := range st.Usage {
 			log.Info().Str("process", name).Float64("cpu_pct", u.CPUPercent).Float64("rss_mib", u.RSSMiB).Msg("usage")
 		}
@@ -358,6 +408,10 @@ func runSize(ctx context.Context, c Config, sz size, recover bool, manifests [][
 		r.Recovery = rc
 	}
 	r.Violations = e.c.violations()
+	for _, st := range e.sites {
+		b, _ := os.ReadFile(st.log)
+		r.Violations += bytes.Count(b, []byte("Publish Violation")) + bytes.Count(b, []byte("Subscription Violation"))
+	}
 	return r, nil
 }
 
@@ -404,25 +458,27 @@ func steadyPhase(ctx, fctx context.Context, c Config, e *env, rec *recorder, rat
 	st.KVToProxy = summarize(s.kvToProxy)
 	window := max(c.Duration/3, 3*time.Second)
 	idle := idleCPURate(ctx, e, window)
-	st.PipelineCPUIdentical = cpuPerListing(ctx, fctx, e, rate, window, true, idle)
-	st.PipelineCPUNew = cpuPerListing(ctx, fctx, e, rate, window, false, idle)
+	st.PipelineCPUIdentical, st.PipelineCPUIdenticalBy = cpuPerListing(ctx, fctx, e, rate, window, true, idle)
+	st.PipelineCPUNew, st.PipelineCPUNewBy = cpuPerListing(ctx, fctx, e, rate, window, false, idle)
 	e.f.compact.Store(c.Compact)
 	rec.take()
 	return st
 }
 
-// pipelineCPU is the CPU time the fingerprint, drift and audit processes
-// used so far.
-func pipelineCPU(pids map[string]int) time.Duration {
-	var t time.Duration
+// pipelineCPUBy is the CPU time the fingerprint, drift (both instances)
+// and audit processes used so far, by service.
+func pipelineCPUBy(pids map[string]int) map[string]time.Duration {
+	out := map[string]time.Duration{}
 	for name, pid := range pids {
-		if strings.HasPrefix(name, "fingerprint") || strings.HasPrefix(name, "drift") || strings.HasPrefix(name, "audit") {
-			if c, err := procstat.CPUTime(pid); err == nil {
-				t += c
+		for _, svc := range []string{"fingerprint", "drift", "audit"} {
+			if strings.HasPrefix(name, svc) {
+				if c, err := procstat.CPUTime(pid); err == nil {
+					out[svc] += c
+				}
 			}
 		}
 	}
-	return t
+	return out
 }
 
 // pipelineIdle waits until the fingerprint, drift and audit consumers have
@@ -438,11 +494,16 @@ func pipelineIdle(ctx context.Context, e *env) {
 // idleCPURate is the pipeline's CPU time per second of wall time with no
 // traffic (pulls, heartbeats, watches, sweeps), measured over d: the floor
 // cpuPerListing takes off, so that a listing is charged only its own work.
-func idleCPURate(ctx context.Context, e *env, d time.Duration) float64 {
+func idleCPURate(ctx context.Context, e *env, d time.Duration) map[string]float64 {
 	pipelineIdle(ctx, e)
-	c0, t0 := pipelineCPU(e.pids()), time.Now()
+	c0, t0 := pipelineCPUBy(e.pids()), time.Now()
 	time.Sleep(d)
-	return float64(pipelineCPU(e.pids())-c0) / float64(time.Since(t0))
+	c1, el := pipelineCPUBy(e.pids()), float64(time.Since(t0))
+	out := map[string]float64{}
+	for svc, c := range c1 {
+		out[svc] = float64(c-c0[svc]) / el
+	}
+	return out
 }
 
 // cpuPerListing drives re-listings of unchanged manifests only, compact or
@@ -450,19 +511,26 @@ func idleCPURate(ctx context.Context, e *env, d time.Duration) float64 {
 // pipeline's CPU time per listing in microseconds, less the idle floor
 // (idle, CPU per wall time) over the same time (0 when none was
 // published).
-func cpuPerListing(ctx, fctx context.Context, e *env, rate float64, d time.Duration, compact bool, idle float64) float64 {
+func cpuPerListing(ctx, fctx context.Context, e *env, rate float64, d time.Duration, compact bool, idle map[string]float64) (float64, map[string]float64) {
 	e.f.compact.Store(compact)
 	pipelineIdle(ctx, e)
-	c0, l0, t0 := pipelineCPU(e.pids()), e.f.listings.Load(), time.Now()
+	c0, l0, t0 := pipelineCPUBy(e.pids()), e.f.listings.Load(), time.Now()
 	drive(fctx, e.f, loadSpec{obs: rate}, d)
 	time.Sleep(100 * time.Millisecond) // the publishers' linger
 	pipelineIdle(ctx, e)
-	c1, n := pipelineCPU(e.pids()), e.f.listings.Load()-l0
+	c1, n := pipelineCPUBy(e.pids()), e.f.listings.Load()-l0
 	if n <= 0 {
-		return 0
+		return 0, nil
 	}
-	used := float64(c1-c0) - idle*float64(time.Since(t0))
-	return round1(max(used, 0) / float64(time.Microsecond) / float64(n))
+	el := float64(time.Since(t0))
+	by := map[string]float64{}
+	total := 0.0
+	for svc, c := range c1 {
+		used := max(float64(c-c0[svc])-idle[svc]*el, 0) / float64(time.Microsecond) / float64(n)
+		by[svc] = round1(used)
+		total += used
+	}
+	return round1(total), by
 }
 
 // fingerprintedWithin counts the fingerprinted observations published in [a, b).
@@ -482,4 +550,139 @@ func (e *env) chPid() int {
 		return 0
 	}
 	return e.ch.s.Pid()
+}
+
+// proxyURL is where a proxy of tenant connects: its tenant's site's leaf
+// node, or the hub when the run has no sites.
+func (e *env) proxyURL(tenant string) string {
+	for _, s := range e.sites {
+		if slices.Contains(s.tenants, tenant) {
+			return s.url("proxy-" + tenant)
+		}
+	}
+	return e.c.url("proxy-" + tenant)
+}
+
+// scaled is a timeout for a size: base up to 2,000 servers, growing in
+// proportion beyond (the fleet's start, first sight and the pipeline's
+// backlog grow with servers and gates on the same two cores).
+func scaled(base time.Duration, sz size) time.Duration {
+	return time.Duration(float64(base) * max(1, float64(sz.servers)/2000))
+}
+
+// fdsNeeded is what a size needs open at once in this process: each
+// simulated publisher holds its outbox slot's lock file open (as a proxy
+// does per fronted server), each proxy a connection, plus the harness's
+// own (cluster, services, ClickHouse, logs).
+func fdsNeeded(sz size, fronting int) uint64 {
+	return uint64(sz.servers*fronting + sz.proxies + 2048)
+}
+
+// raiseOpenFiles lifts the process's open-file limit towards what the
+// largest size needs, hard limit included when allowed (root with
+// CAP_SYS_RESOURCE); a size that still does not fit fails on its own
+// (runSize), the others run.
+func raiseOpenFiles(c Config, log zerolog.Logger) {
+	need := uint64(4096)
+	for _, sz := range c.Sizes {
+		need = max(need, fdsNeeded(sz, c.Fronting))
+	}
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur >= need {
+		return
+	}
+	from := lim.Cur
+	want := syscall.Rlimit{Cur: need, Max: max(need, lim.Max)}
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &want); err != nil {
+		want = syscall.Rlimit{Cur: lim.Max, Max: lim.Max}
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &want)
+		log.Warn().Uint64("need", need).Uint64("hard_limit", lim.Max).Err(err).Msg("open-file limit cannot be raised to what the largest size needs")
+	}
+	log.Info().Uint64("from", from).Uint64("to", want.Cur).Msg("open-file limit")
+}
+
+// fdLimitError says why a size cannot run in this process, nil when it can.
+func fdLimitError(sz size, fronting int) error {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return nil
+	}
+	if need := fdsNeeded(sz, fronting); lim.Cur < need {
+		return fmt.Errorf("needs about %d open files in the fleet process (%d gates, each publisher's outbox lock, and %d connections), the limit is %d and the hard limit cannot be raised here (no CAP_SYS_RESOURCE): run as a user allowed to, or fewer gates", need, sz.servers*fronting, sz.proxies, lim.Cur)
+	}
+	return nil
+}
+
+// ledger is "nothing lost" at the end of a phase: what the simulated
+// proxies handed to their publishers since the start, against the
+// distinct rows the audit sink wrote to ClickHouse (it acks only after
+// ClickHouse has them). Compact listings have a row each, as whole ones.
+type ledger struct {
+	ListingsIssued  int64  `json:"listings_issued"`
+	CallsIssued     int64  `json:"calls_issued"`
+	Published       uint64 `json:"publisher_published"` // events, a batch counting its calls
+	Dropped         uint64 `json:"publisher_dropped"`
+	AuditListRows   uint64 `json:"audit_list_rows"`
+	AuditCallRows   uint64 `json:"audit_call_rows"`
+	AuditVerdicts   uint64 `json:"audit_verdict_rows"`
+	AuditPending    uint64 `json:"audit_consumer_unprocessed"`
+	ListingsMissing int64  `json:"listings_missing"` // issued minus audit rows
+	CallsMissing    int64  `json:"calls_missing"`
+	Error           string `json:"error,omitempty"`
+}
+
+// ledger waits for the publishers' queues and the audit consumer to drain
+// (bounded), then counts.
+func (e *env) ledger(ctx context.Context, sz size) *ledger {
+	l := &ledger{}
+	if e.ch == nil {
+		l.Error = "no audit sink (--audit=false)"
+		return l
+	}
+	time.Sleep(100 * time.Millisecond) // the publishers' linger
+	waitFor(scaled(90*time.Second, sz), func() bool {
+		st := e.f.pubStats()
+		return st.Queued == 0 && st.OutboxDepth == 0 &&
+			consumerBacklog(ctx, e.js, bus.StreamObservations, bus.ConsumerAuditObservations) == 0 &&
+			consumerBacklog(ctx, e.js, bus.StreamVerdicts, bus.ConsumerAuditVerdicts) == 0
+	})
+	l.ListingsIssued, l.CallsIssued = e.f.listings.Load(), e.f.calls.Load()
+	st := e.f.pubStats()
+	l.Published, l.Dropped = st.Published, st.Dropped
+	l.AuditPending = consumerBacklog(ctx, e.js, bus.StreamObservations, bus.ConsumerAuditObservations) +
+		consumerBacklog(ctx, e.js, bus.StreamVerdicts, bus.ConsumerAuditVerdicts)
+	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	rows, err := e.ch.counts(cctx)
+	if err != nil {
+		l.Error = err.Error()
+		return l
+	}
+	l.AuditListRows, l.AuditCallRows, l.AuditVerdicts = rows["list_observations"], rows["call_observations"], rows["verdicts"]
+	l.ListingsMissing = l.ListingsIssued - int64(l.AuditListRows)
+	l.CallsMissing = l.CallsIssued - int64(l.AuditCallRows)
+	return l
+}
+
+// consumerFilters lists a stream's consumers by filter (a sample of at
+// most 200, for the results: who watches the hub's status).
+func consumerFilters(ctx context.Context, js jetstream.JetStream, stream string) ([]string, error) {
+	c, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	s, err := js.Stream(c, stream)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	l := s.ListConsumers(c)
+	for ci := range l.Info() {
+		f := ci.Config.FilterSubject
+		if len(ci.Config.FilterSubjects) > 0 {
+			f = strings.Join(ci.Config.FilterSubjects, "|")
+		}
+		if len(out) < 200 {
+			out = append(out, f)
+		}
+	}
+	return out, l.Err()
 }

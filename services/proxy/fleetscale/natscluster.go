@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -38,10 +39,10 @@ type cluster struct {
 }
 
 type node struct {
-	name                string
-	client, route, http int
-	conf, store, log    string
-	proc                *proc
+	name                      string
+	client, route, http, leaf int
+	conf, store, log          string
+	proc                      *proc
 }
 
 // startCluster writes the three node configurations and the auth file
@@ -67,12 +68,12 @@ func startCluster(deployDir, bin, dir string, tenants []string) (*cluster, error
 	if err := os.WriteFile(filepath.Join(dir, "auth.conf"), []byte(tenantAuth), 0o600); err != nil {
 		return nil, err
 	}
-	ports, err := chtest.FreePorts(9)
+	ports, err := chtest.FreePorts(12)
 	if err != nil {
 		return nil, err
 	}
 	for i := range 3 {
-		c.nodes = append(c.nodes, &node{name: fmt.Sprintf("nats-%d", i+1), client: ports[3*i], route: ports[3*i+1], http: ports[3*i+2],
+		c.nodes = append(c.nodes, &node{name: fmt.Sprintf("nats-%d", i+1), client: ports[4*i], route: ports[4*i+1], http: ports[4*i+2], leaf: ports[4*i+3],
 			store: filepath.Join(dir, fmt.Sprintf("store-%d", i+1))})
 	}
 	for i, n := range c.nodes {
@@ -80,8 +81,8 @@ func startCluster(deployDir, bin, dir string, tenants []string) (*cluster, error
 			{`listen = "0.0.0.0:4222"`, fmt.Sprintf(`listen = "127.0.0.1:%d"`, n.client)},
 			{`http = "0.0.0.0:8222"`, fmt.Sprintf(`http = "127.0.0.1:%d"`, n.http)},
 			{`listen = "0.0.0.0:6222"`, fmt.Sprintf(`listen = "127.0.0.1:%d"`, n.route)},
-			// the sites' leafnodes port: one the system picks (no site here)
-			{`listen = "0.0.0.0:7422"`, `listen = "127.0.0.1:-1"`},
+			// the sites' leafnodes port (--sites)
+			{`listen = "0.0.0.0:7422"`, fmt.Sprintf(`listen = "127.0.0.1:%d"`, n.leaf)},
 			{`store_dir = "/var/lib/nats"`, fmt.Sprintf(`store_dir = %q`, n.store)},
 			{`include ../auth.conf`, `include auth.conf`},
 		}
@@ -117,35 +118,75 @@ func startCluster(deployDir, bin, dir string, tenants []string) (*cluster, error
 
 // tenantUsers adds, for each tenant, a copy of the shipped PROXY_DEFAULT
 // permissions with the tenant in place of "default" and a user
-// proxy-<tenant> (as auth.conf's comment says an operator does).
+// proxy-<tenant> (as auth.conf's comment says an operator does), and the
+// same for the sites' leaf nodes: LEAF_<TENANT> and a user leaf-<tenant>
+// (auth.conf: "Copy LEAF_DEFAULT and its user per tenant").
 func (c *cluster) tenantUsers(auth string, tenants []string) (string, error) {
-	start := strings.Index(auth, "PROXY_DEFAULT = {")
-	end := strings.Index(auth, "\n# fingerprint service")
-	if start < 0 || end < start {
-		return "", errors.New("auth.conf: PROXY_DEFAULT block not found; update fleetscale's template")
-	}
-	block := auth[start:end]
 	var blocks, users strings.Builder
-	for _, t := range tenants {
-		b := strings.Replace(block, "PROXY_DEFAULT", "PROXY_"+strings.ToUpper(t), 1)
-		b = strings.ReplaceAll(b, ".default.", "."+t+".")
-		b = strings.ReplaceAll(b, "_INBOX_proxy_default", "_INBOX_proxy_"+t)
-		blocks.WriteString(b)
-		pw := randomHex(16)
-		c.passwords["proxy-"+t] = pw
-		h, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.MinCost)
+	end := 0
+	for _, role := range []string{"PROXY", "LEAF"} {
+		block, at, err := confBlock(auth, role+"_DEFAULT")
 		if err != nil {
-			return "", err
+			return "", fmt.Errorf("auth.conf: %w; update fleetscale's template", err)
 		}
-		fmt.Fprintf(&users, "      { user = proxy-%s, password = %q, permissions = $PROXY_%s }\n", t, h, strings.ToUpper(t))
+		end = max(end, at)
+		for _, t := range tenants {
+			blocks.WriteString("\n" + forTenant(block, role, t) + "\n")
+			pw := randomHex(16)
+			user := strings.ToLower(role) + "-" + t
+			c.passwords[user] = pw
+			h, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.MinCost)
+			if err != nil {
+				return "", err
+			}
+			fmt.Fprintf(&users, "      { user = %s, password = %q, permissions = $%s_%s }\n", user, h, role, strings.ToUpper(t))
+		}
 	}
 	anchor := "      { user = proxy,"
 	i := strings.Index(auth, anchor)
-	if i < 0 {
-		return "", errors.New("auth.conf: proxy user not found; update fleetscale's template")
+	if i < 0 || i < end {
+		return "", errors.New("auth.conf: proxy user not found after the permission blocks; update fleetscale's template")
 	}
-	out := auth[:end] + "\n" + blocks.String() + auth[end:i] + users.String() + auth[i:]
-	return out, nil
+	return auth[:end] + "\n" + blocks.String() + auth[end:i] + users.String() + auth[i:], nil
+}
+
+// tenantWord matches "default" as a tenant in a subject of auth.conf
+// (mcpdrift.obs.list.default.*, $KV.mcpdrift_policy.default,
+// _INBOX_proxy_default).
+var tenantWord = regexp.MustCompile(`([._])default([."])`)
+
+// forTenant is a copy of a ROLE_DEFAULT block for tenant t.
+func forTenant(block, role, t string) string {
+	b := strings.Replace(block, role+"_DEFAULT", role+"_"+strings.ToUpper(t), 1)
+	return tenantWord.ReplaceAllString(b, "${1}"+t+"${2}")
+}
+
+// confBlock returns the block "NAME = { ... }" (or "NAME { ... }") of a
+// NATS configuration, braces matched, and the offset just past it.
+func confBlock(conf, name string) (string, int, error) {
+	re := regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(name) + `\s*=?\s*\{`)
+	loc := re.FindStringIndex(conf)
+	if loc == nil {
+		return "", 0, fmt.Errorf("block %s not found", name)
+	}
+	depth := 0
+	for i := loc[1] - 1; i < len(conf); i++ {
+		switch conf[i] {
+		case '{':
+			depth++
+		case '}':
+			depth--
+			if depth == 0 {
+				return strings.TrimSpace(conf[loc[0] : i+1]), i + 1, nil
+			}
+		case '#':
+			// a comment runs to the end of its line (and may hold braces)
+			if j := strings.IndexByte(conf[i:], '\n'); j >= 0 {
+				i += j
+			}
+		}
+	}
+	return "", 0, fmt.Errorf("block %s: unbalanced braces", name)
 }
 
 func (c *cluster) start(n *node) error {

@@ -192,7 +192,17 @@ func sign(v int) int {
 }
 
 // plotAll draws every curve of the results into out.
-func plotAll(out string, rs []*result) error {
+func plotAll(out string, all []*result) error {
+	// A size that did not complete has nothing to draw.
+	var rs []*result
+	for _, r := range all {
+		if len(r.Steady) > 0 {
+			rs = append(rs, r)
+		}
+	}
+	if len(rs) == 0 {
+		return nil
+	}
 	xs := make([]float64, len(rs))
 	labels := make([]string, len(rs))
 	for i, r := range rs {

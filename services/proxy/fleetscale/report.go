@@ -112,11 +112,15 @@ type steady struct {
 	// the same re-listings whole, each through fingerprint and drift (what
 	// every listing cost before the compact form, and what a new listing
 	// costs at least).
-	PipelineCPUIdentical float64           `json:"pipeline_cpu_us_per_identical_listing"`
-	PipelineCPUNew       float64           `json:"pipeline_cpu_us_per_new_listing"`
-	Usage                map[string]usage  `json:"usage"`
-	LoadAvg              [2]float64        `json:"machine_load_average_start_end"` // 1-minute load average of the whole machine (shared)
-	Storage              map[string]growth `json:"storage"`
+	PipelineCPUIdentical float64 `json:"pipeline_cpu_us_per_identical_listing"`
+	PipelineCPUNew       float64 `json:"pipeline_cpu_us_per_new_listing"`
+	// The same, by service (fingerprint, drift: both instances, audit).
+	PipelineCPUIdenticalBy map[string]float64 `json:"pipeline_cpu_us_per_identical_listing_by_service,omitempty"`
+	PipelineCPUNewBy       map[string]float64 `json:"pipeline_cpu_us_per_new_listing_by_service,omitempty"`
+	Ledger                 *ledger            `json:"nothing_lost,omitempty"` // counted at the end of the phase, cumulative
+	Usage                  map[string]usage   `json:"usage"`
+	LoadAvg                [2]float64         `json:"machine_load_average_start_end"` // 1-minute load average of the whole machine (shared)
+	Storage                map[string]growth  `json:"storage"`
 }
 
 // result is one size's figures.
@@ -127,13 +131,24 @@ type result struct {
 	Fronting        int     `json:"fronting"`
 	Gates           int     `json:"gates"`
 	WatchesPerProxy float64 `json:"kv_watches_per_proxy"`
-	KVConsumers     int     `json:"kv_status_consumers"`
-	WatchSetupSec   float64 `json:"watch_setup_s"`
-	WatchSetupRate  float64 `json:"watches_set_up_per_s"`
+	KVConsumers     int     `json:"kv_status_consumers"` // on the hub's KV_mcpdrift_status
+	LeafNodes       int     `json:"leaf_nodes"`
+	LeafKVConsumers int     `json:"leaf_kv_status_consumers"` // on the leaf nodes' status mirrors, all sites
+	// HubMirrorConsumers: the sites' status mirrors (one per site and
+	// tenant), each a consumer on the hub's status stream that nats-server
+	// creates as a direct consumer, not counted in kv_status_consumers.
+	HubMirrorConsumers int `json:"kv_status_mirror_consumers"`
+	// HubKVConsumerFilters: the filter of each consumer on the hub's
+	// status stream (at most 200): the sites' mirrors, the services' and
+	// the harness's own watch.
+	HubKVConsumerFilters []string `json:"hub_kv_status_consumer_filters,omitempty"`
+	WatchSetupSec        float64  `json:"watch_setup_s"`
+	WatchSetupRate       float64  `json:"watches_set_up_per_s"`
 
 	FirstSight           dist    `json:"first_sight_obs_to_all_proxies"`
 	FirstSightSeconds    float64 `json:"first_sight_s"`
 	FirstSightIncomplete int     `json:"first_sight_incomplete"`
+	FirstSightLedger     *ledger `json:"first_sight_nothing_lost,omitempty"`
 
 	Steady                 []*steady `json:"steady"`
 	FleetHeapKiBPerGate    float64   `json:"fleet_heap_kib_per_gate"`
@@ -142,6 +157,7 @@ type result struct {
 	Warnings               int64     `json:"fleet_warn_lines"`
 	Violations             int       `json:"nats_permission_violations"`
 	Recovery               *recovery `json:"recovery,omitempty"`
+	Error                  string    `json:"error,omitempty"` // the size did not complete: why
 }
 
 func writeJSON(path string, v any) error {
@@ -160,13 +176,15 @@ func writeCSV(path string, rs []*result) error {
 	}
 	defer f.Close()
 	w := csv.NewWriter(f)
-	head := []string{"servers", "proxies", "tenants", "fronting", "gates", "kv_watches_per_proxy", "kv_status_consumers", "watch_setup_s",
+	head := []string{"servers", "proxies", "tenants", "fronting", "gates", "kv_watches_per_proxy", "kv_status_consumers", "watch_setup_s", "leaf_nodes", "leaf_kv_status_consumers",
 		"obs_rate_target", "obs_rate_published", "obs_rate_fingerprinted", "drift_rate", "call_rate",
 		"obs_to_fp_p50_ms", "obs_to_fp_p99_ms", "obs_to_verdict_p50_ms", "obs_to_verdict_p99_ms",
 		"drift_every_proxy_p50_ms", "drift_every_proxy_p99_ms", "status_write_to_proxy_p50_ms", "status_write_to_proxy_p99_ms",
 		"nats_cpu_pct", "nats_rss_mib", "fingerprint_cpu_pct", "fingerprint_rss_mib", "drift_cpu_pct", "drift_rss_mib",
 		"audit_cpu_pct", "audit_rss_mib", "clickhouse_cpu_pct", "clickhouse_rss_mib", "fleet_cpu_pct", "fleet_rss_mib",
-		"fleet_rss_mib_per_proxy", "fleet_heap_kib_per_gate", "obs_gib_per_day", "fp_gib_per_day", "verdict_gib_per_day", "kv_status_gib_per_day"}
+		"fleet_rss_mib_per_proxy", "fleet_heap_kib_per_gate", "obs_gib_per_day", "fp_gib_per_day", "verdict_gib_per_day", "kv_status_gib_per_day",
+		"leaf_cpu_pct", "leaf_rss_mib", "first_sight_p50_ms", "first_sight_p99_ms", "first_sight_incomplete", "drifts_not_seen_everywhere",
+		"pipeline_cpu_us_per_identical_listing", "pipeline_cpu_us_per_new_listing", "listings_issued", "audit_list_rows", "calls_issued", "audit_call_rows"}
 	if err := w.Write(head); err != nil {
 		return err
 	}
@@ -184,8 +202,14 @@ func writeCSV(path string, rs []*result) error {
 func csvRow(r *result, st *steady) []string {
 	f2 := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 	nats, fp, dr, au, ch, fl := st.sum("nats-"), st.sum("fingerprint"), st.sum("drift-"), st.sum("audit"), st.sum("clickhouse"), st.sum("fleet")
+	lf := st.sum("leaf-")
+	lg := st.Ledger
+	if lg == nil {
+		lg = &ledger{}
+	}
+	i64 := func(v int64) string { return strconv.FormatInt(v, 10) }
 	return []string{strconv.Itoa(r.Servers), strconv.Itoa(r.Proxies), strconv.Itoa(r.Tenants), strconv.Itoa(r.Fronting), strconv.Itoa(r.Gates),
-		f2(r.WatchesPerProxy), strconv.Itoa(r.KVConsumers), f2(r.WatchSetupSec),
+		f2(r.WatchesPerProxy), strconv.Itoa(r.KVConsumers), f2(r.WatchSetupSec), strconv.Itoa(r.LeafNodes), strconv.Itoa(r.LeafKVConsumers),
 		f2(st.ObsRateTarget), f2(st.ObsRate), f2(st.FpRate), f2(st.DriftRate), f2(st.CallRate),
 		f2(st.ObsToFp.P50), f2(st.ObsToFp.P99), f2(st.ObsToVerdict.P50), f2(st.ObsToVerdict.P99),
 		f2(st.DriftAll.P50), f2(st.DriftAll.P99), f2(st.KVToProxy.P50), f2(st.KVToProxy.P99),
@@ -193,7 +217,10 @@ func csvRow(r *result, st *steady) []string {
 		f2(au.CPUPercent), f2(au.RSSMiB), f2(ch.CPUPercent), f2(ch.RSSMiB), f2(fl.CPUPercent), f2(fl.RSSMiB),
 		f2(r.FleetRSSMiBPerProxy), f2(r.FleetHeapKiBPerGate),
 		f2(st.Storage[bus.StreamObservations].GiBPerDay), f2(st.Storage[bus.StreamFingerprints].GiBPerDay),
-		f2(st.Storage[bus.StreamVerdicts].GiBPerDay), f2(st.Storage["KV_"+bus.BucketStatus].GiBPerDay)}
+		f2(st.Storage[bus.StreamVerdicts].GiBPerDay), f2(st.Storage["KV_"+bus.BucketStatus].GiBPerDay),
+		f2(lf.CPUPercent), f2(lf.RSSMiB), f2(r.FirstSight.P50), f2(r.FirstSight.P99), strconv.Itoa(r.FirstSightIncomplete), strconv.Itoa(st.DriftsMissing),
+		f2(st.PipelineCPUIdentical), f2(st.PipelineCPUNew), i64(lg.ListingsIssued), strconv.FormatUint(lg.AuditListRows, 10),
+		i64(lg.CallsIssued), strconv.FormatUint(lg.AuditCallRows, 10)}
 }
 
 // sum adds the usage of every process whose name starts with prefix.
