@@ -276,8 +276,8 @@ func streamMsgIDs(ctx context.Context, js jetstream.JetStream, stream string) (m
 
 // statusValues returns the status records under a key filter (a watch's
 // initial values), joined, for polls to look into.
-func statusValues(ctx context.Context, kv jetstream.KeyValue, filter string) (string, error) {
-	w, err := kv.Watch(ctx, filter)
+func statusValues(ctx context.Context, kv jetstream.KeyValue, filter string, opts ...jetstream.WatchOpt) (string, error) {
+	w, err := kv.Watch(ctx, filter, opts...)
 	if err != nil {
 		return "", err
 	}
@@ -504,12 +504,12 @@ func TestLeafSite(t *testing.T) {
 	// hub grants the site only its leaf user's. A status write and another
 	// tenant's observation through the leaf go nowhere; an observation of
 	// the site's tenant sent after them arrives (the link keeps order).
-	before, err := statusValues(natsOpCtx(t, 10*time.Second), hubKV, "default.files.*")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// (The drift service may still be writing the records: what it writes
+	// is not what the site sends, so the check is that no revision of the
+	// records ever holds the site's bytes.)
+	const forged = `{"status":"verified","forged_by":"site"}`
 	for _, subject := range []string{"$KV.mcpdrift_status." + bus.StatusKey("default", "files", "default"), bus.ListObservationSubject("acme", "files")} {
-		if err := siteAdmin.nc.Publish(subject, []byte(`{"status":"verified"}`)); err != nil {
+		if err := siteAdmin.nc.Publish(subject, []byte(forged)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -530,8 +530,8 @@ func TestLeafSite(t *testing.T) {
 	if slices.Contains(mapValues(ids), bus.ListObservationSubject("acme", "files")) {
 		t.Fatal("an observation of tenant acme reached the hub through the site of tenant default")
 	}
-	if after, err := statusValues(natsOpCtx(t, 10*time.Second), hubKV, "default.files.*"); err != nil || after != before {
-		t.Fatalf("the site wrote the hub's status: %v\nbefore %s\nafter  %s", err, before, after)
+	if history, err := statusValues(natsOpCtx(t, 10*time.Second), hubKV, "default.files.*", jetstream.IncludeHistory()); err != nil || strings.Contains(history, forged) {
+		t.Fatalf("the site wrote the hub's status: %v\n%s", err, history)
 	}
 	// Nor read another tenant's status: the site's admin may do anything
 	// on the leaf, but the hub lets the site's leaf user create consumers
