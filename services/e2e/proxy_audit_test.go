@@ -7,7 +7,10 @@ import (
 	"testing"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/chtest"
 	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 )
@@ -77,4 +80,71 @@ func startAudited(t *testing.T, env ...string) (*chtest.Server, string, string) 
 	runService(t, "audit", append([]string{"MCPDRIFT_NATS_URL=" + natsURL, "MCPDRIFT_LOG_LEVEL=info", "MCPDRIFT_CLICKHOUSE_ADDR=" + ch.Addr,
 		"MCPDRIFT_AUDIT_DATABASE=" + db, "MCPDRIFT_AUDIT_BATCH_AGE=200ms"}, env...)...)
 	return ch, db, natsURL
+}
+
+// TestCompactListingsEndToEnd: real proxies, fingerprint, drift and audit
+// commands and a real ClickHouse. Once the pipeline has confirmed a
+// surface, every re-listing of it (a session's second tools/list, another
+// proxy's first) travels compact: the audit has a row for every listing,
+// naming its hash, and the fingerprint service fingerprinted only the
+// listings that travelled whole.
+func TestCompactListingsEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the commands, and a ClickHouse server")
+	}
+	ch, db, natsURL := startAudited(t)
+	a := startProxy(t, natsURL, "compact-1")
+	a.init()
+	poll.Eventually(t, wait, func() error {
+		got := a.call("tools/list", "{}")
+		return awaiting(strings.Contains(got, `"name":"read"`), "the first proxy serves the baseline", got)
+	})
+	for range 3 {
+		if got := a.call("tools/list", "{}"); !strings.Contains(got, `"name":"read"`) {
+			t.Fatalf("a re-listing: %s", got)
+		}
+	}
+	b := startProxy(t, natsURL, "compact-2")
+	b.init()
+	if got := b.call("tools/list", "{}"); !strings.Contains(got, `"name":"read"`) {
+		t.Fatalf("the second proxy's listing: %s", got)
+	}
+
+	conn, err := clickhouse.Open(ch.Options(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Eventually(t, wait, func() error {
+		var whole, compact, hashes uint64
+		if err := conn.QueryRow(context.Background(), `SELECT countIf(compact = 0), countIf(compact = 1), uniqExact(surface_hash)
+			FROM `+db+`.list_observations WHERE server = 'files' AND proxy IN ('compact-1', 'compact-2')`).Scan(&whole, &compact, &hashes); err != nil {
+			return awaiting(false, "the audit's listing rows", err.Error())
+		}
+		fp, err := js.Stream(context.Background(), bus.StreamFingerprints)
+		if err != nil {
+			return err
+		}
+		info, err := fp.Info(context.Background())
+		if err != nil {
+			return err
+		}
+		// The first listing travels whole (two, when the agent's came
+		// before the verdict on the proxy's own); the first proxy's three
+		// re-listings and the second proxy's listing travel compact.
+		var perProxy string
+		_ = conn.QueryRow(context.Background(), `SELECT toString(groupArray(concat(proxy, ':', toString(compact)))) FROM `+db+`.list_observations WHERE server = 'files'`).Scan(&perProxy)
+		got := fmt.Sprintf("%d whole, %d compact, %d hashes; %d fingerprints; %s", whole, compact, hashes, info.State.Msgs, perProxy)
+		return awaiting(whole >= 1 && whole <= 2 && compact >= 4 && hashes == 1 && info.State.Msgs == whole,
+			"every listing audited with its one hash, only the whole ones fingerprinted", got)
+	})
 }
