@@ -1,13 +1,10 @@
 package sink
 
 import (
-	"strconv"
-
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
-	"github.com/mcpdrift/mcpdrift/services/internal/coded"
 )
 
 // listing is what a row of list_observations says beside the common
@@ -41,37 +38,16 @@ func (s *Service) decodeSeen(env envelope, data []byte, tenant, server string, r
 	if err := proto.Unmarshal(data, ev); err != nil {
 		return bus.Poisonf(bus.CodeMalformedEvent, "decoding ListingsSeen: %w", err)
 	}
-	type checked struct {
-		id   string
-		atMs int64
-	}
-	rows := make([]checked, len(ev.Seen))
-	base := ""
-	for i, l := range ev.Seen {
-		if p := matchSubject(tenant, server, l.Tenant, l.Server); p != nil {
-			return inListing(p, i, len(ev.Seen))
-		}
-		id := l.EventId
-		if id == "" {
-			if base == "" {
-				base = fallbackID(env, data)
-			}
-			id = base + "#" + strconv.Itoa(i)
-		}
-		atMs, p := checkIdentity(env, id, l.ObservedAtUnixMs)
-		if p != nil {
-			return inListing(p, i, len(ev.Seen))
-		}
-		rows[i] = checked{id, atMs}
+	rows, err := checkBatch(env, data, tenant, server, len(ev.Seen), "compact listing", func(i int) batchItem {
+		l := ev.Seen[i]
+		return batchItem{l.Tenant, l.Server, l.EventId, l.ObservedAtUnixMs}
+	})
+	if err != nil {
+		return err
 	}
 	for i, l := range ev.Seen {
 		r.addListing(rows[i].id, rows[i].atMs, env.seq, tenant, server, listing{variant: l.Variant, proxy: l.Proxy,
 			agent: l.Agent, session: l.Session, hash: l.SurfaceHash, compact: true})
 	}
 	return nil
-}
-
-// inListing says which compact listing of a batch the poison p is about.
-func inListing(p error, i, n int) error {
-	return bus.Poisonf(coded.CodeOf(p), "compact listing %d of %d: %s", i, n, coded.MessageOf(p))
 }

@@ -377,28 +377,12 @@ func (s *Service) decodeCalls(env envelope, data []byte, tenant, server string, 
 	if err := proto.Unmarshal(data, ev); err != nil {
 		return bus.Poisonf(bus.CodeMalformedEvent, "decoding CallObservations: %w", err)
 	}
-	type checked struct {
-		id   string
-		atMs int64
-	}
-	rows := make([]checked, len(ev.Calls))
-	base := "" // the fallback id, computed once and only when a call needs it
-	for i, c := range ev.Calls {
-		if p := matchSubject(tenant, server, c.Tenant, c.Server); p != nil {
-			return inCall(p, i, len(ev.Calls))
-		}
-		id := c.EventId
-		if id == "" {
-			if base == "" {
-				base = fallbackID(env, data)
-			}
-			id = base + "#" + strconv.Itoa(i)
-		}
-		atMs, p := checkIdentity(env, id, c.ObservedAtUnixMs)
-		if p != nil {
-			return inCall(p, i, len(ev.Calls))
-		}
-		rows[i] = checked{id, atMs}
+	rows, err := checkBatch(env, data, tenant, server, len(ev.Calls), "call", func(i int) batchItem {
+		c := ev.Calls[i]
+		return batchItem{c.Tenant, c.Server, c.EventId, c.ObservedAtUnixMs}
+	})
+	if err != nil {
+		return err
 	}
 	for i, c := range ev.Calls {
 		s.addCall(r, tenant, server, rows[i].id, rows[i].atMs, env.seq, c)
@@ -406,9 +390,49 @@ func (s *Service) decodeCalls(env envelope, data []byte, tenant, server string, 
 	return nil
 }
 
-// inCall says which call of a batch the poison p is about.
-func inCall(p error, i, n int) error {
-	return bus.Poisonf(coded.CodeOf(p), "call %d of %d: %s", i, n, coded.MessageOf(p))
+// batchItem is what checkBatch reads of one event of a batch.
+type batchItem struct {
+	tenant, server, eventID string
+	observedAtMs            int64
+}
+
+// checkedItem is one event of a batch, checked: its id and time.
+type checkedItem struct {
+	id   string
+	atMs int64
+}
+
+// checkBatch checks every one of a batch's n events (item reads the i-th)
+// before any is added: each must name the subject's tenant and server and
+// have a sound id and time. An event without an id takes the message's
+// fallback id followed by "#<index>" (computed once, and only when
+// needed). A poison names which event of the batch it is about, as what
+// ("call", "compact listing").
+func checkBatch(env envelope, data []byte, tenant, server string, n int, what string, item func(i int) batchItem) ([]checkedItem, error) {
+	in := func(p error, i int) error {
+		return bus.Poisonf(coded.CodeOf(p), "%s %d of %d: %s", what, i, n, coded.MessageOf(p))
+	}
+	rows := make([]checkedItem, n)
+	base := ""
+	for i := range n {
+		it := item(i)
+		if p := matchSubject(tenant, server, it.tenant, it.server); p != nil {
+			return nil, in(p, i)
+		}
+		id := it.eventID
+		if id == "" {
+			if base == "" {
+				base = fallbackID(env, data)
+			}
+			id = base + "#" + strconv.Itoa(i)
+		}
+		atMs, p := checkIdentity(env, id, it.observedAtMs)
+		if p != nil {
+			return nil, in(p, i)
+		}
+		rows[i] = checkedItem{id, atMs}
+	}
+	return rows, nil
 }
 
 // addCall appends one call's row.
