@@ -85,15 +85,23 @@ type natsNode struct {
 
 func newNATSDeployment(t testing.TB) *natsDeployment {
 	t.Helper()
+	return newNATSDeploymentOf(t, filepath.Join(deployDir, "auth.conf"), natsRoles)
+}
+
+// newNATSDeploymentOf is a deployment with the permissions file authFile
+// and a password for each of roles, as the environment of nats-server
+// holds them.
+func newNATSDeploymentOf(t testing.TB, authFile string, roles []string) *natsDeployment {
+	t.Helper()
 	d := &natsDeployment{bin: natsBinary(t), dir: t.TempDir(), passwords: map[string]string{}}
-	auth, err := os.ReadFile(filepath.Join(deployDir, "auth.conf"))
+	auth, err := os.ReadFile(authFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(d.dir, "auth.conf"), auth, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range natsRoles {
+	for _, r := range roles {
 		b := make([]byte, 16)
 		_, _ = rand.Read(b)
 		d.passwords[r] = hex.EncodeToString(b)

@@ -3,8 +3,6 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,7 +21,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"golang.org/x/crypto/bcrypt"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/mcptest"
@@ -41,24 +38,7 @@ var leafRoles = []string{"admin", "proxy", "sys"}
 // (nats-leaf://leaf:<password>@host:port) and waits until it is healthy.
 func startNATSLeaf(t testing.TB, hubURL string) *natsDeployment {
 	t.Helper()
-	d := &natsDeployment{bin: natsBinary(t), dir: t.TempDir(), passwords: map[string]string{}}
-	auth, err := os.ReadFile(filepath.Join(deployDir, "leaf", "auth.conf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(d.dir, "auth.conf"), auth, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range leafRoles {
-		b := make([]byte, 16)
-		_, _ = rand.Read(b)
-		d.passwords[r] = hex.EncodeToString(b)
-		h, err := bcrypt.GenerateFromPassword([]byte(d.passwords[r]), bcrypt.MinCost)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d.env = append(d.env, "MCPDRIFT_NATS_"+strings.ToUpper(r)+"_PASSWORD="+string(h))
-	}
+	d := newNATSDeploymentOf(t, filepath.Join(deployDir, "leaf", "auth.conf"), leafRoles)
 	d.env = append(d.env, "MCPDRIFT_NATS_HUB_URL="+hubURL)
 	p := natsFreePorts(t, 2)
 	n := &natsNode{name: "leaf-site1", client: p[0], http: p[1], store: filepath.Join(d.dir, "store")}
