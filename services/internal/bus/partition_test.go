@@ -2,7 +2,6 @@ package bus_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -227,27 +226,7 @@ func startInstance(t *testing.T, srv *natstest.Server, name string, p int, set [
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- router.Run(ctx) }()
-	var once sync.Once
-	var runErr error
-	in.stop = func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case runErr = <-done:
-			case <-time.After(30 * time.Second):
-				runErr = errors.New("Run did not return 30s after cancel")
-			}
-		})
-		return runErr
-	}
-	t.Cleanup(func() {
-		if err := in.stop(); err != nil {
-			t.Errorf("%s: Run: %v", name, err)
-		}
-	})
+	in.stop = runRouter(t, name+": ", router)
 	return in
 }
 

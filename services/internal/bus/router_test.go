@@ -38,6 +38,35 @@ func (r *routerRig) told() []string {
 	return slices.Clone(r.outcomes)
 }
 
+// runRouter runs router until the test ends, and returns the function that
+// stops it (once) and returns what Run returned; the end of the test
+// stops it too and reports an error of Run, naming name.
+func runRouter(t *testing.T, name string, router *bus.Router) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- router.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case runErr = <-done:
+			case <-time.After(30 * time.Second):
+				runErr = errors.New("Run did not return 30s after cancel")
+			}
+		})
+		return runErr
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("%sRun: %v", name, err)
+		}
+	})
+	return stop
+}
+
 func startRouter(t *testing.T, drain time.Duration, p func(*routerRig) bus.Processor) *routerRig {
 	t.Helper()
 	r := &routerRig{b: natstest.StartBus(t), cons: "routertest"}
@@ -60,27 +89,7 @@ func startRouter(t *testing.T, drain time.Duration, p func(*routerRig) bus.Proce
 		t.Fatal(err)
 	}
 	r.router = router
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- router.Run(ctx) }()
-	var once sync.Once
-	var runErr error
-	r.stop = func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case runErr = <-done:
-			case <-time.After(30 * time.Second):
-				runErr = errors.New("Run did not return 30s after cancel")
-			}
-		})
-		return runErr
-	}
-	t.Cleanup(func() {
-		if err := r.stop(); err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	r.stop = runRouter(t, "", router)
 	// Run has created the consumer once it exists.
 	poll.Eventually(t, 10*time.Second, func() error {
 		_, err := r.b.JS.Consumer(context.Background(), bus.StreamObservations, r.cons)
