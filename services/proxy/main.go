@@ -490,7 +490,8 @@ type fronted struct{ server, outbox string }
 // in wg) until it ends. base must not name a server: the gates and the
 // publishers add tenant and server to their lines. fatal delivers the
 // error the status watch stopped with when no retry mends it (NATS refuses
-// the proxy's user the watch, ErrStatusPermission): the proxy stops.
+// the proxy's user the watch, ErrStatusPermission): the proxy stops. On an
+// error it returns the publishers it started, for the caller to close.
 func startFleet(bg context.Context, wg *sync.WaitGroup, js jetstream.JetStream, cfg Config, servers []fronted, base zerolog.Logger) (gates []*fleet.Gate, pubs []*fleet.Publisher, fatal <-chan error, err error) {
 	watch, err := fleet.NewStatusWatch(js, cfg.Tenant, base)
 	if err != nil {
@@ -499,7 +500,7 @@ func startFleet(bg context.Context, wg *sync.WaitGroup, js jetstream.JetStream, 
 	for _, f := range servers {
 		gate, err := watch.Gate(f.server, base)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, pubs, nil, err
 		}
 		if cfg.StatusCopyMaxAge > 0 {
 			copies, err := fleet.OpenStatusCopies(fleet.CopyConfig{Dir: filepath.Join(f.outbox, "status"), Proxy: cfg.ProxyID,
@@ -512,7 +513,7 @@ func startFleet(bg context.Context, wg *sync.WaitGroup, js jetstream.JetStream, 
 		}
 		pub, err := fleet.NewPublisher(fleet.Config{Tenant: cfg.Tenant, Server: f.server, Proxy: cfg.ProxyID, Dir: f.outbox}, fleet.Deps{JS: js, Log: base})
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, pubs, nil, err
 		}
 		gates, pubs = append(gates, gate), append(pubs, pub)
 		wg.Go(func() {

@@ -126,12 +126,11 @@ func (w *StatusWatch) Run(ctx context.Context) error {
 	if nc == nil {
 		return errors.New("fleet status watch: jetstream has no connection")
 	}
+	// No gate is added once the watch runs: its own copy of the map
+	// needs no lock.
 	w.mu.Lock()
 	w.running = true
-	gates := make([]*Gate, 0, len(w.gates))
-	for _, g := range w.gates {
-		gates = append(gates, g)
-	}
+	gates := maps.Clone(w.gates)
 	w.mu.Unlock()
 	reconnected := nc.StatusChanged(nats.CONNECTED)
 	defer nc.RemoveStatusListener(reconnected)
@@ -165,7 +164,7 @@ func (w *StatusWatch) Run(ctx context.Context) error {
 		fetcher.Wait()
 	}()
 	err := rewatch(wctx, reconnected, w.log, "status", "answering from memory", func(failing *bool) error {
-		err := w.watch(ctx, reconnected, failing)
+		err := w.watch(ctx, gates, reconnected, failing)
 		for _, g := range gates {
 			g.setWatch(false)
 		}
@@ -305,7 +304,7 @@ func permissionDenied(nc *nats.Conn, about ...string) error {
 // gate at once when they are all in: a gate never answers from a mix of
 // two watches', and its server record is applied before its variants', so
 // that a held server is never served while the watch starts.
-func (w *StatusWatch) watch(ctx context.Context, reconnected <-chan nats.Status, failing *bool) error {
+func (w *StatusWatch) watch(ctx context.Context, gates map[string]*Gate, reconnected <-chan nats.Status, failing *bool) error {
 	bindCtx, cancel := context.WithTimeout(ctx, w.bindTimeout)
 	defer cancel()
 	kv, err := w.js.KeyValue(bindCtx, bus.BucketStatus)
@@ -333,14 +332,14 @@ func (w *StatusWatch) watch(ctx context.Context, reconnected <-chan nats.Status,
 				if initial == nil {
 					continue
 				}
-				w.load(initial)
+				load(gates, initial)
 				initial = nil
 				if *failing {
 					*failing = false
 					w.log.Info().Msg("status watch resumed")
 				}
 			default:
-				g, variant, ok := w.route(e.Key())
+				g, variant, ok := w.route(gates, e.Key())
 				switch {
 				case !ok:
 				case initial != nil:
@@ -372,13 +371,7 @@ type initialValues struct {
 
 // load hands the initial values to every gate, the gates without any too
 // (their records are gone), and marks each watching.
-func (w *StatusWatch) load(initial map[*Gate]*initialValues) {
-	w.mu.Lock()
-	gates := make([]*Gate, 0, len(w.gates))
-	for _, g := range w.gates {
-		gates = append(gates, g)
-	}
-	w.mu.Unlock()
+func load(gates map[string]*Gate, initial map[*Gate]*initialValues) {
 	for _, g := range gates {
 		iv := initial[g]
 		if iv == nil {
@@ -401,15 +394,13 @@ func (w *StatusWatch) load(initial map[*Gate]*initialValues) {
 // route returns the gate a key of the tenant belongs to and the variant it
 // names ("" for the server record); ok is false for a server the proxy
 // does not front, or a key that is no status key.
-func (w *StatusWatch) route(key string) (g *Gate, variant string, ok bool) {
+func (w *StatusWatch) route(gates map[string]*Gate, key string) (g *Gate, variant string, ok bool) {
 	rest, ok := strings.CutPrefix(key, w.prefix)
 	if !ok {
 		return nil, "", false
 	}
 	server, variant, _ := strings.Cut(rest, ".")
-	w.mu.Lock()
-	g, ok = w.gates[server]
-	w.mu.Unlock()
+	g, ok = gates[server]
 	return g, variant, ok
 }
 
