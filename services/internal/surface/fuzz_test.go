@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"testing"
@@ -31,6 +32,7 @@ func FuzzParse(f *testing.F) {
 	if raw, err := os.ReadFile("testdata/xxh64-collision/benign.json"); err == nil {
 		f.Add(raw)
 	}
+	memo := NewMarkerMemo(1 << 20) // shared by every input: what one leaves must not answer for another
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		s, err := Parse(raw, Options{Limits: Limits{MaxDepth: 64}})
 		if err != nil {
@@ -38,6 +40,10 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("error without a code: %v", err)
 			}
 			return
+		}
+		band, reasons := Rate(s)
+		if mband, mreasons := memo.Rate(s); mband != band || !slices.Equal(mreasons, reasons) {
+			t.Fatalf("MarkerMemo rates %s %q, Rate %s %q", mband, mreasons, band, reasons)
 		}
 		again, err := Parse(raw, Options{Limits: Limits{MaxDepth: 64}})
 		if err != nil || again.Hash != s.Hash {

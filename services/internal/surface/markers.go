@@ -117,26 +117,115 @@ func hex4(r rune) string {
 	return string(b)
 }
 
+// A textScanner appends the markers found in s, at path (scanText).
+type textScanner func(dst []Marker, path, s string) []Marker
+
 // scanValue walks a decoded JSON value and scans every string in it, member
 // names included (a property name is text the model reads, too).
 func scanValue(dst []Marker, path string, v any) []Marker {
+	return scanValueWith(dst, path, v, scanText)
+}
+
+func scanValueWith(dst []Marker, path string, v any, scan textScanner) []Marker {
 	switch v := v.(type) {
 	case string:
 		if utf8.ValidString(v) {
-			dst = scanText(dst, path, v)
+			dst = scan(dst, path, v)
 		}
 	case []any:
 		for _, e := range v {
-			dst = scanValue(dst, path+"[]", e)
+			dst = scanValueWith(dst, path+"[]", e, scan)
 		}
 	case map[string]any:
-		for k, e := range v {
+		// In key order, so that the markers, and the first of each kind
+		// that Rate reports, come in the same order every time.
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
 			p := joinPath(path, k)
-			dst = scanText(dst, p+"(name)", k)
-			dst = scanValue(dst, p, e)
+			dst = scan(dst, p+"(name)", k)
+			dst = scanValueWith(dst, p, v[k], scan)
 		}
 	}
 	return dst
+}
+
+// MarkerMemo remembers the markers found in each string it scanned, by the
+// string itself (a map key compared whole, never a digest that a crafted
+// string could collide with), within a budget of bytes: the markers of a
+// string are a function of the string, and the manifests of a fleet share
+// most of theirs (the same server at many hosts; a new release that
+// changes a few descriptions). Safe for concurrent use.
+type MarkerMemo struct {
+	mu     sync.Mutex
+	budget int // bytes of strings and matches the two generations hold at most
+	used   int // bytes in cur
+	// cur and old are two generations: a string found in old moves to cur;
+	// when cur is full, old is dropped and cur becomes old.
+	cur, old map[string][]foundMarker
+}
+
+// foundMarker is a marker found in a string, without the string's path.
+type foundMarker struct{ kind, match string }
+
+// NewMarkerMemo returns a MarkerMemo that keeps at most budget bytes of
+// strings and their markers.
+func NewMarkerMemo(budget int) *MarkerMemo {
+	return &MarkerMemo{budget: max(budget, 2), cur: map[string][]foundMarker{}, old: map[string][]foundMarker{}}
+}
+
+// scanText is the package's scanText for s, from memory when s was scanned
+// before.
+func (m *MarkerMemo) scanText(dst []Marker, path, s string) []Marker {
+	found, ok := m.get(s)
+	if !ok {
+		for _, mk := range scanText(nil, "", s) {
+			found = append(found, foundMarker{mk.Kind, mk.Match})
+		}
+		m.put(s, found)
+	}
+	for _, f := range found {
+		dst = append(dst, Marker{Kind: f.kind, Path: path, Match: f.match})
+	}
+	return dst
+}
+
+func (m *MarkerMemo) get(s string) ([]foundMarker, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if f, ok := m.cur[s]; ok {
+		return f, true
+	}
+	f, ok := m.old[s]
+	if ok {
+		m.keep(s, f)
+	}
+	return f, ok
+}
+
+func (m *MarkerMemo) put(s string, f []foundMarker) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.keep(s, f)
+}
+
+// keep adds s to cur, starting a new generation when cur is full.
+func (m *MarkerMemo) keep(s string, f []foundMarker) {
+	size := len(s)
+	for _, x := range f {
+		size += len(x.kind) + len(x.match)
+	}
+	if size > m.budget/2 {
+		return // larger than a generation: scanned every time
+	}
+	if m.used+size > m.budget/2 {
+		m.old, m.cur, m.used = m.cur, make(map[string][]foundMarker, len(m.cur)), 0
+	}
+	m.cur[s] = f
+	m.used += size
 }
 
 func joinPath(path, key string) string {

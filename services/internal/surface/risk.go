@@ -25,7 +25,13 @@ const maxRiskReasons = 8
 //
 // The reasons name the items that set the band and the ones just below it,
 // at most maxRiskReasons, then how many more.
-func Rate(s *Surface) (Severity, []string) {
+func Rate(s *Surface) (Severity, []string) { return rate(s, scanText) }
+
+// Rate is the package's Rate with the markers of each string remembered
+// (MarkerMemo): a fleet's manifests share most of their strings.
+func (m *MarkerMemo) Rate(s *Surface) (Severity, []string) { return rate(s, m.scanText) }
+
+func rate(s *Surface, scan textScanner) (Severity, []string) {
 	band := SeverityLow
 	type reason struct {
 		sev  Severity
@@ -43,7 +49,7 @@ func Rate(s *Surface) (Severity, []string) {
 			what += " " + it.Name
 		}
 		seen := map[string]bool{}
-		for _, m := range scanValue(nil, "", v) {
+		for _, m := range scanValueWith(nil, "", v, scan) {
 			if seen[m.Kind] {
 				continue
 			}

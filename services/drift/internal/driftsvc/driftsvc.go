@@ -152,6 +152,11 @@ type Service struct {
 	// rated remembers the surface each variant was last rated by, so that
 	// an unchanged surface is not rated again (see rate).
 	rated *ratedSet
+	// markers remembers the poisoning markers of the strings rated, by
+	// string: a new manifest costs scanning only the strings no manifest
+	// had before (a fleet's first sight, a release that changes a few
+	// descriptions).
+	markers *surface.MarkerMemo
 	// sweeps queues the tenants whose records a policy change reaches
 	// (sweep).
 	sweeps *sweeps
@@ -176,7 +181,8 @@ func New(cfg Config, d Deps) (*Service, error) {
 	cfg = cfg.withDefaults()
 	s := &Service{cfg: cfg, js: d.JS, h: d.Handles, log: d.Log, now: d.Now, m: d.Metrics, surf: newManifestCache(cfg.ManifestCacheBytes),
 		status: newStatusCache(cfg.StatusCacheRecords), items: newItemsCache(maxCheckedItems), rated: newRatedSet(maxRated),
-		sweeps: newSweeps()}
+		markers: surface.NewMarkerMemo(markerMemoBytes),
+		sweeps:  newSweeps()}
 	var err error
 	if d.Policy != nil {
 		if s.pol, err = settings.NewWatch(d.Policy, d.Log); err != nil {
@@ -707,13 +713,20 @@ func (s *Service) surfaceOf(ctx context.Context, hash string) (*surface.Surface,
 
 // manifestBytes reads the manifest stored under hash.
 func (s *Service) manifestBytes(ctx context.Context, hash string) ([]byte, error) {
-	r, err := s.h.Manifests.Get(ctx, bus.ManifestName(hash))
+	name := bus.ManifestName(hash)
+	raw, err := bus.ReadObject(ctx, s.js, s.h.Manifests, bus.BucketManifests, name)
+	if err == nil {
+		return raw, nil
+	}
+	// The leader's own consumer, the way an object store reads: the direct
+	// get may have been answered by a replica that does not hold a manifest
+	// written a moment ago yet, or direct gets are not allowed.
+	r, err := s.h.Manifests.Get(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("reading manifest %s: %w", hash, err)
 	}
 	defer r.Close()
-	raw, err := io.ReadAll(r)
-	if err != nil {
+	if raw, err = io.ReadAll(r); err != nil {
 		return nil, fmt.Errorf("reading manifest %s: %w", hash, err)
 	}
 	return raw, nil
@@ -825,8 +838,36 @@ func (s *Service) updateServer(ctx context.Context, tenant, server string, f fun
 }
 
 // variants returns the records of every listing variant of a server,
-// ordered by variant.
+// ordered by variant, read in one batch direct get (bus.LastPerSubject: no
+// consumer is created for it, which on a cluster is a proposal of the meta
+// group, for every first sight); where the bucket does not allow direct
+// gets, by a listing and a read per key.
 func (s *Service) variants(ctx context.Context, tenant, server string) ([]state.Record, error) {
+	prefix := "$KV." + bus.BucketStatus + "."
+	msgs, err := bus.LastPerSubject(ctx, s.js, "KV_"+bus.BucketStatus, prefix+bus.StatusKey(tenant, server, "*"))
+	if errors.Is(err, bus.ErrDirectGetUnavailable) {
+		return s.listVariants(ctx, tenant, server)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the variants of %s/%s: %w", tenant, server, err)
+	}
+	out := make([]state.Record, 0, len(msgs))
+	for _, m := range msgs {
+		if m.Header.Get("KV-Operation") != "" {
+			continue // deleted or purged
+		}
+		var rec state.Record
+		if err := json.Unmarshal(m.Data, &rec); err != nil {
+			return nil, fmt.Errorf("decoding status %s: %w", strings.TrimPrefix(m.Subject, prefix), err)
+		}
+		out = append(out, rec)
+	}
+	slices.SortFunc(out, func(a, b state.Record) int { return strings.Compare(a.Variant, b.Variant) })
+	return out, nil
+}
+
+// listVariants is variants by a listing of the keys and a read of each.
+func (s *Service) listVariants(ctx context.Context, tenant, server string) ([]state.Record, error) {
 	lister, err := s.h.Status.ListKeysFiltered(ctx, bus.StatusKey(tenant, server, "*"))
 	if err != nil {
 		return nil, fmt.Errorf("listing the variants of %s/%s: %w", tenant, server, err)

@@ -138,7 +138,7 @@ func (s *Service) rate(ctx context.Context, rec *state.Record) error {
 	if err != nil {
 		return fmt.Errorf("rating the risk of %s: %w", rec.LiveHash, err)
 	}
-	sev, reasons := surface.Rate(sf)
+	sev, reasons := s.markers.Rate(sf)
 	band := policy.Band(sev.String())
 	mode := s.riskMode(rec.Tenant, rec.Server, band)
 	if _, err := s.updateServer(ctx, rec.Tenant, rec.Server, func(srv *state.Server) (state.Server, bool, error) {
@@ -150,6 +150,10 @@ func (s *Service) rate(ctx context.Context, rec *state.Record) error {
 	s.rated.put(key, rec.LiveHash)
 	return nil
 }
+
+// markerMemoBytes bounds the strings the service's MarkerMemo keeps with
+// their markers.
+const markerMemoBytes = 16 << 20
 
 // maxRated bounds the ratedSet.
 const maxRated = 1 << 14
