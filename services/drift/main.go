@@ -77,6 +77,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		options.Opt("posture", "MCPDRIFT_POSTURE", "MODE", "first sight of a server: discovery (trust on first use) or strict", options.String(&p.Posture)),
 		options.Opt("on-drift", "MCPDRIFT_ON_DRIFT", "MODE", "on drift: block (withhold tools) or alert (serve and alert)", options.String(&p.OnDrift)),
 		options.Opt("guard", "MCPDRIFT_GUARD", "", "auto-accept provably benign changes as new baselines", options.Bool(&p.Guard)),
+		options.Opt("workers", "MCPDRIFT_DRIFT_WORKERS", "N", "fingerprints one instance applies at once (one server's always in order)", options.Int(&cfg.Drift.Workers)),
 		options.Partitions(&cfg.Partitions),
 		options.PartitionSet(&cfg.PartitionSet, "MCPDRIFT_DRIFT_PARTITION_SET"),
 		options.Opt("clickhouse", "MCPDRIFT_CLICKHOUSE_ADDR", "HOST:PORT", "ClickHouse of the audit tables, for the review console's activity page (password in MCPDRIFT_CLICKHOUSE_PASSWORD); none: the page shows the streams only", options.String(&cfg.ClickHouse.Addr)),

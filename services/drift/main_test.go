@@ -409,9 +409,10 @@ func TestOpsEndpoints(t *testing.T) {
 	fams.Require(t, 1, "mcpdrift_drift_verdicts_total", "status", "changed")
 	fams.Require(t, 1, "mcpdrift_drift_verdicts_total", "status", "quarantined")
 	fams.Require(t, 0, "mcpdrift_drift_verdicts_total", "status", "pending")
-	// the four records, the server record's claim of the first sight,
-	// the risk of the two surfaces seen (first sight, drift) and its hold
-	fams.Require(t, 8, "mcpdrift_drift_status_writes_total")
+	// the four records, the server record's claim of the first sight
+	// (which carries the first surface's risk), the risk of the drifted
+	// surface and the hold
+	fams.Require(t, 7, "mcpdrift_drift_status_writes_total")
 	fams.Require(t, 0, "mcpdrift_drift_cas_conflicts_total")
 	fams.Require(t, 1, "mcpdrift_drift_admin_actions_total", "action", "status", "result", "denied")
 	fams.Require(t, 1, "mcpdrift_drift_admin_actions_total", "action", "status", "result", "ok")

@@ -369,8 +369,10 @@ func runSize(ctx context.Context, c Config, sz size, recover bool, manifests [][
 	// First sight of every server: baseline v1, verified everywhere.
 	t2 := time.Now()
 	e.f.compact.Store(c.Compact)
+	stopSampling := sampleFirstSight(ctx, e, r)
 	firstSight(fctx, e.f, c.Rates[0])
 	waitFor(scaled(2*time.Minute, sz), func() bool { return rec.pendingCount() == 0 })
+	stopSampling()
 	r.FirstSightIncomplete = rec.dropExpectations()
 	r.FirstSightSeconds = round2(time.Since(t2).Seconds())
 	r.FirstSight = summarize(rec.take().allProxies)
@@ -463,6 +465,64 @@ func steadyPhase(ctx, fctx context.Context, c Config, e *env, rec *recorder, rat
 	e.f.compact.Store(c.Compact)
 	rec.take()
 	return st
+}
+
+// sampleFirstSight follows first sight until the returned func is called:
+// the largest backlog of each pipeline consumer (where first sight queues)
+// and each process group's CPU over it, as % of one core (what it costs).
+func sampleFirstSight(ctx context.Context, e *env, r *result) (stop func()) {
+	cpu0, t0 := cpuByGroup(e.pids()), time.Now()
+	done, finished := make(chan struct{}), make(chan struct{})
+	backlog := map[string]uint64{}
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			for name, c := range map[string][2]string{
+				"fingerprint": {bus.StreamObservations, bus.ConsumerFingerprint},
+				"drift":       {bus.StreamFingerprints, bus.ConsumerDrift},
+				"audit":       {bus.StreamObservations, bus.ConsumerAuditObservations},
+			} {
+				if n := consumerBacklog(ctx, e.js, c[0], c[1]); n < 1<<62 {
+					backlog[name] = max(backlog[name], n)
+				}
+			}
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+		cpu1, el := cpuByGroup(e.pids()), time.Since(t0)
+		r.FirstSightMaxBacklog = backlog
+		r.FirstSightCPUPercent = map[string]float64{}
+		for g, c := range cpu1 {
+			r.FirstSightCPUPercent[g] = round1(100 * float64(c-cpu0[g]) / float64(el))
+		}
+	}
+}
+
+// cpuByGroup is the CPU time used so far by each group of processes: the
+// hub's nodes, the leaf nodes, each service, ClickHouse and the fleet.
+func cpuByGroup(pids map[string]int) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for name, pid := range pids {
+		group := "hub"
+		for _, g := range []string{"leaf", "fingerprint", "drift", "audit", "clickhouse", "fleet"} {
+			if strings.HasPrefix(name, g) {
+				group = g
+			}
+		}
+		if c, err := procstat.CPUTime(pid); err == nil {
+			out[group] += c
+		}
+	}
+	return out
 }
 
 // pipelineCPUBy is the CPU time the fingerprint, drift (both instances)

@@ -149,6 +149,12 @@ type result struct {
 	FirstSightSeconds    float64 `json:"first_sight_s"`
 	FirstSightIncomplete int     `json:"first_sight_incomplete"`
 	FirstSightLedger     *ledger `json:"first_sight_nothing_lost,omitempty"`
+	// FirstSightMaxBacklog is each pipeline consumer's largest backlog
+	// (pending and unacknowledged) during first sight: where it queued.
+	FirstSightMaxBacklog map[string]uint64 `json:"first_sight_max_backlog,omitempty"`
+	// FirstSightCPUPercent is each process group's CPU over first sight, in
+	// % of one core (hub, leaf, fingerprint, drift, audit, clickhouse, fleet).
+	FirstSightCPUPercent map[string]float64 `json:"first_sight_cpu_percent,omitempty"`
 
 	Steady                 []*steady `json:"steady"`
 	FleetHeapKiBPerGate    float64   `json:"fleet_heap_kib_per_gate"`

@@ -66,7 +66,7 @@ var DefaultConfig = Config{
 	MaxDeliver:    20,
 	AckWait:       30 * time.Second,
 	MaxAckPending: 1024,
-	Workers:       16,
+	Workers:       64,
 	DrainTimeout:  10 * time.Second,
 
 	ManifestCacheBytes: DefaultManifestCacheBytes,
@@ -112,8 +112,12 @@ func (c Config) withDefaults() Config {
 
 // Validate reports a configuration that cannot work.
 func (c Config) Validate() error {
+	var workers error
+	if c.Workers < 0 || c.Workers > 4096 {
+		workers = fmt.Errorf("workers %d: want 1 to 4096", c.Workers)
+	}
 	c = c.withDefaults()
-	return errors.Join(c.Policy.Validate(), bus.CheckPartitions(c.Partitions, c.PartitionSet))
+	return errors.Join(c.Policy.Validate(), bus.CheckPartitions(c.Partitions, c.PartitionSet), workers)
 }
 
 // Deps are what the service runs on.

@@ -10,6 +10,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/state"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/policy"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
 
@@ -64,6 +65,18 @@ type firstSight struct {
 	// claimedRecorded: the variant that claimed the server's first sight
 	// (srv.FirstVariant, another one) has a record.
 	claimedRecorded bool
+	// rating is the manifest's risk (rate), gathered when the variant may
+	// claim the server's first sight, so that the claim carries it: one
+	// write of the server record instead of two.
+	rating *rating
+}
+
+// rating is a manifest's risk band, why, and the mode the tenant's policy
+// gives that band for the server.
+type rating struct {
+	band    policy.Band
+	mode    policy.Mode
+	reasons []string
 }
 
 // transition is what a decision does.
@@ -79,6 +92,9 @@ type transition struct {
 	// redelivered: the fingerprint was applied before; its verdict is
 	// announced again (it may not have gone out).
 	redelivered bool
+	// rated: the claim carries the live manifest's risk (rate has nothing
+	// left to write for it).
+	rated bool
 }
 
 // needAssessment is decide's answer when the outcome depends on an
@@ -118,6 +134,9 @@ func (s *Service) Observe(ctx context.Context, fp *mcpdriftv1.Fingerprint) error
 			continue
 		}
 		created = in.rec == nil && t.out.Write
+		if err == nil && t.rated {
+			s.rated.put(in.key, in.live.hash)
+		}
 		break
 	}
 	if err == nil && rec != nil {
@@ -179,7 +198,7 @@ func (s *Service) gather(ctx context.Context, fp *mcpdriftv1.Fingerprint, cache 
 		return nil, err
 	}
 	if in.rec == nil {
-		if in.first, err = s.gatherFirstSight(ctx, fp, in.live.hash); err != nil {
+		if in.first, err = s.gatherFirstSight(ctx, fp, in.live.hash, in.want.Posture == state.Discovery); err != nil {
 			return nil, err
 		}
 	}
@@ -187,8 +206,9 @@ func (s *Service) gather(ctx context.Context, fp *mcpdriftv1.Fingerprint, cache 
 	return in, nil
 }
 
-// gatherFirstSight reads what a variant's first manifest is decided with.
-func (s *Service) gatherFirstSight(ctx context.Context, fp *mcpdriftv1.Fingerprint, hash string) (*firstSight, error) {
+// gatherFirstSight reads what a variant's first manifest is decided with;
+// claims: the posture lets a first sight claim the server (discovery).
+func (s *Service) gatherFirstSight(ctx context.Context, fp *mcpdriftv1.Fingerprint, hash string, claims bool) (*firstSight, error) {
 	f := new(firstSight)
 	var err error
 	if f.srv, f.srvRev, err = s.getServer(ctx, fp.Tenant, fp.Server); err != nil {
@@ -206,6 +226,16 @@ func (s *Service) gatherFirstSight(ctx context.Context, fp *mcpdriftv1.Fingerpri
 			return nil, err
 		}
 		f.claimedRecorded = first != nil
+	} else if claims && hash != "" && (f.srv == nil || f.srv.FirstVariant == "") {
+		// It may claim the server: rate it now, for the claim to carry.
+		sf, err := s.surfaceOf(ctx, hash)
+		if err != nil {
+			return nil, fmt.Errorf("rating the risk of %s: %w", hash, err)
+		}
+		band, reasons := s.markers.Rate(sf)
+		r := &rating{band: policy.Band(band.String()), reasons: reasons}
+		r.mode = s.riskMode(fp.Tenant, fp.Server, r.band)
+		f.rating = r
 	}
 	return f, nil
 }
@@ -248,6 +278,10 @@ func decide(in *inputs) (transition, error) {
 				claimed, write, ok := state.ClaimFirst(f.srv, fp.Tenant, fp.Server, fp.Variant, in.now)
 				switch {
 				case write:
+					if r := f.rating; r != nil {
+						claimed, _ = state.Ratchet(&claimed, fp.Tenant, fp.Server, in.live.hash, r.band, r.mode, r.reasons, in.now)
+						t.rated = true
+					}
 					t.claim, t.claimRev, t.claimCreate = &claimed, f.srvRev, f.srv == nil
 				case !ok:
 					// Another variant was the server's first sight. Until its
