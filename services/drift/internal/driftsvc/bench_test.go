@@ -1,6 +1,7 @@
 package driftsvc
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -29,7 +30,9 @@ func benchEnv(name string, def int) int {
 // BenchmarkThroughput measures the drift service's rate against a raw
 // JetStream consume of the same messages in the same run: N fingerprints
 // (MCPDRIFT_BENCH_FPS, default 20000) of S servers (MCPDRIFT_BENCH_SERVERS,
-// default 500), round-robin, are published first; then (a) an ack-only
+// default 500, each with a manifest of its own: a real capture with a tag
+// in its first description, as a fleet's servers differ), round-robin, are
+// published first; then (a) an ack-only
 // consumer with the service's consumer settings takes them all, until the
 // server has every ack, and (b) a new drift service applies them all, until
 // its consumer has nothing pending or unacked. Reports raw-msgs/s,
@@ -58,18 +61,29 @@ func benchThroughput(b *testing.B, known bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	sf, err := surface.Parse(raw, surface.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	items := make([]*mcpdriftv1.ItemHash, len(sf.Items))
-	for i, it := range sf.Items {
-		items[i] = &mcpdriftv1.ItemHash{Kind: it.Kind.String(), Name: it.Name, Hash: it.Hash.String()}
-	}
 	nb := natstest.StartBus(b)
 	ctx := context.Background()
-	if _, err := nb.Handles.Manifests.PutBytes(ctx, bus.ManifestName(sf.Hash.String()), raw); err != nil {
-		b.Fatal(err)
+	// Each server its own manifest, as a fleet's servers are: the capture
+	// with a tag at the front of its first description.
+	type served struct {
+		hash  string
+		items []*mcpdriftv1.ItemHash
+	}
+	manifests := make([]served, servers)
+	for i := range servers {
+		v := bytes.Replace(raw, []byte(`"description":"`), []byte(fmt.Sprintf(`"description":"[s%d] `, i)), 1)
+		vsf, err := surface.Parse(v, surface.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := nb.Handles.Manifests.PutBytes(ctx, bus.ManifestName(vsf.Hash.String()), v); err != nil {
+			b.Fatal(err)
+		}
+		its := make([]*mcpdriftv1.ItemHash, len(vsf.Items))
+		for j, it := range vsf.Items {
+			its[j] = &mcpdriftv1.ItemHash{Kind: it.Kind.String(), Name: it.Name, Hash: it.Hash.String()}
+		}
+		manifests[i] = served{vsf.Hash.String(), its}
 	}
 	// publish publishes count fingerprints of the servers of round, ids
 	// unique to the pass, and waits until they are stored.
@@ -85,9 +99,10 @@ func benchThroughput(b *testing.B, known bool) {
 		}
 		for i := range count {
 			server := fmt.Sprintf("s%d-%d", round, i%servers)
+			m := manifests[i%servers]
 			fp := &mcpdriftv1.Fingerprint{EventId: fmt.Sprintf("fp-%d-%d", pass, i), ObservationId: fmt.Sprintf("obs-%d-%d", pass, i),
 				Tenant: "acme", Server: server, Variant: "default", Proxy: "p1",
-				ObservedAtUnixMs: int64(1_700_000_000_000 + pass*n + i), SurfaceHash: sf.Hash.String(), Items: items}
+				ObservedAtUnixMs: int64(1_700_000_000_000 + pass*n + i), SurfaceHash: m.hash, Items: m.items}
 			data, err := proto.Marshal(fp)
 			if err != nil {
 				b.Fatal(err)

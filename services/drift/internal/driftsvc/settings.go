@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -132,6 +133,13 @@ func (s *Service) rate(ctx context.Context, rec *state.Record) error {
 	}
 	key := bus.StatusKey(rec.Tenant, rec.Server, rec.Variant)
 	if s.rated.has(key, rec.LiveHash) {
+		return nil
+	}
+	// Rated already (by another instance, or before a restart): the server
+	// record says so, and reading it costs less than the manifest.
+	if srv, _, err := s.getServer(ctx, rec.Tenant, rec.Server); err == nil && srv != nil && srv.Risk != nil &&
+		slices.Contains(srv.Risk.Surfaces, rec.LiveHash) {
+		s.rated.put(key, rec.LiveHash)
 		return nil
 	}
 	sf, err := s.surfaceOf(ctx, rec.LiveHash)

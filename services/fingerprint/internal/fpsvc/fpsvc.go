@@ -80,7 +80,7 @@ type Config struct {
 // DefaultConfig holds the defaults.
 var DefaultConfig = Config{
 	Durable:       bus.ConsumerFingerprint,
-	Workers:       32,
+	Workers:       128,
 	Prefetch:      256,
 	MaxDeliver:    20,
 	AckWait:       30 * time.Second,
