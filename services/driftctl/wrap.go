@@ -88,7 +88,9 @@ func mcpServers(_ []byte, top []member) ([][]string, error) {
 
 var hostClients = []hostClient{
 	{name: "claude-desktop", maps: mcpServers,
-		path: func(_, configDir string) string { return filepath.Join(configDir, "Claude", "claude_desktop_config.json") }},
+		path: func(_, configDir string) string {
+			return filepath.Join(configDir, "Claude", "claude_desktop_config.json")
+		}},
 	{name: "claude-code", path: func(home, _ string) string { return filepath.Join(home, ".claude.json") },
 		// The user's servers at the top, a project's (local scope) under
 		// projects.<its directory>.

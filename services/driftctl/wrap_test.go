@@ -232,7 +232,7 @@ func compactJSON(t *testing.T, v []byte) []byte {
 func TestWrapErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name, client, content, code string
-		args                       []string
+		args                        []string
 	}{
 		{"unknown_client", "windsurf", `{"mcpServers":{}}`, "unknown_client", nil},
 		{"no_client", "", `{"mcpServers":{}}`, "usage", nil},
