@@ -191,7 +191,7 @@ func runWrap(args []string, undo bool, getenv func(string) string, stdout, stder
 	}
 	if !undo {
 		opts = append(opts,
-			options.Opt("proxy", "", "PATH", "the proxy command stdio entries run; an absolute path where the host does not start servers with your shell's PATH (Claude Desktop on macOS)", options.String(&set.Proxy)),
+			options.Opt("proxy", "", "PATH", "the proxy command stdio entries run: a name looked up on the host's PATH, or a path (made absolute); give a path where the host does not start servers with your shell's PATH (Claude Desktop on macOS)", options.String(&set.Proxy)),
 			options.Opt("proxy-url", "", "URL", "the base URL of the proxy in HTTP mode that fronts the HTTP servers, e.g. http://127.0.0.1:8080; needed when there are any", options.String(&set.ProxyURL)),
 			options.Opt("nats-url", "", "URL", "pass --nats-url URL to every stdio proxy", options.String(&natsURL)),
 			options.Opt("tenant", "", "ID", "pass --tenant ID to every stdio proxy", options.String(&tenant)),
@@ -226,6 +226,15 @@ func runWrap(args []string, undo bool, getenv func(string) string, stdout, stder
 	}
 	if set.Proxy == "" {
 		return options.Usagef("--proxy must not be empty")
+	}
+	// A relative path would be relative to wherever the host starts its
+	// servers: make it absolute. A bare name is looked up on the host's PATH.
+	if strings.ContainsRune(set.Proxy, filepath.Separator) && !filepath.IsAbs(set.Proxy) {
+		abs, err := filepath.Abs(set.Proxy)
+		if err != nil {
+			return options.Usagef("--proxy %q: %v", set.Proxy, err)
+		}
+		set.Proxy = abs
 	}
 	if configPath == "" {
 		var err error

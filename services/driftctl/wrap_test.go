@@ -494,3 +494,33 @@ func FuzzWrap(f *testing.F) {
 		}
 	})
 }
+
+// TestWrapProxyPath: a relative --proxy is made absolute (the host starts
+// servers from a directory of its own); a bare name is kept for its PATH.
+func TestWrapProxyPath(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ proxy, want string }{
+		{"bin/proxy", filepath.Join(wd, "bin", "proxy")},
+		{"proxy", "proxy"},
+		{"/opt/mcpdrift/bin/proxy", "/opt/mcpdrift/bin/proxy"},
+	} {
+		path, _ := wrapDir(t, "vscode-settings.json")
+		if _, errOut, code := runCLI(t, "", "wrap", "--client", "vscode", "--config", path, "--proxy", tc.proxy); code != 0 {
+			t.Fatal(errOut)
+		}
+		var got struct {
+			MCP struct {
+				Servers map[string]struct{ Command string }
+			}
+		}
+		if err := json.Unmarshal(mustRead(t, path), &got); err != nil {
+			t.Fatal(err)
+		}
+		if c := got.MCP.Servers["memory"].Command; c != tc.want {
+			t.Errorf("--proxy %s: command %q, want %q", tc.proxy, c, tc.want)
+		}
+	}
+}
