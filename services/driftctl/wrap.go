@@ -65,6 +65,22 @@ Restart the host (or reload its MCP servers) afterwards.
 
 `
 
+// The codes of wrap's and unwrap's errors, in the order of the table in
+// docs/agent-hosts.md#errors.
+const (
+	codeUnknownClient    = "unknown_client"
+	codeConfigUnreadable = "config_unreadable"
+	codeConfigInvalid    = "config_invalid"
+	codeServerIDConflict = "server_id_conflict"
+	codeProxyURLRequired = "proxy_url_required"
+	codeConfigChanged    = "config_changed"
+	codeNotWrapped       = "not_wrapped"
+	codeBackupInvalid    = "backup_invalid"
+	codeWriteFailed      = "write_failed"
+)
+
+var wrapCodes = []string{codeUnknownClient, codeConfigUnreadable, codeConfigInvalid, codeServerIDConflict, codeProxyURLRequired, codeConfigChanged, codeNotWrapped, codeBackupInvalid, codeWriteFailed}
+
 // hostClient is an agent host whose MCP configuration wrap rewrites.
 type hostClient struct {
 	name string
@@ -207,7 +223,7 @@ func runWrap(args []string, undo bool, getenv func(string) string, stdout, stder
 	}
 	i := slices.IndexFunc(hostClients, func(h hostClient) bool { return h.name == clientName })
 	if i < 0 {
-		return coded.Errorf("unknown_client", "no agent host %q: the hosts are %s", clientName, hostClientNames())
+		return coded.Errorf(codeUnknownClient, "no agent host %q: the hosts are %s", clientName, hostClientNames())
 	}
 	client := hostClients[i]
 	if natsURL != "" {
@@ -269,21 +285,21 @@ func (h *hostConfig) statePath() string  { return h.path + ".mcpdrift-wrap.json"
 func openHostConfig(c hostClient, path string) (*hostConfig, error) {
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
-		return nil, coded.Errorf("config_unreadable", "reading the %s configuration: %w", c.name, err)
+		return nil, coded.Errorf(codeConfigUnreadable, "reading the %s configuration: %w", c.name, err)
 	}
 	st, err := os.Stat(real)
 	if err != nil {
-		return nil, coded.Errorf("config_unreadable", "reading the %s configuration: %w", c.name, err)
+		return nil, coded.Errorf(codeConfigUnreadable, "reading the %s configuration: %w", c.name, err)
 	}
 	if !st.Mode().IsRegular() {
-		return nil, coded.Errorf("config_unreadable", "the %s configuration %s is not a regular file", c.name, path)
+		return nil, coded.Errorf(codeConfigUnreadable, "the %s configuration %s is not a regular file", c.name, path)
 	}
 	if st.Size() > maxInput {
-		return nil, coded.Errorf("config_invalid", "%s is over %d bytes", path, maxInput)
+		return nil, coded.Errorf(codeConfigInvalid, "%s is over %d bytes", path, maxInput)
 	}
 	doc, err := os.ReadFile(real)
 	if err != nil {
-		return nil, coded.Errorf("config_unreadable", "reading the %s configuration: %w", c.name, err)
+		return nil, coded.Errorf(codeConfigUnreadable, "reading the %s configuration: %w", c.name, err)
 	}
 	h := &hostConfig{client: c, path: real, mode: st.Mode().Perm(), doc: doc, parsed: doc}
 	if c.jsonc {
@@ -294,14 +310,14 @@ func openHostConfig(c hostClient, path string) (*hostConfig, error) {
 		if c.jsonc {
 			what = "JSON (with comments)"
 		}
-		return nil, coded.Errorf("config_invalid", "%s is not %s", path, what)
+		return nil, coded.Errorf(codeConfigInvalid, "%s is not %s", path, what)
 	}
 	return h, nil
 }
 
 // invalid is a config_invalid error about h's file.
 func (h *hostConfig) invalid(format string, a ...any) error {
-	return coded.Errorf("config_invalid", "%s: %s", h.path, fmt.Sprintf(format, a...))
+	return coded.Errorf(codeConfigInvalid, "%s: %s", h.path, fmt.Sprintf(format, a...))
 }
 
 // serverEntry is one server of a host's configuration.
@@ -491,7 +507,7 @@ func (h *hostConfig) plan(set wrapSettings) (rws []rewrite, done []serverEntry, 
 		}
 		scope := strings.Join(e.path[:len(e.path)-1], "\x00") + "\x00" + id
 		if other, ok := ids[scope]; ok {
-			return nil, nil, coded.Errorf("server_id_conflict", "%s: servers %q and %q would both be server id %q: rename one", h.path, other, e.name(), id)
+			return nil, nil, coded.Errorf(codeServerIDConflict, "%s: servers %q and %q would both be server id %q: rename one", h.path, other, e.name(), id)
 		}
 		ids[scope] = e.name()
 		rw := rewrite{entry: e, id: id}
@@ -528,7 +544,7 @@ func (h *hostConfig) plan(set wrapSettings) (rws []rewrite, done []serverEntry, 
 		rws = append(rws, rw)
 	}
 	if len(needURL) > 0 {
-		return nil, nil, coded.Errorf("proxy_url_required", "%s has HTTP servers (%s): give the base URL of the proxy that fronts them with --proxy-url", h.path, strings.Join(needURL, ", "))
+		return nil, nil, coded.Errorf(codeProxyURLRequired, "%s has HTTP servers (%s): give the base URL of the proxy that fronts them with --proxy-url", h.path, strings.Join(needURL, ", "))
 	}
 	return rws, done, nil
 }
@@ -575,14 +591,14 @@ func (h *hostConfig) readState() (*wrapState, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, coded.Errorf("backup_invalid", "reading %s: %w", h.statePath(), err)
+		return nil, coded.Errorf(codeBackupInvalid, "reading %s: %w", h.statePath(), err)
 	}
 	var st wrapState
 	if err := json.Unmarshal(b, &st); err != nil || st.Backup == "" || st.Wrapped == "" {
-		return nil, coded.Errorf("backup_invalid", "%s is not a wrap record: move it and %s away by hand", h.statePath(), filepath.Base(h.backupPath()))
+		return nil, coded.Errorf(codeBackupInvalid, "%s is not a wrap record: move it and %s away by hand", h.statePath(), filepath.Base(h.backupPath()))
 	}
 	if st.Client != h.client.name {
-		return nil, coded.Errorf("backup_invalid", "%s was wrapped as --client %s", h.path, st.Client)
+		return nil, coded.Errorf(codeBackupInvalid, "%s was wrapped as --client %s", h.path, st.Client)
 	}
 	return &st, nil
 }
@@ -621,7 +637,7 @@ func (h *hostConfig) wrap(set wrapSettings, dryRun bool, w io.Writer) error {
 	// the backup (that wrap stopped before it replaced the file): start
 	// anew then.
 	if st != nil && sum != st.Backup {
-		return coded.Errorf("config_changed", "%s changed since it was wrapped and has servers that are not wrapped: run driftctl unwrap first (the backup %s holds the bytes before the last wrap), then wrap again", h.path, h.backupPath())
+		return coded.Errorf(codeConfigChanged, "%s changed since it was wrapped and has servers that are not wrapped: run driftctl unwrap first (the backup %s holds the bytes before the last wrap), then wrap again", h.path, h.backupPath())
 	}
 	wrapped := applyEdits(h.doc, editsOf(rws))
 	if dryRun {
@@ -675,14 +691,14 @@ func (h *hostConfig) unwrap(dryRun bool, w io.Writer) error {
 		return err
 	}
 	if st == nil {
-		return coded.Errorf("not_wrapped", "%s has no wrap to undo (no %s)", h.path, filepath.Base(h.statePath()))
+		return coded.Errorf(codeNotWrapped, "%s has no wrap to undo (no %s)", h.path, filepath.Base(h.statePath()))
 	}
 	backup, err := os.ReadFile(h.backupPath())
 	if err != nil {
-		return coded.Errorf("backup_invalid", "reading the backup: %w", err)
+		return coded.Errorf(codeBackupInvalid, "reading the backup: %w", err)
 	}
 	if digest(backup) != st.Backup {
-		return coded.Errorf("backup_invalid", "%s is not the backup %s records: restore it by hand", h.backupPath(), filepath.Base(h.statePath()))
+		return coded.Errorf(codeBackupInvalid, "%s is not the backup %s records: restore it by hand", h.backupPath(), filepath.Base(h.statePath()))
 	}
 	var restored []byte
 	sum := digest(h.doc)
@@ -712,7 +728,7 @@ func (h *hostConfig) unwrap(dryRun bool, w io.Writer) error {
 		}
 	}
 	if err := errors.Join(os.Remove(h.statePath()), os.Remove(h.backupPath())); err != nil {
-		return coded.Errorf("write_failed", "removing the backup: %w", err)
+		return coded.Errorf(codeWriteFailed, "removing the backup: %w", err)
 	}
 	return nil
 }
@@ -729,11 +745,11 @@ func (h *hostConfig) restoreEntries(st *wrapState, backup []byte) ([]byte, error
 		where := strings.Join(e.Path, ".")
 		cur, err := find(h.parsed, e.Path)
 		if err != nil || entryDigest(cur.value(h.parsed)) != e.Wrapped {
-			return nil, coded.Errorf("config_changed", "%s changed since the wrap and its server %s is no longer as the wrap wrote it: nothing restored (the original bytes are in %s)", h.path, where, h.backupPath())
+			return nil, coded.Errorf(codeConfigChanged, "%s changed since the wrap and its server %s is no longer as the wrap wrote it: nothing restored (the original bytes are in %s)", h.path, where, h.backupPath())
 		}
 		was, err := find(orig, e.Path)
 		if err != nil {
-			return nil, coded.Errorf("backup_invalid", "%s has no %s", h.backupPath(), where)
+			return nil, coded.Errorf(codeBackupInvalid, "%s has no %s", h.backupPath(), where)
 		}
 		edits = append(edits, edit{start: cur.start, end: cur.end, repl: was.value(backup)})
 	}
@@ -745,7 +761,7 @@ func (h *hostConfig) restoreEntries(st *wrapState, backup []byte) ([]byte, error
 func writeAtomic(path string, data []byte, mode fs.FileMode) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
-		return coded.Errorf("write_failed", "writing %s: %w", path, err)
+		return coded.Errorf(codeWriteFailed, "writing %s: %w", path, err)
 	}
 	tmp := f.Name()
 	_, err = f.Write(data)
@@ -763,7 +779,7 @@ func writeAtomic(path string, data []byte, mode fs.FileMode) error {
 	}
 	if err != nil {
 		_ = os.Remove(tmp)
-		return coded.Errorf("write_failed", "writing %s: %w", path, err)
+		return coded.Errorf(codeWriteFailed, "writing %s: %w", path, err)
 	}
 	return nil
 }

@@ -524,3 +524,33 @@ func TestWrapProxyPath(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentHostsDocListsEveryCode: docs/agent-hosts.md lists the codes of
+// wrap's errors, every one and in the order of wrapCodes (and usage, the
+// code of every command's bad flags).
+func TestAgentHostsDocListsEveryCode(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/agent-hosts.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(doc), "\n## Errors\n")
+	if !ok {
+		t.Fatal(`docs/agent-hosts.md has no section "Errors"`)
+	}
+	_, table, ok = strings.Cut(table, "| code | what |\n| --- | --- |\n")
+	if !ok {
+		t.Fatal("docs/agent-hosts.md: no table of codes under Errors")
+	}
+	var listed []string
+	for line := range strings.Lines(table) {
+		code, ok := strings.CutPrefix(line, "| `")
+		if !ok {
+			break
+		}
+		code, _, _ = strings.Cut(code, "`")
+		listed = append(listed, code)
+	}
+	if want := append(slices.Clone(wrapCodes), "usage"); !slices.Equal(listed, want) {
+		t.Errorf("docs/agent-hosts.md lists %q, want %q", listed, want)
+	}
+}
