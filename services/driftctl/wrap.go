@@ -202,7 +202,7 @@ func runWrap(args []string, undo bool, getenv func(string) string, stdout, stder
 	set := wrapSettings{Proxy: "proxy"}
 	opts := []options.Option{
 		options.Opt("client", "", "CLIENT", "the agent host: "+hostClientNames(), options.String(&clientName)),
-		options.Opt("config", "", "FILE", "its configuration file (default: the host's documented location, above)", options.String(&configPath)),
+		options.Opt("config", "", "FILE", "its configuration file; none: the host's documented location (above)", options.String(&configPath)),
 		options.Opt("dry-run", "", "", "print what would change and write nothing", options.Bool(&dryRun)),
 	}
 	if !undo {
