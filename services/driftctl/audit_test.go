@@ -19,11 +19,15 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/chtest"
 	"github.com/mcpdrift/mcpdrift/services/internal/cmdtest"
+	"github.com/mcpdrift/mcpdrift/services/internal/mcptest"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
 	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 )
 
-func TestMain(m *testing.M) { os.Exit(cmdtest.Main(func() int { return chtest.Main(m) })) }
+func TestMain(m *testing.M) {
+	mcptest.Main() // the stdio MCP server of TestWrappedServersRun
+	os.Exit(cmdtest.Main(func() int { return chtest.Main(m) }))
+}
 
 // TestAuditQueriesMatchTheDocs holds docs/analytics.md and the queries
 // driftctl runs together: each query's SQL is printed there verbatim.

@@ -2,7 +2,8 @@
 // MCP server surfaces, captures what a server advertises, and drives the
 // drift service's admin API (status, show, diff --live, history, approve,
 // quarantine, rebaseline, risk set, tail, policy), queries the audit tables, and sets up the bus
-// (bus-setup).
+// (bus-setup), and routes agent hosts' MCP servers through the proxy (wrap,
+// unwrap).
 //
 // Exit status: 0 success (for diff of two files: nothing changed), 1 diff of
 // two files found a change or bus-setup --check found an object missing, 2
@@ -42,6 +43,8 @@ Usage:
   driftctl policy apply [--clear TENANT] FILE|-
   driftctl policy list [--tenant T] [--json]
   driftctl policy test --tenant T --server S --tool NAME [--args JSON] [--agent A]
+  driftctl wrap --client claude-desktop|claude-code|cursor|vscode [--config FILE] [--dry-run]
+  driftctl unwrap --client CLIENT [--config FILE] [--dry-run]
 
 Commands on files:
   fingerprint  print the fingerprint of a server surface (sha256, or --hash sha512)
@@ -85,6 +88,11 @@ MCPDRIFT_NATS_CREDS):
   bus-setup    create or update the streams and buckets (the administrator,
                once per deployment) and exit; --check only checks them;
                --site: a site's leaf node, its mirrors of the hub's status
+
+Commands on an agent host's MCP configuration ("driftctl wrap --help"):
+  wrap         route every MCP server of Claude Desktop, Claude Code, Cursor
+               or VS Code through the proxy, keeping a backup
+  unwrap       put the configuration back as it was before the wrap
 
 Input is a tools/list (or prompts/list, resources/list, templates/list)
 result, a JSON-RPC response carrying one, an initialize result, or a capture:
@@ -153,6 +161,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return runPolicy(ctx, args[1:], getenv, stdin, stdout, stderr)
 	case "pending", "resolve":
 		return runApprovals(ctx, args[0], args[1:], getenv, stdout, stderr)
+	case "wrap", "unwrap":
+		return runWrap(args[1:], args[0] == "unwrap", getenv, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

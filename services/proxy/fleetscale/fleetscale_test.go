@@ -1,11 +1,7 @@
 package main
 
 import (
-	"bytes"
-	"image/png"
-	"math"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -88,32 +84,6 @@ func TestTenantUsers(t *testing.T) {
 		`"_INBOX_proxy_t07.>"`, "{ user = proxy-t07, password = ", "permissions = $PROXY_T07 }", "permissions = $PROXY_DEFAULT }"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("auth with tenant t07 lacks %q", want)
-		}
-	}
-}
-
-func TestPlotRenders(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "latency.png")
-	c := chart{title: "OBSERVATION TO VERDICT", ylabel: "MS", goal: 10, goalName: "GOAL P99 10 MS",
-		xs: []float64{500, 2000, 5000}, xlabels: []string{"500/20", "2000/100", "5000/200"},
-		lines: []series{{"P50", []float64{3, 5, 9}}, {"P99", []float64{8, math.NaN(), 80}}}}
-	if err := c.render(path); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := png.Decode(bytes.NewReader(b))
-	if err != nil || img.Bounds().Dx() != plotW {
-		t.Fatalf("latency.png: %v, bounds %v", err, img.Bounds())
-	}
-}
-
-func TestNiceStep(t *testing.T) {
-	for _, c := range []struct{ v, want float64 }{{100, 20}, {7, 2}, {0.9, 0.2}, {4500, 1000}} {
-		if got := niceStep(c.v, 5); got != c.want {
-			t.Errorf("niceStep(%v) = %v, want %v", c.v, got, c.want)
 		}
 	}
 }

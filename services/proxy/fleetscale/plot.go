@@ -2,57 +2,67 @@ package main
 
 import (
 	"fmt"
-	"image"
 	"image/color"
-	"image/png"
 	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 )
 
-// series is one line of a chart.
+// series is one line of a chart; NaN is a point not measured.
 type series struct {
 	name string
 	ys   []float64
 }
 
-// chart is a line chart over the simulated sizes.
+// chart is a line chart over the simulated sizes, drawn with gonum/plot.
 type chart struct {
-	title, ylabel string
-	xs            []float64 // servers
-	xlabels       []string
-	lines         []series
-	goal          float64 // a dashed horizontal line (0: none)
-	goalName      string
+	title  string
+	ylabel string    // what is measured, with its unit
+	xs     []float64 // servers
+	xlabel []string  // "servers / proxies" of each size
+	lines  []series
+	// goal, when positive, is drawn as a dashed horizontal line named
+	// goalName.
+	goal     float64
+	goalName string
 }
 
-var palette = []color.RGBA{
-	{0x1f, 0x77, 0xb4, 0xff}, {0xd6, 0x27, 0x28, 0xff}, {0x2c, 0xa0, 0x2c, 0xff}, {0xff, 0x7f, 0x0e, 0xff},
-	{0x94, 0x67, 0xbd, 0xff}, {0x8c, 0x56, 0x4b, 0xff}, {0x17, 0xbe, 0xcf, 0xff}, {0x7f, 0x7f, 0x7f, 0xff},
-}
-
+// The size of the images, in pixels.
 const (
-	plotW, plotH                       = 900, 560
-	marginL, marginR, marginT, marginB = 90, 290, 50, 70
+	plotW, plotH = 1000, 600
+	plotDPI      = 96
 )
 
-// niceStep is a round tick step giving about n ticks up to v.
-func niceStep(v float64, n int) float64 {
-	if v <= 0 {
-		return 1
-	}
-	raw := v / float64(n)
-	mag := math.Pow(10, math.Floor(math.Log10(raw)))
-	for _, m := range []float64{1, 2, 2.5, 5, 10} {
-		if m*mag >= raw {
-			return m * mag
+// decades is how many powers of ten the positive values of vs span.
+func decades(vs []float64) float64 {
+	lo, hi := math.Inf(1), 0.0
+	for _, v := range vs {
+		if v > 0 && !math.IsInf(v, 1) {
+			lo, hi = math.Min(lo, v), math.Max(hi, v)
 		}
 	}
-	return 10 * mag
+	if hi == 0 {
+		return 0
+	}
+	return math.Log10(hi / lo)
 }
+
+// logScale: an axis is logarithmic where its data spans a decade or more
+// (latencies from a few milliseconds to seconds, sizes from 500 to 20,000
+// servers, memory from tens of MiB to GiB); on a linear axis the small
+// values would be a flat line along the bottom.
+func logScale(vs []float64) bool { return decades(vs) >= 1 }
 
 func formatTick(v float64) string {
 	if v == math.Trunc(v) {
@@ -61,134 +71,173 @@ func formatTick(v float64) string {
 	return strconv.FormatFloat(v, 'g', 3, 64)
 }
 
-// render draws the chart as a PNG.
-func (c chart) render(path string) error {
-	img := image.NewRGBA(image.Rect(0, 0, plotW, plotH))
-	for i := range img.Pix {
-		img.Pix[i] = 0xff
-	}
-	black, grey := color.RGBA{0, 0, 0, 0xff}, color.RGBA{0xdd, 0xdd, 0xdd, 0xff}
-	x0, x1, y0, y1 := marginL, plotW-marginR, plotH-marginB, marginT
-	ymax := c.goal * 1.2
-	xmax := 0.0
-	for _, s := range c.lines {
-		for _, y := range s.ys {
-			if !math.IsNaN(y) {
-				ymax = math.Max(ymax, y)
-			}
-		}
-	}
-	for _, x := range c.xs {
-		xmax = math.Max(xmax, x)
-	}
-	if ymax <= 0 {
-		ymax = 1
-	}
-	step := niceStep(ymax, 5)
-	ytop := math.Ceil(ymax/step) * step
-	xs := func(x float64) int { return x0 + int(float64(x1-x0)*x/(xmax*1.05)) }
-	ys := func(y float64) int { return y0 - int(float64(y0-y1)*y/ytop) }
-	for v := 0.0; v <= ytop+step/2; v += step {
-		y := ys(v)
-		line(img, x0, y, x1, y, grey, false)
-		l := formatTick(v)
-		drawText(img, x0-8-textWidth(l, 2), y-7, l, 2, black, false)
-	}
-	line(img, x0, y0, x1, y0, black, false)
-	line(img, x0, y0, x0, y1, black, false)
-	for i, x := range c.xs {
-		px := xs(x)
-		line(img, px, y0, px, y0+6, black, false)
-		drawText(img, px-textWidth(c.xlabels[i], 2)/2, y0+12, c.xlabels[i], 2, black, false)
-	}
-	xl := "SERVERS/PROXIES"
-	drawText(img, (x0+x1)/2-textWidth(xl, 2)/2, y0+42, xl, 2, black, false)
-	drawText(img, 14, (y0+y1)/2+textWidth(c.ylabel, 2)/2, c.ylabel, 2, black, true)
-	drawText(img, x0, 14, c.title, 3, black, false)
-	ly := marginT
-	if c.goal > 0 {
-		line(img, x0, ys(c.goal), x1, ys(c.goal), color.RGBA{0xaa, 0, 0, 0xff}, true)
-		line(img, x1+15, ly+7, x1+45, ly+7, color.RGBA{0xaa, 0, 0, 0xff}, true)
-		drawText(img, x1+52, ly, c.goalName, 2, black, false)
-		ly += 24
-	}
-	for i, s := range c.lines {
-		col := palette[i%len(palette)]
-		var px, py int
-		for j, y := range s.ys {
-			if math.IsNaN(y) {
+// logTicks labels each power of ten in [lo, hi] and marks 2..9 times it
+// without a label; with less than two decades shown it labels 1, 2 and 5 times
+// each power of ten.
+type logTicks struct{}
+
+func (logTicks) Ticks(lo, hi float64) []plot.Tick {
+	var ts []plot.Tick
+	few := math.Log10(hi/lo) < 2
+	for e := math.Floor(math.Log10(lo)); math.Pow(10, e) <= hi; e++ {
+		base := math.Pow(10, e)
+		for m := 1.0; m < 10; m++ {
+			v := m * base
+			if v < lo || v > hi {
 				continue
 			}
-			nx, ny := xs(c.xs[j]), ys(y)
-			if j > 0 && !math.IsNaN(s.ys[j-1]) {
-				thick(img, px, py, nx, ny, col)
+			t := plot.Tick{Value: v}
+			if m == 1 || few && (m == 2 || m == 5) {
+				t.Label = formatTick(v)
 			}
-			for dx := -4; dx <= 4; dx++ {
-				for dy := -4; dy <= 4; dy++ {
-					img.SetRGBA(nx+dx, ny+dy, col)
-				}
-			}
-			px, py = nx, ny
+			ts = append(ts, t)
 		}
-		thick(img, x1+15, ly+7, x1+45, ly+7, col)
-		drawText(img, x1+52, ly, s.name, 2, black, false)
-		ly += 24
 	}
+	return ts
+}
+
+// render draws the chart as a PNG at path.
+func (c chart) render(path string) error {
+	p := plot.New()
+	p.Title.Text = c.title
+	p.Title.TextStyle.Font.Size = vg.Points(15)
+	p.Title.Padding = vg.Points(8)
+	p.X.Label.Text = "servers / proxies"
+	p.Y.Label.Text = c.ylabel
+	p.Add(plotter.NewGrid())
+
+	// x: one labelled tick per size.
+	var xticks []plot.Tick
+	for i, x := range c.xs {
+		xticks = append(xticks, plot.Tick{Value: x, Label: c.xlabel[i]})
+	}
+	p.X.Tick.Marker = plot.ConstantTicks(xticks)
+	if logScale(c.xs) {
+		p.X.Scale = plot.LogScale{}
+		p.X.Label.Text += " (log scale)"
+	}
+
+	var all []float64
+	for _, s := range c.lines {
+		all = append(all, s.ys...)
+	}
+	if c.goal > 0 {
+		all = append(all, c.goal)
+	}
+	logY := logScale(all)
+	if logY {
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = logTicks{}
+		p.Y.Label.Text += " (log scale)"
+	} else {
+		p.Y.Min = 0
+	}
+
+	legend := plot.NewLegend()
+	legend.Top, legend.Left = true, true
+	legend.ThumbnailWidth = vg.Points(28)
+	legend.Padding = vg.Points(5)
+	for _, f := range []*font.Font{&p.Title.TextStyle.Font, &p.X.Label.TextStyle.Font, &p.Y.Label.TextStyle.Font,
+		&p.X.Tick.Label.Font, &p.Y.Tick.Label.Font, &legend.TextStyle.Font} {
+		f.Variant = "Sans"
+	}
+	for i, s := range c.lines {
+		col := plotutil.Color(i)
+		shape := plotutil.Shape(i)
+		var thumbs []plot.Thumbnailer
+		// One line per run of measured points (a NaN, or a zero on a log
+		// axis, is a gap).
+		for _, seg := range segments(c.xs, s.ys, logY) {
+			l, pts, err := plotter.NewLinePoints(seg)
+			if err != nil {
+				return fmt.Errorf("%s: %w", s.name, err)
+			}
+			l.Color, l.Width = col, vg.Points(2)
+			pts.Color, pts.Shape, pts.Radius = col, shape, vg.Points(3.5)
+			p.Add(l, pts)
+			if thumbs == nil {
+				thumbs = []plot.Thumbnailer{l, pts}
+			}
+		}
+		if thumbs != nil {
+			legend.Add(s.name, thumbs...)
+		}
+	}
+	if c.goal > 0 && len(c.xs) > 0 {
+		lo, hi := c.xs[0], c.xs[len(c.xs)-1]
+		g, err := plotter.NewLine(plotter.XYs{{X: lo, Y: c.goal}, {X: hi, Y: c.goal}})
+		if err != nil {
+			return err
+		}
+		g.Color = color.RGBA{R: 0xaa, A: 0xff}
+		g.Width = vg.Points(1.5)
+		g.Dashes = []vg.Length{vg.Points(6), vg.Points(4)}
+		p.Add(g)
+		legend.Add(c.goalName, g)
+	}
+
+	// Some room around the data, so that no point sits on an axis.
+	if logY {
+		p.Y.Min, p.Y.Max = p.Y.Min/1.3, p.Y.Max*1.3
+	} else {
+		p.Y.Max *= 1.08
+	}
+	if logScale(c.xs) {
+		p.X.Min, p.X.Max = p.X.Min/1.15, p.X.Max*1.15
+	} else {
+		pad := (p.X.Max - p.X.Min) * 0.04
+		p.X.Min, p.X.Max = p.X.Min-pad, p.X.Max+pad
+	}
+
+	// The legend beside the plot, as wide as its longest entry.
+	names := []string{c.goalName}
+	for _, s := range c.lines {
+		names = append(names, s.name)
+	}
+	var textW vg.Length
+	for _, n := range names {
+		textW = max(textW, legend.TextStyle.Width(n))
+	}
+	legendW := legend.ThumbnailWidth + legend.TextStyle.Width(" ") + textW + px(20)
+	img := vgimg.NewWith(vgimg.UseWH(px(plotW), px(plotH)), vgimg.UseDPI(plotDPI))
+	dc := draw.New(img)
+	p.Draw(draw.Crop(dc, 0, -legendW, 0, 0))
+	legend.Draw(draw.Crop(draw.Crop(dc, px(plotW)-legendW, 0, 0, 0), px(8), 0, 0, -px(40)))
+
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if err := png.Encode(f, img); err != nil {
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
 		f.Close()
 		return err
 	}
 	return f.Close()
 }
 
-// line draws a one-pixel line (Bresenham), dashed if asked.
-func line(img *image.RGBA, xa, ya, xb, yb int, c color.RGBA, dashed bool) {
-	dx, dy := abs(xb-xa), -abs(yb-ya)
-	sx, sy := sign(xb-xa), sign(yb-ya)
-	e := dx + dy
-	for n := 0; ; n++ {
-		if !dashed || (n/8)%2 == 0 {
-			img.SetRGBA(xa, ya, c)
-		}
-		if xa == xb && ya == yb {
-			return
-		}
-		if e2 := 2 * e; e2 >= dy {
-			e += dy
-			xa += sx
-		} else if e2 <= dx {
-			e += dx
-			ya += sy
-		}
-	}
-}
+// px is n pixels of the images as a vg length (points, 1/72 inch).
+func px(n int) vg.Length { return vg.Length(n) * vg.Inch / plotDPI }
 
-func thick(img *image.RGBA, xa, ya, xb, yb int, c color.RGBA) {
-	for o := -1; o <= 1; o++ {
-		line(img, xa, ya+o, xb, yb+o, c, false)
-		line(img, xa+o, ya, xb+o, yb, c, false)
+// segments splits a series into its runs of points that can be drawn: a
+// NaN (not measured) breaks it, and so does a value that is not positive on
+// a log axis.
+func segments(xs, ys []float64, logY bool) []plotter.XYs {
+	var out []plotter.XYs
+	var cur plotter.XYs
+	for i, y := range ys {
+		if math.IsNaN(y) || math.IsInf(y, 0) || logY && y <= 0 {
+			if len(cur) > 0 {
+				out = append(out, cur)
+			}
+			cur = nil
+			continue
+		}
+		cur = append(cur, plotter.XY{X: xs[i], Y: y})
 	}
-}
-
-func abs(v int) int {
-	if v < 0 {
-		return -v
+	if len(cur) > 0 {
+		out = append(out, cur)
 	}
-	return v
-}
-
-func sign(v int) int {
-	switch {
-	case v < 0:
-		return -1
-	case v > 0:
-		return 1
-	}
-	return 0
+	return out
 }
 
 // plotAll draws every curve of the results into out.
@@ -207,7 +256,7 @@ func plotAll(out string, all []*result) error {
 	labels := make([]string, len(rs))
 	for i, r := range rs {
 		xs[i] = float64(r.Servers)
-		labels[i] = fmt.Sprintf("%d/%d", r.Servers, r.Proxies)
+		labels[i] = fmt.Sprintf("%d / %d", r.Servers, r.Proxies)
 	}
 	col := func(f func(r *result) float64) []float64 {
 		v := make([]float64, len(rs))
@@ -236,69 +285,55 @@ func plotAll(out string, all []*result) error {
 	}
 	var lat, fan []series
 	for i := range rs[0].Steady {
+		at := func(f func(st *steady) float64) []float64 { return at(i, f) }
 		lat = append(lat,
-			series{"VERDICT P50 " + rate(i) + "/S", at(i, func(st *steady) float64 { return st.ObsToVerdict.P50 })},
-			series{"VERDICT P99 " + rate(i) + "/S", at(i, func(st *steady) float64 { return st.ObsToVerdict.P99 })},
-			series{"FP P99 " + rate(i) + "/S", at(i, func(st *steady) float64 { return st.ObsToFp.P99 })})
+			series{"verdict p50, " + rate(i) + " obs/s", at(func(st *steady) float64 { return st.ObsToVerdict.P50 })},
+			series{"verdict p99, " + rate(i) + " obs/s", at(func(st *steady) float64 { return st.ObsToVerdict.P99 })},
+			series{"fingerprint p99, " + rate(i) + " obs/s", at(func(st *steady) float64 { return st.ObsToFp.P99 })})
 		fan = append(fan,
-			series{"OBS>ALL P99 " + rate(i) + "/S", at(i, func(st *steady) float64 { return st.DriftAll.P99 })},
-			series{"KV>PX P50 " + rate(i) + "/S", at(i, func(st *steady) float64 { return st.KVToProxy.P50 })},
-			series{"KV>PX P99 " + rate(i) + "/S", at(i, func(st *steady) float64 { return st.KVToProxy.P99 })})
+			series{"observation to every proxy p99, " + rate(i) + " obs/s", at(func(st *steady) float64 { return st.DriftAll.P99 })},
+			series{"status write to a proxy p50, " + rate(i) + " obs/s", at(func(st *steady) float64 { return st.KVToProxy.P50 })},
+			series{"status write to a proxy p99, " + rate(i) + " obs/s", at(func(st *steady) float64 { return st.KVToProxy.P99 })})
 	}
 	storage := func(name string) []float64 {
 		return at(0, func(st *steady) float64 { return st.Storage[name].GiBPerDay })
 	}
+	services := func(cpu bool) []series {
+		return []series{
+			{"NATS (3 nodes)", comp("nats-", cpu)}, {"fingerprint", comp("fingerprint", cpu)}, {"drift (2 instances)", comp("drift-", cpu)},
+			{"audit", comp("audit", cpu)}, {"ClickHouse", comp("clickhouse", cpu)}, {"proxy fleet", comp("fleet", cpu)},
+		}
+	}
 	charts := map[string]chart{
-		"latency.png": {title: "OBSERVATION TO VERDICT (LOG10 MS)", ylabel: "LOG10 MS", goal: 1, goalName: "GOAL P99 10 MS", lines: logs(lat)},
-		"fanout.png":  {title: "A DRIFT REACHING EVERY PROXY (LOG10 MS)", ylabel: "LOG10 MS", goal: math.Log10(50), goalName: "GOAL P99 50 MS", lines: logs(fan)},
-		"cpu.png": {title: "CPU DURING THE STEADY PHASE", ylabel: "% OF ONE CORE", lines: []series{
-			{"NATS (3 NODES)", comp("nats-", true)}, {"FINGERPRINT", comp("fingerprint", true)}, {"DRIFT (2)", comp("drift-", true)},
-			{"AUDIT", comp("audit", true)}, {"CLICKHOUSE", comp("clickhouse", true)}, {"PROXY FLEET", comp("fleet", true)},
+		"latency.png": {title: "Observation to verdict", ylabel: "latency (ms)", goal: 10, goalName: "goal: p99 10 ms", lines: lat},
+		"fanout.png":  {title: "A drift reaching every proxy", ylabel: "latency (ms)", goal: 50, goalName: "goal: p99 50 ms", lines: fan},
+		"cpu.png":     {title: "CPU during the steady phase", ylabel: "CPU (% of one core)", lines: services(true)},
+		"memory.png":  {title: "Resident memory (peak)", ylabel: "RSS (MiB)", lines: services(false)},
+		"watches.png": {title: "KV watches on the status bucket", ylabel: "count", lines: []series{
+			{"status bucket consumers (hub)", col(func(r *result) float64 { return float64(r.KVConsumers) })},
+			{"gates (proxy, server)", col(func(r *result) float64 { return float64(r.Gates) })},
+			{"watches per proxy", col(func(r *result) float64 { return r.WatchesPerProxy })},
 		}},
-		"memory.png": {title: "RESIDENT MEMORY (PEAK)", ylabel: "MIB", lines: []series{
-			{"NATS (3 NODES)", comp("nats-", false)}, {"FINGERPRINT", comp("fingerprint", false)}, {"DRIFT (2)", comp("drift-", false)},
-			{"AUDIT", comp("audit", false)}, {"CLICKHOUSE", comp("clickhouse", false)}, {"PROXY FLEET", comp("fleet", false)},
+		"watchsetup.png": {title: "Fleet start: every gate's watch set up", ylabel: "time (s)", lines: []series{
+			{"watch set-up", col(func(r *result) float64 { return r.WatchSetupSec })},
 		}},
-		"watches.png": {title: "KV WATCHES (STATUS BUCKET CONSUMERS)", ylabel: "THOUSANDS", lines: []series{
-			{"CONSUMERS", col(func(r *result) float64 { return float64(r.KVConsumers) / 1000 })},
-			{"GATES", col(func(r *result) float64 { return float64(r.Gates) / 1000 })},
-			{"SETUP S /10", col(func(r *result) float64 { return r.WatchSetupSec / 10 })},
+		"proxy.png": {title: "Memory per proxy", ylabel: "memory (KiB)", lines: []series{
+			{"RSS per proxy", col(func(r *result) float64 { return r.FleetRSSMiBPerProxy * 1024 })},
+			{"heap per gate", col(func(r *result) float64 { return r.FleetHeapKiBPerGate })},
 		}},
-		"proxy.png": {title: "PER PROXY", ylabel: "KIB OR COUNT", lines: []series{
-			{"RSS KIB/PROXY", col(func(r *result) float64 { return r.FleetRSSMiBPerProxy * 1024 })},
-			{"HEAP KIB/GATE", col(func(r *result) float64 { return r.FleetHeapKiBPerGate })},
-			{"WATCHES/PROXY", col(func(r *result) float64 { return r.WatchesPerProxy })},
-		}},
-		"storage.png": {title: "JETSTREAM GIB/DAY AT " + rate(0) + " OBS/S, 1 REPLICA", ylabel: "GIB/DAY", lines: []series{
-			{"OBSERVATIONS", storage(bus.StreamObservations)},
-			{"FINGERPRINTS", storage(bus.StreamFingerprints)},
-			{"VERDICTS", storage(bus.StreamVerdicts)},
-			{"STATUS KV", storage("KV_" + bus.BucketStatus)},
-			{"MANIFESTS", storage("OBJ_" + bus.BucketManifests)},
+		"storage.png": {title: "JetStream storage at " + rate(0) + " obs/s, 1 replica", ylabel: "GiB per day", lines: []series{
+			{"observations", storage(bus.StreamObservations)},
+			{"fingerprints", storage(bus.StreamFingerprints)},
+			{"verdicts", storage(bus.StreamVerdicts)},
+			{"status KV", storage("KV_" + bus.BucketStatus)},
+			{"manifests", storage("OBJ_" + bus.BucketManifests)},
 		}},
 	}
 	for name, c := range charts {
-		c.xs, c.xlabels = xs, labels
+		c.xs, c.xlabel = xs, labels
 		if err := c.render(filepath.Join(out, name)); err != nil {
 			return fmt.Errorf("plotting %s: %w", name, err)
 		}
 	}
 	return nil
-}
-
-// logs maps every value to its base-10 logarithm (latencies span 1 ms to
-// seconds); zero and missing values are left out.
-func logs(ss []series) []series {
-	out := make([]series, len(ss))
-	for i, s := range ss {
-		ys := make([]float64, len(s.ys))
-		for j, y := range s.ys {
-			ys[j] = math.NaN()
-			if y > 0 {
-				ys[j] = math.Log10(y)
-			}
-		}
-		out[i] = series{s.name, ys}
-	}
-	return out
 }
