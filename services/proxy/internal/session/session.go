@@ -669,7 +669,7 @@ func (s *Session) addPage(k surface.Kind, by owner, result []byte) ([]surface.Pa
 	if f := s.cfg.Follow; f != nil && (s.variant == "" || s.variant == f.currentVariant()) { // s.mu held: sameVariantAs would lock it
 		// What the server shows a stateless agent is its live definition
 		// for every request the leader judges (lock order: follower, then
-		// leader; a leader never locks its followers).
+		// leader; a leader never locks its followers: LOCKS.md).
 		f.mu.Lock()
 		for _, it := range items {
 			f.live[ItemKey{k, it.Name}] = it.Hash
