@@ -7,6 +7,20 @@
 // parsing an error's text. Error is the concrete type for a package that
 // needs no richer one; package-level sentinels made with New and an empty
 // message let callers keep branching with errors.Is.
+//
+// The registry (registry.go, Lookup) is the one list of every code a client
+// or an operator can see, with what it means where it is read and, for the
+// proxy's answers, the shape they take: the JSON-RPC error code and the
+// HTTP status, which the proxy reads from it (session.Reply) so that each
+// code is answered one way on every transport. It is a Go table rather
+// than a data file with generated constants: it needs no generator, and
+// the proxy reads it at run time. Packages keep naming their codes with
+// their own typed constants (canonjson.Code, session.Code, ...); tests hold
+// the two together: every code a package declares or writes is in the
+// registry and every entry is declared somewhere (TestEveryCodeRegistered,
+// which reads the services' source), and docs/codes.md is generated from
+// the registry (TestCodesDoc; go test ./internal/coded -run TestCodesDoc
+// -update rewrites it).
 package coded
 
 import (

@@ -485,7 +485,7 @@ func Refuse(w http.ResponseWriter, status int, code session.Code) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	_, _ = w.Write(session.ErrorResponse(nil, -32600, text, code))
+	_, _ = w.Write(session.Reply(nil, code, text))
 }
 
 // TLSConfig is the listener's TLS: its certificate and key and, when

@@ -118,7 +118,7 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) verdict
 			s.observe(Call{Tool: tool, Refused: true, RefusalCode: RefuseAmbiguous, ArgsDigest: digest, Arguments: args})
 			return verdict{refusal: ToolError(m.ID, RefuseAmbiguous, text)}
 		}
-		return verdict{refusal: ErrorResponse(m.ID, -32600, text, RefuseAmbiguous)}
+		return verdict{refusal: Reply(m.ID, RefuseAmbiguous, text)}
 	}
 	if s.cfg.Follow != nil && m.Method != jsonrpc.MethodInitialize && m.Method != jsonrpc.MethodDiscover && metaNames(m.Params) {
 		// A stateless request names its variant itself: what it is listed
@@ -161,7 +161,7 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) verdict
 		return v
 	default:
 		if code, text := s.decideOther(ctx, m); code != "" {
-			return verdict{refusal: ErrorResponse(m.ID, -32600, text, code)}
+			return verdict{refusal: Reply(m.ID, code, text)}
 		}
 		s.mu.Lock()
 		s.pending[string(m.ID)] = pendingReq{method: m.Method}

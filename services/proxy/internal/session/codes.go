@@ -2,7 +2,6 @@ package session
 
 import (
 	"github.com/mcpdrift/mcpdrift/services/internal/policy"
-	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
 )
 
 // Code is a stable code the proxy gives what it refuses or drops. One type
@@ -124,15 +123,3 @@ const (
 
 // DropCodes lists every drop code.
 var DropCodes = []Code{DropUnreadable, DropAmbiguous, DropUnmatched, DropFraming, DropServerClosed}
-
-// ToolError is the tools/call result the client gets for a refused call:
-// an MCP tool error (isError: true) with code, echoing the request's id.
-func ToolError(id []byte, code Code, text string) []byte {
-	return jsonrpc.ToolError(id, string(code), text)
-}
-
-// ErrorResponse is the JSON-RPC error (rpcCode) the client gets in place
-// of an answer, with code in its data.
-func ErrorResponse(id []byte, rpcCode int, text string, code Code) []byte {
-	return jsonrpc.ErrorResponseData(id, rpcCode, text, string(code))
-}

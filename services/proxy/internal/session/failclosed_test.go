@@ -141,7 +141,10 @@ func TestBatchAnswerDropsUnmatched(t *testing.T) {
 }
 
 // TestClientAmbiguity: what the server would read differently from the
-// proxy never reaches it.
+// proxy never reaches it. A message the strict parser refuses is answered
+// as on every transport (Unreadable): code invalid_message, JSON-RPC -32600
+// (a stream transport answered it -32700 without a code before the reply
+// path was one).
 func TestClientAmbiguity(t *testing.T) {
 	for _, tc := range []struct {
 		name, msg, reply string // reply: a substring of the proxy's answer, "" for none
@@ -151,8 +154,8 @@ func TestClientAmbiguity(t *testing.T) {
 		{"name_by_case", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read","Name":"write"}}`, string(RefuseAmbiguous)},
 		{"name_long_s", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read","arguments":{},"argumentſ":{"x":1}}}`, string(RefuseAmbiguous)},
 		{"prompt_by_case", `{"jsonrpc":"2.0","id":3,"method":"prompts/get","params":{"name":"a","NAME":"b"}}`, string(RefuseAmbiguous)},
-		{"method_by_case", `{"jsonrpc":"2.0","id":3,"method":"tools/list","Method":"tools/call","params":{"name":"write"}}`, "-32700"},
-		{"duplicate_name", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read","name":"write"}}`, "-32700"},
+		{"method_by_case", `{"jsonrpc":"2.0","id":3,"method":"tools/list","Method":"tools/call","params":{"name":"write"}}`, `"mcpdrift/code":"invalid_message"`},
+		{"duplicate_name", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read","name":"write"}}`, `"mcpdrift/code":"invalid_message"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, _ := meteredRig(t, Config{})

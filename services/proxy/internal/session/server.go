@@ -195,7 +195,7 @@ func (s *Session) unreadableAnswer(id []byte, code Code, why string) (answer []b
 	case p.kind != 0:
 		s.failListing(p.kind, refOf(p), why, true)
 	}
-	return ErrorResponse(id, -32603, "mcpdrift proxy: the server's answer could not be read exactly as a client would read it, so it was dropped", code), true
+	return Reply(id, code, "mcpdrift proxy: the server's answer could not be read exactly as a client would read it, so it was dropped"), true
 }
 
 // looseIDs reads the ids of a message the strict parser refused, the way a
@@ -451,7 +451,7 @@ func (s *Session) unmatched(m *jsonrpc.Message) []byte {
 		return nil
 	}
 	s.Dropped(DropAmbiguous)
-	return ErrorResponse(hit, -32603, "mcpdrift proxy: the server answered with the id "+string(m.ID)+", not as this request's id was written; the answer was dropped", DropAmbiguous)
+	return Reply(hit, DropAmbiguous, "mcpdrift proxy: the server answered with the id "+string(m.ID)+", not as this request's id was written; the answer was dropped")
 }
 
 // idKey is the value a lenient client takes an id for: a number's value,
@@ -493,7 +493,7 @@ func (s *Session) serverRequest(ctx context.Context, m *jsonrpc.Message, mayWait
 			status = v.Status
 		}
 		s.Dropped(DropServerClosed)
-		if err := s.toServer(ErrorResponse(m.ID, -32603, "mcpdrift proxy: server "+strconv.Quote(s.cfg.Server)+" is "+status+"; its requests do not reach the client", DropServerClosed)); err != nil {
+		if err := s.toServer(Reply(m.ID, DropServerClosed, "mcpdrift proxy: server "+strconv.Quote(s.cfg.Server)+" is "+status+"; its requests do not reach the client")); err != nil {
 			return nil, fmt.Errorf("answering the server's %s request in the client's stead: %w", m.Method, err)
 		}
 		return nil, nil

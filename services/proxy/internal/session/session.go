@@ -535,7 +535,7 @@ func (s *Session) judgePage(ctx context.Context, k surface.Kind, m *jsonrpc.Mess
 		if s.cfg.Meter != nil {
 			s.cfg.Meter.Withheld(k, len(items))
 		}
-		return ErrorResponse(m.ID, -32603, "mcpdrift proxy: the server's "+k.ListKey()+" listing could not be judged ("+codeOf(err)+"); it is withheld", RefuseListingInvalid), nil
+		return Reply(m.ID, RefuseListingInvalid, "mcpdrift proxy: the server's "+k.ListKey()+" listing could not be judged ("+codeOf(err)+"); it is withheld"), nil
 	}
 	hashedWith := s.judge().hashOptions() // what the page's items were hashed with
 	v, ok := s.view(ctx, variant, awaiting)
@@ -591,7 +591,7 @@ func (s *Session) judgePage(ctx context.Context, k surface.Kind, m *jsonrpc.Mess
 	}
 	if ferr != nil {
 		// Not a list result we can read: withhold it whole.
-		return jsonrpc.ErrorResponse(m.ID, -32603, "mcpdrift proxy: the server's "+k.ListKey()+" listing could not be read; it is withheld"), relistErr
+		return Reply(m.ID, RefuseListingInvalid, "mcpdrift proxy: the server's "+k.ListKey()+" listing could not be read; it is withheld"), relistErr
 	}
 	return out, relistErr
 }
@@ -669,7 +669,7 @@ func (s *Session) addPage(k surface.Kind, by owner, result []byte) ([]surface.Pa
 	if f := s.cfg.Follow; f != nil && (s.variant == "" || s.variant == f.currentVariant()) { // s.mu held: sameVariantAs would lock it
 		// What the server shows a stateless agent is its live definition
 		// for every request the leader judges (lock order: follower, then
-		// leader; a leader never locks its followers).
+		// leader; a leader never locks its followers: LOCKS.md).
 		f.mu.Lock()
 		for _, it := range items {
 			f.live[ItemKey{k, it.Name}] = it.Hash
@@ -990,7 +990,7 @@ func (s *Session) pinInstructions(ctx context.Context, variant string, m *jsonrp
 		// A result that reads two ways: removing "instructions" would
 		// leave what a case-insensitive reader takes for them.
 		s.Dropped(DropAmbiguous)
-		return ErrorResponse(m.ID, -32603, "mcpdrift proxy: the server's initialize result reads two ways ("+string(se.Code)+"); it is withheld", DropAmbiguous)
+		return Reply(m.ID, DropAmbiguous, "mcpdrift proxy: the server's initialize result reads two ways ("+string(se.Code)+"); it is withheld")
 	}
 	if err == nil {
 		v, ok := s.view(ctx, variant, false)
@@ -1011,7 +1011,7 @@ func (s *Session) pinInstructions(ctx context.Context, variant string, m *jsonrp
 	}
 	out, _, rerr := jsonrpc.RemoveResultMember(m, "instructions")
 	if rerr != nil {
-		return jsonrpc.ErrorResponse(m.ID, -32603, "mcpdrift proxy: the server's initialize result could not be read; it is withheld")
+		return Reply(m.ID, DropUnreadable, "mcpdrift proxy: the server's initialize result could not be read; it is withheld")
 	}
 	return out
 }

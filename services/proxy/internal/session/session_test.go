@@ -114,7 +114,7 @@ func (p *stream) fromServer(ctx context.Context, raw []byte) error {
 func clientOf(ctx context.Context, s *Session, raw []byte) Outcome {
 	msgs, batch, err := jsonrpc.Split(raw, jsonrpc.Limits{})
 	if err != nil {
-		return Outcome{Reply: jsonrpc.ErrorResponse(nil, -32700, "mcpdrift proxy: unreadable message: "+err.Error())}
+		return Outcome{Reply: Unreadable(err)}
 	}
 	return s.Client(ctx, raw, msgs, batch)
 }

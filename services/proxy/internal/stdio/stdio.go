@@ -70,8 +70,8 @@ func (b *Bound) FromClient(ctx context.Context, raw []byte) error {
 	msgs, batch, err := jsonrpc.Split(raw, jsonrpc.Limits{})
 	if err != nil {
 		// Not the proxy's to judge beyond refusing to pass on what it
-		// cannot read.
-		return b.pipes.ToClient(jsonrpc.ErrorResponse(nil, -32700, "mcpdrift proxy: unreadable message: "+err.Error()))
+		// cannot read: answered as every transport answers it.
+		return b.pipes.ToClient(session.Unreadable(err))
 	}
 	o := b.s.Client(ctx, raw, msgs, batch)
 	if o.Held != nil {
@@ -275,7 +275,7 @@ func (p *Proxy) Serve(ctx context.Context, h Handler, client io.Reader, sig <-ch
 	clientDone := make(chan error, 1)
 	go func() {
 		clientDone <- p.pump(ctx, client, h.FromClient, func() {
-			_ = p.pipes.ToClient([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"mcpdrift proxy: message longer than the limit; dropped"}}`))
+			_ = p.pipes.ToClient(session.TooLarge(p.cfg.MaxLine))
 		})
 	}()
 	exited := p.exited

@@ -166,7 +166,10 @@ func TestStdioRugPull(t *testing.T) {
 func TestStdioOversizeFromClient(t *testing.T) {
 	c, code := startProxy(t, approved(toolRead, toolRug), 1<<20)
 	c.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read","arguments":{"p":"` + strings.Repeat("y", 2<<20) + `"}}}`)
-	if got := c.recv(); !strings.Contains(got, "longer than the limit") {
+	// The answer every transport gives a message over its limit: code
+	// message_too_large (before the reply path was one, stdio answered
+	// without a code).
+	if got := c.recv(); got != string(session.TooLarge(1<<20)) || !strings.Contains(got, `"mcpdrift/code":"message_too_large"`) {
 		t.Fatalf("oversize: %s", got)
 	}
 	c.send(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)

@@ -4,11 +4,13 @@ import "github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 
 // The stable codes of what the proxy answers itself on HTTP, beside the
 // session's (session.DropCodes, the refusals): the same type, so the agent
-// and the metrics read one vocabulary (docs/services/proxy-http.md).
+// and the metrics read one vocabulary. Each is in the registry of codes
+// (services/internal/coded, docs/codes.md), which gives its JSON-RPC error
+// code and HTTP status (httpError).
 const (
-	// CodeInvalidMessage: the body is not JSON-RPC, or names more than one
-	// Mcp-Session-Id.
-	CodeInvalidMessage session.Code = "invalid_message"
+	// CodeInvalidMessage: the body is not JSON-RPC (session.Unreadable,
+	// as on every transport), or names more than one Mcp-Session-Id.
+	CodeInvalidMessage = session.InvalidMessage
 	// CodeHeaderMismatch: a request metadata header disagrees with the
 	// body or is missing (JSON-RPC error -32020).
 	CodeHeaderMismatch session.Code = "header_mismatch"
@@ -23,8 +25,9 @@ const (
 	CodeNoEndpoint session.Code = "no_endpoint"
 	// CodeStreamClosed: HTTP+SSE: the client's stream ended.
 	CodeStreamClosed session.Code = "stream_closed"
-	// CodeMessageTooLarge: a client's body over the limit.
-	CodeMessageTooLarge session.Code = "message_too_large"
+	// CodeMessageTooLarge: a client's body over the limit
+	// (session.TooLarge, as on every transport).
+	CodeMessageTooLarge = session.MessageTooLarge
 	// CodeSessionUnknown: a session id the proxy did not register.
 	CodeSessionUnknown session.Code = "session_unknown"
 	// CodeSessionConflict: an initialize answer named a session already open.

@@ -20,12 +20,9 @@ import (
 // that routes by header and one that runs the body must see the same
 // request, or a call the proxy approved could run as another tool, another
 // prompt, or with other arguments. The proxy therefore refuses a request
-// whose headers disagree with its body (HTTP 400, HeaderMismatch), as the
+// whose headers disagree with its body (HTTP 400, HeaderMismatch -32020: the
+// registry's shape of header_mismatch), as the
 // transport requires of any server that reads the body.
-
-// codeHeaderMismatch is the JSON-RPC error code of HeaderMismatch
-// (2026-07-28).
-const codeHeaderMismatch = -32020
 
 // paramPrefix begins the name of a Mcp-Param-<Name> header. The first
 // protocol version with request metadata headers is

@@ -66,12 +66,12 @@ func (l *legacySession) write(b []byte) error { return l.toClient(b) }
 func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", "GET")
-		httpError(w, http.StatusMethodNotAllowed, nil, CodeMethodNotAllowed, r.Method+" is not a method of the event stream")
+		httpError(w, nil, CodeMethodNotAllowed, r.Method+" is not a method of the event stream")
 		return
 	}
 	resp, err := f.send(r.Context(), http.MethodGet, f.up.SSEURL, forwardHeaders(r.Header, false), nil)
 	if err != nil {
-		httpError(w, http.StatusBadGateway, nil, CodeUpstreamUnreachable, "the MCP server behind this proxy could not be reached")
+		httpError(w, nil, CodeUpstreamUnreachable, "the MCP server behind this proxy could not be reached")
 		return
 	}
 	defer resp.Body.Close()
@@ -86,7 +86,7 @@ func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 			why = "not an event stream"
 		}
 		f.log.Warn().Str("code", string(session.DropFraming)).Str("why", why).Msg("upstream answer not passed on")
-		httpError(w, http.StatusBadGateway, nil, session.DropFraming, "the MCP server's event stream cannot be read as clients read it ("+why+")")
+		httpError(w, nil, session.DropFraming, "the MCP server's event stream cannot be read as clients read it ("+why+")")
 		return
 	}
 	l := &legacySession{id: newID(), agent: agentOf(r), w: w, rc: http.NewResponseController(w), headers: http.Header{}}
@@ -216,14 +216,14 @@ func appendNamed(dst []byte, name, data string) []byte {
 func (f *front) legacyPost(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
-		httpError(w, http.StatusMethodNotAllowed, nil, CodeMethodNotAllowed, r.Method+" is not a method of the message endpoint")
+		httpError(w, nil, CodeMethodNotAllowed, r.Method+" is not a method of the message endpoint")
 		return
 	}
 	f.mu.Lock()
 	l := f.legacy[r.URL.Query().Get("session")]
 	f.mu.Unlock()
 	if l == nil {
-		httpError(w, http.StatusNotFound, nil, CodeUnknownStream, "no open event stream with this session id")
+		httpError(w, nil, CodeUnknownStream, "no open event stream with this session id")
 		return
 	}
 	if !f.ownedBy(w, r, l.agent) {
@@ -231,12 +231,12 @@ func (f *front) legacyPost(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := readAll(r.Body, f.p.cfg.MaxMessage)
 	if err != nil {
-		httpError(w, http.StatusRequestEntityTooLarge, nil, CodeMessageTooLarge, err.Error())
+		refuseMessage(w, session.MessageTooLarge, session.TooLarge(f.p.cfg.MaxMessage))
 		return
 	}
 	msgs, batch, err := jsonrpc.Split(body, jsonrpc.Limits{})
 	if err != nil {
-		httpError(w, http.StatusBadRequest, nil, CodeInvalidMessage, "unreadable JSON-RPC message: "+err.Error())
+		refuseMessage(w, session.InvalidMessage, session.Unreadable(err))
 		return
 	}
 	o := l.s.Client(r.Context(), body, msgs, batch)
@@ -247,7 +247,7 @@ func (f *front) legacyPost(w http.ResponseWriter, r *http.Request) {
 	}
 	if o.Reply != nil {
 		if err := l.reply(o.Reply); err != nil {
-			httpError(w, http.StatusGone, nil, CodeStreamClosed, err.Error())
+			httpError(w, nil, CodeStreamClosed, err.Error())
 			return
 		}
 	}
@@ -261,13 +261,13 @@ func (f *front) legacyPost(w http.ResponseWriter, r *http.Request) {
 	ids := requestIDs(o.Forward, body, msgs)
 	if endpoint == "" {
 		l.s.Unanswered(ids)
-		httpError(w, http.StatusConflict, nil, CodeNoEndpoint, "the server has not named its message endpoint yet")
+		httpError(w, nil, CodeNoEndpoint, "the server has not named its message endpoint yet")
 		return
 	}
 	resp, err := f.send(r.Context(), http.MethodPost, endpoint, forwardHeaders(r.Header, !bytes.Equal(o.Forward, body)), o.Forward)
 	if err != nil {
 		l.s.Unanswered(ids)
-		httpError(w, http.StatusBadGateway, nil, CodeUpstreamUnreachable, "the MCP server behind this proxy could not be reached")
+		httpError(w, nil, CodeUpstreamUnreachable, "the MCP server behind this proxy could not be reached")
 		return
 	}
 	defer resp.Body.Close()

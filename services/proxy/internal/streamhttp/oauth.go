@@ -81,7 +81,7 @@ func (p *Proxy) oauthRoute(w http.ResponseWriter, r *http.Request) bool {
 		if f := p.frontFor(rest); f != nil {
 			f.protectedResource(w, r)
 		} else {
-			httpError(w, http.StatusNotFound, nil, CodeUnknownServer, "no MCP server behind this proxy at "+strings.TrimPrefix(path, protectedResourcePath))
+			httpError(w, nil, CodeUnknownServer, "no MCP server behind this proxy at "+strings.TrimPrefix(path, protectedResourcePath))
 		}
 		return true
 	}
@@ -89,7 +89,7 @@ func (p *Proxy) oauthRoute(w http.ResponseWriter, r *http.Request) bool {
 		if rest, ok := wellKnown(path, prefix); ok {
 			f := p.frontFor(rest)
 			if f == nil {
-				httpError(w, http.StatusNotFound, nil, CodeUnknownServer, "no MCP server behind this proxy at "+strings.TrimPrefix(path, prefix))
+				httpError(w, nil, CodeUnknownServer, "no MCP server behind this proxy at "+strings.TrimPrefix(path, prefix))
 				return true
 			}
 			// The server's own path in place of the proxy's: RFC 8414's
@@ -208,7 +208,7 @@ func sameOrigin(a, b *url.URL) bool {
 func (f *front) protectedResource(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		httpError(w, http.StatusMethodNotAllowed, nil, CodeMethodNotAllowed, r.Method+" is not a method of this route")
+		httpError(w, nil, CodeMethodNotAllowed, r.Method+" is not a method of this route")
 		return
 	}
 	up := f.upstreamURL()
@@ -229,17 +229,17 @@ func (f *front) protectedResource(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case errors.Is(err, errNoMetadata):
-		httpError(w, http.StatusNotFound, nil, CodeNoMetadata, "the MCP server behind this proxy publishes no protected-resource metadata")
+		httpError(w, nil, CodeNoMetadata, "the MCP server behind this proxy publishes no protected-resource metadata")
 		return
 	case err != nil:
 		f.log.Warn().Err(err).Str("code", string(CodeOAuthMetadata)).Msg("protected-resource metadata refused")
-		httpError(w, http.StatusBadGateway, nil, CodeOAuthMetadata, "the MCP server's protected-resource metadata was refused: "+err.Error())
+		httpError(w, nil, CodeOAuthMetadata, "the MCP server's protected-resource metadata was refused: "+err.Error())
 		return
 	}
 	doc["resource"], _ = json.Marshal(f.publicURL(r))
 	body, err := json.Marshal(doc)
 	if err != nil {
-		httpError(w, http.StatusBadGateway, nil, CodeOAuthMetadata, "the MCP server's protected-resource metadata cannot be re-encoded")
+		httpError(w, nil, CodeOAuthMetadata, "the MCP server's protected-resource metadata cannot be re-encoded")
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
@@ -319,7 +319,7 @@ func (f *front) relayUpstream(w http.ResponseWriter, r *http.Request, path strin
 	target := url.URL{Scheme: up.Scheme, Host: up.Host, Path: path, RawQuery: r.URL.RawQuery}
 	body, err := readAll(r.Body, maxMetadata)
 	if err != nil {
-		httpError(w, http.StatusRequestEntityTooLarge, nil, CodeMessageTooLarge, err.Error())
+		refuseMessage(w, session.MessageTooLarge, session.TooLarge(maxMetadata))
 		return
 	}
 	h := http.Header{}
@@ -336,19 +336,19 @@ func (f *front) relayUpstream(w http.ResponseWriter, r *http.Request, path strin
 	}
 	resp, err := f.send(ctx, r.Method, target.String(), h, rd)
 	if err != nil {
-		httpError(w, http.StatusBadGateway, nil, CodeUpstreamUnreachable, "the MCP server behind this proxy could not be reached")
+		httpError(w, nil, CodeUpstreamUnreachable, "the MCP server behind this proxy could not be reached")
 		return
 	}
 	defer resp.Body.Close()
 	ans, err := io.ReadAll(io.LimitReader(resp.Body, maxMetadata+1))
 	if err != nil || len(ans) > maxMetadata {
-		httpError(w, http.StatusBadGateway, nil, CodeOAuthMetadata, fmt.Sprintf("the MCP server's answer at %s is unreadable or over %d bytes", path, maxMetadata))
+		httpError(w, nil, CodeOAuthMetadata, fmt.Sprintf("the MCP server's answer at %s is unreadable or over %d bytes", path, maxMetadata))
 		return
 	}
 	if check != nil && resp.StatusCode == http.StatusOK {
 		if err := check(ans); err != nil {
 			f.log.Warn().Err(err).Str("code", string(CodeOAuthMetadata)).Str("path", path).Msg("authorization server metadata refused")
-			httpError(w, http.StatusBadGateway, nil, CodeOAuthMetadata, "the MCP server's authorization server metadata was refused: "+err.Error())
+			httpError(w, nil, CodeOAuthMetadata, "the MCP server's authorization server metadata was refused: "+err.Error())
 			return
 		}
 	}

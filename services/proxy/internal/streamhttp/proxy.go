@@ -191,7 +191,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if f == nil {
-		httpError(w, http.StatusNotFound, nil, CodeUnknownServer, fmt.Sprintf("no MCP server %q behind this proxy", id))
+		httpError(w, nil, CodeUnknownServer, fmt.Sprintf("no MCP server %q behind this proxy", id))
 		return
 	}
 	switch {
@@ -202,7 +202,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case route == "messages" && f.up.SSEURL != "":
 		f.legacyPost(w, r)
 	default:
-		httpError(w, http.StatusNotFound, nil, CodeUnknownRoute, fmt.Sprintf("server %q has no route %q here", id, "/"+route))
+		httpError(w, nil, CodeUnknownRoute, fmt.Sprintf("server %q has no route %q here", id, "/"+route))
 	}
 }
 
@@ -397,7 +397,7 @@ func (f *front) firstSightWait() time.Duration {
 func (f *front) streamable(w http.ResponseWriter, r *http.Request) {
 	if len(r.Header.Values("Mcp-Session-Id")) > 1 {
 		// The proxy would judge by one, the server might serve another.
-		httpError(w, http.StatusBadRequest, nil, CodeInvalidMessage, "more than one Mcp-Session-Id header")
+		httpError(w, nil, CodeInvalidMessage, "more than one Mcp-Session-Id header")
 		return
 	}
 	switch r.Method {
@@ -409,19 +409,19 @@ func (f *front) streamable(w http.ResponseWriter, r *http.Request) {
 		f.delete(w, r)
 	default:
 		w.Header().Set("Allow", "GET, POST, DELETE")
-		httpError(w, http.StatusMethodNotAllowed, nil, CodeMethodNotAllowed, r.Method+" is not an MCP method of this endpoint")
+		httpError(w, nil, CodeMethodNotAllowed, r.Method+" is not an MCP method of this endpoint")
 	}
 }
 
 func (f *front) post(w http.ResponseWriter, r *http.Request) {
 	body, err := readAll(r.Body, f.p.cfg.MaxMessage)
 	if err != nil {
-		httpError(w, http.StatusRequestEntityTooLarge, nil, CodeMessageTooLarge, err.Error())
+		refuseMessage(w, session.MessageTooLarge, session.TooLarge(f.p.cfg.MaxMessage))
 		return
 	}
 	msgs, batch, err := jsonrpc.Split(body, jsonrpc.Limits{})
 	if err != nil {
-		httpError(w, http.StatusBadRequest, nil, CodeInvalidMessage, "unreadable JSON-RPC message: "+err.Error())
+		refuseMessage(w, session.InvalidMessage, session.Unreadable(err))
 		return
 	}
 	if text := headerMismatch(r.Header, msgs, batch); text != "" {
@@ -476,7 +476,7 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		f.log.Warn().Err(err).Msg("upstream unreachable")
 		sess.Unanswered(ids)
-		writeJSON(w, http.StatusBadGateway, errorBody(batch, ids, codeInvalidRequest, "mcpdrift proxy: the MCP server behind this proxy could not be reached", CodeUpstreamUnreachable))
+		writeJSON(w, session.HTTPStatus(CodeUpstreamUnreachable), errorBody(batch, ids, CodeUpstreamUnreachable, "mcpdrift proxy: the MCP server behind this proxy could not be reached"))
 		return
 	}
 	defer resp.Body.Close()
@@ -635,12 +635,12 @@ func (f *front) refuseStatus(w http.ResponseWriter, r *http.Request, resp *http.
 		sess.Unanswered(ids)
 		for _, id := range ids {
 			if !answered[string(id)] {
-				errs = append(errs, session.ErrorResponse(id, codeInternal, text, CodeUpstreamHTTP))
+				errs = append(errs, session.Reply(id, CodeUpstreamHTTP, text))
 			}
 		}
 	}
 	if len(judged) == 0 && len(errs) == 0 {
-		errs = [][]byte{errorBody(true, ids, codeInternal, text, CodeUpstreamHTTP)}
+		errs = [][]byte{errorBody(true, ids, CodeUpstreamHTTP, text)}
 	}
 	out := joinAnswers(batch, reply, judged, errs)
 	writeJSON(w, status, out)
@@ -704,7 +704,7 @@ func (f *front) get(w http.ResponseWriter, r *http.Request) {
 		opened() // the server has the stream: the client's later requests go on
 	}
 	if err != nil {
-		httpError(w, http.StatusBadGateway, nil, CodeUpstreamUnreachable, "the MCP server behind this proxy could not be reached")
+		httpError(w, nil, CodeUpstreamUnreachable, "the MCP server behind this proxy could not be reached")
 		return
 	}
 	defer resp.Body.Close()
@@ -731,7 +731,7 @@ func (f *front) get(w http.ResponseWriter, r *http.Request) {
 		}
 		sess.Dropped(session.DropFraming)
 		f.log.Warn().Str("code", string(session.DropFraming)).Str("why", why).Msg("upstream answer not passed on")
-		httpError(w, http.StatusBadGateway, nil, session.DropFraming, "the MCP server's stream cannot be read as clients read it ("+why+")")
+		httpError(w, nil, session.DropFraming, "the MCP server's stream cannot be read as clients read it ("+why+")")
 	}
 }
 
@@ -742,7 +742,7 @@ func (f *front) delete(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, err := f.send(r.Context(), http.MethodDelete, f.up.URL, forwardHeaders(r.Header, false), nil)
 	if err != nil {
-		httpError(w, http.StatusBadGateway, nil, CodeUpstreamUnreachable, "the MCP server behind this proxy could not be reached")
+		httpError(w, nil, CodeUpstreamUnreachable, "the MCP server behind this proxy could not be reached")
 		return
 	}
 	defer resp.Body.Close()
@@ -1045,12 +1045,6 @@ func readAll(r io.Reader, max int) ([]byte, error) {
 	return b, nil
 }
 
-// JSON-RPC error codes of the proxy's own errors.
-const (
-	codeInvalidRequest = -32600
-	codeInternal       = -32603
-)
-
 // requestIDs returns the ids of the requests in what was forwarded (the
 // client's body, or the batch left once refusals were taken out).
 func requestIDs(forward, body []byte, msgs []*jsonrpc.Message) [][]byte {
@@ -1077,20 +1071,20 @@ func unansweredErrors(sess *session.Session, ids [][]byte, code session.Code, te
 	}
 	var out [][]byte
 	for _, id := range sess.Unanswered(ids) {
-		out = append(out, session.ErrorResponse(id, codeInternal, text, code))
+		out = append(out, session.Reply(id, code, text))
 	}
 	return out
 }
 
 // errorBody is one error for each of ids (one with a null id when there
 // are none), as a batch when the client sent one or there are several.
-func errorBody(batch bool, ids [][]byte, code int, text string, stable session.Code) []byte {
+func errorBody(batch bool, ids [][]byte, code session.Code, text string) []byte {
 	if len(ids) == 0 {
-		return session.ErrorResponse(nil, code, text, stable)
+		return session.Reply(nil, code, text)
 	}
 	var errs [][]byte
 	for _, id := range ids {
-		errs = append(errs, session.ErrorResponse(id, code, text, stable))
+		errs = append(errs, session.Reply(id, code, text))
 	}
 	return joinAnswers(batch, errs)
 }
@@ -1139,7 +1133,7 @@ func joinAnswers(batch bool, parts ...any) []byte {
 // unknownSession answers a request naming a session the proxy did not
 // register: 404, so that the client opens a new one.
 func unknownSession(w http.ResponseWriter, id []byte) {
-	httpError(w, http.StatusNotFound, id, CodeSessionUnknown, "no session with this Mcp-Session-Id is open through this proxy; initialize a new one")
+	httpError(w, id, CodeSessionUnknown, "no session with this Mcp-Session-Id is open through this proxy; initialize a new one")
 }
 
 // validSessionID reports a session id as the transport allows them:
@@ -1162,16 +1156,24 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	_, _ = w.Write(body)
 }
 
-// httpError answers with a JSON-RPC error carrying a stable code in its
-// data, so that clients that read only JSON-RPC learn why too.
-func httpError(w http.ResponseWriter, status int, id []byte, code session.Code, text string) {
-	writeJSON(w, status, session.ErrorResponse(id, codeInvalidRequest, "mcpdrift proxy: "+text, code))
+// httpError answers a request the proxy refuses alone with code: the
+// code's HTTP status and JSON-RPC error (session.Reply, session.HTTPStatus:
+// the registry's), so that clients that read only JSON-RPC learn why too.
+func httpError(w http.ResponseWriter, id []byte, code session.Code, text string) {
+	writeJSON(w, session.HTTPStatus(code), session.Reply(id, code, "mcpdrift proxy: "+text))
+}
+
+// refuseMessage answers a client's message the proxy cannot take with
+// reply, the answer every transport gives it (session.Unreadable,
+// session.TooLarge), under code's HTTP status.
+func refuseMessage(w http.ResponseWriter, code session.Code, reply []byte) {
+	writeJSON(w, session.HTTPStatus(code), reply)
 }
 
 // headerError refuses a request whose headers disagree with its body:
 // HTTP 400 with the HeaderMismatch error of the transport (2026-07-28).
 func headerError(w http.ResponseWriter, id []byte, text string) {
-	writeJSON(w, http.StatusBadRequest, session.ErrorResponse(id, codeHeaderMismatch, "mcpdrift proxy: "+text, CodeHeaderMismatch))
+	httpError(w, id, CodeHeaderMismatch, text)
 }
 
 func newID() string {

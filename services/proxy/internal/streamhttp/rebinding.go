@@ -123,12 +123,12 @@ func (p HostPolicy) originAllowed(origin string) bool {
 func GuardHosts(p HostPolicy, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !p.hostAllowed(r.Host) {
-			httpError(w, http.StatusForbidden, nil, CodeHostNotAllowed,
+			httpError(w, nil, CodeHostNotAllowed,
 				fmt.Sprintf("Host %q is not one this proxy serves (--allowed-hosts): a DNS rebinding attempt is refused", r.Host))
 			return
 		}
 		if origins := r.Header.Values("Origin"); len(origins) > 1 || (len(origins) == 1 && !p.originAllowed(origins[0])) {
-			httpError(w, http.StatusForbidden, nil, CodeOriginNotAllowed,
+			httpError(w, nil, CodeOriginNotAllowed,
 				fmt.Sprintf("Origin %q is not one this proxy serves (--allowed-origins)", strings.Join(origins, ", ")))
 			return
 		}
