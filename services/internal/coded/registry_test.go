@@ -63,7 +63,7 @@ type declared struct{ code, where string }
 // HTTP error writers of the admin API, the console and the proxy).
 var (
 	codeRE    = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
-	constRE   = regexp.MustCompile(`^(Code|Err|Refuse|Drop|Policy|Reason|Invalid|MessageTooLarge)`)
+	constRE   = regexp.MustCompile(`^(Code|code[A-Z]|Err|Refuse|Drop|Policy|Reason|Invalid|MessageTooLarge)`)
 	codeCalls = map[string]bool{"Poisonf": true, "writeError": true, "writeErrorList": true, "apiError": true, "fail": true, "httpError": true, "Refuse": true, "Reply": true}
 )
 

@@ -65,6 +65,10 @@ type Config struct {
 	Inflight  int // gates setting up their watches at once during the fleet's start (0: no limit)
 	Sites     int // leaf nodes (sites); tenant i is served by site i mod Sites; 0: proxies connect to the hub
 	Recovery  int // index in Sizes of the size that runs the recovery scenarios; -1: none
+	// FirstSightFaults: index in Sizes of the size whose first sight is
+	// run through faults (the status bucket's leader and a drift instance
+	// killed a third of the way in, both back 10 s later); -1: none.
+	FirstSightFaults int
 	Audit     bool
 	Compact   bool     // re-listings of a confirmed (unchanged) manifest go compact
 	SvcEnv    []string // extra environment of the services (their flags' variables)
@@ -93,6 +97,9 @@ func (c Config) Validate() error {
 	}
 	if c.Recovery >= len(c.Sizes) {
 		errs = append(errs, fmt.Errorf("--recovery %d: no such size", c.Recovery))
+	}
+	if c.FirstSightFaults >= len(c.Sizes) {
+		errs = append(errs, fmt.Errorf("--first-sight-faults %d: no such size", c.FirstSightFaults))
 	}
 	return errors.Join(errs...)
 }
@@ -125,6 +132,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.IntVar(&c.Inflight, "start-inflight", 200, "gates setting up their watches at once while the fleet starts (0: all at once)")
 	fs.IntVar(&c.Sites, "sites", 10, "leaf nodes (deploy/nats/leaf), each serving every Nth tenant (one account, one remote and one set of mirrors per tenant); the proxies connect to their tenant's site. 0: no leaf nodes, proxies connect to the hub")
 	fs.IntVar(&c.Recovery, "recovery", 1, "index of the size that also runs the recovery scenarios (-1: none)")
+	fs.IntVar(&c.FirstSightFaults, "first-sight-faults", -1, "index of the size whose first sight runs through faults: the status bucket's leader (a hub node) and drift-1 killed a third of the way in, restarted 10 s later (-1: none)")
 	svcEnv := fs.String("service-env", "", "extra environment of the services, comma-separated (e.g. MCPDRIFT_FINGERPRINT_WORKERS=128)")
 	fs.BoolVar(&c.Audit, "audit", true, "run the audit sink with a private ClickHouse server")
 	fs.BoolVar(&c.Compact, "compact", true, "steady phases send re-listings of a confirmed manifest in the compact form (ListingsSeen), as proxies do; false: whole, as before")
@@ -185,7 +193,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	var results []*result
 	var failed []error
 	for i, sz := range c.Sizes {
-		r, err := runSize(ctx, c, sz, i == c.Recovery, manifests, log)
+		r, err := runSize(ctx, c, sz, i == c.Recovery, i == c.FirstSightFaults, manifests, log)
 		if err != nil {
 			// Keep going: the other sizes stand, this one says what stopped it.
 			err = fmt.Errorf("size %dx%d: %w", sz.servers, sz.proxies, err)
@@ -243,7 +251,7 @@ func (e *env) pids() map[string]int {
 	return m
 }
 
-func runSize(ctx context.Context, c Config, sz size, recover bool, manifests [][]byte, log zerolog.Logger) (*result, error) {
+func runSize(ctx context.Context, c Config, sz size, recover, faulty bool, manifests [][]byte, log zerolog.Logger) (*result, error) {
 	log = log.With().Int("servers", sz.servers).Int("proxies", sz.proxies).Logger()
 	if err := fdLimitError(sz, c.Fronting); err != nil {
 		return nil, err
@@ -370,7 +378,17 @@ func runSize(ctx context.Context, c Config, sz size, recover bool, manifests [][
 	t2 := time.Now()
 	e.f.compact.Store(c.Compact)
 	stopSampling := sampleFirstSight(ctx, e, r)
+	faultsDone := make(chan struct{})
+	if faulty {
+		go func() {
+			defer close(faultsDone)
+			r.FirstSightFaults = firstSightFaults(ctx, e, time.Duration(float64(sz.servers)/c.Rates[0]/3*float64(time.Second)), log)
+		}()
+	} else {
+		close(faultsDone)
+	}
 	firstSight(fctx, e.f, c.Rates[0])
+	<-faultsDone
 	waitFor(scaled(2*time.Minute, sz), func() bool { return rec.pendingCount() == 0 })
 	stopSampling()
 	r.FirstSightIncomplete = rec.dropExpectations()
@@ -465,6 +483,50 @@ func steadyPhase(ctx, fctx context.Context, c Config, e *env, rec *recorder, rat
 	e.f.compact.Store(c.Compact)
 	rec.take()
 	return st
+}
+
+// firstSightFaults kills the status bucket's leader (a hub node) and
+// drift-1 after a while into first sight, and restarts both 10 s later:
+// first sight must still converge everywhere with nothing lost (the size's
+// first_sight_incomplete and first_sight_nothing_lost say whether it did).
+func firstSightFaults(ctx context.Context, e *env, after time.Duration, log zerolog.Logger) *faults {
+	time.Sleep(after)
+	f := &faults{AfterS: round2(after.Seconds()), DownS: 10}
+	f.Node = streamLeader(ctx, e.js, "KV_"+bus.BucketStatus)
+	if f.Node == "" {
+		f.Node = "nats-1"
+	}
+	if err := e.c.kill(f.Node); err != nil {
+		f.Error = err.Error()
+		return f
+	}
+	e.svc.kill("drift-1")
+	f.Drift = "drift-1"
+	log.Info().Str("node", f.Node).Msg("first sight: killed the status bucket's leader and drift-1")
+	time.Sleep(10 * time.Second)
+	if err := e.c.restart(f.Node); err != nil {
+		f.Error = err.Error()
+	}
+	if err := e.svc.start("drift-1"); err != nil {
+		f.Error = strings.TrimSpace(f.Error + "; " + err.Error())
+	}
+	t := time.Now()
+	if err := e.c.waitHealthy(60 * time.Second); err != nil {
+		f.Error = err.Error()
+	}
+	f.NodeBackS = round2(time.Since(t).Seconds())
+	log.Info().Interface("faults", f).Msg("first sight: node and drift-1 back")
+	return f
+}
+
+// faults is what firstSightFaults did.
+type faults struct {
+	AfterS    float64 `json:"after_s"` // into first sight
+	Node      string  `json:"nats_node_killed"`
+	Drift     string  `json:"drift_instance_killed,omitempty"`
+	DownS     float64 `json:"down_s"`
+	NodeBackS float64 `json:"node_back_healthy_s"`
+	Error     string  `json:"error,omitempty"`
 }
 
 // sampleFirstSight follows first sight until the returned func is called:

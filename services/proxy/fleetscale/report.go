@@ -155,6 +155,8 @@ type result struct {
 	// FirstSightCPUPercent is each process group's CPU over first sight, in
 	// % of one core (hub, leaf, fingerprint, drift, audit, clickhouse, fleet).
 	FirstSightCPUPercent map[string]float64 `json:"first_sight_cpu_percent,omitempty"`
+	// FirstSightFaults: the faults first sight ran through (--first-sight-faults).
+	FirstSightFaults *faults `json:"first_sight_faults,omitempty"`
 
 	Steady                 []*steady `json:"steady"`
 	FleetHeapKiBPerGate    float64   `json:"fleet_heap_kib_per_gate"`
