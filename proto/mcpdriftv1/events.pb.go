@@ -809,8 +809,13 @@ type Fingerprint struct {
 	// were left out (the server's drift settings, docs/policy-drift-settings.md).
 	// The drift service compares only hashes made with the record's settings.
 	AnnotationsExcluded bool `protobuf:"varint,12,opt,name=annotations_excluded,json=annotationsExcluded,proto3" json:"annotations_excluded,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The surface's risk as the engine rates it from the same parse (unset
+	// when the surface was rejected): the drift service puts it on the
+	// server record with a first sight's claim, without reading and parsing
+	// the manifest again.
+	Risk          *SurfaceRisk `protobuf:"bytes,13,opt,name=risk,proto3" json:"risk,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Fingerprint) Reset() {
@@ -927,6 +932,68 @@ func (x *Fingerprint) GetAnnotationsExcluded() bool {
 	return false
 }
 
+func (x *Fingerprint) GetRisk() *SurfaceRisk {
+	if x != nil {
+		return x.Risk
+	}
+	return nil
+}
+
+// SurfaceRisk: a surface's risk band and why (docs/policy-drift-settings.md).
+type SurfaceRisk struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// low, medium, high or critical.
+	Band string `protobuf:"bytes,1,opt,name=band,proto3" json:"band,omitempty"`
+	// The items that set the band, the most severe first, bounded.
+	Reasons       []string `protobuf:"bytes,2,rep,name=reasons,proto3" json:"reasons,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SurfaceRisk) Reset() {
+	*x = SurfaceRisk{}
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SurfaceRisk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SurfaceRisk) ProtoMessage() {}
+
+func (x *SurfaceRisk) ProtoReflect() protoreflect.Message {
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SurfaceRisk.ProtoReflect.Descriptor instead.
+func (*SurfaceRisk) Descriptor() ([]byte, []int) {
+	return file_mcpdrift_v1_events_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SurfaceRisk) GetBand() string {
+	if x != nil {
+		return x.Band
+	}
+	return ""
+}
+
+func (x *SurfaceRisk) GetReasons() []string {
+	if x != nil {
+		return x.Reasons
+	}
+	return nil
+}
+
 // Verdict: the schema status of a server (for one listing variant) changed.
 // JSON on the bus.
 // Subject: mcpdrift.drift.<tenant>.<server>
@@ -961,7 +1028,7 @@ type Verdict struct {
 
 func (x *Verdict) Reset() {
 	*x = Verdict{}
-	mi := &file_mcpdrift_v1_events_proto_msgTypes[7]
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -973,7 +1040,7 @@ func (x *Verdict) String() string {
 func (*Verdict) ProtoMessage() {}
 
 func (x *Verdict) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpdrift_v1_events_proto_msgTypes[7]
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -986,7 +1053,7 @@ func (x *Verdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Verdict.ProtoReflect.Descriptor instead.
 func (*Verdict) Descriptor() ([]byte, []int) {
-	return file_mcpdrift_v1_events_proto_rawDescGZIP(), []int{7}
+	return file_mcpdrift_v1_events_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Verdict) GetEventId() string {
@@ -1143,7 +1210,7 @@ type AdminAction struct {
 
 func (x *AdminAction) Reset() {
 	*x = AdminAction{}
-	mi := &file_mcpdrift_v1_events_proto_msgTypes[8]
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1155,7 +1222,7 @@ func (x *AdminAction) String() string {
 func (*AdminAction) ProtoMessage() {}
 
 func (x *AdminAction) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpdrift_v1_events_proto_msgTypes[8]
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1168,7 +1235,7 @@ func (x *AdminAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdminAction.ProtoReflect.Descriptor instead.
 func (*AdminAction) Descriptor() ([]byte, []int) {
-	return file_mcpdrift_v1_events_proto_rawDescGZIP(), []int{8}
+	return file_mcpdrift_v1_events_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AdminAction) GetEventId() string {
@@ -1279,7 +1346,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_mcpdrift_v1_events_proto_msgTypes[9]
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1291,7 +1358,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_mcpdrift_v1_events_proto_msgTypes[9]
+	mi := &file_mcpdrift_v1_events_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1304,7 +1371,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_mcpdrift_v1_events_proto_rawDescGZIP(), []int{9}
+	return file_mcpdrift_v1_events_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeadLetter) GetEventId() string {
@@ -1419,7 +1486,7 @@ const file_mcpdrift_v1_events_proto_rawDesc = "" +
 	"\bItemHash\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
-	"\x04hash\x18\x03 \x01(\tR\x04hash\"\xa5\x03\n" +
+	"\x04hash\x18\x03 \x01(\tR\x04hash\"\xd3\x03\n" +
 	"\vFingerprint\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12%\n" +
 	"\x0eobservation_id\x18\x02 \x01(\tR\robservationId\x12\x16\n" +
@@ -1434,7 +1501,11 @@ const file_mcpdrift_v1_events_proto_rawDesc = "" +
 	"error_code\x18\n" +
 	" \x01(\tR\terrorCode\x12#\n" +
 	"\rerror_message\x18\v \x01(\tR\ferrorMessage\x121\n" +
-	"\x14annotations_excluded\x18\f \x01(\bR\x13annotationsExcluded\"\xb2\x04\n" +
+	"\x14annotations_excluded\x18\f \x01(\bR\x13annotationsExcluded\x12,\n" +
+	"\x04risk\x18\r \x01(\v2\x18.mcpdrift.v1.SurfaceRiskR\x04risk\";\n" +
+	"\vSurfaceRisk\x12\x12\n" +
+	"\x04band\x18\x01 \x01(\tR\x04band\x12\x18\n" +
+	"\areasons\x18\x02 \x03(\tR\areasons\"\xb2\x04\n" +
 	"\aVerdict\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x16\n" +
@@ -1512,7 +1583,7 @@ func file_mcpdrift_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_mcpdrift_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_mcpdrift_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_mcpdrift_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_mcpdrift_v1_events_proto_goTypes = []any{
 	(CallOutcome)(0),         // 0: mcpdrift.v1.CallOutcome
 	(Status)(0),              // 1: mcpdrift.v1.Status
@@ -1523,22 +1594,24 @@ var file_mcpdrift_v1_events_proto_goTypes = []any{
 	(*CallObservations)(nil), // 6: mcpdrift.v1.CallObservations
 	(*ItemHash)(nil),         // 7: mcpdrift.v1.ItemHash
 	(*Fingerprint)(nil),      // 8: mcpdrift.v1.Fingerprint
-	(*Verdict)(nil),          // 9: mcpdrift.v1.Verdict
-	(*AdminAction)(nil),      // 10: mcpdrift.v1.AdminAction
-	(*DeadLetter)(nil),       // 11: mcpdrift.v1.DeadLetter
+	(*SurfaceRisk)(nil),      // 9: mcpdrift.v1.SurfaceRisk
+	(*Verdict)(nil),          // 10: mcpdrift.v1.Verdict
+	(*AdminAction)(nil),      // 11: mcpdrift.v1.AdminAction
+	(*DeadLetter)(nil),       // 12: mcpdrift.v1.DeadLetter
 }
 var file_mcpdrift_v1_events_proto_depIdxs = []int32{
 	3, // 0: mcpdrift.v1.ListingsSeen.seen:type_name -> mcpdrift.v1.ListingSeen
 	0, // 1: mcpdrift.v1.CallObservation.outcome:type_name -> mcpdrift.v1.CallOutcome
 	5, // 2: mcpdrift.v1.CallObservations.calls:type_name -> mcpdrift.v1.CallObservation
 	7, // 3: mcpdrift.v1.Fingerprint.items:type_name -> mcpdrift.v1.ItemHash
-	1, // 4: mcpdrift.v1.Verdict.status:type_name -> mcpdrift.v1.Status
-	1, // 5: mcpdrift.v1.Verdict.previous_status:type_name -> mcpdrift.v1.Status
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	9, // 4: mcpdrift.v1.Fingerprint.risk:type_name -> mcpdrift.v1.SurfaceRisk
+	1, // 5: mcpdrift.v1.Verdict.status:type_name -> mcpdrift.v1.Status
+	1, // 6: mcpdrift.v1.Verdict.previous_status:type_name -> mcpdrift.v1.Status
+	7, // [7:7] is the sub-list for method output_type
+	7, // [7:7] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_mcpdrift_v1_events_proto_init() }
@@ -1552,7 +1625,7 @@ func file_mcpdrift_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mcpdrift_v1_events_proto_rawDesc), len(file_mcpdrift_v1_events_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

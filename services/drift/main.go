@@ -67,6 +67,7 @@ checked, admin API listening, not stopping) and Prometheus /metrics.
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
 	cfg := Config{HTTPAddr: "127.0.0.1:8470"}
 	cfg.ClickHouse.User, cfg.ClickHouse.Database = "default", "mcpdrift"
+	cfg.Drift.Workers = driftsvc.DefaultConfig.Workers
 	p := &cfg.Drift.Policy
 	p.Posture, p.OnDrift = state.Discovery, state.Block
 	var tokens, tokensFile string

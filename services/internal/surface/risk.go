@@ -28,8 +28,14 @@ const maxRiskReasons = 8
 func Rate(s *Surface) (Severity, []string) { return rate(s, scanText) }
 
 // Rate is the package's Rate with the markers of each string remembered
-// (MarkerMemo): a fleet's manifests share most of their strings.
-func (m *MarkerMemo) Rate(s *Surface) (Severity, []string) { return rate(s, m.scanText) }
+// (MarkerMemo): a fleet's manifests share most of their strings. A nil
+// MarkerMemo remembers nothing.
+func (m *MarkerMemo) Rate(s *Surface) (Severity, []string) {
+	if m == nil {
+		return Rate(s)
+	}
+	return rate(s, m.scanText)
+}
 
 func rate(s *Surface, scan textScanner) (Severity, []string) {
 	band := SeverityLow

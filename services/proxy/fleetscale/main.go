@@ -69,15 +69,15 @@ type Config struct {
 	// run through faults (the status bucket's leader and a drift instance
 	// killed a third of the way in, both back 10 s later); -1: none.
 	FirstSightFaults int
-	Audit     bool
-	Compact   bool     // re-listings of a confirmed (unchanged) manifest go compact
-	SvcEnv    []string // extra environment of the services (their flags' variables)
-	Out       string   // results and plots
-	Work      string   // clusters, logs, outboxes
-	Bin       string   // fingerprint, drift, audit binaries
-	NATS      string   // nats-server binary
-	Deploy    string   // deploy/nats
-	Captures  string   // the captured real manifests
+	Audit            bool
+	Compact          bool     // re-listings of a confirmed (unchanged) manifest go compact
+	SvcEnv           []string // extra environment of the services (their flags' variables)
+	Out              string   // results and plots
+	Work             string   // clusters, logs, outboxes
+	Bin              string   // fingerprint, drift, audit binaries
+	NATS             string   // nats-server binary
+	Deploy           string   // deploy/nats
+	Captures         string   // the captured real manifests
 }
 
 // Validate reports settings that cannot work.

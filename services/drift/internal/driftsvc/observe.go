@@ -228,16 +228,31 @@ func (s *Service) gatherFirstSight(ctx context.Context, fp *mcpdriftv1.Fingerpri
 		f.claimedRecorded = first != nil
 	} else if claims && hash != "" && (f.srv == nil || f.srv.FirstVariant == "") {
 		// It may claim the server: rate it now, for the claim to carry.
+		var err error
+		if f.rating, err = s.rating(ctx, fp, hash); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// rating is the risk of the surface hash, as the fingerprint service rated
+// it from its own parse (Fingerprint.risk) when fp carries it for that
+// hash, or rated here from the stored manifest.
+func (s *Service) rating(ctx context.Context, fp *mcpdriftv1.Fingerprint, hash string) (*rating, error) {
+	r := new(rating)
+	if risk := fp.GetRisk(); risk != nil && fp.SurfaceHash == hash && policy.ValidBand(policy.Band(risk.Band)) {
+		r.band, r.reasons = policy.Band(risk.Band), risk.Reasons
+	} else {
 		sf, err := s.surfaceOf(ctx, hash)
 		if err != nil {
 			return nil, fmt.Errorf("rating the risk of %s: %w", hash, err)
 		}
 		band, reasons := s.markers.Rate(sf)
-		r := &rating{band: policy.Band(band.String()), reasons: reasons}
-		r.mode = s.riskMode(fp.Tenant, fp.Server, r.band)
-		f.rating = r
+		r.band, r.reasons = policy.Band(band.String()), reasons
 	}
-	return f, nil
+	r.mode = s.riskMode(fp.Tenant, fp.Server, r.band)
+	return r, nil
 }
 
 // decide is the decision on one fingerprint: a pure function of what

@@ -26,6 +26,7 @@ import (
 
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/settings"
+	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
 
 // ServiceName names the service in dead letters and logs.
@@ -76,6 +77,10 @@ type Config struct {
 	// again; -1 turns the memo off.
 	MemoBytes int
 }
+
+// markerMemoBytes bounds the strings the service's MarkerMemo keeps with
+// their markers.
+const markerMemoBytes = 16 << 20
 
 // DefaultConfig holds the defaults.
 var DefaultConfig = Config{
@@ -226,9 +231,12 @@ type Service struct {
 	router *bus.Router
 	pol    *settings.Watch // nil: the default hashing for every server
 	memo   *memo
-	known  *knownSet
-	flight flightGroup
-	stats  counters
+	// markers remembers the poisoning markers of each string rated
+	// (surface.MarkerMemo): a fleet's manifests share most of theirs.
+	markers *surface.MarkerMemo
+	known   *knownSet
+	flight  flightGroup
+	stats   counters
 }
 
 // New checks the configuration and dependencies.
@@ -247,14 +255,15 @@ func New(cfg Config, d Deps) (*Service, error) {
 	}
 	cfg = cfg.WithDefaults()
 	s := &Service{
-		cfg:   cfg,
-		js:    d.JS,
-		store: d.Manifests,
-		log:   d.Log,
-		now:   d.Now,
-		m:     d.Metrics,
-		memo:  newMemo(cfg.MemoBytes),
-		known: newKnownSet(4096, 10*time.Minute, d.Now),
+		cfg:     cfg,
+		js:      d.JS,
+		store:   d.Manifests,
+		log:     d.Log,
+		now:     d.Now,
+		m:       d.Metrics,
+		memo:    newMemo(cfg.MemoBytes),
+		markers: surface.NewMarkerMemo(markerMemoBytes),
+		known:   newKnownSet(4096, 10*time.Minute, d.Now),
 	}
 	var err error
 	if d.Policy != nil {

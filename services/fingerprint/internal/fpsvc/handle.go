@@ -88,12 +88,12 @@ func (s *Service) fingerprint(obs *mcpdriftv1.ListObservation) ([]byte, *memoEnt
 	e, ok := s.memo.get(obs, h)
 	if !ok {
 		var err error
-		if e, err = compute(obs.Capture, h); err != nil {
+		if e, err = compute(obs.Capture, h, s.markers); err != nil {
 			return nil, nil, err
 		}
 		s.memo.put(obs, e)
 	}
-	// The identity fields (1 to 7) encoded, then the result (8 to 11)
+	// The identity fields (1 to 7) encoded, then the result (8 to 13)
 	// encoded once per capture: protobuf defines the concatenation of two
 	// encodings as their merge, and with the fields in number order the
 	// bytes are exactly proto.Marshal's (TestEncodingIsMarshal).
@@ -128,9 +128,9 @@ func (s *Service) hashing(obs *mcpdriftv1.ListObservation) status.Hashing {
 	return s.pol.Drift(obs.Tenant, obs.Server, status.Policy{}).Hashing()
 }
 
-// compute runs the engine on a capture, hashing with h, and encodes the
-// result fields.
-func compute(capture []byte, h status.Hashing) (*memoEntry, error) {
+// compute runs the engine on a capture, hashing with h and rating the
+// surface with markers, and encodes the result fields.
+func compute(capture []byte, h status.Hashing, markers *surface.MarkerMemo) (*memoEntry, error) {
 	e := &memoEntry{capture: capture, hashing: h}
 	res := &mcpdriftv1.Fingerprint{AnnotationsExcluded: !h.Annotations}
 	opt, err := h.Options()
@@ -155,6 +155,8 @@ func compute(capture []byte, h status.Hashing) (*memoEntry, error) {
 		for i, it := range surf.Items {
 			res.Items[i] = &mcpdriftv1.ItemHash{Kind: it.Kind.String(), Name: it.Name, Hash: it.Hash.String()}
 		}
+		band, reasons := markers.Rate(surf)
+		res.Risk = &mcpdriftv1.SurfaceRisk{Band: band.String(), Reasons: reasons}
 	}
 	e.surfaceHash, e.errorCode = res.SurfaceHash, res.ErrorCode
 	if e.result, err = proto.Marshal(res); err != nil {

@@ -28,7 +28,8 @@ type memoEntry struct {
 	surfaceHash string         // "" when rejected
 	errorCode   string
 	// result is the protobuf encoding of a Fingerprint holding only the
-	// result fields: surface_hash and items, or error_code and error_message.
+	// result fields: surface_hash, items and risk, or error_code and
+	// error_message.
 	result []byte
 }
 
