@@ -67,6 +67,7 @@ type ruleFile struct {
 		Name  string
 		Rules []struct {
 			Alert, Record, Expr string
+			Annotations         map[string]string
 		}
 	}
 }
@@ -195,6 +196,7 @@ func TestAlertingRules(t *testing.T) {
 			}
 		}
 	}
+	anchors := docAnchors(t, "docs/operations.md")
 	for _, g := range readRules(t).Groups {
 		for _, r := range g.Rules {
 			if r.Alert == "" {
@@ -202,6 +204,13 @@ func TestAlertingRules(t *testing.T) {
 			}
 			if !firing[r.Alert] || !silent[r.Alert] {
 				t.Errorf("%s: alert %s needs a test showing it firing (%v) and one showing it silent (%v)", rulesTestFile, r.Alert, firing[r.Alert], silent[r.Alert])
+			}
+			rb, ok := strings.CutPrefix(r.Annotations["runbook"], "docs/operations.md#")
+			if !ok || !anchors[rb] {
+				t.Errorf("%s: alert %s: runbook %q is not a section of docs/operations.md", rulesFile, r.Alert, r.Annotations["runbook"])
+			}
+			if !strings.Contains(readRepo(t, "docs/operations.md"), "`"+r.Alert+"`") {
+				t.Errorf("docs/operations.md does not explain alert %s", r.Alert)
 			}
 		}
 	}
@@ -218,6 +227,34 @@ func TestAlertingRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	runPromtool(t, dir, "check", "rules", "dashboards.rules.yml")
+}
+
+// docAnchors are the anchors of a Markdown file's headings, as GitHub
+// makes them: lower case, punctuation dropped, spaces to hyphens.
+func docAnchors(t *testing.T, rel string) map[string]bool {
+	t.Helper()
+	anchors := map[string]bool{}
+	fenced := false
+	for line := range strings.Lines(readRepo(t, rel)) {
+		if strings.HasPrefix(line, "```") {
+			fenced = !fenced
+		}
+		h := strings.TrimLeft(line, "#")
+		if fenced || len(h) == len(line) || !strings.HasPrefix(h, " ") {
+			continue
+		}
+		var b strings.Builder
+		for _, r := range strings.ToLower(strings.TrimSpace(h)) {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9':
+				b.WriteRune(r)
+			}
+		}
+		anchors[b.String()] = true
+	}
+	return anchors
 }
 
 // exported is what the services export: each series name (a histogram's
