@@ -149,6 +149,11 @@ func serveDrift(ctx context.Context, cfg Config, log zerolog.Logger, o *ops.Serv
 	if err != nil {
 		return err
 	}
+	counts, err := driftsvc.NewStatusCounts(b.Handles.Status, log)
+	if err != nil {
+		return err
+	}
+	o.Registry().MustRegister(counts)
 	if w := svc.PolicyWatch(); w != nil {
 		o.Registry().MustRegister(w.Collectors("drift")...)
 	}
@@ -224,6 +229,7 @@ func serveDrift(ctx context.Context, cfg Config, log zerolog.Logger, o *ops.Serv
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return svc.Run(gctx) })
 	g.Go(func() error { return held.Run(gctx) })
+	g.Go(func() error { return counts.Run(gctx) })
 	g.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return err

@@ -414,6 +414,14 @@ func TestOpsEndpoints(t *testing.T) {
 	// surface and the hold
 	fams.Require(t, 7, "mcpdrift_drift_status_writes_total")
 	fams.Require(t, 0, "mcpdrift_drift_cas_conflicts_total")
+	fams.Require(t, 2, "mcpdrift_drift_observation_lag_seconds") // the fingerprints applied
+	// the fleet: the one variant quarantined, its server held
+	fams = opstest.WaitValue(t, addr, 1, "mcpdrift_drift_variants", "status", "quarantined")
+	fams.Require(t, 0, "mcpdrift_drift_variants", "status", "verified")
+	fams.Require(t, 0, "mcpdrift_drift_variants", "status", "changed")
+	fams.Require(t, 1, "mcpdrift_drift_servers_held")
+	fams.Require(t, 1, "mcpdrift_ready")
+	fams.Require(t, 1, "mcpdrift_ready_check", "check", "nats")
 	fams.Require(t, 1, "mcpdrift_drift_admin_actions_total", "action", "status", "result", "denied")
 	fams.Require(t, 1, "mcpdrift_drift_admin_actions_total", "action", "status", "result", "ok")
 	fams.Require(t, 1, "mcpdrift_drift_admin_actions_total", "action", "approve", "result", "denied")

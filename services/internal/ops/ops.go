@@ -71,12 +71,14 @@ func New(service string, log zerolog.Logger) *Server {
 		ConstLabels: prometheus.Labels{"service": service, "version": version, "goversion": runtime.Version()},
 	})
 	info.Set(1)
+	s := &Server{log: log, reg: reg}
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		info,
+		readiness{s},
 	)
-	return &Server{log: log, reg: reg}
+	return s
 }
 
 // Registry is where the service registers its metrics.
@@ -132,17 +134,32 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
-func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
+// checked is the result of one readiness check.
+type checked struct {
+	name string
+	err  error
+}
+
+// runChecks runs every readiness check, each bounded by CheckTimeout, in
+// the order they were added.
+func (s *Server) runChecks(ctx context.Context) []checked {
 	s.mu.Lock()
 	checks := slices.Clone(s.checks)
 	s.mu.Unlock()
-	var failed []string
+	out := make([]checked, 0, len(checks))
 	for _, c := range checks {
-		ctx, cancel := context.WithTimeout(r.Context(), CheckTimeout)
-		err := c.fn(ctx)
+		cctx, cancel := context.WithTimeout(ctx, CheckTimeout)
+		out = append(out, checked{c.name, c.fn(cctx)})
 		cancel()
-		if err != nil {
-			failed = append(failed, c.name+": "+oneLine(err.Error()))
+	}
+	return out
+}
+
+func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
+	var failed []string
+	for _, c := range s.runChecks(r.Context()) {
+		if c.err != nil {
+			failed = append(failed, c.name+": "+oneLine(c.err.Error()))
 		}
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -157,6 +174,42 @@ func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fmt.Fprintln(w, "ready")
+}
+
+var (
+	descReady = prometheus.NewDesc(Namespace+"_ready",
+		"1 while every readiness check passes (GET /readyz answers 200), 0 otherwise.", nil, nil)
+	descReadyCheck = prometheus.NewDesc(Namespace+"_ready_check",
+		"1 while the readiness check named by the label passes, 0 while it fails (its reason is on GET /readyz).", []string{"check"}, nil)
+)
+
+// readiness exports what /readyz answers, running the checks when
+// scraped: mcpdrift_ready, and mcpdrift_ready_check by check name (names
+// are fixed in the code: a handful per service).
+type readiness struct{ s *Server }
+
+func (r readiness) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descReady
+	ch <- descReadyCheck
+}
+
+func (r readiness) Collect(ch chan<- prometheus.Metric) {
+	ready := 1.0
+	var names []string
+	passing := map[string]float64{} // a name added twice fails if either fails
+	for _, c := range r.s.runChecks(context.Background()) {
+		if _, ok := passing[c.name]; !ok {
+			names = append(names, c.name)
+			passing[c.name] = 1
+		}
+		if c.err != nil {
+			passing[c.name], ready = 0, 0
+		}
+	}
+	for _, n := range names {
+		ch <- prometheus.MustNewConstMetric(descReadyCheck, prometheus.GaugeValue, passing[n], n)
+	}
+	ch <- prometheus.MustNewConstMetric(descReady, prometheus.GaugeValue, ready)
 }
 
 // oneLine keeps a check's error to one short line.

@@ -70,13 +70,15 @@ func TestReadyzFollowsChecks(t *testing.T) {
 		nats, store error
 		status      int
 		body        string
+		// the gauges: mcpdrift_ready, mcpdrift_ready_check{check="nats"}, {check="store"}
+		ready, natsOK, storeOK float64
 	}{
-		{name: "all_pass", status: 200, body: "ready\n"},
+		{name: "all_pass", status: 200, body: "ready\n", ready: 1, natsOK: 1, storeOK: 1},
 		{name: "one_fails", nats: errors.New("not connected to NATS (reconnecting)"), status: 503,
-			body: "not ready\nnats: not connected to NATS (reconnecting)\n"},
+			body: "not ready\nnats: not connected to NATS (reconnecting)\n", ready: 0, natsOK: 0, storeOK: 1},
 		{name: "both_fail", nats: errors.New("down"), store: errors.New("two\nlines   of text"), status: 503,
 			body: "not ready\nnats: down\nstore: two lines of text\n"},
-		{name: "pass_again", status: 200, body: "ready\n"},
+		{name: "pass_again", status: 200, body: "ready\n", ready: 1, natsOK: 1, storeOK: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			set(&nats, tc.nats)
@@ -84,6 +86,13 @@ func TestReadyzFollowsChecks(t *testing.T) {
 			status, body := opstest.Get(t, addr, "/readyz")
 			if status != tc.status || body != tc.body {
 				t.Fatalf("GET /readyz = %d %q, want %d %q", status, body, tc.status, tc.body)
+			}
+			fams := opstest.Scrape(t, addr)
+			fams.Require(t, tc.ready, "mcpdrift_ready")
+			fams.Require(t, tc.natsOK, "mcpdrift_ready_check", "check", "nats")
+			fams.Require(t, tc.storeOK, "mcpdrift_ready_check", "check", "store")
+			if n := len(fams["mcpdrift_ready_check"].GetMetric()); n != 2 {
+				t.Errorf("mcpdrift_ready_check has %d series, want one per check (2)", n)
 			}
 		})
 	}

@@ -317,6 +317,9 @@ func (s *Service) apply(ctx context.Context, msg jetstream.Msg) error {
 	if err := s.Observe(ctx, &fp); err != nil {
 		return fmt.Errorf("applying fingerprint %s of %s/%s: %w", fp.EventId, fp.Tenant, fp.Server, err)
 	}
+	if fp.ObservedAtUnixMs > 0 {
+		s.m.observed(time.UnixMilli(fp.ObservedAtUnixMs), s.now())
+	}
 	return nil
 }
 

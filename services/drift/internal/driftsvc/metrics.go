@@ -1,6 +1,8 @@
 package driftsvc
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/state"
@@ -28,7 +30,13 @@ type Metrics struct {
 	sweeps       *prometheus.CounterVec
 	resettled    prometheus.Counter
 	tightened    prometheus.Counter
+	lag          prometheus.Histogram
 }
+
+// LagBuckets are the buckets of mcpdrift_drift_observation_lag_seconds,
+// in seconds: from a pipeline keeping up (well under a second) to one a
+// backlog or an outage holds back for half an hour.
+var LagBuckets = []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800}
 
 // NewMetrics registers the service's metrics on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
@@ -69,6 +77,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "mcpdrift_drift_policy_risk_tightened_total",
 			Help: "Server risk modes a policy sweep tightened because the policy maps the server's band to a stricter mode.",
 		}),
+		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "mcpdrift_drift_observation_lag_seconds",
+			Help:    "Time from a proxy observing a surface (the observation's timestamp) to the drift service applying its fingerprint: the pipeline's lag, observation to verdict.",
+			Buckets: LagBuckets,
+		}),
 	}
 	for _, r := range []string{ResultOK, "failed"} {
 		m.sweeps.WithLabelValues(r)
@@ -82,7 +95,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for st := range statusOf {
 		m.verdicts.WithLabelValues(string(st))
 	}
-	reg.MustRegister(m.fingerprints, m.deadLetters, m.verdicts, m.writes, m.conflicts, m.rehashes, m.sweeps, m.resettled, m.tightened)
+	reg.MustRegister(m.fingerprints, m.deadLetters, m.verdicts, m.writes, m.conflicts, m.rehashes, m.sweeps, m.resettled, m.tightened, m.lag)
 	return m
 }
 
@@ -102,6 +115,14 @@ func (m *Metrics) deadLetter(code string) {
 func (m *Metrics) verdict(st state.Status) {
 	if m != nil {
 		m.verdicts.WithLabelValues(string(st)).Inc()
+	}
+}
+
+// observed records the lag of a fingerprint applied: from observedAt to
+// now (0 when the observer's clock is ahead).
+func (m *Metrics) observed(observedAt, now time.Time) {
+	if m != nil {
+		m.lag.Observe(max(now.Sub(observedAt), 0).Seconds())
 	}
 }
 

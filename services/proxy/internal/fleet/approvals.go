@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -50,6 +51,10 @@ type Approvals struct {
 	log zerolog.Logger
 
 	outcomes [4]atomic.Uint64 // by ApprovalOutcomes
+
+	mu      sync.Mutex
+	nextID  uint64
+	holding map[uint64]time.Time // calls held now, by when they were held
 }
 
 // ApprovalOutcomes are the outcomes counted, in a stable order.
@@ -69,7 +74,7 @@ func NewApprovals(js jetstream.JetStream, cfg ApprovalsConfig, log zerolog.Logge
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Approvals{js: js, cfg: cfg, log: log.With().Str("tenant", cfg.Tenant).Logger()}, nil
+	return &Approvals{js: js, cfg: cfg, log: log.With().Str("tenant", cfg.Tenant).Logger(), holding: map[uint64]time.Time{}}, nil
 }
 
 // Outcomes returns how many held calls ended in each of ApprovalOutcomes.
@@ -81,10 +86,38 @@ func (a *Approvals) Outcomes() []uint64 {
 	return out
 }
 
+// Held returns how many calls are held now, waiting for their approval,
+// and how long the one held longest has waited (0 when none is).
+func (a *Approvals) Held() (n int, oldest time.Duration) {
+	now := a.cfg.Now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, at := range a.holding {
+		oldest = max(oldest, now.Sub(at))
+	}
+	return len(a.holding), oldest
+}
+
+// hold counts a call as held from start until the returned func is called.
+func (a *Approvals) hold(start time.Time) (release func()) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.nextID++
+	id := a.nextID
+	a.holding[id] = start
+	return func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		delete(a.holding, id)
+	}
+}
+
 // Await implements session.Approvals.
 func (a *Approvals) Await(ctx context.Context, req session.ApprovalRequest) session.Approval {
 	start := a.cfg.Now()
+	release := a.hold(start)
 	res := a.await(ctx, req, start)
+	release()
 	res.Wait = a.cfg.Now().Sub(start)
 	for i, o := range ApprovalOutcomes {
 		if o == res.Outcome {

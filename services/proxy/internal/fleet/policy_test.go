@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -184,7 +185,10 @@ func TestApprovalsReadTheResolutionAfterAReconnect(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
 	nc, js := b.Server.Connect(t)
-	ap, err := NewApprovals(js, ApprovalsConfig{Tenant: "default", Proxy: "node-1", Wait: time.Minute}, testLog(t))
+	var waited atomic.Int64 // the clock of the approvals: when the call was held, plus waited
+	held := time.Unix(1_900_000_000, 0)
+	now := func() time.Time { return held.Add(time.Duration(waited.Load())) }
+	ap, err := NewApprovals(js, ApprovalsConfig{Tenant: "default", Proxy: "node-1", Wait: time.Minute, Now: now}, testLog(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,6 +205,10 @@ func TestApprovalsReadTheResolutionAfterAReconnect(t *testing.T) {
 		key = keys[0]
 		return nil
 	})
+	waited.Store(int64(90 * time.Second))
+	if n, oldest := ap.Held(); n != 1 || oldest != 90*time.Second {
+		t.Errorf("held while waiting: %d calls, the oldest for %v; want 1 for 1m30s", n, oldest)
+	}
 	if err := nc.ForceReconnect(); err != nil {
 		t.Fatal(err)
 	}
@@ -227,5 +235,8 @@ func TestApprovalsReadTheResolutionAfterAReconnect(t *testing.T) {
 	}
 	if n := ap.Outcomes(); n[0] != 1 {
 		t.Errorf("outcomes %v, want one approved", n)
+	}
+	if n, oldest := ap.Held(); n != 0 || oldest != 0 {
+		t.Errorf("held once resolved: %d calls, the oldest for %v; want none", n, oldest)
 	}
 }

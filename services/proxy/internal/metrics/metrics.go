@@ -11,6 +11,7 @@ package metrics
 
 import (
 	"slices"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -283,7 +284,10 @@ type Policy interface{ Stats() fleet.PolicyStats }
 
 // Approvals is what the metrics read of a proxy's approvals
 // (fleet.Approvals).
-type Approvals interface{ Outcomes() []uint64 }
+type Approvals interface {
+	Outcomes() []uint64
+	Held() (n int, oldest time.Duration)
+}
 
 // AddPolicy registers the per-call policy's metrics; pol nil (--policy
 // off) registers nothing.
@@ -315,6 +319,10 @@ var (
 		"Stored policies the proxy received, by result: applied (compiled and enforced), rejected (undecodable, another tenant's, or not compiling; the last good policy stays).", []string{"result"}, nil)
 	descApprovals = prometheus.NewDesc("mcpdrift_proxy_approvals_total",
 		"Calls held for approval, by outcome: approved, denied, timeout (--approval-wait passed), unavailable (the request could not be delivered, or the client went away).", []string{"outcome"}, nil)
+	descHeld = prometheus.NewDesc("mcpdrift_proxy_calls_held",
+		"Calls held now, waiting for an admin's approval.", nil, nil)
+	descHeldOldest = prometheus.NewDesc("mcpdrift_proxy_held_call_oldest_seconds",
+		"How long the call held longest has waited so far for its approval (0 when none is held).", nil, nil)
 )
 
 type policyState struct {
@@ -323,7 +331,7 @@ type policyState struct {
 }
 
 func (s *policyState) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPolicyVersion, descPolicyKnown, descPolicyApplied, descApprovals} {
+	for _, d := range []*prometheus.Desc{descPolicyVersion, descPolicyKnown, descPolicyApplied, descApprovals, descHeld, descHeldOldest} {
 		ch <- d
 	}
 }
@@ -342,5 +350,8 @@ func (s *policyState) Collect(ch chan<- prometheus.Metric) {
 		for i, n := range s.ap.Outcomes() {
 			ch <- prometheus.MustNewConstMetric(descApprovals, prometheus.CounterValue, float64(n), fleet.ApprovalOutcomes[i])
 		}
+		n, oldest := s.ap.Held()
+		ch <- prometheus.MustNewConstMetric(descHeld, prometheus.GaugeValue, float64(n))
+		ch <- prometheus.MustNewConstMetric(descHeldOldest, prometheus.GaugeValue, oldest.Seconds())
 	}
 }
