@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -20,6 +21,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/fleet"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
 
 // variant is the listing variant every simulated client lists in.
@@ -62,7 +64,59 @@ type fleetSim struct {
 	// go in the compact form, as a proxy's session sends them.
 	compact atomic.Bool
 	calls   atomic.Int64 // calls handed to the publishers
+	// events is set in a fleet worker: the gates' and publishers' log
+	// lines go to the harness (worker.go).
+	events func(workerEvent)
+	// workers run the proxies in other processes when set, each proxy
+	// in workerOf[its id].
+	workers  []*worker
+	workerOf map[string]*worker
 }
+
+// gateLogger and warnLogger are the log writers of a proxy's gates and of
+// its publishers and connections.
+func (f *fleetSim) gateLogger(p *proxy) io.Writer {
+	if f.events != nil {
+		return &lineForwarder{ev: "gate", proxy: p.id, events: f.events}
+	}
+	return &gateLog{proxy: p.id, rec: f.rec, warns: &f.warns}
+}
+
+func (f *fleetSim) warnLogger() io.Writer {
+	if f.events != nil {
+		return &lineForwarder{ev: "warn", events: f.events}
+	}
+	return &lineCounter{n: &f.warns}
+}
+
+// listing, seen and call hand an event to the publisher of p for srv, in
+// this process or in p's worker.
+func (f *fleetSim) listing(p *proxy, srv *server, m []byte) {
+	if w := f.workerOf[p.id]; w != nil {
+		_ = w.send(workerOp{Op: "listing", Proxy: p.id, Server: srv.id, Manifest: m})
+		return
+	}
+	p.pubs[srv.id].Listing(session.Listed{Variant: variant}, m)
+}
+
+func (f *fleetSim) seen(p *proxy, srv *server, hash string) {
+	if w := f.workerOf[p.id]; w != nil {
+		_ = w.send(workerOp{Op: "seen", Proxy: p.id, Server: srv.id, Hash: hash})
+		return
+	}
+	p.pubs[srv.id].Seen(session.Listed{Variant: variant, Hash: hash})
+}
+
+func (f *fleetSim) call(p *proxy, srv *server) {
+	if w := f.workerOf[p.id]; w != nil {
+		_ = w.send(workerOp{Op: "call", Proxy: p.id, Server: srv.id})
+		return
+	}
+	p.pubs[srv.id].Call(session.Call{Tool: "read_file", Latency: 3 * time.Millisecond, ArgsDigest: callDigest})
+}
+
+// callDigest is the arguments digest of every simulated call.
+var callDigest = "sha256:" + strings.Repeat("ab", 32)
 
 // layout assigns servers to tenants and proxies: tenant i%T, fronted by
 // `fronting` of its tenant's proxies (round robin).
@@ -152,7 +206,7 @@ func (f *fleetSim) start(ctx context.Context, urlFor func(tenant string) string,
 	started := 0
 	for _, p := range f.proxies {
 		nc, err := bus.Connect(ctx, bus.Conn{URL: urlFor(p.tenant), Name: "mcpdrift-proxy-" + p.id,
-			InboxPrefix: "_INBOX_proxy_" + p.tenant, Background: true}, zerolog.New(&lineCounter{n: &f.warns}).Level(zerolog.WarnLevel))
+			InboxPrefix: "_INBOX_proxy_" + p.tenant, Background: true}, zerolog.New(f.warnLogger()).Level(zerolog.WarnLevel))
 		if err != nil {
 			return fmt.Errorf("proxy %s: %w", p.id, err)
 		}
@@ -163,18 +217,18 @@ func (f *fleetSim) start(ctx context.Context, urlFor func(tenant string) string,
 		}
 		// One status watch per proxy, whatever the number of servers it
 		// fronts, as the proxy command makes it.
-		watch, err := fleet.NewStatusWatch(js, p.tenant, zerolog.New(&lineCounter{n: &f.warns}).Level(zerolog.WarnLevel))
+		watch, err := fleet.NewStatusWatch(js, p.tenant, zerolog.New(f.warnLogger()).Level(zerolog.WarnLevel))
 		if err != nil {
 			return err
 		}
 		for _, s := range p.servers {
-			glog := zerolog.New(&gateLog{proxy: p.id, rec: f.rec, warns: &f.warns}).Level(zerolog.InfoLevel)
+			glog := zerolog.New(f.gateLogger(p)).Level(zerolog.InfoLevel)
 			g, err := watch.Gate(s.id, glog)
 			if err != nil {
 				return err
 			}
 			pub, err := fleet.NewPublisher(fleet.Config{Tenant: p.tenant, Server: s.id, Proxy: p.id, Dir: filepath.Join(outbox, p.id, s.id)},
-				fleet.Deps{JS: js, Log: zerolog.New(&lineCounter{n: &f.warns}).Level(zerolog.WarnLevel)})
+				fleet.Deps{JS: js, Log: zerolog.New(f.warnLogger()).Level(zerolog.WarnLevel)})
 			if err != nil {
 				return err
 			}
@@ -198,6 +252,7 @@ func (f *fleetSim) start(ctx context.Context, urlFor func(tenant string) string,
 // close waits for the gates and publishers (after ctx ended) and closes
 // the publishers and connections.
 func (f *fleetSim) close() {
+	f.closeWorkers()
 	f.wg.Wait()
 	for _, p := range f.proxies {
 		for _, pub := range p.pubs {
@@ -211,6 +266,12 @@ func (f *fleetSim) close() {
 
 // watching counts the gates whose watch is up.
 func (f *fleetSim) watching() (up, total int) {
+	if f.workers != nil {
+		for _, st := range f.workerStatsAll() {
+			up, total = up+st.Up, total+st.Total
+		}
+		return up, total
+	}
 	for _, p := range f.proxies {
 		for _, g := range p.gates {
 			total++
@@ -225,6 +286,12 @@ func (f *fleetSim) watching() (up, total int) {
 // pubStats sums the publishers' counters.
 func (f *fleetSim) pubStats() fleet.Stats {
 	var t fleet.Stats
+	if f.workers != nil {
+		for _, st := range f.workerStatsAll() {
+			t.Add(st.Pub)
+		}
+		return t
+	}
 	for _, p := range f.proxies {
 		for _, pub := range p.pubs {
 			t.Add(pub.Stats())
@@ -243,8 +310,10 @@ type gateLog struct {
 	warns *atomic.Int64
 }
 
-func (w *gateLog) Write(p []byte) (int, error) {
-	now := time.Now()
+func (w *gateLog) Write(p []byte) (int, error) { return w.write(p, time.Now()) }
+
+// write takes one line of the gate's log, written at now.
+func (w *gateLog) write(p []byte, now time.Time) (int, error) {
 	switch {
 	case bytes.Contains(p, []byte(`"message":"status record"`)):
 		var l struct {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -13,7 +12,6 @@ import (
 
 	mcpdriftv1 "github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
-	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
 
 // watchPipeline follows, as the NATS admin, the fingerprints and verdicts
@@ -84,7 +82,6 @@ func drive(ctx context.Context, f *fleetSim, spec loadSpec, d time.Duration) loa
 	var n loadCounts
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
-	callDigest := "sha256:" + strings.Repeat("ab", 32)
 	for {
 		select {
 		case <-ctx.Done():
@@ -110,7 +107,7 @@ func drive(ctx context.Context, f *fleetSim, spec loadSpec, d time.Duration) loa
 				srv := f.servers[rng.IntN(len(f.servers))]
 				p := srv.fronts[rng.IntN(len(srv.fronts))]
 				f.calls.Add(1)
-				p.pubs[srv.id].Call(session.Call{Tool: "read_file", Latency: 3 * time.Millisecond, ArgsDigest: callDigest})
+				f.call(p, srv)
 			}
 		}
 	}
@@ -132,14 +129,14 @@ func relist(f *fleetSim, rng *rand.Rand) {
 			// follows it, so it is not awaited (obs -> fingerprint times
 			// whole listings only).
 			f.listings.Add(1)
-			p.pubs[srv.id].Seen(session.Listed{Variant: variant, Hash: hash})
+			f.seen(p, srv, hash)
 			return
 		}
 		if !f.rec.published(p.id, srv.key(), now) {
 			continue
 		}
 		f.listings.Add(1)
-		p.pubs[srv.id].Listing(session.Listed{Variant: variant}, m)
+		f.listing(p, srv, m)
 		return
 	}
 }
@@ -202,5 +199,5 @@ func waitFor(within time.Duration, cond func() bool) bool {
 func (f *fleetSim) list(p *proxy, srv *server, m []byte, now time.Time) {
 	f.rec.published(p.id, srv.key(), now)
 	f.listings.Add(1)
-	p.pubs[srv.id].Listing(session.Listed{Variant: variant}, m)
+	f.listing(p, srv, m)
 }

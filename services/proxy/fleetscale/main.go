@@ -63,8 +63,11 @@ type Config struct {
 	CallRate  float64
 	Duration  time.Duration
 	Inflight  int // gates setting up their watches at once during the fleet's start (0: no limit)
-	Sites     int // leaf nodes (sites); tenant i is served by site i mod Sites; 0: proxies connect to the hub
-	Recovery  int // index in Sizes of the size that runs the recovery scenarios; -1: none
+	// FleetProcs: processes the simulated proxies run in (fleet workers);
+	// 0: as few as the open-file limit allows (1: the harness's own).
+	FleetProcs int
+	Sites      int // leaf nodes (sites); tenant i is served by site i mod Sites; 0: proxies connect to the hub
+	Recovery   int // index in Sizes of the size that runs the recovery scenarios; -1: none
 	// FirstSightFaults: index in Sizes of the size whose first sight is
 	// run through faults (the status bucket's leader and a drift instance
 	// killed a third of the way in, both back 10 s later); -1: none.
@@ -119,6 +122,9 @@ func parseSizes(s string) ([]size, error) {
 }
 
 func run(ctx context.Context, args []string, stderr io.Writer) error {
+	if len(args) == 1 && args[0] == "--fleet-worker" {
+		return runWorker(ctx, os.Stdin, os.Stdout)
+	}
 	fs := flag.NewFlagSet("fleetscale", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var c Config
@@ -129,6 +135,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.Float64Var(&c.DriftRate, "drift-rate", 5, "rug pulls per second (each a verified server changing behind one proxy)")
 	fs.Float64Var(&c.CallRate, "call-rate", 1000, "tool calls observed per second over the fleet")
 	fs.DurationVar(&c.Duration, "duration", 30*time.Second, "each steady phase")
+	fs.IntVar(&c.FleetProcs, "fleet-procs", 0, "processes the simulated proxies are spread over (each publisher holds a lock file open, as a proxy does per fronted server: a large fleet needs more open files than one process may have); 0: as few as the open-file limit allows")
 	fs.IntVar(&c.Inflight, "start-inflight", 200, "gates setting up their watches at once while the fleet starts (0: all at once)")
 	fs.IntVar(&c.Sites, "sites", 10, "leaf nodes (deploy/nats/leaf), each serving every Nth tenant (one account, one remote and one set of mirrors per tenant); the proxies connect to their tenant's site. 0: no leaf nodes, proxies connect to the hub")
 	fs.IntVar(&c.Recovery, "recovery", 1, "index of the size that also runs the recovery scenarios (-1: none)")
@@ -248,12 +255,18 @@ func (e *env) pids() map[string]int {
 		m["clickhouse"] = pid
 	}
 	m["fleet"] = os.Getpid()
+	if e.f != nil {
+		for i, w := range e.f.workers {
+			m[fmt.Sprintf("fleet-w%d", i)] = w.cmd.Process.Pid
+		}
+	}
 	return m
 }
 
 func runSize(ctx context.Context, c Config, sz size, recover, faulty bool, manifests [][]byte, log zerolog.Logger) (*result, error) {
 	log = log.With().Int("servers", sz.servers).Int("proxies", sz.proxies).Logger()
-	if err := fdLimitError(sz, c.Fronting); err != nil {
+	procs := fleetProcs(c, sz)
+	if err := fdLimitError(sz, c.Fronting, procs); err != nil {
 		return nil, err
 	}
 	dir := filepath.Join(c.Work, fmt.Sprintf("%dx%d", sz.servers, sz.proxies))
@@ -338,12 +351,19 @@ func runSize(ctx context.Context, c Config, sz size, recover, faulty bool, manif
 	rss0, _ := procstat.RSSBytes(os.Getpid())
 	g0 := runtime.NumGoroutine()
 	fctx, fcancel := context.WithCancel(ctx)
-	e.f = &fleetSim{proxies: proxies, servers: servers, rec: rec}
+	e.f = &fleetSim{proxies: proxies, servers: servers, rec: rec, workerOf: map[string]*worker{}}
 	defer func() { fcancel(); e.f.close() }()
 	t1 := time.Now()
-	if err := e.f.start(fctx, e.proxyURL, filepath.Join(dir, "outbox"), c.Inflight, scaled(45*time.Second, sz)); err != nil {
+	if procs > 1 {
+		log.Info().Int("processes", procs).Msg("the fleet is spread over worker processes (open files)")
+		spec := workerSpec{Captures: c.Captures, Servers: sz.servers, Proxies: sz.proxies, Tenants: tenants, Fronting: c.Fronting}
+		if err := e.f.startWorkers(fctx, procs, e.proxyURL, filepath.Join(dir, "outbox"), c.Inflight, scaled(45*time.Second, sz), spec); err != nil {
+			return nil, err
+		}
+	} else if err := e.f.start(fctx, e.proxyURL, filepath.Join(dir, "outbox"), c.Inflight, scaled(45*time.Second, sz)); err != nil {
 		return nil, err
 	}
+	r.FleetProcesses = procs
 	if within := scaled(5*time.Minute, sz); !waitFor(within, func() bool { up, total := e.f.watching(); return up == total }) {
 		up, total := e.f.watching()
 		return nil, fmt.Errorf("%d of %d gates watching after %v", up, total, within)
@@ -355,9 +375,23 @@ func runSize(ctx context.Context, c Config, sz size, recover, faulty bool, manif
 	runtime.GC()
 	runtime.ReadMemStats(&m1)
 	rss1, _ := procstat.RSSBytes(os.Getpid())
-	r.FleetHeapKiBPerGate = round2(float64(m1.HeapInuse-min(m0.HeapInuse, m1.HeapInuse)) / 1024 / float64(r.Gates))
-	r.FleetRSSMiBPerProxy = round2(float64(rss1-min(rss0, rss1)) / (1 << 20) / float64(sz.proxies))
-	r.FleetGoroutinesPerGate = round1(float64(runtime.NumGoroutine()-g0) / float64(r.Gates))
+	heap, goroutines := m1.HeapInuse-min(m0.HeapInuse, m1.HeapInuse), runtime.NumGoroutine()-g0
+	rss := rss1 - min(rss0, rss1)
+	if procs > 1 {
+		heap, goroutines, rss = 0, 0, 0
+		for _, st := range e.f.workerStatsAll() {
+			heap += st.HeapInuse
+			goroutines += st.Goroutines
+		}
+		for _, w := range e.f.workers {
+			if b, err := procstat.RSSBytes(w.cmd.Process.Pid); err == nil {
+				rss += b
+			}
+		}
+	}
+	r.FleetHeapKiBPerGate = round2(float64(heap) / 1024 / float64(r.Gates))
+	r.FleetRSSMiBPerProxy = round2(float64(rss) / (1 << 20) / float64(sz.proxies))
+	r.FleetGoroutinesPerGate = round1(float64(goroutines) / float64(r.Gates))
 	if s, err := e.js.Stream(ctx, "KV_"+bus.BucketStatus); err == nil {
 		r.KVConsumers = s.CachedInfo().State.Consumers
 	}
@@ -723,13 +757,32 @@ func raiseOpenFiles(c Config, log zerolog.Logger) {
 	log.Info().Uint64("from", from).Uint64("to", want.Cur).Msg("open-file limit")
 }
 
-// fdLimitError says why a size cannot run in this process, nil when it can.
-func fdLimitError(sz size, fronting int) error {
+// fleetProcs is how many processes the size's simulated proxies run in:
+// --fleet-procs, or as few as fit under the open-file hard limit (each
+// worker raises its own limit to it).
+func fleetProcs(c Config, sz size) int {
+	if c.FleetProcs > 0 {
+		return c.FleetProcs
+	}
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Max >= fdsNeeded(sz, c.Fronting) {
+		return 1
+	}
+	per := max(int64(lim.Max)-2048, 1024)
+	return int((int64(sz.servers*c.Fronting+sz.proxies) + per - 1) / per)
+}
+
+// fdLimitError says why a size cannot run in procs processes, nil when it
+// can.
+func fdLimitError(sz size, fronting, procs int) error {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		return nil
 	}
-	if need := fdsNeeded(sz, fronting); lim.Cur < need {
+	if procs > 1 {
+		sz = size{servers: sz.servers / procs, proxies: sz.proxies / procs}
+	}
+	if need := fdsNeeded(sz, fronting); max(lim.Cur, lim.Max) < need {
 		return fmt.Errorf("needs about %d open files in the fleet process (%d gates, each publisher's outbox lock, and %d connections), the limit is %d and the hard limit cannot be raised here (no CAP_SYS_RESOURCE): run as a user allowed to, or fewer gates", need, sz.servers*fronting, sz.proxies, lim.Cur)
 	}
 	return nil

@@ -157,6 +157,8 @@ type result struct {
 	FirstSightCPUPercent map[string]float64 `json:"first_sight_cpu_percent,omitempty"`
 	// FirstSightFaults: the faults first sight ran through (--first-sight-faults).
 	FirstSightFaults *faults `json:"first_sight_faults,omitempty"`
+	// FleetProcesses is how many processes ran the simulated proxies.
+	FleetProcesses int `json:"fleet_processes,omitempty"`
 
 	Steady                 []*steady `json:"steady"`
 	FleetHeapKiBPerGate    float64   `json:"fleet_heap_kib_per_gate"`
