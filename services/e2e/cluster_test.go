@@ -660,6 +660,34 @@ func TestNATSRolePermissions(t *testing.T) {
 				Durable: bus.ConsumerAuditObservations, AckPolicy: jetstream.AckExplicitPolicy})
 			return err
 		}},
+		{"notify_takes_audit_consumer", "notify", "publish", "$JS.API.CONSUMER.CREATE.MCPDRIFT_DRIFT." + bus.ConsumerAuditVerdicts, func(ctx context.Context, c *natsRoleConn) error {
+			_, err := c.js.CreateOrUpdateConsumer(ctx, bus.StreamVerdicts, jetstream.ConsumerConfig{
+				Durable: bus.ConsumerAuditVerdicts, AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: -1})
+			return err
+		}},
+		{"notify_pulls_audit_consumer", "notify", "publish", "$JS.API.CONSUMER.MSG.NEXT.MCPDRIFT_DRIFT." + bus.ConsumerAuditVerdicts, func(ctx context.Context, c *natsRoleConn) error {
+			if err := c.nc.Publish("$JS.API.CONSUMER.MSG.NEXT.MCPDRIFT_DRIFT."+bus.ConsumerAuditVerdicts, []byte(`{"batch":1}`)); err != nil {
+				return err
+			}
+			return c.nc.Flush()
+		}},
+		{"notify_reads_observations", "notify", "publish", "$JS.API.CONSUMER.CREATE.MCPDRIFT_OBS.notify-x", func(ctx context.Context, c *natsRoleConn) error {
+			_, err := c.js.CreateOrUpdateConsumer(ctx, bus.StreamObservations, jetstream.ConsumerConfig{
+				Durable: "notify-x", AckPolicy: jetstream.AckExplicitPolicy})
+			return err
+		}},
+		{"notify_publishes_verdict", "notify", "publish", bus.VerdictSubject("default", "files"), func(ctx context.Context, c *natsRoleConn) error {
+			_, err := c.js.Publish(ctx, bus.VerdictSubject("default", "files"), []byte(`{}`))
+			return err
+		}},
+		{"notify_writes_approval", "notify", "publish", "$KV.mcpdrift_approvals.default.*", func(ctx context.Context, c *natsRoleConn) error {
+			_, err := c.js.Publish(ctx, "$KV.mcpdrift_approvals."+approvalKey, []byte(`{"resolution":{"outcome":"approved"}}`))
+			return err
+		}},
+		{"notify_dead_letters_as_drift", "notify", "publish", bus.DeadLetterSubject("drift"), func(ctx context.Context, c *natsRoleConn) error {
+			_, err := c.js.Publish(ctx, bus.DeadLetterSubject("drift"), []byte(`{}`))
+			return err
+		}},
 		{"alerting_publishes_verdict", "alerting", "publish", bus.VerdictSubject("default", "files"), func(ctx context.Context, c *natsRoleConn) error {
 			if err := c.nc.Publish(bus.VerdictSubject("default", "files"), []byte(`{"serve":true}`)); err != nil {
 				return err
