@@ -4,7 +4,7 @@ GO    ?= go
 PKGS  := ./services/... ./proto/...
 BIN   := bin
 
-CMDS  := stack fingerprint drift audit proxy demoserver driftctl
+CMDS  := stack fingerprint drift audit notify proxy demoserver driftctl
 
 .PHONY: run demo diff-releases images build test conformance deps check fmt vet lint bench scale fuzz fixtures proto proto-check help
 

@@ -217,12 +217,24 @@ func serve(ctx context.Context, s *settings, log zerolog.Logger, o *ops.Server) 
 	}
 	c := s.svc.WithDefaults()
 	arr := zerolog.Arr()
+	var routes []bus.Route
 	for _, d := range c.Destinations {
 		for _, rt := range c.Routes(d) {
 			o.AddConsumerLag(b.JS, rt.Stream, rt.Consumer.Durable)
+			routes = append(routes, rt)
 		}
 		arr = arr.Dict(zerolog.Dict().Str("name", d.Name).Str("host", d.Host()).Str("format", d.Format).Str("filter", d.Filter.String()))
 	}
+	// Ready once every destination's consumers exist: a new consumer takes
+	// the events published after it was created.
+	o.AddCheck("consumers", func(ctx context.Context) error {
+		for _, rt := range routes {
+			if _, err := b.JS.Consumer(ctx, rt.Stream, rt.Consumer.Durable); err != nil {
+				return fmt.Errorf("consumer %s: %v", rt.Consumer.Durable, err)
+			}
+		}
+		return nil
+	})
 	started()
 	log.Info().Str("url", b.NC.ConnectedUrlRedacted()).Array("destinations", arr).Bool("signed", len(s.secret) > 0).
 		Int("max_deliver", c.MaxDeliver).Dur("timeout", c.Timeout).Msg("notify service started")
