@@ -128,7 +128,7 @@ func slackMessage(ev *Event, at string) map[string]any {
 		"text": text,
 		"blocks": []any{
 			map[string]any{"type": "section", "text": map[string]string{"type": "mrkdwn",
-				"text": "*" + title + "*\n" + slackEscape(clipRunes(ev.Summary, 2900))}},
+				"text": "*" + title + "*\n" + clipEscaped(slackEscape(ev.Summary), 2900)}},
 			map[string]any{"type": "context", "elements": []any{map[string]string{"type": "mrkdwn",
 				"text": strings.Join(fields, "  ·  ")}}},
 		},
@@ -141,11 +141,16 @@ func slackEscape(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
 }
 
-// clipRunes cuts s to at most n runes (a Slack section's text is limited).
-func clipRunes(s string, n int) string {
+// clipEscaped cuts escaped text to at most n runes (a section's text is
+// limited to 3000 characters), never inside an entity (&amp; &lt; &gt;).
+func clipEscaped(s string, n int) string {
 	r := []rune(s)
 	if len(r) <= n {
 		return s
 	}
-	return string(r[:n]) + "…"
+	cut := string(r[:n])
+	if i := strings.LastIndexByte(cut, '&'); i >= 0 && !strings.Contains(cut[i:], ";") {
+		cut = cut[:i]
+	}
+	return cut + "…"
 }

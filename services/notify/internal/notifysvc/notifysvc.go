@@ -31,6 +31,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/internal/coded"
 )
 
 // ServiceName names the service in logs and its NATS client.
@@ -120,7 +121,7 @@ func (c Config) Validate() error {
 	var names []string
 	for i, d := range c.Destinations {
 		if slices.Contains(names, d.Name) {
-			errs = append(errs, fmt.Errorf("%s: webhook %d: name %q is another destination's too (two destinations with one URL need --name)", CodeInvalidDestination, i+1, d.Name))
+			errs = append(errs, coded.Errorf(CodeInvalidDestination, "webhook %d: name %q is another destination's too (two destinations with one URL need --name)", i+1, d.Name))
 		}
 		names = append(names, d.Name)
 	}

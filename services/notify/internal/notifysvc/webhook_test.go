@@ -69,3 +69,21 @@ func TestSign(t *testing.T) {
 		t.Error("the signature does not cover the timestamp")
 	}
 }
+
+func TestClipEscaped(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"abcdef", 3, "abc…"},
+		{"ab&amp;cd", 4, "ab…"}, // never half an entity
+		{"ab&amp;cd", 7, "ab&amp;…"},
+		{"é&lt;x", 2, "é…"},
+	} {
+		if got := clipEscaped(tc.in, tc.n); got != tc.want {
+			t.Errorf("clipEscaped(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+	}
+}
