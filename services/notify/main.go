@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -226,13 +227,20 @@ func serve(ctx context.Context, s *settings, log zerolog.Logger, o *ops.Server) 
 		arr = arr.Dict(zerolog.Dict().Str("name", d.Name).Str("host", d.Host()).Str("format", d.Format).Str("filter", d.Filter.String()))
 	}
 	// Ready once every destination's consumers exist: a new consumer takes
-	// the events published after it was created.
+	// the events published after it was created. Once seen, the check
+	// holds (the Router creates a deleted consumer again; the nats check
+	// follows the connection).
+	var created atomic.Bool
 	o.AddCheck("consumers", func(ctx context.Context) error {
+		if created.Load() {
+			return nil
+		}
 		for _, rt := range routes {
 			if _, err := b.JS.Consumer(ctx, rt.Stream, rt.Consumer.Durable); err != nil {
-				return fmt.Errorf("consumer %s: %v", rt.Consumer.Durable, err)
+				return fmt.Errorf("consumer %s not created yet: %v", rt.Consumer.Durable, err)
 			}
 		}
+		created.Store(true)
 		return nil
 	})
 	started()
