@@ -56,6 +56,11 @@ const (
 	ConsumerAuditObservations = "audit-obs"
 	ConsumerAuditVerdicts     = "audit-drift"
 	ConsumerAuditAdmin        = "audit-admin"
+
+	// ConsumerNotifyPrefix starts the names of the notify service's
+	// consumers, two per destination: notify-<destination> on the
+	// verdicts, notify-<destination>-approvals on the approvals bucket.
+	ConsumerNotifyPrefix = "notify-"
 )
 
 // PullExpiry is how long each pull request of the services' consumers

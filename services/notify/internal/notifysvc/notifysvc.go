@@ -39,14 +39,11 @@ const ServiceName = "notify"
 
 // ConsumerPrefix starts the names of every destination's consumers and its
 // dead letters' service: notify-<name>.
-const ConsumerPrefix = "notify-"
+const ConsumerPrefix = bus.ConsumerNotifyPrefix
 
 // approvalsSuffix ends the name of a destination's consumer of the
 // approvals bucket.
 const approvalsSuffix = "-approvals"
-
-// ApprovalsStream is the stream of the approvals bucket.
-const ApprovalsStream = "KV_" + bus.BucketApprovals
 
 // Config is the destinations and how they are consumed and retried. Zero
 // fields but Destinations take the value of DefaultConfig.
@@ -181,7 +178,7 @@ func (c Config) Routes(d Destination) []bus.Route {
 	approvals.FilterSubject = approvalsPrefix + ">"
 	return []bus.Route{
 		{Stream: bus.StreamVerdicts, Consumer: verdicts, Prefetch: c.Prefetch},
-		{Stream: ApprovalsStream, Consumer: approvals, Prefetch: c.Prefetch},
+		{Stream: bus.Approvals.Stream, Consumer: approvals, Prefetch: c.Prefetch},
 	}
 }
 
