@@ -184,7 +184,7 @@ func TestRunDeliversAndServesOps(t *testing.T) {
 	opstest.WaitValue(t, addr, 1, events, "destination", "siem", "result", "delivered")
 	fams := opstest.WaitValue(t, addr, 1, events, "destination", "siem", "result", "filtered")
 	fams.Require(t, 0, events, "destination", "siem", "result", "dead_lettered")
-	fams.Require(t, 0, "mcpdrift_notify_delivery_failures_total", "destination", "siem", "reason", notifysvc.Reason5xx)
+	fams.Require(t, 0, "mcpdrift_notify_delivery_failures_total", "destination", "siem", "reason", notifysvc.Fail5xx)
 	fams.Require(t, 0, "mcpdrift_notify_dead_letters_total", "destination", "siem", "code", bus.CodeRetriesExhausted)
 	fams.Require(t, 0, "mcpdrift_notify_retries_total", "destination", "siem")
 	fams.Require(t, 1, "mcpdrift_notify_delivery_seconds", "destination", "siem")

@@ -415,7 +415,7 @@ func TestRetriesAfterFailure(t *testing.T) {
 		t.Errorf("requests %q, want the same event twice", got)
 	}
 	for name, want := range map[string]float64{
-		"failures_5xx": testutil.ToFloat64(run.m.failures.WithLabelValues("flaky", Reason5xx)),
+		"failures_5xx": testutil.ToFloat64(run.m.failures.WithLabelValues("flaky", Fail5xx)),
 		"retries":      testutil.ToFloat64(run.m.retries.WithLabelValues("flaky")),
 	} {
 		if want != 1 {
@@ -458,7 +458,7 @@ func TestDeadDestinationDoesNotBlock(t *testing.T) {
 		publishVerdict(t, b.JS, verdict("acme", fmt.Sprintf("s%d", i), i, mcpdriftv1.Status_STATUS_CHANGED, "high"))
 	}
 	waitRequests(t, live, n)
-	if held, done := len(hanging.requests()), testutil.ToFloat64(run.m.failures.WithLabelValues("hanging", Reason5xx)); held == 0 || done != 0 {
+	if held, done := len(hanging.requests()), testutil.ToFloat64(run.m.failures.WithLabelValues("hanging", Fail5xx)); held == 0 || done != 0 {
 		t.Fatalf("live got every event; hanging got %d requests and answered %v: want some, all still held", held, done)
 	}
 	unhang()
@@ -471,7 +471,7 @@ func TestDeadDestinationDoesNotBlock(t *testing.T) {
 		}
 		return nil
 	})
-	for _, c := range []struct{ name, reason string }{{"hanging", Reason5xx}, {"refusing", Reason5xx}, {"gone", ReasonConnect}} {
+	for _, c := range []struct{ name, reason string }{{"hanging", Fail5xx}, {"refusing", Fail5xx}, {"gone", FailConnect}} {
 		if got := testutil.ToFloat64(run.m.failures.WithLabelValues(c.name, c.reason)); got != 3*n {
 			t.Errorf("%s: %v %s failures, want %d", c.name, got, c.reason, 3*n)
 		}

@@ -125,15 +125,15 @@ func clip(s string, n int) string {
 
 // Failure reasons: the reason label of mcpdrift_notify_delivery_failures_total.
 const (
-	ReasonConnect = "connect"  // no answer: refused, reset, DNS, TLS
-	ReasonTimeout = "timeout"  // no answer within --timeout
-	Reason3xx     = "http_3xx" // a redirect, which is not followed (it would carry the signed body elsewhere)
-	Reason4xx     = "http_4xx"
-	Reason5xx     = "http_5xx"
+	FailConnect = "connect"  // no answer: refused, reset, DNS, TLS
+	FailTimeout = "timeout"  // no answer within --timeout
+	Fail3xx     = "http_3xx" // a redirect, which is not followed (it would carry the signed body elsewhere)
+	Fail4xx     = "http_4xx"
+	Fail5xx     = "http_5xx"
 )
 
 // FailureReasons are every failure reason.
-var FailureReasons = []string{ReasonConnect, ReasonTimeout, Reason3xx, Reason4xx, Reason5xx}
+var FailureReasons = []string{FailConnect, FailTimeout, Fail3xx, Fail4xx, Fail5xx}
 
 // sender posts requests.
 type sender struct {
@@ -175,7 +175,7 @@ func (s *sender) post(ctx context.Context, d *Destination, ev *Event, body []byt
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url.String(), bytes.NewReader(body))
 	if err != nil {
-		return &deliveryError{reason: ReasonConnect, msg: fmt.Sprintf("destination %s: making the request: %v", d.Name, unwrapURL(err))}
+		return &deliveryError{reason: FailConnect, msg: fmt.Sprintf("destination %s: making the request: %v", d.Name, unwrapURL(err))}
 	}
 	ts := strconv.FormatInt(s.now().Unix(), 10)
 	req.Header.Set("Content-Type", contentType)
@@ -188,10 +188,10 @@ func (s *sender) post(ctx context.Context, d *Destination, ev *Event, body []byt
 	}
 	res, err := s.client.Do(req)
 	if err != nil {
-		reason := ReasonConnect
+		reason := FailConnect
 		var ne net.Error
 		if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
-			reason = ReasonTimeout
+			reason = FailTimeout
 		}
 		return &deliveryError{reason: reason, msg: fmt.Sprintf("posting to destination %s (%s): %v", d.Name, d.Host(), unwrapURL(err))}
 	}
@@ -201,12 +201,12 @@ func (s *sender) post(ctx context.Context, d *Destination, ev *Event, body []byt
 	if res.StatusCode >= 200 && res.StatusCode < 300 {
 		return nil
 	}
-	reason := Reason5xx
+	reason := Fail5xx
 	switch {
 	case res.StatusCode < 400:
-		reason = Reason3xx
+		reason = Fail3xx
 	case res.StatusCode < 500:
-		reason = Reason4xx
+		reason = Fail4xx
 	}
 	return &deliveryError{reason: reason, msg: fmt.Sprintf("destination %s (%s) answered %s", d.Name, d.Host(), res.Status)}
 }
