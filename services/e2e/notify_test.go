@@ -18,6 +18,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/approval"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/cmdtest"
+	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
 	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 )
 
@@ -161,4 +162,74 @@ func TestNotifyDeployment(t *testing.T) {
 	waitFor(second)
 	stop()
 	d.noViolations(t)
+}
+
+// TestNotifyCrashRedelivers: notify is killed (SIGKILL) while its request
+// for an event is in flight; the event was never acked, so the next
+// instance delivers it (at least once): the receiver gets the same
+// Idempotency-Key again.
+func TestNotifyCrashRedelivers(t *testing.T) {
+	b := natstest.StartBus(t)
+	var mu sync.Mutex
+	var keys []string
+	hold := make(chan struct{})
+	arrived := make(chan struct{}, 16)
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		keys = append(keys, r.Header.Get("Idempotency-Key"))
+		first := len(keys) == 1
+		mu.Unlock()
+		arrived <- struct{}{}
+		if first {
+			select { // the first request hangs until its client is gone
+			case <-hold:
+			case <-r.Context().Done():
+			}
+			return
+		}
+	}))
+	defer recv.Close()
+	defer close(hold)
+	bin := cmdtest.Path(t, "notify")
+	start := func() *exec.Cmd {
+		cmd := exec.Command(bin, "--webhook", recv.URL, "--name", "crash", "--ack-wait", "3s", "--timeout", "2s", "--retry-delay", "10s")
+		cmd.Env = append(os.Environ(), "MCPDRIFT_NATS_URL="+b.ClientURL(), "MCPDRIFT_LOG_LEVEL=warn")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		poll.Eventually(t, 30*time.Second, func() error {
+			_, err := b.JS.Consumer(context.Background(), bus.StreamVerdicts, "notify-crash")
+			return err
+		})
+		return cmd
+	}
+	first := start()
+	v := &mcpdriftv1.Verdict{EventId: "verdict-acme.files.v1-1", Tenant: "acme", Server: "files", Variant: "v1",
+		Status: mcpdriftv1.Status_STATUS_CHANGED, AtUnixMs: time.Now().UnixMilli()}
+	data, err := bus.MarshalJSON(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bus.Publish(context.Background(), b.JS, bus.VerdictSubject("acme", "files"), data, v.EventId); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-arrived:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first request never arrived")
+	}
+	if err := first.Process.Kill(); err != nil { // mid-request: nothing acked, nothing naked
+		t.Fatal(err)
+	}
+	_ = first.Wait()
+	start()
+	poll.Eventually(t, 30*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(keys) < 2 || keys[1] != v.EventId || keys[0] != v.EventId {
+			return fmt.Errorf("requests %q: want the event again after the crash", keys)
+		}
+		return nil
+	})
 }
