@@ -12,12 +12,13 @@
 // attacker-written text reaches a page as markup (docs/adr/0009-review-console.md).
 //
 // It authenticates with the API's tokens and roles: a login form turns a
-// token into a server-side session (cookie HttpOnly, SameSite=Strict, Secure
-// over TLS), and pages also accept "Authorization: Bearer". Every write
+// token into a session (cookie HttpOnly, SameSite=Strict, Secure over TLS)
+// kept in the NATS bucket every drift instance shares, under the SHA-256 of
+// the cookie, and pages also accept "Authorization: Bearer". Every write
 // carries the session's CSRF token and is carried out by the admin API's own
-// handler, so an approve or quarantine from the console is the same admin
-// action, checked, refused or done and audited the same way, with the
-// token's name.
+// handler, so an approve, quarantine, rebaseline or risk from the console is
+// the same admin action, checked, refused or done and audited the same way,
+// with the token's name.
 package console
 
 import (

@@ -17,8 +17,8 @@ import (
 
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/admin"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/state"
-	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/status"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )

@@ -339,15 +339,15 @@ type VariantView struct {
 type reviewView struct {
 	Tenant, Server string
 	// Bands and Modes are the risk form's choices.
-	Bands []policy.Band
-	Modes []policy.Mode
-	Held           bool
-	Hold           *status.Server
-	Status         string
-	Variants       []VariantView
-	Selected       *VariantView
-	Diff           *DiffView
-	DiffError      string
+	Bands     []policy.Band
+	Modes     []policy.Mode
+	Held      bool
+	Hold      *status.Server
+	Status    string
+	Variants  []VariantView
+	Selected  *VariantView
+	Diff      *DiffView
+	DiffError string
 	// Approvable: the selected variant has a live manifest that an approve
 	// would make its baseline.
 	Approvable bool
