@@ -487,12 +487,32 @@ func TestNATSRolePermissions(t *testing.T) {
 		t.Fatal("proxy's approval watch: nothing within 10s")
 	}
 	_ = wap.Stop()
+	// Allowed for drift, the review console's sessions: create at a login,
+	// read, delete at a logout.
+	dss, err := drift.js.KeyValue(natsOpCtx(t, 10*time.Second), bus.BucketSessions)
+	if err != nil {
+		t.Fatalf("drift binds the sessions bucket: %v", err)
+	}
+	sessionKey := strings.Repeat("ab", 32)
+	if _, err := dss.Create(natsOpCtx(t, 10*time.Second), sessionKey, []byte(`{}`)); err != nil {
+		t.Fatalf("drift stores a console session: %v", err)
+	}
+	if _, err := dss.Get(natsOpCtx(t, 10*time.Second), sessionKey); err != nil {
+		t.Fatalf("drift reads a console session: %v", err)
+	}
+	if err := dss.Delete(natsOpCtx(t, 10*time.Second), sessionKey); err != nil {
+		t.Fatalf("drift deletes a console session: %v", err)
+	}
 
 	// Refused, each on a fresh connection so that the violation is its own.
 	denied := []struct {
 		name, role, kind, subject string
 		do                        func(ctx context.Context, c *natsRoleConn) error
 	}{
+		{"proxy_reads_sessions", "proxy", "publish", "$JS.API.DIRECT.GET.KV_mcpdrift_sessions.$KV.mcpdrift_sessions." + strings.Repeat("ab", 32), func(ctx context.Context, c *natsRoleConn) error {
+			_, err := c.nc.Request("$JS.API.DIRECT.GET.KV_mcpdrift_sessions.$KV.mcpdrift_sessions."+strings.Repeat("ab", 32), nil, 2*time.Second)
+			return err
+		}},
 		{"proxy_writes_status", "proxy", "publish", "$KV.mcpdrift_status." + key, func(ctx context.Context, c *natsRoleConn) error {
 			kv, err := c.js.KeyValue(natsOpCtx(t, 10*time.Second), bus.BucketStatus)
 			if err != nil {
