@@ -243,6 +243,7 @@ var registry = []Entry{
 	{Code: "session_conflict", RPC: rpcInternal, HTTP: 502, Uses: use(AreaProxyHTTP, "An initialize answer named a session already open through the proxy.")},
 	{Code: "session_forbidden", RPC: rpcInvalidRequest, HTTP: 403, Uses: use(AreaProxyHTTP, "A request of one agent on a session another agent opened.")},
 	{Code: "session_unknown", RPC: rpcInvalidRequest, HTTP: 404, Uses: use(AreaProxyHTTP, "An Mcp-Session-Id the proxy did not register (or the server ended): initialize a new session.")},
+	{Code: "sessions_unavailable", Uses: use(AreaAdmin, "The review console could not read or write its sessions in NATS (the mcpdrift_sessions bucket): a console login is refused with 503 until it can; bearer tokens still work.")},
 	{Code: "setup_failed", Uses: use(AreaDriftctl, "An object of the bus is missing right after the setup.")},
 	{Code: "setup_refused", Uses: use(AreaDriftctl, "JetStream refused to create or update an object of the bus.")},
 	{Code: "site_mirror_mismatch", Uses: use(AreaBus, "A bucket of a site exists but does not mirror what the setup would: delete it and set up the site again.")},
