@@ -4,7 +4,7 @@ GO    ?= go
 PKGS  := ./services/... ./proto/...
 BIN   := bin
 
-CMDS  := stack fingerprint drift audit proxy demoserver driftctl
+CMDS  := stack fingerprint drift audit notify proxy demoserver driftctl
 
 .PHONY: run demo diff-releases images build test conformance deps check fmt vet lint bench scale fuzz fixtures proto proto-check help
 
@@ -33,7 +33,7 @@ test: proto-check deps ## the test suite: generated code up to date, race detect
 conformance: deps ## the MCP conformance suite directly and through the proxy, with its per-group table (docs/transparency.md); make test runs it too
 	set -o pipefail; $(GO) test -count=1 -run '^TestConformance$$' -v ./services/e2e/ 2>&1 | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|conformance_test.go'
 
-deps: ## install what the tests need beyond Go (ClickHouse server, npm MCP peers); idempotent
+deps: ## install what the tests need beyond Go (ClickHouse server, npm MCP peers, chDB); idempotent
 	@scripts/deps.sh
 
 check: fmt vet lint test ## gofmt, go vet, staticcheck, tests

@@ -17,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # The commands, as packages under services/; each becomes a binary of its name.
-COMMANDS=(proxy fingerprint drift audit driftctl)
+COMMANDS=(proxy fingerprint drift audit notify driftctl)
 # And probe (deploy/docker/probe, a module of its own): the HTTP health check
 # that compose runs inside the shell-less image.
 TOOLS=(probe)

@@ -135,7 +135,7 @@ func serve(ctx context.Context, cfg Config) error {
 // API until ctx ends; o holds its readiness checks and metrics.
 func serveDrift(ctx context.Context, cfg Config, log zerolog.Logger, o *ops.Server) error {
 	started := o.Starting("connecting, checking streams and opening the admin API")
-	b, err := cfg.Open(ctx, "drift", log, []bus.Object{bus.Fingerprints, bus.Verdicts, bus.Admin, bus.Status, bus.Baselines, bus.Manifests, bus.Approvals, bus.Policy})
+	b, err := cfg.Open(ctx, "drift", log, []bus.Object{bus.Fingerprints, bus.Verdicts, bus.Admin, bus.Status, bus.Baselines, bus.Manifests, bus.Approvals, bus.Policy, bus.Sessions})
 	if err != nil {
 		return err
 	}
@@ -190,7 +190,7 @@ func serveDrift(ctx context.Context, cfg Config, log zerolog.Logger, o *ops.Serv
 		Policies:  policystore.New(b.Handles.Policy, nil),
 	})
 	// The review console shares the address: the API under /v1, pages at /.
-	cd := console.Deps{Backend: svc, API: api, Manifest: svc.Manifest, Follow: follow, JS: js, Log: log}
+	cd := console.Deps{Backend: svc, API: api, Sessions: b.Handles.Sessions, Manifest: svc.Manifest, Follow: follow, JS: js, Log: log}
 	if ch := cfg.ClickHouse; ch.Addr != "" {
 		conn, err := auditq.Open(ch.Addr, ch.User, ch.Password)
 		if err != nil {

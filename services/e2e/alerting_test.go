@@ -11,6 +11,8 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -375,7 +377,7 @@ func matchesSome(m matcher, values map[string]bool) bool {
 }
 
 // TestMonitoringNamesExportedMetrics runs the real commands (fingerprint,
-// drift, audit with a real ClickHouse, a proxy in HTTP mode), scrapes each one's
+// drift, audit with a real ClickHouse, notify with a webhook, a proxy in HTTP mode), scrapes each one's
 // /metrics, and requires every metric, label and label value that an
 // alerting rule or a dashboard query names to be among what they export.
 func TestMonitoringNamesExportedMetrics(t *testing.T) {
@@ -388,7 +390,7 @@ func TestMonitoringNamesExportedMetrics(t *testing.T) {
 	b := natstest.StartBus(t)
 	natsURL := b.Server.ClientURL()
 	addrs := map[string]string{}
-	for _, svc := range []string{"fingerprint", "drift", "audit", "proxy"} {
+	for _, svc := range []string{"fingerprint", "drift", "audit", "notify", "proxy"} {
 		addrs[svc] = "127.0.0.1:" + freePort(t)
 	}
 	env := func(svc string, more ...string) []string {
@@ -397,6 +399,10 @@ func TestMonitoringNamesExportedMetrics(t *testing.T) {
 	runService(t, "fingerprint", env("fingerprint")...)
 	runService(t, "drift", env("drift", "MCPDRIFT_ADMIN_ADDR=127.0.0.1:0", "MCPDRIFT_ADMIN_TOKENS=ops:read:ops-token-0123456789")...)
 	runService(t, "audit", env("audit", "MCPDRIFT_CLICKHOUSE_ADDR="+ch.Addr, "MCPDRIFT_AUDIT_DATABASE="+db)...)
+	// notify with one destination, named as in the rules' examples.
+	hook := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer hook.Close()
+	runService(t, "notify", env("notify", "MCPDRIFT_NOTIFY_WEBHOOK="+hook.URL, "MCPDRIFT_NOTIFY_NAME=siem")...)
 	// The proxy in HTTP mode, which exports every proxy metric (the agent
 	// refusals too).
 	_, upstream := httpUpstream(t, nil)

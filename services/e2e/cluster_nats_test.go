@@ -34,7 +34,7 @@ const deployDir = "../../deploy/nats"
 
 // natsRoles are the users of deploy/nats/auth.conf (leaf: the leaf nodes
 // of the sites of tenant "default", leaf_test.go).
-var natsRoles = []string{"admin", "fingerprint", "drift", "audit", "alerting", "proxy", "leaf", "sys"}
+var natsRoles = []string{"admin", "fingerprint", "drift", "audit", "alerting", "notify", "proxy", "leaf", "sys"}
 
 // natsInboxPrefixes are the reply prefixes the commands set for each role
 // (proxy: its tenant, "default"), the only inboxes auth.conf lets the role
@@ -44,6 +44,7 @@ var natsInboxPrefixes = map[string]string{
 	"fingerprint": "_INBOX_fingerprint",
 	"drift":       "_INBOX_drift",
 	"audit":       "_INBOX_audit",
+	"notify":      "_INBOX_notify",
 	"proxy":       "_INBOX_proxy_default",
 }
 

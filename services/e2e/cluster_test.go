@@ -487,12 +487,32 @@ func TestNATSRolePermissions(t *testing.T) {
 		t.Fatal("proxy's approval watch: nothing within 10s")
 	}
 	_ = wap.Stop()
+	// Allowed for drift, the review console's sessions: create at a login,
+	// read, delete at a logout.
+	dss, err := drift.js.KeyValue(natsOpCtx(t, 10*time.Second), bus.BucketSessions)
+	if err != nil {
+		t.Fatalf("drift binds the sessions bucket: %v", err)
+	}
+	sessionKey := strings.Repeat("ab", 32)
+	if _, err := dss.Create(natsOpCtx(t, 10*time.Second), sessionKey, []byte(`{}`)); err != nil {
+		t.Fatalf("drift stores a console session: %v", err)
+	}
+	if _, err := dss.Get(natsOpCtx(t, 10*time.Second), sessionKey); err != nil {
+		t.Fatalf("drift reads a console session: %v", err)
+	}
+	if err := dss.Delete(natsOpCtx(t, 10*time.Second), sessionKey); err != nil {
+		t.Fatalf("drift deletes a console session: %v", err)
+	}
 
 	// Refused, each on a fresh connection so that the violation is its own.
 	denied := []struct {
 		name, role, kind, subject string
 		do                        func(ctx context.Context, c *natsRoleConn) error
 	}{
+		{"proxy_reads_sessions", "proxy", "publish", "$JS.API.DIRECT.GET.KV_mcpdrift_sessions.$KV.mcpdrift_sessions." + strings.Repeat("ab", 32), func(ctx context.Context, c *natsRoleConn) error {
+			_, err := c.nc.Request("$JS.API.DIRECT.GET.KV_mcpdrift_sessions.$KV.mcpdrift_sessions."+strings.Repeat("ab", 32), nil, 2*time.Second)
+			return err
+		}},
 		{"proxy_writes_status", "proxy", "publish", "$KV.mcpdrift_status." + key, func(ctx context.Context, c *natsRoleConn) error {
 			kv, err := c.js.KeyValue(natsOpCtx(t, 10*time.Second), bus.BucketStatus)
 			if err != nil {
@@ -658,6 +678,34 @@ func TestNATSRolePermissions(t *testing.T) {
 		{"audit_takes_other_stream", "audit", "publish", "$JS.API.CONSUMER.CREATE.MCPDRIFT_FP." + bus.ConsumerAuditObservations, func(ctx context.Context, c *natsRoleConn) error {
 			_, err := c.js.CreateOrUpdateConsumer(ctx, bus.StreamFingerprints, jetstream.ConsumerConfig{
 				Durable: bus.ConsumerAuditObservations, AckPolicy: jetstream.AckExplicitPolicy})
+			return err
+		}},
+		{"notify_takes_audit_consumer", "notify", "publish", "$JS.API.CONSUMER.CREATE.MCPDRIFT_DRIFT." + bus.ConsumerAuditVerdicts, func(ctx context.Context, c *natsRoleConn) error {
+			_, err := c.js.CreateOrUpdateConsumer(ctx, bus.StreamVerdicts, jetstream.ConsumerConfig{
+				Durable: bus.ConsumerAuditVerdicts, AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: -1})
+			return err
+		}},
+		{"notify_pulls_audit_consumer", "notify", "publish", "$JS.API.CONSUMER.MSG.NEXT.MCPDRIFT_DRIFT." + bus.ConsumerAuditVerdicts, func(ctx context.Context, c *natsRoleConn) error {
+			if err := c.nc.Publish("$JS.API.CONSUMER.MSG.NEXT.MCPDRIFT_DRIFT."+bus.ConsumerAuditVerdicts, []byte(`{"batch":1}`)); err != nil {
+				return err
+			}
+			return c.nc.Flush()
+		}},
+		{"notify_reads_observations", "notify", "publish", "$JS.API.CONSUMER.CREATE.MCPDRIFT_OBS.notify-x", func(ctx context.Context, c *natsRoleConn) error {
+			_, err := c.js.CreateOrUpdateConsumer(ctx, bus.StreamObservations, jetstream.ConsumerConfig{
+				Durable: "notify-x", AckPolicy: jetstream.AckExplicitPolicy})
+			return err
+		}},
+		{"notify_publishes_verdict", "notify", "publish", bus.VerdictSubject("default", "files"), func(ctx context.Context, c *natsRoleConn) error {
+			_, err := c.js.Publish(ctx, bus.VerdictSubject("default", "files"), []byte(`{}`))
+			return err
+		}},
+		{"notify_writes_approval", "notify", "publish", "$KV.mcpdrift_approvals.default.*", func(ctx context.Context, c *natsRoleConn) error {
+			_, err := c.js.Publish(ctx, "$KV.mcpdrift_approvals."+approvalKey, []byte(`{"resolution":{"outcome":"approved"}}`))
+			return err
+		}},
+		{"notify_dead_letters_as_drift", "notify", "publish", bus.DeadLetterSubject("drift"), func(ctx context.Context, c *natsRoleConn) error {
+			_, err := c.js.Publish(ctx, bus.DeadLetterSubject("drift"), []byte(`{}`))
 			return err
 		}},
 		{"alerting_publishes_verdict", "alerting", "publish", bus.VerdictSubject("default", "files"), func(ctx context.Context, c *natsRoleConn) error {

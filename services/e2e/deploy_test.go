@@ -70,6 +70,7 @@ var deployCommands = []deployCommand{
 	{name: "fingerprint", helpArgs: [][]string{{"--help"}}},
 	{name: "drift", helpArgs: [][]string{{"--help"}}},
 	{name: "audit", helpArgs: [][]string{{"--help"}}},
+	{name: "notify", helpArgs: [][]string{{"--help"}}},
 	{name: "driftctl", helpArgs: [][]string{{"--help"}, {"fingerprint", "--help"}, {"diff", "--help"}, {"capture", "--help"},
 		{"status", "--help"}, {"show", "--help"}, {"history", "--help"}, {"approve", "--help"}, {"quarantine", "--help"},
 		{"tail", "--help"}, {"audit", "--help"}, {"bus-setup", "--help"},
@@ -81,7 +82,7 @@ var deployCommands = []deployCommand{
 }
 
 // Ops ports (--ops-addr): /healthz, /readyz, /metrics.
-var opsPorts = map[string]string{"fingerprint": "8471", "drift": "8472", "audit": "8473", "proxy": "8474"}
+var opsPorts = map[string]string{"fingerprint": "8471", "drift": "8472", "audit": "8473", "proxy": "8474", "notify": "8475"}
 
 // foreignFlags are flags of other tools that deploy/ names: Dockerfile
 // instructions, helm, kubectl, docker compose, systemctl, clickhouse client.
@@ -651,8 +652,8 @@ func TestSystemdUnits(t *testing.T) {
 	}
 	const dir = "deploy/systemd"
 	units, _ := filepath.Glob(filepath.Join(repoRoot, dir, "*.service"))
-	if len(units) != 4 {
-		t.Fatalf("want 4 units in %s, found %d", dir, len(units))
+	if len(units) != 5 {
+		t.Fatalf("want 5 units in %s, found %d", dir, len(units))
 	}
 	tmp := t.TempDir()
 	for _, path := range units {

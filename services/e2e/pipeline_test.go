@@ -30,7 +30,7 @@ import (
 // binary (cmdtest).
 func build(tb testing.TB) string {
 	tb.Helper()
-	return cmdtest.Dir(tb, "fingerprint", "drift", "proxy", "audit", "demoserver", "driftctl")
+	return cmdtest.Dir(tb, "fingerprint", "drift", "proxy", "audit", "notify", "demoserver", "driftctl")
 }
 
 // runService starts a service command and stops it with SIGINT at the end.

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,7 +25,7 @@ import (
 )
 
 // stackCommands are the commands make build puts in bin/ for make run.
-var stackCommands = []string{"stack", "demoserver", "fingerprint", "drift", "audit", "proxy", "driftctl"}
+var stackCommands = []string{"stack", "demoserver", "fingerprint", "drift", "audit", "notify", "proxy", "driftctl"}
 
 // TestStackRunAndDemo runs make run's script (scripts/run.sh) and make
 // demo's (scripts/demo.sh) as a user would, with ClickHouse: the demo must
@@ -98,11 +100,28 @@ func TestStackRunAndDemo(t *testing.T) {
 
 // TestStackWithoutClickHouse: without ClickHouse the stack says so plainly,
 // runs without the audit service, and the demo says there are no audit
-// rows to read back.
+// rows to read back. With MCPDRIFT_NOTIFY_WEBHOOK it runs the notify
+// service, which posts the demo's verdicts to that webhook in
+// MCPDRIFT_NOTIFY_FORMAT.
 func TestStackWithoutClickHouse(t *testing.T) {
 	bin := cmdtest.Dir(t, stackCommands...)
 	data := t.TempDir()
+	var mu sync.Mutex
+	var posted []string
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var msg struct{ Text string }
+		if err := json.NewDecoder(r.Body).Decode(&msg); err != nil || msg.Text == "" {
+			http.Error(w, "not a slack message", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		posted = append(posted, msg.Text)
+		mu.Unlock()
+	}))
+	defer hook.Close()
 	env := append(os.Environ(),
+		"MCPDRIFT_NOTIFY_WEBHOOK="+hook.URL+"/slack",
+		"MCPDRIFT_NOTIFY_FORMAT=slack",
 		"MCPDRIFT_STACK_DIR="+data,
 		"MCPDRIFT_STACK_BIN_DIR="+bin,
 		"MCPDRIFT_STACK_PORT_BASE="+strconv.Itoa(freePortRange(t, 21)),
@@ -117,7 +136,19 @@ func TestStackWithoutClickHouse(t *testing.T) {
 	if _, ok := s.info.Ops["audit"]; ok {
 		t.Errorf("the audit service is listed without ClickHouse: %v", s.info.Ops)
 	}
+	if _, ok := s.info.Ops["notify"]; !ok {
+		t.Errorf("the notify service is not listed with a webhook: %v", s.info.Ops)
+	}
 	out := runDemo(t, env)
+	poll.Eventually(t, 60*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		text := strings.Join(posted, "\n")
+		if !strings.Contains(text, "default/notes") || !strings.Contains(text, "is changed") || !strings.Contains(text, "is verified") {
+			return fmt.Errorf("the webhook got %d messages, want the demo's drift and approval:\n%s", len(posted), text)
+		}
+		return nil
+	})
 	if !strings.Contains(out, "ClickHouse is not configured for this stack") || !strings.Contains(out, "verified, baseline v2") {
 		t.Errorf("the demo's output without ClickHouse:\n%s", out)
 	}

@@ -21,11 +21,13 @@ type Config struct {
 	AuditDatabase  string
 	Posture        string
 	Replicas       int
+	NotifyWebhook  string // empty: no notify service
+	NotifyFormat   string
 }
 
 // Ports derived from the port base.
 func (c Config) adminAddr() string    { return c.addr(0) }
-func (c Config) opsAddr(i int) string { return c.addr(1 + i) } // 0 fingerprint, 1 drift, 2 audit, 3 proxy
+func (c Config) opsAddr(i int) string { return c.addr(1 + i) } // 0 fingerprint, 1 drift, 2 audit, 3 proxy, 4 notify
 func (c Config) proxyAddr() string    { return c.addr(10) }
 func (c Config) demoAddr() string     { return c.addr(20) }
 func (c Config) addr(offset int) string {
@@ -33,7 +35,7 @@ func (c Config) addr(offset int) string {
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
-	cfg := Config{DataDir: ".data/run", NATSPort: 4222, PortBase: 8470, AuditDatabase: "mcpdrift", Posture: "discovery", Replicas: 1}
+	cfg := Config{DataDir: ".data/run", NATSPort: 4222, PortBase: 8470, AuditDatabase: "mcpdrift", Posture: "discovery", Replicas: 1, NotifyFormat: "json"}
 	rest, err := options.Parse(options.Command{Name: "stack", Header: usage, Args: options.Positional, Options: []options.Option{
 		dataDir(&cfg.DataDir, "the stack's state: JetStream, admin tokens, proxy outbox, logs"),
 		options.Opt("bin-dir", "MCPDRIFT_STACK_BIN_DIR", "DIR", "directory of the service commands; none: the directory of this executable", options.String(&cfg.BinDir)),
@@ -42,6 +44,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		options.Opt("clickhouse-addr", "MCPDRIFT_CLICKHOUSE_ADDR", "ADDR", "ClickHouse native protocol address for the audit service; none: no audit service, audit events wait in JetStream", options.String(&cfg.ClickHouseAddr)),
 		options.Opt("audit-database", "MCPDRIFT_AUDIT_DATABASE", "NAME", "ClickHouse database of the audit tables", options.String(&cfg.AuditDatabase)),
 		options.Opt("posture", "MCPDRIFT_POSTURE", "MODE", "on first sight of a server: discovery (trust on first use) or strict", options.String(&cfg.Posture)),
+		options.Opt("notify-webhook", "MCPDRIFT_NOTIFY_WEBHOOK", "URL", "webhook the notify service posts every event to (never printed; MCPDRIFT_NOTIFY_SECRET, when set, signs its requests); none: no notify service", options.String(&cfg.NotifyWebhook)),
+		options.Opt("notify-format", "MCPDRIFT_NOTIFY_FORMAT", "FORMAT", "format of the notify service's requests: json, slack or cloudevents", options.String(&cfg.NotifyFormat)),
 	}}, args, getenv, stderr)
 	if err != nil {
 		return Config{}, err
@@ -79,7 +83,11 @@ func (c Config) Validate() error {
 	if c.Posture != "discovery" && c.Posture != "strict" {
 		errs = append(errs, fmt.Errorf("posture %q: want discovery or strict", c.Posture))
 	}
-	for _, name := range commands {
+	need := commands
+	if c.NotifyWebhook != "" {
+		need = append(need[:len(need):len(need)], "notify")
+	}
+	for _, name := range need {
 		if _, err := os.Stat(filepath.Join(c.BinDir, name)); err != nil {
 			errs = append(errs, fmt.Errorf("command %s not found in %s: build them all with make build, or give --bin-dir", name, c.BinDir))
 		}
@@ -87,7 +95,8 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// commands are the service commands the stack runs.
+// commands are the service commands the stack runs; notify too when a
+// webhook is set.
 var commands = []string{"fingerprint", "drift", "audit", "demoserver", "proxy"}
 
 // DemoConfig is what `stack demo` is configured with.

@@ -30,14 +30,15 @@ func main() {
 const usage = `stack: run the whole mcpdrift pipeline on this machine.
 
 Usage:
-  stack [flags]        start NATS, fingerprint, drift, audit, a sample MCP server and a proxy
+  stack [flags]        start NATS, fingerprint, drift, audit, notify, a sample MCP server and a proxy
   stack demo [flags]   play a scripted rug pull against a running stack
 
 The services are the real commands, started from the directory of this
 executable (--bin-dir); their logs go to DATA-DIR/logs. Ports, from
---port-base P (default 8470): P drift admin API, P+1..P+4 the /healthz,
-/readyz and /metrics of fingerprint, drift, audit and proxy, P+10 the proxy,
-P+20 the sample server. Each flag can also be set by its environment
+--port-base P (default 8470): P drift admin API, P+1..P+5 the /healthz,
+/readyz and /metrics of fingerprint, drift, audit, proxy and notify, P+10
+the proxy, P+20 the sample server. The audit service runs when ClickHouse
+is given, notify when a webhook is. Each flag can also be set by its environment
 variable; a flag wins.
 
 `

@@ -107,13 +107,16 @@ func up(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		args  []string
 		ops   int    // index of its ops address; -1: none
 		ready string // default: its ops /readyz
-		skip  bool
+		skip  string // why it is not started; empty: it is
 	}{
 		{name: "fingerprint", ops: 0},
 		{name: "drift", env: []string{"MCPDRIFT_ADMIN_ADDR=" + cfg.adminAddr(), "MCPDRIFT_ADMIN_TOKENS_FILE=" + info.TokensFile,
 			"MCPDRIFT_POSTURE=" + cfg.Posture, "MCPDRIFT_CLICKHOUSE_ADDR=" + cfg.ClickHouseAddr, "MCPDRIFT_AUDIT_DATABASE=" + cfg.AuditDatabase}, ops: 1},
 		{name: "audit", env: []string{"MCPDRIFT_CLICKHOUSE_ADDR=" + cfg.ClickHouseAddr, "MCPDRIFT_AUDIT_DATABASE=" + cfg.AuditDatabase,
-			"MCPDRIFT_AUDIT_BATCH_AGE=1s", "MCPDRIFT_AUDIT_DRAIN_TIMEOUT=10s"}, ops: 2, skip: cfg.ClickHouseAddr == ""},
+			"MCPDRIFT_AUDIT_BATCH_AGE=1s", "MCPDRIFT_AUDIT_DRAIN_TIMEOUT=10s"}, ops: 2,
+			skip: skipUnless(cfg.ClickHouseAddr != "", "clickhouse not configured: the audit service is not started; audit events wait in jetstream until it runs")},
+		{name: "notify", env: []string{"MCPDRIFT_NOTIFY_WEBHOOK=" + cfg.NotifyWebhook, "MCPDRIFT_NOTIFY_FORMAT=" + cfg.NotifyFormat,
+			"MCPDRIFT_NOTIFY_DRAIN_TIMEOUT=5s"}, ops: 4, skip: skipUnless(cfg.NotifyWebhook != "", "no webhook: the notify service is not started")},
 		{name: "demoserver", args: []string{"--listen", cfg.demoAddr(), "--state-file", filepath.Join(dataDir, "demoserver.json")},
 			ops: -1, ready: info.DemoControlURL},
 		{name: "proxy", env: []string{"MCPDRIFT_PROXY_ID=stack", "MCPDRIFT_OUTBOX_DIR=" + filepath.Join(dataDir, "outbox")},
@@ -130,8 +133,12 @@ func up(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	}()
 	exited := make(chan *child, len(specs))
 	for _, s := range specs {
-		if s.skip {
-			log.Warn().Str("command", s.name).Msg("clickhouse not configured: the audit service is not started; audit events wait in jetstream until it runs")
+		if s.skip != "" {
+			if s.name == "audit" {
+				log.Warn().Str("command", s.name).Msg(s.skip)
+			} else {
+				log.Info().Str("command", s.name).Msg(s.skip)
+			}
 			continue
 		}
 		env := append(append([]string{}, common...), s.env...)
@@ -170,6 +177,14 @@ func up(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	case c := <-exited:
 		return fmt.Errorf("%s exited (%v); its log: %s\n%s", c.name, c.err, c.log.Name(), tail(c.log.Name(), 20))
 	}
+}
+
+// skipUnless is a spec's skip: why, unless run.
+func skipUnless(run bool, why string) string {
+	if run {
+		return ""
+	}
+	return why
 }
 
 func newLogger(w io.Writer) zerolog.Logger {

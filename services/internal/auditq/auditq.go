@@ -47,12 +47,12 @@ FROM (
     SELECT DISTINCT tenant, server, variant, actor AS approver, at_ms AS approved_ms
     FROM mcpdrift.verdicts
     WHERE reason_code = 'approved' AND previous_status = 'changed' AND at_ms >= SINCE_MS
-)
+) AS approvals
 ALL INNER JOIN (
     SELECT DISTINCT tenant, server, variant, at_ms AS onset_ms
     FROM mcpdrift.verdicts
     WHERE reason_code = 'drift' AND previous_status != 'changed'
-) USING (tenant, server, variant)
+) AS onsets USING (tenant, server, variant)
 WHERE onset_ms <= approved_ms
 GROUP BY tenant, server, variant, approver, approved_ms
 ORDER BY approved_ms, tenant, server, variant`},

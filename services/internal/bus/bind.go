@@ -41,11 +41,12 @@ var (
 	Manifests    = Object{BucketManifests, KindObjectStore, "OBJ_" + BucketManifests}
 	Approvals    = Object{BucketApprovals, KindKV, "KV_" + BucketApprovals}
 	Policy       = Object{BucketPolicy, KindKV, "KV_" + BucketPolicy}
+	Sessions     = Object{BucketSessions, KindKV, "KV_" + BucketSessions}
 )
 
 // Objects returns everything Setup makes, in its order.
 func Objects() []Object {
-	return []Object{Observations, Fingerprints, Verdicts, Admin, Status, Baselines, Manifests, Approvals, Policy}
+	return []Object{Observations, Fingerprints, Verdicts, Admin, Status, Baselines, Manifests, Approvals, Policy, Sessions}
 }
 
 func (o Object) String() string { return o.Kind + " " + o.Name }
@@ -98,6 +99,8 @@ func Bind(ctx context.Context, js jetstream.JetStream, mode string, cfg Config, 
 			h.Approvals, err = js.KeyValue(ctx, o.Name)
 		case Policy:
 			h.Policy, err = js.KeyValue(ctx, o.Name)
+		case Sessions:
+			h.Sessions, err = js.KeyValue(ctx, o.Name)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("binding %s: %w", o, err)

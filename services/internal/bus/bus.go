@@ -48,6 +48,12 @@ const (
 	// the key <tenant>): written by the drift service only, watched by
 	// proxies (docs/policy.md).
 	BucketPolicy = "mcpdrift_policy"
+	// BucketSessions holds the review console's login sessions: one key
+	// per session, the SHA-256 of its cookie (never the cookie itself),
+	// written and read by every drift instance, so that one login serves
+	// them all and a logout ends it everywhere. Keys expire after
+	// SessionsMaxAge.
+	BucketSessions = "mcpdrift_sessions"
 
 	ConsumerFingerprint = "fingerprint"
 	ConsumerDrift       = "drift"
@@ -56,6 +62,11 @@ const (
 	ConsumerAuditObservations = "audit-obs"
 	ConsumerAuditVerdicts     = "audit-drift"
 	ConsumerAuditAdmin        = "audit-admin"
+
+	// ConsumerNotifyPrefix starts the names of the notify service's
+	// consumers, two per destination: notify-<destination> on the
+	// verdicts, notify-<destination>-approvals on the approvals bucket.
+	ConsumerNotifyPrefix = "notify-"
 )
 
 // PullExpiry is how long each pull request of the services' consumers
@@ -96,6 +107,10 @@ func clip(s string) string {
 // approvalsMaxAge is how long the approvals bucket keeps a request
 // (approval.MaxAge).
 const approvalsMaxAge = 7 * 24 * time.Hour
+
+// SessionsMaxAge is how long the sessions bucket keeps a review console
+// login: the longest a session can last (the console's default).
+const SessionsMaxAge = 12 * time.Hour
 
 // Subjects. Tenant and server are single tokens (see ValidID).
 func ListObservationSubject(tenant, server string) string {
@@ -219,6 +234,7 @@ type Handles struct {
 	Manifests jetstream.ObjectStore
 	Approvals jetstream.KeyValue
 	Policy    jetstream.KeyValue
+	Sessions  jetstream.KeyValue
 }
 
 // Setup creates or updates every stream and bucket; running it again, or
@@ -266,6 +282,8 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Handles, e
 			History: 16, MaxValueSize: 8 << 20},
 		{Bucket: BucketApprovals, Description: "approval requests of held tools/call requests, and their resolutions",
 			History: 1, MaxValueSize: 1 << 20, TTL: approvalsMaxAge},
+		{Bucket: BucketSessions, Description: "review console sessions, keyed by the SHA-256 of the session cookie",
+			History: 1, MaxValueSize: 4 << 10, TTL: SessionsMaxAge},
 	}
 	kvs := make([]jetstream.KeyValue, len(buckets))
 	for i, kc := range buckets {
@@ -283,7 +301,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg Config) (*Handles, e
 	if err != nil {
 		return nil, fmt.Errorf("creating object store %s: %w", BucketManifests, err)
 	}
-	return &Handles{Status: kvs[0], Baselines: kvs[1], Policy: kvs[2], Approvals: kvs[3], Manifests: manifests}, nil
+	return &Handles{Status: kvs[0], Baselines: kvs[1], Policy: kvs[2], Approvals: kvs[3], Sessions: kvs[4], Manifests: manifests}, nil
 }
 
 // ensureStream creates or updates the stream unless it already has every

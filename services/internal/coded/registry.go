@@ -38,12 +38,15 @@ const (
 	AreaAdmin Area = "admin"
 	// AreaAudit: the audit sink and the audit queries.
 	AreaAudit Area = "audit"
+	// AreaNotify: the notify service's refusals of its settings at start
+	// ("notify: config: <code>: …", exit status 2).
+	AreaNotify Area = "notify"
 	// AreaDriftctl: driftctl's own errors ("driftctl: <code>: …").
 	AreaDriftctl Area = "driftctl"
 )
 
 // Areas lists every area in order.
-var Areas = []Area{AreaProxy, AreaProxyHTTP, AreaProxyOps, AreaEngine, AreaPolicy, AreaBus, AreaFingerprint, AreaVerdict, AreaAdmin, AreaAudit, AreaDriftctl}
+var Areas = []Area{AreaProxy, AreaProxyHTTP, AreaProxyOps, AreaEngine, AreaPolicy, AreaBus, AreaFingerprint, AreaVerdict, AreaAdmin, AreaAudit, AreaNotify, AreaDriftctl}
 
 // Use is what a code means in one area.
 type Use struct {
@@ -136,8 +139,10 @@ var registry = []Entry{
 	{Code: "internal", Uses: use(AreaAdmin, "The drift service failed on its side; the sentence says what.")},
 	{Code: "invalid_capture", Uses: use(AreaEngine, "A capture not in the documented shape.")},
 	{Code: "invalid_database", Uses: use(AreaAudit, "The ClickHouse database name is not a plain identifier.")},
+	{Code: "invalid_destination", Uses: use(AreaNotify, "A --name that cannot name a destination's consumers (1 to 47 of A-Z a-z 0-9 _ -), or two destinations with one name.")},
 	{Code: "invalid_event_id", Uses: use(AreaBus, "An event id too long to be stored.")},
 	{Code: "invalid_field", Uses: use(AreaEngine, "A covered field of the wrong JSON type.")},
+	{Code: "invalid_filter", Uses: use(AreaNotify, "A --filter that does not parse: an unknown field, kind, status or severity, a clause without an operator, an ordering on another field than severity.")},
 	{Code: "invalid_id", Uses: []Use{
 		{AreaBus, "A tenant, server or variant that is not 1 to 64 characters of A-Z a-z 0-9 _ -, or an event id that cannot be a message id."},
 		{AreaAdmin, "A tenant, server, variant or approval id in a request that is not a valid id."},
@@ -148,6 +153,7 @@ var registry = []Entry{
 	{Code: "invalid_risk", Uses: use(AreaAdmin, "A risk band or mode the API does not know.")},
 	{Code: "invalid_time", Uses: use(AreaBus, "An event time before 1970 or after 2100.")},
 	{Code: "invalid_utf8", Uses: use(AreaEngine, "A string is not valid UTF-8.")},
+	{Code: "invalid_webhook", Uses: use(AreaNotify, "A --webhook that is not an http or https URL with a host.")},
 	{Code: "item_not_object", Uses: use(AreaEngine, "A tool, prompt or resource that is not a JSON object.")},
 	{Code: "jetstream_unavailable", Uses: use(AreaDriftctl, "JetStream is not enabled for this NATS account.")},
 	{Code: "jsonrpc_error", Uses: use(AreaEngine, "A JSON-RPC response that carries an error, not a listing.")},
@@ -227,6 +233,7 @@ var registry = []Entry{
 	{Code: "response_missing", RPC: rpcInternal, Uses: use(AreaProxyHTTP, "The server's answer (a JSON body, an event stream that ended) held no response to a forwarded request.")},
 	{Code: "response_unmatched", Uses: use(AreaProxy, "A response from the server to no request the agent has pending: dropped.")},
 	{Code: "retries_exhausted", Uses: use(AreaBus, "A transient failure outlasted the consumer's deliveries.")},
+	{Code: "secret_unreadable", Uses: use(AreaNotify, "The --secret-file cannot be read, or is empty.")},
 	{Code: "server_changed", Tool: true, RPC: rpcInvalidRequest, Uses: use(AreaProxy, "The server's listing differs from the approved baseline (or its status is changed).")},
 	{Code: "server_closed", RPC: rpcInternal, Uses: use(AreaProxy, "A request or notification of a server whose status does not serve (sampling, elicitation, roots): dropped; the server gets this error in the agent's stead.")},
 	{Code: "server_id_conflict", Uses: use(AreaDriftctl, "driftctl wrap: two server entries would get the same proxy server id.")},
@@ -236,6 +243,7 @@ var registry = []Entry{
 	{Code: "session_conflict", RPC: rpcInternal, HTTP: 502, Uses: use(AreaProxyHTTP, "An initialize answer named a session already open through the proxy.")},
 	{Code: "session_forbidden", RPC: rpcInvalidRequest, HTTP: 403, Uses: use(AreaProxyHTTP, "A request of one agent on a session another agent opened.")},
 	{Code: "session_unknown", RPC: rpcInvalidRequest, HTTP: 404, Uses: use(AreaProxyHTTP, "An Mcp-Session-Id the proxy did not register (or the server ended): initialize a new session.")},
+	{Code: "sessions_unavailable", Uses: use(AreaAdmin, "The review console could not read or write its sessions in NATS (the mcpdrift_sessions bucket): a console login is refused with 503 until it can; bearer tokens still work.")},
 	{Code: "setup_failed", Uses: use(AreaDriftctl, "An object of the bus is missing right after the setup.")},
 	{Code: "setup_refused", Uses: use(AreaDriftctl, "JetStream refused to create or update an object of the bus.")},
 	{Code: "site_mirror_mismatch", Uses: use(AreaBus, "A bucket of a site exists but does not mirror what the setup would: delete it and set up the site again.")},
@@ -260,7 +268,10 @@ var registry = []Entry{
 		{AreaAdmin, "An approve of a live manifest that could not be fingerprinted: nothing sound to approve."},
 	}},
 	{Code: "unknown_client", Uses: use(AreaDriftctl, "driftctl wrap/unwrap: --client names no agent host it knows (claude-desktop, claude-code, cursor, vscode).")},
-	{Code: "unknown_format", Uses: use(AreaEngine, "Not a list result, a JSON-RPC response or a capture.")},
+	{Code: "unknown_format", Uses: []Use{
+		{AreaEngine, "Not a list result, a JSON-RPC response or a capture."},
+		{AreaNotify, "A --format other than json, slack or cloudevents."},
+	}},
 	{Code: "unknown_hashing", Uses: use(AreaFingerprint, "The server's settings name a hash algorithm the fingerprint service does not know.")},
 	{Code: "unknown_route", RPC: rpcInvalidRequest, HTTP: 404, Uses: use(AreaProxyHTTP, "The server id is known but the route is not one of its.")},
 	{Code: "unknown_server", RPC: rpcInvalidRequest, HTTP: 404, Uses: use(AreaProxyHTTP, "No MCP server with this id behind the proxy.")},

@@ -212,6 +212,7 @@ var areaTitle = map[coded.Area]string{
 	coded.AreaVerdict:     "Verdict reasons",
 	coded.AreaAdmin:       "The admin API and the review console",
 	coded.AreaAudit:       "The audit sink and queries",
+	coded.AreaNotify:      "The notify service",
 	coded.AreaDriftctl:    "driftctl",
 }
 
@@ -226,6 +227,7 @@ var areaWhere = map[coded.Area]string{
 	coded.AreaVerdict:     "`Verdict.reason` and the status record's `reason`, which `driftctl status` shows.",
 	coded.AreaAdmin:       "The admin API's error body `{\"error\":{\"code\":…,\"message\":…}}`, the review console's error pages, and `driftctl: <code>: <sentence>`.",
 	coded.AreaAudit:       "The audit sink's start and `driftctl audit`, the console's activity pages.",
+	coded.AreaNotify:      "`notify: config: <code>: webhook <n>: <sentence>` on stderr, exit status 2, before it connects ([services/notify.md](services/notify.md#errors-at-start)).",
 	coded.AreaDriftctl:    "`driftctl: <code>: <sentence>` on stderr.",
 }
 

@@ -27,7 +27,7 @@ import (
 // with a proxy user per simulated tenant added beside the shipped ones.
 
 // roles are the users of deploy/nats/auth.conf.
-var roles = []string{"admin", "fingerprint", "drift", "audit", "alerting", "proxy", "leaf", "sys"}
+var roles = []string{"admin", "fingerprint", "drift", "audit", "alerting", "notify", "proxy", "leaf", "sys"}
 
 // cluster is three running nats-server processes.
 type cluster struct {

@@ -268,12 +268,7 @@ func Migrate(ctx context.Context, conn driver.Conn, opts Options) (Result, error
 	}
 	d := ddl{f: f, db: opts.Database, ttl: opts.RetentionDays}
 	db := opts.Database
-	boot := []string{
-		"CREATE DATABASE IF NOT EXISTS " + db,
-		`CREATE TABLE IF NOT EXISTS ` + db + `.schema_migrations (version UInt32, name String, ` +
-			`server_version String, applied_at DateTime('UTC')) ENGINE = ReplacingMergeTree ORDER BY version`,
-	}
-	for _, q := range boot {
+	for _, q := range boot(db) {
 		if err := exec(ctx, conn, q); err != nil {
 			return Result{Features: f}, err
 		}
@@ -307,6 +302,34 @@ func Migrate(ctx context.Context, conn driver.Conn, opts Options) (Result, error
 		res.Applied = append(res.Applied, m.Version)
 	}
 	return res, nil
+}
+
+// boot are the statements that make the database and the migrations table.
+func boot(db string) []string {
+	return []string{
+		"CREATE DATABASE IF NOT EXISTS " + db,
+		`CREATE TABLE IF NOT EXISTS ` + db + `.schema_migrations (version UInt32, name String, ` +
+			`server_version String, applied_at DateTime('UTC')) ENGINE = ReplacingMergeTree ORDER BY version`,
+	}
+}
+
+// Statements returns every statement Migrate runs on a server with the
+// features f, in order (the database and migrations table, then each
+// migration's), without running any: for running the DDL of a server
+// version elsewhere (the tests run the current one in chDB).
+func Statements(f Features, opts Options) ([]string, error) {
+	if err := ValidDatabase(opts.Database); err != nil {
+		return nil, err
+	}
+	if opts.RetentionDays < 0 || (opts.RetentionDays > 0 && !f.TTL) {
+		return nil, fmt.Errorf("retention days %d on ClickHouse %s: want 0, or a server with TTL", opts.RetentionDays, f.Version)
+	}
+	d := ddl{f: f, db: opts.Database, ttl: opts.RetentionDays}
+	out := boot(opts.Database)
+	for _, m := range Migrations {
+		out = append(out, m.Statements(d)...)
+	}
+	return out, nil
 }
 
 // Applied returns the versions recorded in schema_migrations.

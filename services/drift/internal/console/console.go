@@ -12,21 +12,25 @@
 // attacker-written text reaches a page as markup (docs/adr/0009-review-console.md).
 //
 // It authenticates with the API's tokens and roles: a login form turns a
-// token into a server-side session (cookie HttpOnly, SameSite=Strict, Secure
-// over TLS), and pages also accept "Authorization: Bearer". Every write
+// token into a session (cookie HttpOnly, SameSite=Strict, Secure over TLS)
+// kept in the NATS bucket every drift instance shares, under the SHA-256 of
+// the cookie, and pages also accept "Authorization: Bearer". Every write
 // carries the session's CSRF token and is carried out by the admin API's own
-// handler, so an approve or quarantine from the console is the same admin
-// action, checked, refused or done and audited the same way, with the
-// token's name.
+// handler, so an approve, quarantine, rebaseline or risk from the console is
+// the same admin action, checked, refused or done and audited the same way,
+// with the token's name.
 package console
 
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"net/http"
@@ -40,6 +44,7 @@ import (
 
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/admin"
 	"github.com/mcpdrift/mcpdrift/services/internal/auditq"
+	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
 
@@ -63,17 +68,18 @@ type Config struct {
 	Tokens []admin.Token
 	// PageSize is the number of servers on one fleet page (default 200).
 	PageSize int
-	// SessionTTL is how long a login lasts (default 12h).
+	// SessionTTL is how long a login lasts (default and at most
+	// bus.SessionsMaxAge, the sessions bucket's TTL).
 	SessionTTL time.Duration
-	// MaxSessions bounds the sessions held at once (default 10,000); a
-	// login beyond it ends the oldest.
-	MaxSessions int
 }
 
 // Deps are what the console reads and acts through.
 type Deps struct {
 	// Backend is what the pages read (*driftsvc.Service).
 	Backend admin.Backend
+	// Sessions is the sessions bucket (bus.BucketSessions), shared by
+	// every drift instance: a login on one is a login on all.
+	Sessions jetstream.KeyValue
 	// API is the admin API's handler: every write is a request to it, with
 	// the caller's token, so that it is checked and audited as the API's own.
 	API http.Handler
@@ -100,24 +106,14 @@ type Console struct {
 	pages map[string]*template.Template
 	mux   *http.ServeMux
 
-	mu       sync.Mutex
-	sessions map[string]*session
-
 	quitOnce sync.Once
 	quit     chan struct{} // closed by Shutdown: event streams end
 }
 
-type session struct {
-	token   admin.Token
-	csrf    string
-	created time.Time
-	expires time.Time
-}
-
 // New returns the console.
 func New(cfg Config, d Deps) (*Console, error) {
-	if d.Backend == nil || d.API == nil || d.Manifest == nil {
-		return nil, errors.New("console: Deps.Backend, Deps.API and Deps.Manifest are required")
+	if d.Backend == nil || d.API == nil || d.Manifest == nil || d.Sessions == nil {
+		return nil, errors.New("console: Deps.Backend, Deps.API, Deps.Manifest and Deps.Sessions are required")
 	}
 	if len(cfg.Tokens) == 0 {
 		return nil, errors.New("console: no tokens")
@@ -125,11 +121,8 @@ func New(cfg Config, d Deps) (*Console, error) {
 	if cfg.PageSize <= 0 {
 		cfg.PageSize = 200
 	}
-	if cfg.SessionTTL <= 0 {
-		cfg.SessionTTL = 12 * time.Hour
-	}
-	if cfg.MaxSessions <= 0 {
-		cfg.MaxSessions = 10000
+	if cfg.SessionTTL <= 0 || cfg.SessionTTL > bus.SessionsMaxAge {
+		cfg.SessionTTL = bus.SessionsMaxAge
 	}
 	if d.Now == nil {
 		d.Now = time.Now
@@ -138,7 +131,7 @@ func New(cfg Config, d Deps) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Console{cfg: cfg, d: d, pages: pages, sessions: map[string]*session{}, quit: make(chan struct{})}
+	c := &Console{cfg: cfg, d: d, pages: pages, quit: make(chan struct{})}
 	assets, _ := fs.Sub(assetFS, "assets")
 	mux := http.NewServeMux()
 	mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(assets)))
@@ -150,6 +143,8 @@ func New(cfg Config, d Deps) (*Console, error) {
 	mux.HandleFunc("GET /servers/{tenant}/{server}/history", c.page(c.history))
 	mux.HandleFunc("POST /servers/{tenant}/{server}/approve", c.write(c.approve))
 	mux.HandleFunc("POST /servers/{tenant}/{server}/quarantine", c.write(c.quarantine))
+	mux.HandleFunc("POST /servers/{tenant}/{server}/rebaseline", c.write(c.rebaseline))
+	mux.HandleFunc("POST /servers/{tenant}/{server}/risk", c.write(c.risk))
 	mux.HandleFunc("GET /activity", c.page(c.activity))
 	mux.HandleFunc("GET /approvals", c.page(c.approvals))
 	mux.HandleFunc("POST /approvals/{id}/approve", c.write(c.resolve(true)))
@@ -203,48 +198,109 @@ func (w *who) Role() string { return string(w.Token.Role) }
 func (w *who) Bearer() bool { return w.bearer }
 
 // caller authenticates r: a bearer token first, else the session cookie.
-func (c *Console) caller(r *http.Request) (*who, bool) {
+// An error means the sessions bucket could not be read: the caller is
+// neither known nor refused.
+func (c *Console) caller(r *http.Request) (*who, bool, error) {
 	if r.Header.Get("Authorization") != "" {
 		tok, ok := admin.BearerToken(c.cfg.Tokens, r)
 		if !ok {
-			return nil, false
+			return nil, false, nil
 		}
 		u := &who{Token: tok, bearer: true, secret: tok.Secret}
 		// A browser behind a single sign-on proxy sends both: the session
 		// (if any) gives the forms their CSRF token.
-		if s := c.session(r); s != nil && s.token.Name == tok.Name {
+		s, err := c.session(r)
+		if err != nil {
+			return nil, false, err
+		}
+		if s != nil && s.token.Name == tok.Name {
 			u.CSRF = s.csrf
 		}
-		return u, true
+		return u, true, nil
 	}
-	s := c.session(r)
-	if s == nil {
-		return nil, false
+	s, err := c.session(r)
+	if s == nil || err != nil {
+		return nil, false, err
 	}
-	return &who{Token: s.token, CSRF: s.csrf, secret: s.token.Secret}, true
+	return &who{Token: s.token, CSRF: s.csrf, secret: s.token.Secret}, true, nil
 }
 
-func (c *Console) session(r *http.Request) *session {
+// A session is a login: a random id in the cookie, and in the sessions
+// bucket (bus.BucketSessions, shared by every drift instance) a record
+// under the SHA-256 of that id. The bucket holds nothing that logs in or
+// forges a form: not the id, not the token's secret, not the CSRF token
+// (derived from the id). A logout deletes the record, which ends the
+// session on every instance; the bucket's TTL drops it when it expires.
+type session struct {
+	token admin.Token
+	csrf  string
+}
+
+// sessionRecord is a session as the bucket holds it.
+type sessionRecord struct {
+	// Token is the token's name; SecretSHA256 the SHA-256 of its secret,
+	// so that a token removed or given a new secret ends its sessions.
+	Token        string `json:"token"`
+	SecretSHA256 string `json:"secret_sha256"`
+	CreatedMs    int64  `json:"created_ms"`
+	ExpiresMs    int64  `json:"expires_ms"`
+}
+
+// sessionKey is the bucket key of a session id: its SHA-256, in hex.
+func sessionKey(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:])
+}
+
+// sessionCSRF is a session's CSRF token: derived from its id, so it is in
+// no store, and other than the key (a different input to the hash).
+func sessionCSRF(id string) string {
+	sum := sha256.Sum256([]byte("mcpdrift console csrf\x00" + id))
+	return hex.EncodeToString(sum[:])
+}
+
+func secretDigest(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
+
+// validSessionID is what a session cookie can be: 64 hex digits.
+func validSessionID(id string) bool {
+	if len(id) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(id)
+	return err == nil
+}
+
+// session returns the session r's cookie names, nil when there is none
+// (no cookie, logged out, expired, or its token is gone).
+func (c *Console) session(r *http.Request) (*session, error) {
 	ck, err := r.Cookie(SessionCookie)
-	if err != nil || ck.Value == "" {
-		return nil
+	if err != nil || !validSessionID(ck.Value) {
+		return nil, nil
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s, ok := c.sessions[ck.Value]
-	if !ok {
-		return nil
+	key := sessionKey(ck.Value)
+	e, err := c.d.Sessions.Get(r.Context(), key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
 	}
-	if !c.d.Now().Before(s.expires) {
-		delete(c.sessions, ck.Value)
-		return nil
+	if err != nil {
+		return nil, fmt.Errorf("reading a console session: %w", err)
 	}
-	// A token removed from the configuration ends its sessions.
-	if _, ok := admin.Lookup(c.cfg.Tokens, s.token.Secret); !ok {
-		delete(c.sessions, ck.Value)
-		return nil
+	var rec sessionRecord
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+		return nil, nil // not a record this console wrote: no session
 	}
-	return s
+	if c.d.Now().UnixMilli() >= rec.ExpiresMs {
+		return nil, nil // the bucket's TTL drops it
+	}
+	for _, t := range c.cfg.Tokens {
+		if t.Name == rec.Token && subtle.ConstantTimeCompare([]byte(secretDigest(t.Secret)), []byte(rec.SecretSHA256)) == 1 {
+			return &session{token: t, csrf: sessionCSRF(ck.Value)}, nil
+		}
+	}
+	return nil, nil // the token was removed or given a new secret
 }
 
 func randomHex(n int) string {
@@ -253,28 +309,20 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func (c *Console) newSession(tok admin.Token) (id string, s *session) {
+// newSession stores a session for tok and returns its id (the cookie).
+func (c *Console) newSession(ctx context.Context, tok admin.Token) (string, error) {
 	now := c.d.Now()
-	id = randomHex(32)
-	s = &session{token: tok, csrf: randomHex(32), created: now, expires: now.Add(c.cfg.SessionTTL)}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for k, old := range c.sessions {
-		if !now.Before(old.expires) {
-			delete(c.sessions, k)
-		}
+	id := randomHex(32)
+	rec, err := json.Marshal(sessionRecord{Token: tok.Name, SecretSHA256: secretDigest(tok.Secret),
+		CreatedMs: now.UnixMilli(), ExpiresMs: now.Add(c.cfg.SessionTTL).UnixMilli()})
+	if err != nil {
+		return "", err
 	}
-	for len(c.sessions) >= c.cfg.MaxSessions {
-		var oldest string
-		for k, old := range c.sessions {
-			if oldest == "" || old.created.Before(c.sessions[oldest].created) {
-				oldest = k
-			}
-		}
-		delete(c.sessions, oldest)
+	// Create: a key that exists (a collision of 256 random bits) is refused.
+	if _, err := c.d.Sessions.Create(ctx, sessionKey(id), rec); err != nil {
+		return "", fmt.Errorf("storing a console session: %w", err)
 	}
-	c.sessions[id] = s
-	return id, s
+	return id, nil
 }
 
 // crossSite reports a request a browser says comes from another site: a
@@ -313,8 +361,16 @@ func (c *Console) checkCSRF(r *http.Request, u *who) error {
 	return nil
 }
 
+// sessionsDown answers a request whose session could not be read or
+// written: the console cannot tell who is asking, and says so.
+func (c *Console) sessionsDown(w http.ResponseWriter, r *http.Request, err error) {
+	c.d.Log.Error().Err(err).Str("path", r.URL.Path).Msg("console sessions unavailable")
+	c.fail(w, r, nil, http.StatusServiceUnavailable, "sessions_unavailable",
+		"the console's sessions (NATS bucket "+bus.BucketSessions+") cannot be reached; try again, or send a bearer token")
+}
+
 func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
-	if _, ok := c.caller(r); ok {
+	if _, ok, _ := c.caller(r); ok {
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return
 	}
@@ -347,25 +403,36 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusUnauthorized, "login", &loginView{Next: next, Error: "That token is not one of the admin API's tokens."})
 		return
 	}
-	id, _ := c.newSession(tok)
+	id, err := c.newSession(r.Context(), tok)
+	if err != nil {
+		c.sessionsDown(w, r, err)
+		return
+	}
 	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: id, Path: "/", HttpOnly: true, Secure: r.TLS != nil,
 		SameSite: http.SameSiteStrictMode, MaxAge: int(c.cfg.SessionTTL.Seconds())})
 	c.d.Log.Info().Str("actor", tok.Name).Str("role", string(tok.Role)).Msg("console login")
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
+// logout ends the session on every drift instance: its record is deleted
+// from the shared bucket.
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
-	u, ok := c.caller(r)
+	u, ok, err := c.caller(r)
+	if err != nil {
+		c.sessionsDown(w, r, err)
+		return
+	}
 	if ok && !u.bearer {
 		if err := c.checkCSRF(r, u); err != nil {
 			c.fail(w, r, u, http.StatusForbidden, "csrf_invalid", err.Error())
 			return
 		}
-		if ck, err := r.Cookie(SessionCookie); err == nil {
-			c.mu.Lock()
-			delete(c.sessions, ck.Value)
-			c.mu.Unlock()
+		ck, _ := r.Cookie(SessionCookie) // there is one: the caller has a session
+		if err := c.d.Sessions.Delete(r.Context(), sessionKey(ck.Value)); err != nil {
+			c.sessionsDown(w, r, err)
+			return
 		}
+		c.d.Log.Info().Str("actor", u.Name()).Msg("console logout")
 	}
 	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", HttpOnly: true, Secure: r.TLS != nil,
 		SameSite: http.SameSiteStrictMode, MaxAge: -1})
@@ -378,7 +445,11 @@ type pageFunc func(w http.ResponseWriter, r *http.Request, u *who)
 // login form, anything else answered 401.
 func (c *Console) page(f pageFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		u, ok := c.caller(r)
+		u, ok, err := c.caller(r)
+		if err != nil {
+			c.sessionsDown(w, r, err)
+			return
+		}
 		if !ok {
 			c.unauthenticated(w, r)
 			return
@@ -400,7 +471,11 @@ func (c *Console) unauthenticated(w http.ResponseWriter, r *http.Request) {
 func (c *Console) write(f pageFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-		u, ok := c.caller(r)
+		u, ok, err := c.caller(r)
+		if err != nil {
+			c.sessionsDown(w, r, err)
+			return
+		}
 		if !ok {
 			c.unauthenticated(w, r)
 			return

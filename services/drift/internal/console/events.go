@@ -33,7 +33,12 @@ func statusWord(s mcpdriftv1.Status) string {
 // events streams verdicts as server-sent events ("verdict", JSON Event)
 // until the client leaves or the console shuts down.
 func (c *Console) events(w http.ResponseWriter, r *http.Request) {
-	if _, ok := c.caller(r); !ok {
+	_, ok, err := c.caller(r)
+	if err != nil {
+		c.sessionsDown(w, r, err)
+		return
+	}
+	if !ok {
 		c.fail(w, r, nil, http.StatusUnauthorized, "unauthenticated", "log in, or send a valid bearer token")
 		return
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/admin"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/state"
+	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
 	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/internal/status"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
@@ -59,6 +60,7 @@ func fleetConsole(t testing.TB, n int) *Console {
 	t.Helper()
 	tokens, _ := admin.ParseTokens("reader:read:" + readSecret)
 	c, err := New(Config{Tokens: tokens}, Deps{Backend: listBackend{views: syntheticFleet(n)}, API: http.NotFoundHandler(),
+		Sessions: natstest.StartBus(t).Handles.Sessions,
 		Manifest: func(context.Context, string) (*surface.Surface, error) { return nil, fmt.Errorf("none") }, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
 
@@ -46,6 +47,8 @@ type stack struct {
 	con     *Console
 	srv     *httptest.Server
 	actions chan *mcpdriftv1.AdminAction
+	tokens  []admin.Token
+	held    *approvals.Service
 	seq     atomic.Int64
 	items   sync.Map
 }
@@ -64,34 +67,69 @@ func startStackWith(t *testing.T, edit func(*Deps)) *stack {
 // startStackPolicy starts the stack with the drift service configured by cfg.
 func startStackPolicy(t *testing.T, cfg driftsvc.Config, edit func(*Deps)) *stack {
 	t.Helper()
+	return startStackOpts(t, stackOpts{drift: cfg, edit: edit})
+}
+
+// stackOpts are how a test's stack differs from the default one.
+type stackOpts struct {
+	drift driftsvc.Config
+	edit  func(*Deps)
+	// policyWatch: the drift service resolves each server's settings from
+	// its tenant's policy (the policy bucket), as cmd drift does.
+	policyWatch bool
+}
+
+func startStackOpts(t *testing.T, o stackOpts) *stack {
+	t.Helper()
 	b := natstest.StartBus(t)
-	svc, err := driftsvc.New(cfg, driftsvc.Deps{JS: b.JS, Handles: b.Handles, Log: zerolog.Nop()})
+	sd := driftsvc.Deps{JS: b.JS, Handles: b.Handles, Log: zerolog.Nop()}
+	if o.policyWatch {
+		sd.Policy = b.Handles.Policy
+	}
+	svc, err := driftsvc.New(o.drift, sd)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(ctx) }()
-	held, err := approvals.New(approvals.Deps{NC: b.NC, KV: b.Handles.Approvals, Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokens, err := admin.ParseTokens("reader:read:" + readSecret + ",alice:write:" + writeSecret)
-	if err != nil {
-		t.Fatal(err)
-	}
 	s := &stack{t: t, b: b, svc: svc, actions: make(chan *mcpdriftv1.AdminAction, 100)}
+	s.held, err = approvals.New(approvals.Deps{NC: b.NC, KV: b.Handles.Approvals, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.tokens, err = admin.ParseTokens("reader:read:" + readSecret + ",alice:write:" + writeSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Cleanups run last first: the HTTP servers close before the service stops.
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("drift service: %v", err)
+		}
+	})
+	s.con, s.srv = s.instance(b.NC, b.JS, b.Handles.Sessions, o.edit)
+	return s
+}
+
+// instance starts the admin API and the console on an HTTP server of their
+// own, as one drift instance does, reading and acting through the stack's
+// drift service and keeping sessions in the bucket sessions.
+func (s *stack) instance(nc *nats.Conn, js jetstream.JetStream, sessions jetstream.KeyValue, edit func(*Deps)) (*Console, *httptest.Server) {
+	t := s.t
+	t.Helper()
 	follow := func(fn func([]byte)) (func(), error) {
-		sub, err := b.NC.Subscribe(bus.Prefix+".drift.>", func(m *nats.Msg) { fn(m.Data) })
+		sub, err := nc.Subscribe(bus.Prefix+".drift.>", func(m *nats.Msg) { fn(m.Data) })
 		if err != nil {
 			return nil, err
 		}
-		if err := b.NC.Flush(); err != nil {
+		if err := nc.Flush(); err != nil {
 			return nil, err
 		}
 		return func() { _ = sub.Unsubscribe() }, nil
 	}
-	api := admin.NewHandler(svc, tokens, admin.Deps{
+	api := admin.NewHandler(s.svc, s.tokens, admin.Deps{
 		Audit: func(ctx context.Context, a *mcpdriftv1.AdminAction) error {
 			data, err := bus.MarshalJSON(a)
 			if err != nil {
@@ -101,35 +139,31 @@ func startStackPolicy(t *testing.T, cfg driftsvc.Config, edit func(*Deps)) *stac
 			case s.actions <- a:
 			default:
 			}
-			_, err = bus.Publish(ctx, b.JS, bus.AdminSubject(dash(a.Tenant), dash(a.Server)), data, a.EventId)
+			_, err = bus.Publish(ctx, js, bus.AdminSubject(dash(a.Tenant), dash(a.Server)), data, a.EventId)
 			return err
 		},
-		Follow: follow, Code: driftsvc.Code, Log: zerolog.Nop(), Approvals: held,
-		Policies: policystore.New(b.Handles.Policy, nil),
+		Follow: follow, Code: driftsvc.Code, Log: zerolog.Nop(), Approvals: s.held,
+		Policies: policystore.New(s.b.Handles.Policy, nil),
 	})
-	deps := Deps{Backend: svc, API: api, Manifest: svc.Manifest, Follow: follow, JS: b.JS, Log: zerolog.Nop()}
+	deps := Deps{Backend: s.svc, API: api, Sessions: sessions, Manifest: s.svc.Manifest, Follow: follow, JS: js, Log: zerolog.Nop()}
 	if edit != nil {
 		edit(&deps)
 	}
-	s.con, err = New(Config{Tokens: tokens, PageSize: 50}, deps)
+	con, err := New(Config{Tokens: s.tokens, PageSize: 50}, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", api)
-	mux.Handle("/", s.con)
-	s.srv = httptest.NewUnstartedServer(mux)
-	s.srv.Config.RegisterOnShutdown(s.con.Shutdown)
-	s.srv.Start()
+	mux.Handle("/", con)
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Config.RegisterOnShutdown(con.Shutdown)
+	srv.Start()
 	t.Cleanup(func() {
-		s.con.Shutdown()
-		s.srv.Close()
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("drift service: %v", err)
-		}
+		con.Shutdown()
+		srv.Close()
 	})
-	return s
+	return con, srv
 }
 
 func dash(s string) string {

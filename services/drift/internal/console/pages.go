@@ -17,6 +17,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/admin"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/coded"
+	"github.com/mcpdrift/mcpdrift/services/internal/policy"
 	"github.com/mcpdrift/mcpdrift/services/internal/status"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
@@ -337,13 +338,16 @@ type VariantView struct {
 
 type reviewView struct {
 	Tenant, Server string
-	Held           bool
-	Hold           *status.Server
-	Status         string
-	Variants       []VariantView
-	Selected       *VariantView
-	Diff           *DiffView
-	DiffError      string
+	// Bands and Modes are the risk form's choices.
+	Bands     []policy.Band
+	Modes     []policy.Mode
+	Held      bool
+	Hold      *status.Server
+	Status    string
+	Variants  []VariantView
+	Selected  *VariantView
+	Diff      *DiffView
+	DiffError string
 	// Approvable: the selected variant has a live manifest that an approve
 	// would make its baseline.
 	Approvable bool
@@ -373,6 +377,10 @@ func (c *Console) review(w http.ResponseWriter, r *http.Request, u *who) {
 		f.Note = "Approved: the live surface is the new baseline."
 	case "quarantined":
 		f.Note = "Quarantined: no variant of this server is served until an approve."
+	case "rebaselined":
+		f.Note = "Re-baselined: the variant's baseline is now hashed with the settings the policy asks for."
+	case "risk":
+		f.Note = "Risk set: the server's calls are judged by the new mode."
 	}
 	c.renderFrame(w, r, http.StatusOK, "review", f)
 }
@@ -395,7 +403,9 @@ func (c *Console) reviewView(ctx context.Context, tenant, server, variant string
 		return nil, err
 	}
 	row := fleetRow(v)
-	rv := &reviewView{Tenant: tenant, Server: server, Held: v.Held(), Hold: v.Hold, Status: row.Status, Base: serverBase(tenant, server)}
+	rv := &reviewView{Tenant: tenant, Server: server, Held: v.Held(),
+		Bands: []policy.Band{policy.BandLow, policy.BandMedium, policy.BandHigh, policy.BandCritical},
+		Modes: []policy.Mode{policy.ModeAllow, policy.ModeQuarantine, policy.ModeBlock}, Hold: v.Hold, Status: row.Status, Base: serverBase(tenant, server)}
 	sel := -1
 	for i := range v.Variants {
 		rec := v.Variants[i]
@@ -549,42 +559,62 @@ func (c *Console) redraw(w http.ResponseWriter, r *http.Request, u *who, code in
 		Error: &pageError{Code: e.Error.Code, Message: msg}})
 }
 
-func (c *Console) approve(w http.ResponseWriter, r *http.Request, u *who) {
+// act carries out one of the review page's actions through the admin API
+// (POST /v1/servers/{tenant}/{server}/<action> with body, as the caller):
+// a refusal of who is asking is an error page, any other refusal is the
+// review page drawn again saying why; done goes back to the review page
+// with a note.
+func (c *Console) act(w http.ResponseWriter, r *http.Request, u *who, action string, body any, variant, done string) {
 	t, s := r.PathValue("tenant"), r.PathValue("server")
-	req := admin.ApproveRequest{Hash: r.PostFormValue("hash"), Variant: r.PostFormValue("variant")}
-	code, e := c.callAPI(r, u, apiPath(t, s, "approve"), req)
+	code, e := c.callAPI(r, u, apiPath(t, s, action), body)
 	if e != nil {
 		if code == http.StatusForbidden || code == http.StatusUnauthorized {
 			c.fail(w, r, u, code, e.Error.Code, e.Error.Message)
 			return
 		}
 		if e.Error.Code == "stale_hash" {
-			e.Error.Message = "The live surface changed since this page was drawn, so it was not approved; the page below shows it as it is now. (" + e.Error.Message + ")"
+			e.Error.Message = "The live surface changed since this page was drawn, so nothing was done; the page below shows it as it is now. (" + e.Error.Message + ")"
 		}
-		c.redraw(w, r, u, code, e, req.Variant)
+		c.redraw(w, r, u, code, e, variant)
 		return
 	}
-	http.Redirect(w, r, serverBase(t, s)+"?done=approved&variant="+url.QueryEscape(req.Variant), http.StatusSeeOther)
+	http.Redirect(w, r, serverBase(t, s)+"?done="+done+"&variant="+url.QueryEscape(variant), http.StatusSeeOther)
+}
+
+func (c *Console) approve(w http.ResponseWriter, r *http.Request, u *who) {
+	req := admin.ApproveRequest{Hash: r.PostFormValue("hash"), Variant: r.PostFormValue("variant")}
+	c.act(w, r, u, "approve", req, req.Variant, "approved")
 }
 
 func (c *Console) quarantine(w http.ResponseWriter, r *http.Request, u *who) {
-	t, s := r.PathValue("tenant"), r.PathValue("server")
 	reason := strings.TrimSpace(r.PostFormValue("reason"))
 	variant := r.PostFormValue("variant")
 	if reason == "" {
 		c.redraw(w, r, u, http.StatusBadRequest, apiError("bad_request", "say why the server is quarantined: the reason is recorded with the hold and in the audit trail"), variant)
 		return
 	}
-	code, e := c.callAPI(r, u, apiPath(t, s, "quarantine"), admin.QuarantineRequest{Reason: reason})
-	if e != nil {
-		if code == http.StatusForbidden || code == http.StatusUnauthorized {
-			c.fail(w, r, u, code, e.Error.Code, e.Error.Message)
-			return
-		}
-		c.redraw(w, r, u, code, e, variant)
+	c.act(w, r, u, "quarantine", admin.QuarantineRequest{Reason: reason}, variant, "quarantined")
+}
+
+// rebaseline moves a variant to the hashing settings its tenant's policy
+// asks for (POST .../rebaseline), bound to the live hash by those settings
+// that the page showed.
+func (c *Console) rebaseline(w http.ResponseWriter, r *http.Request, u *who) {
+	req := admin.RebaselineRequest{Hash: r.PostFormValue("hash"), Variant: r.PostFormValue("variant")}
+	c.act(w, r, u, "rebaseline", req, req.Variant, "rebaselined")
+}
+
+// risk sets the server's risk band and mode (POST .../risk): an admin's
+// relax or tightening, with a reason.
+func (c *Console) risk(w http.ResponseWriter, r *http.Request, u *who) {
+	req := admin.RiskRequest{Band: policy.Band(r.PostFormValue("band")), Mode: policy.Mode(r.PostFormValue("mode")),
+		Reason: strings.TrimSpace(r.PostFormValue("reason"))}
+	variant := r.PostFormValue("variant")
+	if req.Reason == "" {
+		c.redraw(w, r, u, http.StatusBadRequest, apiError("bad_request", "say why the risk mode is set: the reason is recorded with it and in the audit trail"), variant)
 		return
 	}
-	http.Redirect(w, r, serverBase(t, s)+"?done=quarantined&variant="+url.QueryEscape(variant), http.StatusSeeOther)
+	c.act(w, r, u, "risk", req, variant, "risk")
 }
 
 // ---- history ----

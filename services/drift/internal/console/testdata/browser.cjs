@@ -101,6 +101,24 @@ async function control(what) {
     check((await page.textContent("#server-status")).trim() === "verified", "after the approve the server is verified");
     check((await page.textContent(".note")).includes("Approved"), "the page says it was approved");
 
+    // --- the risk form: a tightening, then a forged one refused for its CSRF token.
+    await page.selectOption("form.risk select[name=band]", "high");
+    await page.selectOption("form.risk select[name=mode]", "quarantine");
+    await page.fill("form.risk input[name=reason]", "vendor under review");
+    await Promise.all([page.waitForNavigation(), page.click("form.risk button[type=submit]")]);
+    check((await page.textContent(".note")).includes("Risk set"), "the page says the risk was set");
+    const riskNote = await page.textContent(".risk-note");
+    check(riskNote.includes("high") && riskNote.includes("quarantine") && riskNote.includes("vendor under review"),
+      "the server's risk is the one set, with its reason");
+    check(await page.inputValue("form.risk select[name=mode]") === "quarantine", "the form shows the mode now set");
+    await page.evaluate(() => { document.querySelector("form.risk input[name=csrf]").value = "0".repeat(64); });
+    await page.selectOption("form.risk select[name=mode]", "block");
+    await page.fill("form.risk input[name=reason]", "forged");
+    await Promise.all([page.waitForNavigation(), page.click("form.risk button[type=submit]")]);
+    check(await page.getAttribute(".error", "data-code") === "csrf_invalid", "a risk form with another CSRF token is refused (csrf_invalid)");
+    await page.goto(BASE + "/servers/acme/notes");
+    check((await page.textContent(".risk-note")).includes("quarantine"), "the refused form changed nothing");
+
     // --- hostile text: rendered as text, nothing runs.
     await page.goto(BASE + "/servers/evil/xss");
     const fetchItem = page.locator(".item[data-name='fetch']");
@@ -118,7 +136,7 @@ async function control(what) {
     watch(reader);
     await login(reader, env("READ_TOKEN"));
     await reader.goto(BASE + "/servers/evil/xss");
-    check(await reader.locator("form.approve, form.quarantine, .approve-btn, .quarantine-btn").count() === 0, "a read token sees no action buttons");
+    check(await reader.locator("form.approve, form.quarantine, form.rebaseline, form.risk, .approve-btn, .quarantine-btn").count() === 0, "a read token sees no action buttons");
     const forged = await reader.evaluate(async (hash) => {
       const csrf = document.querySelector("input[name=csrf]").value; // the session's own, from the logout form
       const r = await fetch("/servers/evil/xss/approve", { method: "POST", headers: { "Accept": "text/html" },
