@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -35,8 +36,10 @@ func repoRoot(t *testing.T) string {
 // live, review it side by side with its markers, have a stale approve
 // refused, approve, see verified; a read token sees no buttons and its
 // forged POST is refused; hostile descriptions render as text and run
-// nothing. It saves screenshots of the fleet and review pages to
-// docs/images/.
+// nothing. It takes screenshots of the fleet and review pages, and with
+// -update-images saves them to docs/images/ (the README's pictures).
+var updateImages = flag.Bool("update-images", false, "save the browser test's screenshots to docs/images")
+
 func TestBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the browser test is not short")
@@ -108,9 +111,12 @@ func TestBrowser(t *testing.T) {
 	}))
 	t.Cleanup(control.Close)
 
-	images := filepath.Join(root, "docs", "images")
-	if err := os.MkdirAll(images, 0o755); err != nil {
-		t.Fatal(err)
+	images := t.TempDir()
+	if *updateImages {
+		images = filepath.Join(root, "docs", "images")
+		if err := os.MkdirAll(images, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
