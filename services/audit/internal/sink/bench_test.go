@@ -190,10 +190,14 @@ func rawConsume(b *testing.B, js jetstream.JetStream, cfg Config, msgs int) time
 }
 
 func sliceCalls(r *callRows, from, to int) *callRows {
-	return &callRows{
+	part := &callRows{
 		common: common{eventID: r.eventID[from:to], at: r.at[from:to], atMs: r.atMs[from:to], seq: r.seq[from:to]},
 		tenant: r.tenant[from:to], server: r.server[from:to], proxy: r.proxy[from:to], tool: r.tool[from:to],
 		outcome: r.outcome[from:to], refusal: r.refusal[from:to], alert: r.alert[from:to], digest: r.digest[from:to],
 		args: r.args[from:to], latency: r.latency[from:to],
 	}
+	for i := range r.policy {
+		part.policy[i] = r.policy[i][from:to]
+	}
+	return part
 }
