@@ -118,7 +118,7 @@ func serve(ctx context.Context, s *settings, log zerolog.Logger, o *ops.Server) 
 	}
 	svc, err := fpsvc.New(s.svc, fpsvc.Deps{
 		JS:        b.JS,
-		Manifests: fpsvc.NewObjectManifests(b.Manifests),
+		Manifests: fpsvc.NewObjectManifests(b.JS, b.Manifests),
 		Policy:    b.Policy,
 		Log:       log,
 		Now:       time.Now,

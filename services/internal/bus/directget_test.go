@@ -99,3 +99,35 @@ func TestReadObject(t *testing.T) {
 		t.Errorf("deleted object: %v, want ErrObjectNotFound", err)
 	}
 }
+
+// TestPutObject writes objects of no, one and several chunks with
+// PutObject and reads them back with the object store's own Get and
+// GetInfo, and with ReadObject.
+func TestPutObject(t *testing.T) {
+	nb := natstest.StartBus(t)
+	ctx := context.Background()
+	obs := nb.Handles.Manifests
+	for _, size := range []int{0, 10, 128 << 10, 300 << 10} {
+		t.Run(fmt.Sprintf("size=%d", size), func(t *testing.T) {
+			data := make([]byte, size)
+			for i := range data {
+				data[i] = byte(i * 13 % 251)
+			}
+			name := fmt.Sprintf("put-%d", size)
+			if err := bus.PutObject(ctx, nb.JS, bus.BucketManifests, name, data); err != nil {
+				t.Fatal(err)
+			}
+			info, err := obs.GetInfo(ctx, name)
+			if err != nil || info.Size != uint64(size) || info.Deleted {
+				t.Fatalf("info %+v, %v: want %d bytes", info, err, size)
+			}
+			got, err := obs.GetBytes(ctx, name)
+			if err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("ObjectStore.GetBytes: %d bytes, %v; want the %d written", len(got), err, size)
+			}
+			if got, err = bus.ReadObject(ctx, nb.JS, obs, bus.BucketManifests, name); err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("ReadObject: %d bytes, %v; want the %d written", len(got), err, size)
+			}
+		})
+	}
+}

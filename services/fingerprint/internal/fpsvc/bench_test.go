@@ -235,7 +235,7 @@ func relayConsume(b *testing.B, js jetstream.JetStream, payload []byte, n int) t
 // serviceConsume times a Service from Run until n Fingerprint events are
 // stored.
 func serviceConsume(b *testing.B, js jetstream.JetStream, h *bus.Handles, n int) time.Duration {
-	svc, err := New(Config{}, Deps{JS: js, Manifests: NewObjectManifests(h.Manifests), Log: zerolog.Nop()})
+	svc, err := New(Config{}, Deps{JS: js, Manifests: NewObjectManifests(js, h.Manifests), Log: zerolog.Nop()})
 	if err != nil {
 		b.Fatal(err)
 	}

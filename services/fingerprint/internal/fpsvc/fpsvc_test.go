@@ -60,7 +60,7 @@ func (e *env) start(t *testing.T, cfg Config, d Deps) (svc *Service, stop func()
 		d.JS = e.js
 	}
 	if d.Manifests == nil {
-		d.Manifests = NewObjectManifests(e.h.Manifests)
+		d.Manifests = NewObjectManifests(e.js, e.h.Manifests)
 	}
 	d.Log = testLogger(t)
 	svc, err := New(cfg, d)
@@ -560,7 +560,7 @@ func TestTransientFailureIsRetried(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
-			store := &flakyStore{ManifestStore: NewObjectManifests(e.h.Manifests)}
+			store := &flakyStore{ManifestStore: NewObjectManifests(e.js, e.h.Manifests)}
 			store.failHas.Store(tc.failHas)
 			store.failPut.Store(tc.failPut)
 			js := &flakyJS{JetStream: e.js, mode: tc.pubMode}
@@ -597,7 +597,7 @@ func TestTransientFailureIsRetried(t *testing.T) {
 func TestRetriesExhaustedIsDeadLettered(t *testing.T) {
 	e := newEnv(t)
 	terms := terminations(t, e.nc)
-	store := &flakyStore{ManifestStore: NewObjectManifests(e.h.Manifests)}
+	store := &flakyStore{ManifestStore: NewObjectManifests(e.js, e.h.Manifests)}
 	store.failPut.Store(1 << 40)
 	cfg := testConfig
 	cfg.MaxDeliver = 3
@@ -635,7 +635,7 @@ func TestRestartLosesNothing(t *testing.T) {
 	cfg.Workers, cfg.Prefetch = 2, 8
 
 	midway := make(chan struct{})
-	store := &flakyStore{ManifestStore: NewObjectManifests(e.h.Manifests)}
+	store := &flakyStore{ManifestStore: NewObjectManifests(e.js, e.h.Manifests)}
 	store.onPut = func(k int64) {
 		if k == n/3 {
 			close(midway)
@@ -723,7 +723,7 @@ func TestRetryDelay(t *testing.T) {
 
 func TestNewRejectsMissingDeps(t *testing.T) {
 	e := newEnv(t)
-	store := NewObjectManifests(e.h.Manifests)
+	store := NewObjectManifests(e.js, e.h.Manifests)
 	for _, tc := range []struct {
 		name string
 		cfg  Config

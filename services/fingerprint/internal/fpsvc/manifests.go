@@ -18,12 +18,18 @@ type ManifestStore interface {
 	Put(ctx context.Context, name string, data []byte) error
 }
 
-// ObjectManifests is a ManifestStore over a JetStream object store.
-type ObjectManifests struct{ OS jetstream.ObjectStore }
+// ObjectManifests is a ManifestStore over the JetStream object store of
+// manifests (bus.BucketManifests).
+type ObjectManifests struct {
+	// JS writes a manifest in one round trip (bus.PutObject); nil writes
+	// it with ObjectStore.PutBytes.
+	JS jetstream.JetStream
+	OS jetstream.ObjectStore
+}
 
 // NewObjectManifests adapts the manifest object store of bus.Setup.
-func NewObjectManifests(store jetstream.ObjectStore) ObjectManifests {
-	return ObjectManifests{OS: store}
+func NewObjectManifests(js jetstream.JetStream, store jetstream.ObjectStore) ObjectManifests {
+	return ObjectManifests{JS: js, OS: store}
 }
 
 // Has reports whether name is stored (and not deleted).
@@ -38,8 +44,12 @@ func (m ObjectManifests) Has(ctx context.Context, name string) (bool, error) {
 	return false, err
 }
 
-// Put stores data under name.
+// Put stores data under name. It is called for a name Has found absent,
+// so there is no earlier version to purge: one round trip.
 func (m ObjectManifests) Put(ctx context.Context, name string, data []byte) error {
+	if m.JS != nil {
+		return bus.PutObject(ctx, m.JS, bus.BucketManifests, name, data)
+	}
 	_, err := m.OS.PutBytes(ctx, name, data)
 	return err
 }

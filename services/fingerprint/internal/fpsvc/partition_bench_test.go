@@ -135,7 +135,7 @@ func instancesConsume(b *testing.B, srv *natstest.Server, h *bus.Handles, partit
 	for _, set := range sets {
 		_, js := srv.Connect(b)
 		svc, err := New(Config{Partitions: partitions, PartitionSet: set},
-			Deps{JS: js, Manifests: NewObjectManifests(h.Manifests), Log: zerolog.Nop()})
+			Deps{JS: js, Manifests: NewObjectManifests(js, h.Manifests), Log: zerolog.Nop()})
 		if err != nil {
 			b.Fatal(err)
 		}
