@@ -206,6 +206,24 @@ func TestRouterDrainSettlesInFlight(t *testing.T) {
 		}
 		return nil
 	})
+	// Every message delivered to the client before the drain begins: two in
+	// hand, the rest buffered (a message still on its way from the server
+	// when the drain begins is not the router's yet, and is delivered
+	// again later, as it should be).
+	poll.Eventually(t, 10*time.Second, func() error {
+		cons, err := r.b.JS.Consumer(context.Background(), bus.StreamObservations, r.cons)
+		if err != nil {
+			return err
+		}
+		info, err := cons.Info(context.Background())
+		if err != nil {
+			return err
+		}
+		if info.NumAckPending != len(ids) {
+			return fmt.Errorf("%d messages delivered and not acked, want all %d", info.NumAckPending, len(ids))
+		}
+		return nil
+	})
 	stopped := make(chan error, 1)
 	go func() { stopped <- r.stop() }()
 	close(release)
