@@ -157,8 +157,25 @@ var registry = []Entry{
 	{Code: "item_not_object", Uses: use(AreaEngine, "A tool, prompt or resource that is not a JSON object.")},
 	{Code: "jetstream_unavailable", Uses: use(AreaDriftctl, "JetStream is not enabled for this NATS account.")},
 	{Code: "jsonrpc_error", Uses: use(AreaEngine, "A JSON-RPC response that carries an error, not a listing.")},
+	{Code: "key_invalid", Uses: use(AreaDriftctl, "driftctl baseline: a key file that is not an ed25519 key in PEM (a private key where a public one is expected, or the other way round); the drift service refuses to start on such a --baseline-keys file.")},
 	{Code: "listing_invalid", Tool: true, RPC: rpcInternal, Uses: use(AreaProxy, "The server's last tools listing could not be assembled (a hostile or broken page, a duplicate name, past the page limit, a repeated cursor), whatever the verdict: its calls are refused; a page the proxy cannot read as a client would is withheld whole with this error.")},
 	{Code: "listing_pending", Tool: true, RPC: rpcInvalidRequest, Uses: use(AreaProxy, "The server announced a change of what it offers and the proxy's own re-listing did not complete within the first-sight bound.")},
+	{Code: "lockfile_hash_mismatch", Uses: []Use{
+		{AreaDriftctl, "driftctl baseline verify: a lockfile whose signature holds but an item definition of which does not hash to its item hash, or whose items do not make up the baseline hash (checked with the fingerprint engine)."},
+		{AreaAdmin, "A baseline import refused for the same reason; nothing was changed."},
+	}},
+	{Code: "lockfile_key_unknown", Uses: []Use{
+		{AreaDriftctl, "driftctl baseline verify/import: the lockfile is signed by a key that is not among the trusted ones (--key)."},
+		{AreaAdmin, "A baseline import refused: the lockfile is signed by a key the drift service does not trust (--baseline-keys), or it trusts none; nothing was changed."},
+	}},
+	{Code: "lockfile_malformed", Uses: []Use{
+		{AreaDriftctl, "driftctl baseline verify/import: not a lockfile of the format (not strict JSON, an unknown or missing field, an invalid id, a variant twice)."},
+		{AreaAdmin, "A baseline import refused for the same reason, or naming another tenant or server than its path; nothing was changed."},
+	}},
+	{Code: "lockfile_signature_invalid", Uses: []Use{
+		{AreaDriftctl, "driftctl baseline verify/import: the lockfile is not signed, or its signature does not verify: it was changed after it was signed."},
+		{AreaAdmin, "A baseline import refused for the same reason; nothing was changed."},
+	}},
 	{Code: "lone_surrogate", Uses: use(AreaEngine, "A \\u escape is half a surrogate pair.")},
 	{Code: "malformed_event", Uses: use(AreaBus, "Not the event (or encoding) its subject carries, or without a field it needs.")},
 	{Code: "message_too_large", RPC: rpcInvalidRequest, HTTP: 413, Uses: use(AreaProxy, "The agent's message is over the limit (a stdio line, an HTTP body; 64 MiB by default): dropped unread.")},
