@@ -70,7 +70,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	cfg.Drift.Workers = driftsvc.DefaultConfig.Workers
 	p := &cfg.Drift.Policy
 	p.Posture, p.OnDrift = state.Discovery, state.Block
-	var tokens, tokensFile string
+	var tokens, tokensFile, baselineKeys string
 	opts := append(cfg.Service.Options("only check that they exist (the drift role's rights suffice)"),
 		options.Opt("http-addr", "MCPDRIFT_ADMIN_ADDR", "ADDR", "admin API listen address", options.String(&cfg.HTTPAddr)),
 		options.Opt("tokens", "MCPDRIFT_ADMIN_TOKENS", "TOKENS", "admin API tokens (prefer the variable or a file: flags show in ps)", options.String(&tokens)),
@@ -78,6 +78,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		options.Opt("posture", "MCPDRIFT_POSTURE", "MODE", "first sight of a server: discovery (trust on first use) or strict", options.String(&p.Posture)),
 		options.Opt("on-drift", "MCPDRIFT_ON_DRIFT", "MODE", "on drift: block (withhold tools) or alert (serve and alert)", options.String(&p.OnDrift)),
 		options.Opt("guard", "MCPDRIFT_GUARD", "", "auto-accept provably benign changes as new baselines", options.Bool(&p.Guard)),
+		options.Opt("baseline-keys", "MCPDRIFT_BASELINE_KEYS", "FILE", "trusted public keys (PEM, one or more) that a baseline lockfile must be signed with to be imported; none: imports are refused", options.String(&baselineKeys)),
 		options.Opt("workers", "MCPDRIFT_DRIFT_WORKERS", "N", "fingerprints one instance applies at once (one server's always in order)", options.Int(&cfg.Drift.Workers)),
 		options.Partitions(&cfg.Partitions),
 		options.PartitionSet(&cfg.PartitionSet, "MCPDRIFT_DRIFT_PARTITION_SET"),
@@ -102,6 +103,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	}
 	if len(cfg.Tokens) == 0 {
 		errs = append(errs, errors.New("no admin tokens: set --tokens, --tokens-file or MCPDRIFT_ADMIN_TOKENS (the API refuses anonymous requests)"))
+	}
+	if baselineKeys != "" {
+		if cfg.Drift.BaselineKeys, err = readBaselineKeys(baselineKeys); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	errs = append(errs, cfg.Drift.Validate())
 	if cfg.ClickHouse.Addr != "" {
@@ -188,6 +194,7 @@ func serveDrift(ctx context.Context, cfg Config, log zerolog.Logger, o *ops.Serv
 		Metrics:   admin.NewMetrics(o.Registry()),
 		Approvals: held,
 		Policies:  policystore.New(b.Handles.Policy, nil),
+		Baselines: svc,
 	})
 	// The review console shares the address: the API under /v1, pages at /.
 	cd := console.Deps{Backend: svc, API: api, Sessions: b.Handles.Sessions, Manifest: svc.Manifest, Follow: follow, JS: js, Log: log}
@@ -224,7 +231,7 @@ func serveDrift(ctx context.Context, cfg Config, log zerolog.Logger, o *ops.Serv
 	srv.RegisterOnShutdown(con.Shutdown)
 	log.Info().Str("admin_addr", ln.Addr().String()).Str("nats", nc.ConnectedUrlRedacted()).
 		Str("posture", cfg.Drift.Policy.Posture).Str("on_drift", cfg.Drift.Policy.OnDrift).Bool("guard", cfg.Drift.Policy.Guard).
-		Int("partitions", max(cfg.Drift.Partitions, 1)).Ints("partition_set", cfg.Drift.PartitionSet).
+		Int("baseline_keys", len(cfg.Drift.BaselineKeys)).Int("partitions", max(cfg.Drift.Partitions, 1)).Ints("partition_set", cfg.Drift.PartitionSet).
 		Msg("drift service started")
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return svc.Run(gctx) })

@@ -132,6 +132,9 @@ type Deps struct {
 	Approvals Approvals
 	// Policies serves /v1/policy (docs/policy.md); nil answers 501.
 	Policies Policies
+	// Baselines serves a server's baseline lockfile (GET and POST
+	// .../baseline); nil: those answer 404.
+	Baselines Baselines
 }
 
 // Approvals is what the API serves of held calls (*approvals.Service).
@@ -177,6 +180,7 @@ func NewHandler(b Backend, tokens []Token, d Deps) http.Handler {
 	mux.HandleFunc("POST /v1/approvals/{id}/approve", h.auth(RoleWrite, "approve_call", h.resolve(true)))
 	mux.HandleFunc("POST /v1/approvals/{id}/deny", h.auth(RoleWrite, "deny_call", h.resolve(false)))
 	h.policyRoutes(mux)
+	h.baselineRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})

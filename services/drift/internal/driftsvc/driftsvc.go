@@ -7,6 +7,7 @@ package driftsvc
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -57,6 +58,9 @@ type Config struct {
 	// StatusCacheRecords bounds the decoded status records kept (see
 	// statusCache).
 	StatusCacheRecords int
+	// BaselineKeys are the public keys a baseline lockfile must be signed
+	// with to be imported (ImportBaseline); none: every import is refused.
+	BaselineKeys []ed25519.PublicKey
 }
 
 // DefaultConfig holds the defaults for zero fields.
@@ -107,6 +111,7 @@ func (c Config) withDefaults() Config {
 		d.StatusCacheRecords = c.StatusCacheRecords
 	}
 	d.Partitions, d.PartitionSet = c.Partitions, c.PartitionSet
+	d.BaselineKeys = c.BaselineKeys
 	return d
 }
 

@@ -268,12 +268,16 @@ func Observe(rec *Record, tenant, server, variant string, obs Observation, pol P
 	moved := obs.Policy != nil && applyPolicy(&r, *obs.Policy, obs.WantsLiveHash, obs.ErrorCode != "")
 	sameLive := obs.Hash == r.LiveHash && obs.ErrorCode == r.LiveError
 	matches := obs.ErrorCode == "" && obs.Hash == r.BaselineHash && r.BaselineHash != ""
+	// unseen: a record an import made before any proxy listed the variant
+	// (no live manifest yet); its first sight is judged against the
+	// imported baseline (import.go).
+	unseen := rec.LiveHash == "" && rec.LiveError == "" && rec.LiveObservedMs == 0
 	r.LiveHash, r.LiveError, r.LiveObservedMs = obs.Hash, obs.ErrorCode, obsMs
 	filled := fillItems(&r, obs)
 	// fillIn stores item hashes that the record lacked (it was written
 	// before they were kept), when nothing else changed.
 	fillIn := func() Outcome {
-		if !filled && !moved {
+		if !filled && !moved && !unseen {
 			return out
 		}
 		r.UpdatedAtMs = nowMs
@@ -293,7 +297,8 @@ func Observe(rec *Record, tenant, server, variant string, obs Observation, pol P
 			a = obs.Assess(r.BaselineHash, obs.Hash)
 		}
 		r.Severity, r.Benign = a.Severity, a.Benign
-		if r.Policy.Guard && a.Benign && obs.ErrorCode == "" {
+		strictFirst := unseen && r.Policy.Posture == Strict // an imported baseline's first sight under strict
+		if r.Policy.Guard && a.Benign && obs.ErrorCode == "" && !strictFirst {
 			b := Baseline{Version: r.BaselineVersion + 1, Hash: obs.Hash, CapturedAtMs: obsMs, ApprovedAtMs: nowMs,
 				ApprovedBy: ActorGuard, Reason: ReasonAutoApproved}
 			setBaseline(&r, &b, obs.Items)
@@ -307,6 +312,10 @@ func Observe(rec *Record, tenant, server, variant string, obs Observation, pol P
 			r.Reason, r.ReasonText = driftReason(obs, a.Severity)
 			if a.Note != "" {
 				r.ReasonText += "; not benign: " + a.Note
+			}
+			if strictFirst && obs.ErrorCode == "" {
+				r.Status, r.DriftAtMs, r.Reason = Pending, 0, ReasonPendingApproval
+				r.ReasonText = fmt.Sprintf("the first manifest seen, %s, differs from the imported baseline v%d (%s); the strict posture waits for an admin to approve it", obs.Hash, r.BaselineVersion, a.Severity)
 			}
 		}
 	case Changed, Pending, Quarantined:
