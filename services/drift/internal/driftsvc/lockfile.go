@@ -158,4 +158,3 @@ func (s *Service) storeApproved(ctx context.Context, v *lockfile.Variant) error 
 	}
 	return nil
 }
-
