@@ -28,12 +28,13 @@ const (
 )
 
 // startDrift builds and runs the real drift command against an in-process
-// NATS, and returns its admin API URL.
-func startDrift(t *testing.T, natsURL string) string {
+// NATS, with env added to its environment, and returns its admin API URL.
+func startDrift(t *testing.T, natsURL string, env ...string) string {
 	t.Helper()
 	cmd := exec.Command(cmdtest.Path(t, "drift"))
 	cmd.Env = append(os.Environ(), "MCPDRIFT_NATS_URL="+natsURL, "MCPDRIFT_ADMIN_ADDR=127.0.0.1:0",
 		"MCPDRIFT_ADMIN_TOKENS=ops:read:"+readTok+",alice:write:"+writeTok)
+	cmd.Env = append(cmd.Env, env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -40,6 +40,10 @@ Usage:
   driftctl audit drifts|drifts-per-day|approval-time|refused|approvals|closed [--since DURATION] [--json]
   driftctl bus-setup [--nats-url URL] [--nats-creds FILE] [--replicas N] [--check]
   driftctl bus-setup --site --tenant T [--hub-domain D] [--nats-url URL] [--check]
+  driftctl baseline keygen --out FILE
+  driftctl baseline export --sign KEY TENANT SERVER
+  driftctl baseline verify --key PUB FILE|-
+  driftctl baseline import --key PUB FILE|-
   driftctl policy apply [--clear TENANT] FILE|-
   driftctl policy list [--tenant T] [--json]
   driftctl policy test --tenant T --server S --tool NAME [--args JSON] [--agent A]
@@ -70,6 +74,9 @@ error, variant_ambiguous, names them):
   risk set     set a server's risk band (low, medium, high, critical) and
                mode (allow, quarantine, block); re-scans only tighten them
   tail         follow verdicts as they happen (JSON lines)
+  baseline     baselines as code: export a server's approved baselines as a
+               signed lockfile, verify one, import one ("driftctl baseline
+               --help"; keygen and verify need no API)
   policy       the per-call policy: apply a policy file (validated whole,
                nothing applied on any error), list the stored policies, test
                a call against one ("driftctl policy --help")
@@ -159,6 +166,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return runBusSetup(ctx, args[1:], getenv, stdout, stderr)
 	case "policy":
 		return runPolicy(ctx, args[1:], getenv, stdin, stdout, stderr)
+	case "baseline":
+		return runBaseline(ctx, args[1:], getenv, stdin, stdout, stderr)
 	case "pending", "resolve":
 		return runApprovals(ctx, args[0], args[1:], getenv, stdout, stderr)
 	case "wrap", "unwrap":
