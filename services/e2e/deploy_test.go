@@ -75,6 +75,7 @@ var deployCommands = []deployCommand{
 		{"status", "--help"}, {"show", "--help"}, {"history", "--help"}, {"approve", "--help"}, {"quarantine", "--help"},
 		{"tail", "--help"}, {"audit", "--help"}, {"bus-setup", "--help"},
 		{"policy", "apply", "--help"}, {"policy", "list", "--help"}, {"policy", "test", "--help"},
+		{"baseline", "keygen", "--help"}, {"baseline", "export", "--help"}, {"baseline", "verify", "--help"}, {"baseline", "import", "--help"},
 		{"wrap", "--help"}, {"unwrap", "--help"}}},
 	{name: "probe", helpArgs: [][]string{{"--help"}}},
 	{name: "stack", helpArgs: [][]string{{"--help"}, {"demo", "--help"}}, local: true},

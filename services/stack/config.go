@@ -20,6 +20,7 @@ type Config struct {
 	ClickHouseAddr string // empty: no audit service
 	AuditDatabase  string
 	Posture        string
+	BaselineKeys   string // file of trusted baseline signing keys, passed to drift; empty: none
 	Replicas       int
 	NotifyWebhook  string // empty: no notify service
 	NotifyFormat   string
@@ -44,6 +45,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		options.Opt("clickhouse-addr", "MCPDRIFT_CLICKHOUSE_ADDR", "ADDR", "ClickHouse native protocol address for the audit service; none: no audit service, audit events wait in JetStream", options.String(&cfg.ClickHouseAddr)),
 		options.Opt("audit-database", "MCPDRIFT_AUDIT_DATABASE", "NAME", "ClickHouse database of the audit tables", options.String(&cfg.AuditDatabase)),
 		options.Opt("posture", "MCPDRIFT_POSTURE", "MODE", "on first sight of a server: discovery (trust on first use) or strict", options.String(&cfg.Posture)),
+		options.Opt("baseline-keys", "MCPDRIFT_BASELINE_KEYS", "FILE", "trusted public keys (PEM) a baseline lockfile must be signed with to be imported, passed to the drift service; none: imports are refused", options.String(&cfg.BaselineKeys)),
 		options.Opt("notify-webhook", "MCPDRIFT_NOTIFY_WEBHOOK", "URL", "webhook the notify service posts every event to (never printed; MCPDRIFT_NOTIFY_SECRET, when set, signs its requests); none: no notify service", options.String(&cfg.NotifyWebhook)),
 		options.Opt("notify-format", "MCPDRIFT_NOTIFY_FORMAT", "FORMAT", "format of the notify service's requests: json, slack or cloudevents", options.String(&cfg.NotifyFormat)),
 	}}, args, getenv, stderr)

@@ -111,7 +111,8 @@ func up(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	}{
 		{name: "fingerprint", ops: 0},
 		{name: "drift", env: []string{"MCPDRIFT_ADMIN_ADDR=" + cfg.adminAddr(), "MCPDRIFT_ADMIN_TOKENS_FILE=" + info.TokensFile,
-			"MCPDRIFT_POSTURE=" + cfg.Posture, "MCPDRIFT_CLICKHOUSE_ADDR=" + cfg.ClickHouseAddr, "MCPDRIFT_AUDIT_DATABASE=" + cfg.AuditDatabase}, ops: 1},
+			"MCPDRIFT_POSTURE=" + cfg.Posture, "MCPDRIFT_CLICKHOUSE_ADDR=" + cfg.ClickHouseAddr, "MCPDRIFT_AUDIT_DATABASE=" + cfg.AuditDatabase,
+			"MCPDRIFT_BASELINE_KEYS=" + cfg.BaselineKeys}, ops: 1},
 		{name: "audit", env: []string{"MCPDRIFT_CLICKHOUSE_ADDR=" + cfg.ClickHouseAddr, "MCPDRIFT_AUDIT_DATABASE=" + cfg.AuditDatabase,
 			"MCPDRIFT_AUDIT_BATCH_AGE=1s", "MCPDRIFT_AUDIT_DRAIN_TIMEOUT=10s"}, ops: 2,
 			skip: skipUnless(cfg.ClickHouseAddr != "", "clickhouse not configured: the audit service is not started; audit events wait in jetstream until it runs")},
