@@ -146,6 +146,11 @@ var direct = route{name: "direct", reach: func(_ *testing.T, up endpoint) endpoi
 // environment so that the command line is the proxy followed by the
 // upstream's own (what a client configuration holds).
 func proxyRoute(p *pipeline, serverID, outbox string) route {
+	return proxyRouteTo(p.nc.ConnectedUrl(), serverID, outbox)
+}
+
+// proxyRouteTo is proxyRoute to the NATS server at natsURL.
+func proxyRouteTo(natsURL, serverID, outbox string) route {
 	return route{name: "proxy", reach: func(t *testing.T, up endpoint) endpoint {
 		t.Helper()
 		switch up.Transport {
@@ -156,14 +161,14 @@ func proxyRoute(p *pipeline, serverID, outbox string) route {
 				Env: append(slices.Clone(up.Env),
 					"MCPDRIFT_SERVER_ID="+serverID,
 					"MCPDRIFT_PROXY_ID=e2e-"+serverID,
-					"MCPDRIFT_NATS_URL="+p.nc.ConnectedUrl(),
+					"MCPDRIFT_NATS_URL="+natsURL,
 					"MCPDRIFT_OUTBOX_DIR="+outbox,
 					"MCPDRIFT_FIRST_SIGHT_WAIT=1s",
 				),
 			}
 		case transportHTTP:
 			// The proxy command in HTTP mode in front of the server's URL.
-			base := startHTTPProxy(t, p.nc.ConnectedUrl(), "e2e-"+serverID, "1s", serverID+"="+up.URL)
+			base := startHTTPProxy(t, natsURL, "e2e-"+serverID, "1s", serverID+"="+up.URL)
 			return endpoint{Transport: transportHTTP, URL: base + "/" + serverID + "/mcp"}
 		default:
 			t.Fatalf("the proxy route has no %s transport", up.Transport)
