@@ -49,7 +49,8 @@ func Dir(tb testing.TB, names ...string) string {
 		}
 	}
 	if len(missing) > 0 {
-		args := []string{"build", "-o", dir + string(filepath.Separator)}
+		args := append([]string{"build"}, tags...)
+		args = append(args, "-o", dir+string(filepath.Separator))
 		for _, n := range missing {
 			args = append(args, module+n)
 		}

@@ -32,13 +32,13 @@ import (
 	"os"
 	"regexp"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/lockorder"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
 
@@ -213,8 +213,8 @@ type Edge struct {
 	cfg    Config
 	tokens atomic.Pointer[[]Token]
 
-	mu    sync.Mutex // one reload at a time
-	stamp fileStamp  // of the tokens file last loaded
+	mu    lockorder.Mutex[lockorder.EdgeReloadMu] // one reload at a time
+	stamp fileStamp                               // of the tokens file last loaded
 
 	m *Metrics
 }

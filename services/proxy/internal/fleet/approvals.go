@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	mcpdriftv1 "github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/internal/approval"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/lockorder"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
 
@@ -52,7 +52,7 @@ type Approvals struct {
 
 	outcomes [4]atomic.Uint64 // by ApprovalOutcomes
 
-	mu      sync.Mutex
+	mu      lockorder.Mutex[lockorder.ApprovalsMu]
 	nextID  uint64
 	holding map[uint64]time.Time // calls held now, by when they were held
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/status"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/lockorder"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
 
@@ -51,7 +51,7 @@ type Gate struct {
 	serverKey      string // "<tenant>.<server>"
 	log            zerolog.Logger
 
-	mu      sync.Mutex
+	mu      lockorder.Mutex[lockorder.GateMu]
 	records map[string]record // by variant
 	// held: the server record holds the server (quarantined as a whole,
 	// or unreadable): no variant is served, whatever its own record says.
@@ -91,7 +91,7 @@ type Gate struct {
 	gen    uint64        // changes so far, for the copy writer
 	dirty  chan struct{} // a change to write to the copy (capacity 1)
 	// The copy writer's, under copyMu: what it wrote last.
-	copyMu       sync.Mutex
+	copyMu       lockorder.Mutex[lockorder.GateCopyMu]
 	writtenGen   uint64
 	writtenLive  time.Time
 	writeFailing bool

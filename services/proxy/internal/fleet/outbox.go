@@ -11,7 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
+
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/lockorder"
 )
 
 // The outbox is a directory of one file per message, named by a sequence
@@ -110,7 +111,7 @@ type outbox struct {
 	onDrop    func(kind string, n int) // called with mu held: must not call back
 	added     chan struct{}            // signalled (non-blocking) when an event is added
 
-	mu      sync.Mutex
+	mu      lockorder.Mutex[lockorder.OutboxMu]
 	unlock  func() error
 	entries []*entry // by seq
 	events  int      // observations in entries

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/policy"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/lockorder"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
 
@@ -55,7 +56,7 @@ type Policy struct {
 	once   sync.Once
 
 	copies *StatusCopies
-	copyMu sync.Mutex
+	copyMu lockorder.Mutex[lockorder.PolicyCopyMu]
 
 	watching atomic.Bool
 	applied  atomic.Uint64

@@ -18,6 +18,7 @@ import (
 
 	mcpdriftv1 "github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/lockorder"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
 
@@ -189,13 +190,13 @@ type Publisher struct {
 	queue      chan *event
 	queueBytes atomic.Int64
 
-	mu       sync.RWMutex // held for reading while an event is queued
-	draining bool         // Run is flushing or has returned: events go to the outbox
+	mu       lockorder.RWMutex[lockorder.PublisherMu] // held for reading while an event is queued
+	draining bool                                     // Run is flushing or has returned: events go to the outbox
 
 	published, spooled, dropped, droppedLists, rejected atomic.Uint64
 	spooling                                            atomic.Bool // a spool was logged and the outbox has not drained since
 
-	warnMu         sync.Mutex
+	warnMu         lockorder.Mutex[lockorder.PublisherWarnMu]
 	lastWarn       time.Time
 	unwarnedCalls  uint64
 	unwarnedLists  uint64

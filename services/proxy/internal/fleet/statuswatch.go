@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/coded"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/lockorder"
 )
 
 // CodeStatusPermission is the code of the error a StatusWatch stops with
@@ -52,13 +53,13 @@ type StatusWatch struct {
 	bindTimeout time.Duration
 	watches     atomic.Int64 // watches started, for tests and metrics
 
-	mu      sync.Mutex
+	mu      lockorder.Mutex[lockorder.StatusWatchMu]
 	gates   map[string]*Gate // by server; fixed once Run has started
 	running bool
 
 	// Baseline versions whose item hashes gates wait for (by key), and
 	// the fetcher's wake-up.
-	needMu   sync.Mutex
+	needMu   lockorder.Mutex[lockorder.StatusWatchNeed]
 	needs    map[string]need
 	needWake chan struct{}
 }

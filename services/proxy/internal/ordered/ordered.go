@@ -11,6 +11,8 @@ import (
 	"context"
 	"errors"
 	"sync"
+
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/lockorder"
 )
 
 // Decision is the judgement of one message read (session.Judged).
@@ -31,14 +33,14 @@ type Decision interface {
 type Queue struct {
 	write func([]byte) error
 
-	mu    sync.Mutex
+	mu    lockorder.Mutex[lockorder.QueueMu]
 	slots []*slot
 	err   error // the first write that failed: nothing more is written
 	first error // the first error of a write or of a decision made off the reader (Wait)
 	fresh error // decisions' errors Push has not returned yet
 
-	writing sync.Mutex     // one writer at a time, in order
-	work    sync.WaitGroup // decisions made off the reader
+	writing lockorder.Mutex[lockorder.QueueWriting] // one writer at a time, in order
+	work    sync.WaitGroup                          // decisions made off the reader
 }
 
 type slot struct {

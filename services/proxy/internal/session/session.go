@@ -24,6 +24,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/status"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/lockorder"
 )
 
 // ItemKey names an advertised item.
@@ -183,7 +184,7 @@ type Session struct {
 	obs      Observer
 	toServer func([]byte) error
 
-	mu        sync.Mutex
+	mu        lockorder.Mutex[lockorder.SessionMu]
 	variant   string
 	pending   map[string]pendingReq // client requests we answer for, by raw id
 	own       map[string]pendingReq // requests the proxy sent itself
@@ -209,7 +210,7 @@ type Session struct {
 	// Hashing (adoptHashing); followers use their leader's.
 	hashing atomic.Pointer[surface.Options]
 
-	pubMu   sync.Mutex
+	pubMu   lockorder.Mutex[lockorder.SessionPubMu]
 	lastPub map[string]publication // by variant: what this session published last (publish)
 }
 

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/lockorder"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/ordered"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
@@ -45,7 +46,7 @@ type Bound struct {
 	pipes *Pipes
 	q     *ordered.Queue
 
-	mu    sync.Mutex
+	mu    lockorder.Mutex[lockorder.BoundMu]
 	first error // the first error FromServer returned: it stops the server's pump, which drops it
 
 	// Calls held for an admin's approval wait off the reader, each in a
@@ -171,7 +172,7 @@ func (p *Pipes) ToServer(b []byte) error { return p.server.write(b) }
 
 // lineWriter writes each message as one line, in one write.
 type lineWriter struct {
-	mu  sync.Mutex
+	mu  lockorder.Mutex[lockorder.LineWriterMu]
 	w   io.Writer
 	buf []byte
 }

@@ -8,9 +8,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"sync"
 
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/lockorder"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/ordered"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
@@ -27,7 +27,7 @@ type legacySession struct {
 	endpoint string         // the upstream's message URL
 	headers  http.Header    // what the proxy's own requests carry (authorization)
 
-	mu     sync.Mutex // one writer of the client's stream at a time
+	mu     lockorder.Mutex[lockorder.LegacySessionMu] // one writer of the client's stream at a time
 	w      http.ResponseWriter
 	rc     *http.ResponseController
 	closed bool

@@ -15,6 +15,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/lockorder"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
 
@@ -39,7 +40,7 @@ type monitor struct {
 	stopOnce sync.Once
 	used     atomic.Int64 // when a request was last judged by it, in Unix nanoseconds
 
-	mu      sync.Mutex
+	mu      lockorder.Mutex[lockorder.MonitorMu]
 	headers http.Header // version, authorization, the session id a server may hand out
 
 	params paramBook // the x-mcp-header bindings of the tools it was listed

@@ -5,9 +5,9 @@ import (
 	"encoding/base64"
 	"net/http"
 	"slices"
-	"sync"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/lockorder"
 )
 
 // paramBinding is one tool parameter that a 2026-07-28 client mirrors into
@@ -24,7 +24,7 @@ type paramBinding struct {
 // tool: what paramMismatch checks a call's Mcp-Param-* headers against. It
 // is fed every page of tools the session judges (session.Config.ToolsPage).
 type paramBook struct {
-	mu     sync.Mutex
+	mu     lockorder.Mutex[lockorder.ParamBookMu]
 	byTool map[string][]paramBinding
 }
 

@@ -46,6 +46,7 @@ import (
 
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/edgeauth"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/lockorder"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
 
@@ -212,7 +213,7 @@ type front struct {
 	up  Upstream
 	log zerolog.Logger
 
-	mu       sync.Mutex
+	mu       lockorder.Mutex[lockorder.FrontMu]
 	sessions map[string]*tracked       // by Mcp-Session-Id
 	legacy   map[string]*legacySession // by the proxy's own session id
 	mons     monitors                  // the listings for stateless clients, one per variant (monitor.go)
@@ -231,7 +232,7 @@ type tracked struct {
 	// another session's registration, so atomic rather than under mu.
 	used atomic.Int64
 
-	mu      sync.Mutex
+	mu      lockorder.Mutex[lockorder.TrackedMu]
 	id      string      // Mcp-Session-Id
 	headers http.Header // what the proxy's own requests carry: version, authorization
 

@@ -1,0 +1,89 @@
+package lockorder
+
+// The lock classes of the proxy: one per mutex field, named type.field as
+// the field is declared in its package.
+type (
+	SessionMu       struct{} // session.Session.mu
+	SessionPubMu    struct{} // session.Session.pubMu
+	ParamBookMu     struct{} // streamhttp.paramBook.mu
+	FrontMu         struct{} // streamhttp.front.mu
+	TrackedMu       struct{} // streamhttp.tracked.mu
+	MonitorMu       struct{} // streamhttp.monitor.mu
+	LegacySessionMu struct{} // streamhttp.legacySession.mu
+	QueueMu         struct{} // ordered.Queue.mu
+	QueueWriting    struct{} // ordered.Queue.writing
+	BoundMu         struct{} // stdio.Bound.mu
+	LineWriterMu    struct{} // stdio.lineWriter.mu
+	PublisherMu     struct{} // fleet.Publisher.mu
+	PublisherWarnMu struct{} // fleet.Publisher.warnMu
+	OutboxMu        struct{} // fleet.outbox.mu
+	GateMu          struct{} // fleet.Gate.mu
+	GateCopyMu      struct{} // fleet.Gate.copyMu
+	PolicyCopyMu    struct{} // fleet.Policy.copyMu
+	StatusWatchMu   struct{} // fleet.StatusWatch.mu
+	StatusWatchNeed struct{} // fleet.StatusWatch.needMu
+	ApprovalsMu     struct{} // fleet.Approvals.mu
+	EdgeReloadMu    struct{} // edgeauth.Edge.mu
+)
+
+func (SessionMu) LockClass() string       { return "session.Session.mu" }
+func (SessionPubMu) LockClass() string    { return "session.Session.pubMu" }
+func (ParamBookMu) LockClass() string     { return "streamhttp.paramBook.mu" }
+func (FrontMu) LockClass() string         { return "streamhttp.front.mu" }
+func (TrackedMu) LockClass() string       { return "streamhttp.tracked.mu" }
+func (MonitorMu) LockClass() string       { return "streamhttp.monitor.mu" }
+func (LegacySessionMu) LockClass() string { return "streamhttp.legacySession.mu" }
+func (QueueMu) LockClass() string         { return "ordered.Queue.mu" }
+func (QueueWriting) LockClass() string    { return "ordered.Queue.writing" }
+func (BoundMu) LockClass() string         { return "stdio.Bound.mu" }
+func (LineWriterMu) LockClass() string    { return "stdio.lineWriter.mu" }
+func (PublisherMu) LockClass() string     { return "fleet.Publisher.mu" }
+func (PublisherWarnMu) LockClass() string { return "fleet.Publisher.warnMu" }
+func (OutboxMu) LockClass() string        { return "fleet.outbox.mu" }
+func (GateMu) LockClass() string          { return "fleet.Gate.mu" }
+func (GateCopyMu) LockClass() string      { return "fleet.Gate.copyMu" }
+func (PolicyCopyMu) LockClass() string    { return "fleet.Policy.copyMu" }
+func (StatusWatchMu) LockClass() string   { return "fleet.StatusWatch.mu" }
+func (StatusWatchNeed) LockClass() string { return "fleet.StatusWatch.needMu" }
+func (ApprovalsMu) LockClass() string     { return "fleet.Approvals.mu" }
+func (EdgeReloadMu) LockClass() string    { return "edgeauth.Edge.mu" }
+
+// Classes are every class, in the order session/LOCKS.md lists the leaves.
+var Classes = []Class{SessionMu{}, SessionPubMu{}, ParamBookMu{}, FrontMu{}, TrackedMu{}, MonitorMu{}, LegacySessionMu{},
+	QueueMu{}, QueueWriting{}, BoundMu{}, LineWriterMu{}, PublisherMu{}, PublisherWarnMu{}, OutboxMu{}, GateMu{}, GateCopyMu{},
+	PolicyCopyMu{}, StatusWatchMu{}, StatusWatchNeed{}, ApprovalsMu{}, EdgeReloadMu{}}
+
+// Nesting is a lock taken while another is held: Outer first.
+type Nesting struct {
+	Outer, Inner string
+	Where        string // where in the code, and why
+}
+
+// Order is the proxy's lock order: the only nestings there are. Every
+// other class is a leaf, taken and released without taking another. A
+// change that takes a lock under another adds the pair here (keeping the
+// order acyclic, TestOrderAcyclic) and regenerates session/LOCKS.md
+// (go test ./proxy/internal/lockorder -run TestLocksDoc -update), or is not
+// made.
+var Order = []Nesting{
+	{"session.Session.mu", "session.Session.mu",
+		"A follower (a stateless request's session) takes its leader's lock (`Config.Follow`: the monitor's session) under its own: `addPage` writes the leader's live items; `sameVariantAs` and `currentVariant` read the leader's variant. A leader never locks a follower: a leader has no `Config.Follow`, so the same class nests only follower over leader."},
+	{"session.Session.mu", "streamhttp.paramBook.mu",
+		"`addPage` hands each tools page to `Config.ToolsPage` (`paramBook.note`) under the session's lock, so that `ToolListed` true means the book has the page. `ToolsPage` must not block or call the session."},
+	{"session.Session.pubMu", "fleet.Publisher.mu",
+		"`publish` reports a listing to the observer (`Listing`, `Seen`) under `pubMu`, so the last publication recorded is the last one published; `Publisher.enqueue` holds `mu` for reading while it queues."},
+	{"session.Session.pubMu", "fleet.outbox.mu",
+		"... and spools to the outbox when the queue is full (under `Publisher.mu` too: below)."},
+	{"fleet.Publisher.mu", "fleet.outbox.mu",
+		"`Publisher.enqueue` spools an event to the outbox when the queue is full, holding `mu` for reading."},
+	{"streamhttp.front.mu", "streamhttp.tracked.mu",
+		"`register` names a tracked session with the id the upstream gave."},
+	{"fleet.Gate.copyMu", "fleet.Gate.mu",
+		"`writeCopy` takes a snapshot of the gate's records while it writes the status copy."},
+	{"ordered.Queue.writing", "ordered.Queue.mu",
+		"`settle` takes the head of the queue."},
+	{"ordered.Queue.writing", "stdio.lineWriter.mu",
+		"`settle` writes each settled message in order, one writer at a time: the write target's lock on stdio."},
+	{"ordered.Queue.writing", "streamhttp.legacySession.mu",
+		"... and on HTTP+SSE, the client's stream."},
+}
