@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
+	"github.com/mcpdrift/mcpdrift/services/internal/status"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
 )
@@ -225,11 +226,14 @@ func (s *Session) decide(ctx context.Context, kind surface.Kind, name string) (c
 		return RefuseServerUnknown, fmt.Sprintf("mcpdrift withheld this request: there is no verdict on server %q yet, so it is not trusted. Retry shortly (the proxy publishes what the server advertises once the session is initialized and lists it); if it persists an admin must check the drift service.", s.cfg.Server), "", ""
 	case !v.Serve:
 		return RefuseServer(v.Status), fmt.Sprintf("mcpdrift withheld this request: server %q is %s. An admin must review it and approve its manifest (driftctl show, then driftctl approve --hash) before it can be used.", s.cfg.Server, v.Status), "", ""
-	case drifted:
+	case drifted && !v.Withhold:
 		if v.Alert {
 			return "", "", RefuseServerChanged, v.RiskMode
 		}
 		return RefuseServerChanged, fmt.Sprintf("mcpdrift withheld this request: server %q now advertises a manifest that differs from the approved one. An admin must review and approve it before its tools can be used.", s.cfg.Server), "", ""
+	}
+	if v.Withhold && (drifted || v.Status != string(status.Verified)) {
+		return s.decideWithheld(ctx, v, kind, name)
 	}
 	if kind == 0 {
 		return "", "", "", v.RiskMode
@@ -258,7 +262,131 @@ func (s *Session) decide(ctx context.Context, kind surface.Kind, name string) (c
 	case v.Alert:
 		return "", "", refused, v.RiskMode
 	}
-	return refused, fmt.Sprintf("mcpdrift withheld this request: %s %q of server %q is not in its approved manifest (new or changed). An admin must review and approve it first.", kindWord[kind], name, s.cfg.Server), "", ""
+	return refused, notApprovedText(kind, name, s.cfg.Server), "", ""
+}
+
+func notApprovedText(kind surface.Kind, name, server string) string {
+	return fmt.Sprintf("mcpdrift withheld this request: %s %q of server %q is not in its approved manifest (new or changed). An admin must review and approve it first.", kindWord[kind], name, server)
+}
+
+// decideWithheld decides under the withhold_changed posture while the
+// server differs from its baseline (its record is changed, or the
+// session's listing differs): an item is served only when the server's
+// last complete listing of its kind, and every page of it seen since,
+// shows it with the baseline's hash, so that changed, added and removed
+// items are all refused with their kind's not-approved code. A resource
+// the server does not list (read through a template) is served only while
+// every resource template is the baseline's. The whole server is withheld
+// (server_changed) when the instructions the server gave the session are
+// not the baseline's, and so is every request that names no item
+// (completion, tasks, later methods): it cannot be told which item it
+// serves.
+func (s *Session) decideWithheld(ctx context.Context, v View, kind surface.Kind, name string) (code Code, text string, alert Code, risk string) {
+	if !s.instructionsKept(v) {
+		return RefuseServerChanged, fmt.Sprintf("mcpdrift withheld this request: server %q now gives instructions that differ from the approved ones, which speak for every tool, so none of it can be used. An admin must review and approve its manifest first.", s.cfg.Server), "", ""
+	}
+	if kind == 0 {
+		return RefuseServerChanged, fmt.Sprintf("mcpdrift withheld this request: server %q now advertises a manifest that differs from the approved one; only its unchanged tools, prompts and resources can be used until an admin approves it, and this request names none of them.", s.cfg.Server), "", ""
+	}
+	judge := s.judge()
+	if kind == surface.KindTool {
+		judge.mu.Lock()
+		listed := judge.lastTools != nil || judge.listErr != ""
+		judge.mu.Unlock()
+		if !listed {
+			// No complete tools listing yet: the one under way says what
+			// is live (ListAll lists every kind once the session opens).
+			wctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+			judge.WaitToolsListed(wctx)
+			cancel()
+		}
+	}
+	key := ItemKey{kind, name}
+	approved, inBaseline := v.Items[key]
+	judge.mu.Lock()
+	pageHash, onPage := judge.live[key]
+	var last map[string]surface.Digest
+	if kind == surface.KindTool {
+		last = judge.lastTools
+	} else {
+		last = judge.kinds[kind].lastItems
+	}
+	listedHash, listed := last[name]
+	judge.mu.Unlock()
+	kept := inBaseline && listed && listedHash == approved && onPage && pageHash == approved
+	var refused Code
+	switch kind {
+	case surface.KindTool:
+		if !kept {
+			refused = RefuseToolNotApproved
+		}
+	case surface.KindPrompt:
+		if !kept {
+			refused = RefusePromptNotApproved
+		}
+	case surface.KindResource:
+		known := onPage || listed || inBaseline
+		if known && !kept || !known && !s.templatesKept(v) {
+			refused = RefuseResourceNotApproved
+		}
+	default:
+		refused = RefuseServerChanged
+	}
+	if refused != "" {
+		return refused, notApprovedText(kind, name, s.cfg.Server), "", ""
+	}
+	return "", "", "", v.RiskMode
+}
+
+// instructionsKept reports whether the instructions the server gave the
+// session that judges this one (its initialize result) are the
+// baseline's in v: the same item hash, or none in either. An initialize
+// result not seen, or not readable, keeps nothing.
+func (s *Session) instructionsKept(v View) bool {
+	judge := s.judge()
+	judge.mu.Lock()
+	init := judge.initRes
+	judge.mu.Unlock()
+	if init == nil {
+		return false
+	}
+	b := surface.NewBuilder(v.Hashing)
+	if b.AddInitialize(init) != nil {
+		return false
+	}
+	items := b.LastPage()
+	approved, ok := v.Items[ItemKey{surface.KindInstructions, ""}]
+	switch len(items) {
+	case 0:
+		return !ok
+	case 1:
+		return ok && items[0].Hash == approved
+	}
+	return false
+}
+
+// templatesKept reports whether the last complete resource templates
+// listing of the session that judges this one is the baseline's: the
+// same templates, each with the baseline's hash.
+func (s *Session) templatesKept(v View) bool {
+	judge := s.judge()
+	judge.mu.Lock()
+	live := judge.kinds[surface.KindResourceTemplate].lastItems
+	judge.mu.Unlock()
+	if live == nil {
+		return false
+	}
+	n := 0
+	for k, h := range v.Items {
+		if k.Kind != surface.KindResourceTemplate {
+			continue
+		}
+		n++
+		if lh, ok := live[k.Name]; !ok || lh != h {
+			return false
+		}
+	}
+	return n == len(live)
 }
 
 var kindWord = map[surface.Kind]string{surface.KindTool: "tool", surface.KindPrompt: "prompt", surface.KindResource: "resource"}

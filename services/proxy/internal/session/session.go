@@ -41,7 +41,13 @@ type View struct {
 	// items outside its baseline included, and every call forwarded only
 	// because of it is reported (Call.AlertCode). It serves nothing that
 	// Serve does not.
-	Alert        bool
+	Alert bool
+	// Withhold says that the record's drift policy is withhold_changed:
+	// while the server differs from its baseline (the record is changed,
+	// or this session's listing differs), only the items whose hash equals
+	// the baseline's are served, and requests that name no item are
+	// withheld (decide). It serves nothing that Serve does not.
+	Withhold     bool
 	BaselineHash string
 	// LiveHash is the surface hash the pipeline last fingerprinted for the
 	// variant (the record's live manifest), "" when the record names none
@@ -425,24 +431,37 @@ func (s *Session) view(ctx context.Context, variant string, awaiting bool) (View
 	v, ok := s.gate.View(ctx, variant, awaiting, s.cfg.Timeout)
 	if ok {
 		s.judge().adoptHashing(v.Hashing)
-		v = s.narrowAlert(v)
+		v = s.narrowPosture(v)
 	}
 	return v, ok
 }
 
-// narrowAlert withdraws the alert posture of v when the tenant's live
-// policy says block for the server (DriftPolicy): a changed variant is then
-// withheld as under block, the moment the proxy learns the policy rather
-// than when the record is rewritten.
-func (s *Session) narrowAlert(v View) View {
-	if !v.Alert {
+// narrowPosture narrows the drift posture of v to what the tenant's live
+// policy says for the server (DriftPolicy), the moment the proxy learns
+// the policy rather than when the record is rewritten: block withdraws the
+// alert and withhold_changed postures, withhold_changed withdraws alert
+// (the record's serve rule for it, which weighs the instructions, is not
+// known until the drift service rewrites the record). A changed variant so
+// narrowed is withheld whole meanwhile. Nothing is ever widened.
+func (s *Session) narrowPosture(v View) View {
+	if !v.Alert && !v.Withhold {
 		return v
 	}
 	dp, ok := s.cfg.Policy.(DriftPolicy)
-	if !ok || dp.OnDrift(s.cfg.Server) != string(status.Block) {
+	if !ok {
 		return v
 	}
-	v.Alert = false
+	switch dp.OnDrift(s.cfg.Server) {
+	case status.Block:
+		v.Alert, v.Withhold = false, false
+	case status.WithholdChanged:
+		if !v.Alert {
+			return v
+		}
+		v.Alert, v.Withhold = false, true
+	default:
+		return v
+	}
 	if v.Status != string(status.Verified) {
 		v.Serve = false
 	}
