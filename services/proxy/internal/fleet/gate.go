@@ -146,8 +146,8 @@ func newGate(js jetstream.JetStream, tenant, server string, log zerolog.Logger) 
 // due. With NATS down nothing can arrive and it answers at once: from
 // what it knows, or, when no watch has loaded since the proxy started, from
 // its status copy (UseCopies), which serves only verified variants and
-// never under the alert or withhold_changed posture. ok false means nothing is known and the
-// proxy fails closed.
+// never under the alert or withhold_changed posture. ok false means
+// nothing is known and the proxy fails closed.
 //
 // A record is served by the serve rule (status.Record.Serve), and only with
 // its baseline's item hashes, which the record carries (the drift service

@@ -136,8 +136,8 @@ func TestGateRestartsFromCopy(t *testing.T) {
 	put("valert", recordJSON("verified", "alert", sf))
 	put("gone", recordJSON("verified", "block", sf))
 	put("vq", recordJSON("quarantined", "block", sf))
-	put("vc", recordJSON("changed", "alert", sf)) // served live under alert; closed from the copy
-	put("vw", recordJSON("changed", "withhold_changed", sf)) // served live (its unchanged items); closed from the copy
+	put("vc", recordJSON("changed", "alert", sf))              // served live under alert; closed from the copy
+	put("vw", recordJSON("changed", "withhold_changed", sf))   // served live (its unchanged items); closed from the copy
 	put("vwv", recordJSON("verified", "withhold_changed", sf)) // served from the copy, as under block
 	put("vp", statusJSON("pending", "block", ""))
 	put("noitems", statusJSON("verified", "block", sf.Hash.String()))
