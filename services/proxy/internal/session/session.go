@@ -227,7 +227,10 @@ type pendingReq struct {
 	digest string
 	args   []byte // with Config.FullArguments
 	alert  Code   // the refusal code a call was forwarded despite (alert posture)
-	policy Decided
+	// partial: forwarded under withhold_changed while the server differs
+	// from its baseline (an unchanged tool): rules see it as drifted.
+	partial bool
+	policy  Decided
 	// rawArgs: the call's arguments during its decision only (a slice of
 	// the transport's buffer, never kept).
 	rawArgs []byte

@@ -255,3 +255,36 @@ func TestWithholdChangedNarrowedByLivePolicy(t *testing.T) {
 		})
 	}
 }
+
+// TestWithholdChangedCallsAreDrifted: a call of an unchanged tool that a
+// drifted server serves under withhold_changed is judged by the per-call
+// policy as drifted (as the admin API's policy test judges a changed
+// server), so that a rule can ask more of it while the drift waits.
+func TestWithholdChangedCallsAreDrifted(t *testing.T) {
+	for _, tt := range []struct {
+		status    string
+		listing   string
+		forwarded bool
+	}{
+		{"changed", evilRead + "," + writeTool, false},
+		{"verified", readTool + "," + writeTool, true},
+	} {
+		t.Run(tt.status, func(t *testing.T) {
+			r := newRig(t)
+			r.newSession(Config{Server: "fs", Policy: sessiontest.Policy[Code]{Set: compileDefault(t,
+				"rules: [{id: hold-drifted, tenant: default, drifted: true, action: deny, reason: the server drifted}]")}}, r.gate)
+			r.gate.v, r.gate.ok = withholdBaseline(t, tt.status, []string{readTool, writeTool}, nil), true
+			r.initialize(approvedWords)
+			r.client(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+			r.server(`{"jsonrpc":"2.0","id":1,"result":{"tools":[` + tt.listing + `]}}`)
+			sent := len(r.toServer)
+			r.client(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"write","arguments":{}}}`)
+			if forwarded := len(r.toServer) == sent+1; forwarded != tt.forwarded {
+				t.Fatalf("forwarded %v, want %v: %s", forwarded, tt.forwarded, r.lastClient())
+			}
+			if !tt.forwarded && !strings.Contains(r.lastClient(), "the server drifted") {
+				t.Fatalf("refused, but not by the drifted rule: %s", r.lastClient())
+			}
+		})
+	}
+}
