@@ -562,6 +562,11 @@ func (s *Session) judgePage(ctx context.Context, k surface.Kind, m *jsonrpc.Mess
 	hashedWith := s.judge().hashOptions() // what the page's items were hashed with
 	v, ok := s.view(ctx, variant, awaiting)
 	serve := ok && v.Serve
+	if serve && v.Withhold && (v.Status != string(status.Verified) || s.judge().driftedFrom(v, ok)) && !s.instructionsKept(v) {
+		// Under withhold_changed, instructions other than the baseline's
+		// withhold the whole server (decideWithheld).
+		serve = false
+	}
 	if ok && len(items) > 0 && hashedWith != v.Hashing {
 		// Hashed before the session knew the server's settings: hash the
 		// page again as the baseline was.

@@ -137,8 +137,8 @@ func TestWithholdChangedServesUnchanged(t *testing.T) {
 // baseline's speak for every tool. Judged by the record (the drift
 // service found them changed: Serve false), nothing is served; judged by
 // this session (it was given other instructions), they are removed from
-// the initialize result and every request is refused as the server's,
-// the unchanged tools' included.
+// the initialize result, its listings withhold every item and every
+// request is refused as the server's, the unchanged tools' included.
 func TestWithholdChangedInstructions(t *testing.T) {
 	t.Run("record", func(t *testing.T) {
 		r := newRig(t)
@@ -173,6 +173,9 @@ func TestWithholdChangedInstructions(t *testing.T) {
 			}
 			r.client(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
 			r.server(`{"jsonrpc":"2.0","id":1,"result":{"tools":[` + readTool + `,` + writeTool + `]}}`)
+			if got := names(t, r.lastClient()); len(got) != 0 {
+				t.Fatalf("listed %v while the session's instructions are not the baseline's", got)
+			}
 			sent := len(r.toServer)
 			r.client(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"write","arguments":{}}}`)
 			if !r.refusedWith(RefuseServerChanged, sent) {
