@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"testing"
 	"time"
 
-	"testing"
-
+	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/status"
 )
@@ -18,7 +18,8 @@ import (
 // agent, on stdio and Streamable HTTP:
 //
 //   - a rug pull that changes one tool (read) and adds another (exfil):
-//     the status record says changed, the agent keeps listing and calling
+//     the status record and its verdict say changed (served, under
+//     withhold_changed), the agent keeps listing and calling
 //     the unchanged tool (rug), and the changed and added ones are not
 //     listed and their calls are refused with tool_not_approved;
 //   - a rug pull that changes only the instructions: the whole server is
@@ -129,6 +130,25 @@ func (x *advRun) record() status.Record {
 	return recs[0]
 }
 
+// lastVerdict is the last verdict on the case's server.
+func (x *advRun) lastVerdict() *mcpdriftv1.Verdict {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := x.env.js.Stream(ctx, bus.StreamVerdicts)
+	if err != nil {
+		x.Fatalf("verdict stream: %v", err)
+	}
+	m, err := st.GetLastMsgForSubject(ctx, bus.VerdictSubject("default", x.serverID))
+	if err != nil {
+		x.Fatalf("the last verdict on %s: %v", x.serverID, err)
+	}
+	v := new(mcpdriftv1.Verdict)
+	if err := bus.UnmarshalJSON(m.Data, v); err != nil {
+		x.Fatalf("decoding the verdict: %v", err)
+	}
+	return v
+}
+
 // eventually polls cond until it holds or 20s pass; what it last saw says
 // why it did not.
 func (x *advRun) eventually(what string, cond func() (bool, string)) {
@@ -155,6 +175,10 @@ func (x *advRun) withholdChangedTools() {
 	})
 	if r := x.record(); r.Instructions == nil || r.Instructions.Changed || r.LiveHash == r.BaselineHash {
 		x.Fatalf("the record's instructions finding: %+v (live %s, baseline %s)", r.Instructions, r.LiveHash, r.BaselineHash)
+	}
+	// The verdict says so too: changed, served, under withhold_changed.
+	if v := x.lastVerdict(); v.GetStatus() != mcpdriftv1.Status_STATUS_CHANGED || !v.GetServe() || v.GetOnDrift() != status.WithholdChanged {
+		x.Fatalf("the verdict on the drift: status %s serve %v on_drift %q", v.GetStatus(), v.GetServe(), v.GetOnDrift())
 	}
 	// The agent keeps listing the unchanged tool, and only it.
 	x.eventually("the listing keeping only the unchanged tool", func() (bool, string) {
