@@ -76,7 +76,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 		options.Opt("tokens", "MCPDRIFT_ADMIN_TOKENS", "TOKENS", "admin API tokens (prefer the variable or a file: flags show in ps)", options.String(&tokens)),
 		options.Opt("tokens-file", "MCPDRIFT_ADMIN_TOKENS_FILE", "FILE", "read admin API tokens from this file", options.String(&tokensFile)),
 		options.Opt("posture", "MCPDRIFT_POSTURE", "MODE", "first sight of a server: discovery (trust on first use) or strict", options.String(&p.Posture)),
-		options.Opt("on-drift", "MCPDRIFT_ON_DRIFT", "MODE", "on drift: block (withhold tools) or alert (serve and alert)", options.String(&p.OnDrift)),
+		options.Opt("on-drift", "MCPDRIFT_ON_DRIFT", "MODE", "on drift: block (withhold the server), withhold_changed (withhold only its changed and added items) or alert (serve and alert)", options.String(&p.OnDrift)),
 		options.Opt("guard", "MCPDRIFT_GUARD", "", "auto-accept provably benign changes as new baselines", options.Bool(&p.Guard)),
 		options.Opt("baseline-keys", "MCPDRIFT_BASELINE_KEYS", "FILE", "trusted public keys (PEM, one or more) that a baseline lockfile must be signed with to be imported; none: imports are refused", options.String(&baselineKeys)),
 		options.Opt("workers", "MCPDRIFT_DRIFT_WORKERS", "N", "fingerprints one instance applies at once (one server's always in order)", options.Int(&cfg.Drift.Workers)),

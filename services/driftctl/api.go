@@ -153,7 +153,7 @@ func withVariant(p, variant string) string {
 // variant, and a row for a held server no variant of which was seen yet.
 func printServers(w io.Writer, servers []status.ServerShow) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TENANT\tSERVER\tVARIANT\tSTATUS\tSERVED\tRISK\tBASELINE\tLIVE\tREASON")
+	fmt.Fprintln(tw, "TENANT\tSERVER\tVARIANT\tSTATUS\tSERVED\tON DRIFT\tRISK\tBASELINE\tLIVE\tREASON")
 	for _, sv := range servers {
 		risk := "-"
 		if sv.Risk != nil {
@@ -164,7 +164,7 @@ func printServers(w io.Writer, servers []status.ServerShow) error {
 			if sv.Held {
 				st, reason = "held", "quarantined"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t-\t%s\tfalse\t%s\t-\t-\t%s\n", sv.Tenant, sv.Server, st, risk, reason)
+			fmt.Fprintf(tw, "%s\t%s\t-\t%s\tfalse\t-\t%s\t-\t-\t%s\n", sv.Tenant, sv.Server, st, risk, reason)
 			continue
 		}
 		for _, s := range sv.Variants {
@@ -183,7 +183,17 @@ func printServers(w io.Writer, servers []status.ServerShow) error {
 				// for an explicit rebaseline.
 				reason += " (policy wants " + r.PolicyWants.String() + ": rebaseline)"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\tv%d %s\t%s\t%s\n", r.Tenant, r.Server, r.Variant, st, s.Serve, risk,
+			served := fmt.Sprint(s.Serve)
+			if r.Status == status.Changed && r.Withholding() {
+				// withhold_changed: the unchanged items only, or nothing
+				// when the instructions changed too.
+				if s.Serve {
+					served = "unchanged items"
+				} else if r.InstructionsChanged() && !sv.Held {
+					reason += " (instructions changed or not compared yet: whole server withheld)"
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\tv%d %s\t%s\t%s\n", r.Tenant, r.Server, r.Variant, st, served, r.Policy.OnDrift, risk,
 				r.BaselineVersion, short(r.BaselineHash), live, reason)
 		}
 	}

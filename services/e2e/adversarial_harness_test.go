@@ -97,7 +97,9 @@ const advAdminToken = "adv-write-token-0123456789"
 // buildDriftctl returns the driftctl command, built once (cmdtest).
 func buildDriftctl(tb testing.TB) string { return cmdtest.Path(tb, "driftctl") }
 
-func startAdvEnv(t *testing.T) *advEnv {
+// startAdvEnv starts the pipeline every case shares; driftEnv is more
+// environment for the drift service (its defaults otherwise).
+func startAdvEnv(t *testing.T, driftEnv ...string) *advEnv {
 	t.Helper()
 	env := &advEnv{peers: requirePeers(t), upstreams: map[string]*upstream{}}
 	env.bin = build(t)
@@ -108,7 +110,7 @@ func startAdvEnv(t *testing.T) *advEnv {
 	env.adminURL = "http://" + admin
 	svc := []string{"MCPDRIFT_NATS_URL=" + env.natsURL, "MCPDRIFT_LOG_LEVEL=info"}
 	runService(t, "fingerprint", svc...)
-	runService(t, "drift", append(svc, "MCPDRIFT_ADMIN_ADDR="+admin, "MCPDRIFT_ADMIN_TOKENS=adv:write:"+advAdminToken)...)
+	runService(t, "drift", append(append(svc, "MCPDRIFT_ADMIN_ADDR="+admin, "MCPDRIFT_ADMIN_TOKENS=adv:write:"+advAdminToken), driftEnv...)...)
 
 	// The stdio relays connect here and name their upstream.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -226,8 +228,9 @@ type advRun struct {
 	proxyLog *stderrTail
 }
 
-// runAdversarial runs the cases on the pool, then reports each as a subtest.
-func runAdversarial(t *testing.T, cases []advCase) {
+// runAdversarial runs the cases on the pool, then reports each as a
+// subtest; driftEnv is more environment for the drift service.
+func runAdversarial(t *testing.T, cases []advCase, driftEnv ...string) {
 	if testing.Short() {
 		t.Skip("runs the service commands, the proxy and real MCP clients")
 	}
@@ -250,7 +253,7 @@ func runAdversarial(t *testing.T, cases []advCase) {
 		ok, err := regexp.MatchString(parts[1], name)
 		return err != nil || ok
 	}
-	env := startAdvEnv(t)
+	env := startAdvEnv(t, driftEnv...)
 	results := make([]*caseT, len(cases))
 	done := make([]chan struct{}, len(cases))
 	sem := make(chan struct{}, advParallel)

@@ -308,8 +308,8 @@ func validate(d *Document, info *shapeInfo) error {
 		if s.Posture != "" && s.Posture != status.Discovery && s.Posture != status.Strict {
 			l.add(CodeBadSetting, ref, "posture", "unknown posture %q (want %s or %s)", clip(s.Posture), status.Discovery, status.Strict)
 		}
-		if s.OnDrift != "" && s.OnDrift != status.Block && s.OnDrift != status.Alert {
-			l.add(CodeBadSetting, ref, "on_drift", "unknown on_drift %q (want %s or %s)", clip(s.OnDrift), status.Block, status.Alert)
+		if s.OnDrift != "" && !status.OnDriftValid(s.OnDrift) {
+			l.add(CodeBadSetting, ref, "on_drift", "unknown on_drift %q (want %s, %s or %s)", clip(s.OnDrift), status.Block, status.Alert, status.WithholdChanged)
 		}
 		if s.Hash != "" && s.Hash != SHA256 && s.Hash != SHA512 {
 			l.add(CodeBadSetting, ref, "hash", "unknown hash %q (want %s or %s)", clip(s.Hash), SHA256, SHA512)

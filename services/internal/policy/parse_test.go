@@ -439,3 +439,43 @@ func TestDecimal(t *testing.T) {
 		}
 	}
 }
+
+// TestParseOnDrift: each action on drift is accepted, per tenant and per
+// server, and resolves for the server it names; anything else is refused.
+func TestParseOnDrift(t *testing.T) {
+	for _, tt := range []struct {
+		onDrift string
+		ok      bool
+	}{
+		{"block", true},
+		{"alert", true},
+		{"withhold_changed", true},
+		{"withhold", false},
+		{"Withhold_Changed", false},
+		{"withhold_changed ", false},
+	} {
+		t.Run(strings.TrimSpace(tt.onDrift), func(t *testing.T) {
+			doc := fmt.Sprintf("drift:\n  - tenant: default\n    on_drift: block\n  - tenant: default\n    server: notes\n    on_drift: %q\n", tt.onDrift)
+			d, err := Parse([]byte(doc))
+			if !tt.ok {
+				if err == nil || !slices.ContainsFunc(Errors(err), func(e *Error) bool { return e.Code == CodeBadSetting && e.Field == "on_drift" }) {
+					t.Fatalf("Parse = %v, want %s on on_drift", err, CodeBadSetting)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			s, err := Compile("default", d)
+			if err != nil {
+				t.Fatalf("Compile: %v", err)
+			}
+			if got := s.Drift("notes").OnDrift; got != tt.onDrift {
+				t.Errorf("Drift(notes).OnDrift = %q, want %q", got, tt.onDrift)
+			}
+			if got := s.Drift("other").OnDrift; got != "block" {
+				t.Errorf("Drift(other).OnDrift = %q, want the tenant's block", got)
+			}
+		})
+	}
+}

@@ -100,7 +100,7 @@ type DriftSetting struct {
 	Tenant      string `json:"tenant" yaml:"tenant"`
 	Server      string `json:"server,omitempty" yaml:"server,omitempty"`
 	Posture     string `json:"posture,omitempty" yaml:"posture,omitempty"`   // status.Discovery or status.Strict
-	OnDrift     string `json:"on_drift,omitempty" yaml:"on_drift,omitempty"` // status.Block or status.Alert
+	OnDrift     string `json:"on_drift,omitempty" yaml:"on_drift,omitempty"` // status.Block, status.Alert or status.WithholdChanged
 	Guard       *bool  `json:"guard,omitempty" yaml:"guard,omitempty"`
 	Hash        string `json:"hash,omitempty" yaml:"hash,omitempty"`               // SHA256 or SHA512
 	Annotations *bool  `json:"annotations,omitempty" yaml:"annotations,omitempty"` // tool annotations covered by the hash

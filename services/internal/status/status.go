@@ -19,7 +19,7 @@ import (
 type Status string
 
 // The statuses of the design: only verified is served (and changed, under
-// the alert posture).
+// the alert posture, or its unchanged items under withhold_changed).
 const (
 	Unknown     Status = "unknown"
 	Verified    Status = "verified"
@@ -34,13 +34,22 @@ const (
 	Strict    = "strict"    // a server never seen waits in pending for approval
 	Block     = "block"     // drift withholds the server's tools
 	Alert     = "alert"     // drift is announced and audited, but tools are served
+	// WithholdChanged: drift withholds the changed and added items only;
+	// the items whose hash equals the baseline's stay served, unless the
+	// instructions changed (they speak for every tool: the whole server is
+	// withheld).
+	WithholdChanged = "withhold_changed"
 )
+
+// OnDriftValid reports whether s is an action on drift (Block, Alert or
+// WithholdChanged).
+func OnDriftValid(s string) bool { return s == Block || s == Alert || s == WithholdChanged }
 
 // Policy says how a server is treated; it is recorded with the server when
 // its record is created.
 type Policy struct {
 	Posture string `json:"posture"`  // Discovery or Strict
-	OnDrift string `json:"on_drift"` // Block or Alert
+	OnDrift string `json:"on_drift"` // Block, Alert or WithholdChanged
 	Guard   bool   `json:"guard"`    // auto-accept a provably benign change as a new baseline
 	// Hash is the fingerprint's hash algorithm ("sha256" when empty) and
 	// Annotations whether tool annotations are covered (true when nil):
@@ -122,8 +131,8 @@ func (p Policy) Validate() error {
 	if p.Posture != Discovery && p.Posture != Strict {
 		errs = append(errs, fmt.Errorf("posture %q: want %s or %s", p.Posture, Discovery, Strict))
 	}
-	if p.OnDrift != Block && p.OnDrift != Alert {
-		errs = append(errs, fmt.Errorf("on-drift %q: want %s or %s", p.OnDrift, Block, Alert))
+	if !OnDriftValid(p.OnDrift) {
+		errs = append(errs, fmt.Errorf("on-drift %q: want %s, %s or %s", p.OnDrift, Block, Alert, WithholdChanged))
 	}
 	return errors.Join(errs...)
 }
@@ -171,6 +180,12 @@ type Record struct {
 	DriftAtMs    int64  `json:"drift_at_ms,omitempty"` // when the live manifest first differed from the baseline
 	Severity     string `json:"severity,omitempty"`    // of the live diff against the baseline
 	Benign       bool   `json:"benign,omitempty"`
+	// Instructions is what the drift service found of the live manifest's
+	// instructions against the baseline's when it compared the two
+	// manifests (nil: never compared). It speaks only for the two hashes it
+	// names: once either moves it says nothing, and the instructions count
+	// as changed (InstructionsChanged) until they are compared again.
+	Instructions *InstructionsFinding `json:"instructions,omitempty"`
 
 	// A variant first seen after another variant of the server was
 	// approved is compared with that variant's baseline: the one closest to
@@ -195,17 +210,58 @@ type Record struct {
 	Applied     []string `json:"applied,omitempty"` // recent event ids, for exactly-once effect
 }
 
+// InstructionsFinding is the drift service's comparison of a live
+// manifest's instructions with a baseline's (Record.Instructions).
+type InstructionsFinding struct {
+	Baseline string `json:"baseline"` // the baseline hash compared
+	Live     string `json:"live"`     // the live hash compared
+	Changed  bool   `json:"changed"`  // the two differ (also: one has instructions and the other none)
+}
+
 // Serve is the serve rule: whether proxies serve the variant's items, on
 // its own record (a held server serves none: see Serves). A variant is
-// served when it is verified, or changed under the alert policy, and its
-// record carries the item hashes of its approved baseline; nothing without
-// them is served, whatever the status says.
+// served when it is verified, or changed under the alert policy, or
+// changed under the withhold_changed policy with its instructions
+// unchanged (proxies then serve only the items whose hash equals the
+// baseline's), and its record carries the item hashes of its approved
+// baseline; nothing without them is served, whatever the status says.
 func (r *Record) Serve() bool {
-	if r.Status != Verified && (r.Status != Changed || r.Policy.OnDrift != Alert) {
+	switch {
+	case r.Status == Verified:
+	case r.Status == Changed && r.Policy.OnDrift == Alert:
+	case r.Status == Changed && r.Policy.OnDrift == WithholdChanged && !r.InstructionsChanged():
+	default:
 		return false
 	}
 	return r.HasBaselineItems()
 }
+
+// InstructionsChanged reports whether the live manifest's instructions
+// may differ from the baseline's: unless the record's finding
+// (Instructions) names this very baseline and live manifest and found them
+// equal, they count as changed. A live manifest that could not be
+// fingerprinted counts as changed too.
+func (r *Record) InstructionsChanged() bool {
+	if r.LiveError != "" {
+		return true
+	}
+	if r.LiveHash != "" && r.LiveHash == r.BaselineHash {
+		return false
+	}
+	return !r.InstructionsCompared() || r.Instructions.Changed
+}
+
+// InstructionsCompared reports whether the record's instructions finding
+// is about its baseline and live manifest.
+func (r *Record) InstructionsCompared() bool {
+	f := r.Instructions
+	return f != nil && f.Live != "" && f.Baseline == r.BaselineHash && f.Live == r.LiveHash
+}
+
+// Withholding reports whether the record's drift policy is
+// withhold_changed: a changed variant is then served item by item, only
+// what equals the baseline.
+func (r *Record) Withholding() bool { return r.Policy.OnDrift == WithholdChanged }
 
 // HasBaselineItems reports whether the baseline's item hashes are known:
 // held by the record, or by the entry of its baseline version
@@ -230,9 +286,11 @@ func (r *Record) ItemsInBaseline() bool {
 // observation time. "" when there is none, or the record still needs a
 // whole manifest of it: no live hash, a live manifest that could not be
 // fingerprinted, baseline item hashes the drift service fills in from the
-// next fingerprint of it (a record written before they were kept), or a policy
+// next fingerprint of it (a record written before they were kept), a policy
 // asking for other hashing settings whose live hash (PolicyWantsLiveHash)
-// is still to be made.
+// is still to be made, or a changed variant under withhold_changed whose
+// live instructions the drift service has still to compare with the
+// baseline's (Instructions).
 func (r *Record) Confirms() string {
 	switch {
 	case r.LiveHash == "" || r.LiveError != "":
@@ -241,6 +299,12 @@ func (r *Record) Confirms() string {
 		return ""
 	case r.ItemsOmitted: // never filled in (see the drift service's fillItems)
 	case r.LiveHash == r.BaselineHash && !r.HasBaselineItems():
+		return ""
+	case r.Status == Changed && r.Withholding() && r.LiveHash != r.BaselineHash && !r.InstructionsCompared():
+		// Under withhold_changed, the instructions of this live manifest
+		// were never compared with the baseline's (the policy changed
+		// after it was seen, or a baseline moved): the next whole manifest
+		// lets the drift service compare them.
 		return ""
 	}
 	// A live manifest that differs from the baseline has nothing to fill

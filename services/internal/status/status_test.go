@@ -152,6 +152,16 @@ func TestServe(t *testing.T) {
 	rec := func(st status.Status, pol status.Policy, hash string, its *status.Items) *status.Record {
 		return &status.Record{Status: st, Policy: pol, BaselineHash: hash, BaselineItems: its}
 	}
+	withhold := status.Policy{Posture: status.Discovery, OnDrift: status.WithholdChanged}
+	const l = "sha256:2222222222222222222222222222222222222222222222222222222222222222"
+	live := func(r *status.Record, hash string, f *status.InstructionsFinding) *status.Record {
+		r.LiveHash, r.Instructions = hash, f
+		return r
+	}
+	failed := func(r *status.Record) *status.Record {
+		r.LiveError = "invalid_json"
+		return r
+	}
 	held := &status.Server{Held: true}
 	for _, tt := range []struct {
 		name string
@@ -166,6 +176,18 @@ func TestServe(t *testing.T) {
 		{"changed_block", nil, rec(status.Changed, block, h, items), false},
 		{"changed_alert", nil, rec(status.Changed, alert, h, items), true},
 		{"changed_alert_without_baseline", nil, rec(status.Changed, alert, "", nil), false},
+		{"changed_withhold_instructions_kept", nil, live(rec(status.Changed, withhold, h, items), l, &status.InstructionsFinding{Baseline: h, Live: l}), true},
+		{"changed_withhold_instructions_changed", nil, live(rec(status.Changed, withhold, h, items), l, &status.InstructionsFinding{Baseline: h, Live: l, Changed: true}), false},
+		{"changed_withhold_never_compared", nil, live(rec(status.Changed, withhold, h, items), l, nil), false},
+		{"changed_withhold_finding_of_another_live", nil, live(rec(status.Changed, withhold, h, items), l, &status.InstructionsFinding{Baseline: h, Live: "sha256:3"}), false},
+		{"changed_withhold_finding_of_another_baseline", nil, live(rec(status.Changed, withhold, h, items), l, &status.InstructionsFinding{Baseline: "sha256:3", Live: l}), false},
+		{"changed_withhold_live_reverted", nil, live(rec(status.Changed, withhold, h, items), h, nil), true},
+		{"changed_withhold_live_unfingerprintable", nil, failed(live(rec(status.Changed, withhold, h, items), l, &status.InstructionsFinding{Baseline: h, Live: l})), false},
+		{"changed_withhold_without_items", nil, live(rec(status.Changed, withhold, h, nil), l, &status.InstructionsFinding{Baseline: h, Live: l}), false},
+		{"verified_withhold", nil, rec(status.Verified, withhold, h, items), true},
+		{"pending_withhold", nil, live(rec(status.Pending, withhold, h, items), l, &status.InstructionsFinding{Baseline: h, Live: l}), false},
+		{"quarantined_withhold", nil, live(rec(status.Quarantined, withhold, h, items), l, &status.InstructionsFinding{Baseline: h, Live: l}), false},
+		{"held_server_withhold", held, live(rec(status.Changed, withhold, h, items), l, &status.InstructionsFinding{Baseline: h, Live: l}), false},
 		{"pending", nil, rec(status.Pending, alert, h, items), false},
 		{"quarantined", nil, rec(status.Quarantined, alert, h, items), false},
 		{"unknown_status", nil, rec("reviewing", alert, h, items), false},
@@ -370,6 +392,7 @@ func TestConfirms(t *testing.T) {
 	base, live := parse(`{"name":"a"}`), parse(`{"name":"a"},{"name":"b"}`)
 	b, l := base.Hash.String(), live.Hash.String()
 	wants := status.Hashing{Hash: "sha512", Annotations: true}
+	withhold := status.Policy{Posture: status.Discovery, OnDrift: status.WithholdChanged}
 	for _, tc := range []struct {
 		name string
 		rec  status.Record
@@ -385,6 +408,14 @@ func TestConfirms(t *testing.T) {
 		{"items_omitted", status.Record{BaselineHash: b, LiveHash: l, ItemsOmitted: true}, l},
 		{"policy_wants_a_live_hash", status.Record{BaselineHash: b, BaselineItems: status.ItemsOf(base), LiveHash: b, PolicyWants: &wants}, ""},
 		{"policy_wants_it_made", status.Record{BaselineHash: b, BaselineItems: status.ItemsOf(base), LiveHash: b, PolicyWants: &wants, PolicyWantsLiveHash: "sha512:00"}, b},
+		{"withhold_instructions_compared", status.Record{Status: status.Changed, Policy: withhold, BaselineHash: b, BaselineItems: status.ItemsOf(base), LiveHash: l,
+			Instructions: &status.InstructionsFinding{Baseline: b, Live: l}}, l},
+		{"withhold_instructions_changed", status.Record{Status: status.Changed, Policy: withhold, BaselineHash: b, BaselineItems: status.ItemsOf(base), LiveHash: l,
+			Instructions: &status.InstructionsFinding{Baseline: b, Live: l, Changed: true}}, l},
+		{"withhold_instructions_to_compare", status.Record{Status: status.Changed, Policy: withhold, BaselineHash: b, BaselineItems: status.ItemsOf(base), LiveHash: l}, ""},
+		{"withhold_instructions_of_another_baseline", status.Record{Status: status.Changed, Policy: withhold, BaselineHash: b, BaselineItems: status.ItemsOf(base), LiveHash: l,
+			Instructions: &status.InstructionsFinding{Baseline: "sha256:3", Live: l}}, ""},
+		{"block_instructions_never_compared", status.Record{Status: status.Changed, Policy: status.Policy{OnDrift: status.Block}, BaselineHash: b, BaselineItems: status.ItemsOf(base), LiveHash: l}, l},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.rec.Confirms(); got != tc.want {

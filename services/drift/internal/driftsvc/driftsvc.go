@@ -460,7 +460,7 @@ func (s *Service) assess(ctx context.Context, tenant, server, base, live string)
 		return state.Assessment{Severity: surface.SeverityCritical.String()}
 	}
 	rep := surface.Diff(b, l)
-	a := state.Assessment{Severity: rep.Severity.String(), Benign: rep.Benign}
+	a := state.Assessment{Severity: rep.Severity.String(), Benign: rep.Benign, InstructionsSame: sameInstructions(b, l)}
 	if !a.Benign {
 		return a
 	}
@@ -475,6 +475,21 @@ func (s *Service) assess(ctx context.Context, tenant, server, base, live string)
 		a.Benign, a.Note = false, note
 	}
 	return a
+}
+
+// sameInstructions reports whether two surfaces carry the same
+// instructions: none in either, or one item of the same hash in both.
+func sameInstructions(a, b *surface.Surface) bool {
+	x, y := a.Of(surface.KindInstructions), b.Of(surface.KindInstructions)
+	if len(x) != len(y) {
+		return false
+	}
+	for i := range x {
+		if x[i].Hash != y[i].Hash {
+			return false
+		}
+	}
+	return true
 }
 
 // approvedItems returns every item of every baseline version of the

@@ -44,6 +44,9 @@ const (
 	Strict    = status.Strict
 	Block     = status.Block
 	Alert     = status.Alert
+	// WithholdChanged: a changed variant serves its unchanged items
+	// (status.WithholdChanged); it is changed all the same.
+	WithholdChanged = status.WithholdChanged
 )
 
 // Reason codes carried by verdicts.
@@ -163,6 +166,11 @@ type Assessment struct {
 	// Note says why a change the diff alone calls benign is not (its
 	// history), for the reason text; "" otherwise.
 	Note string
+	// InstructionsSame: the two manifests were compared and their
+	// instructions are the same (both have none, or the same item hash).
+	// False also when they could not be compared: the instructions count as
+	// changed (status.Record.InstructionsChanged).
+	InstructionsSame bool
 }
 
 // Comparison is how a variant's first manifest compares with the items
@@ -297,6 +305,7 @@ func Observe(rec *Record, tenant, server, variant string, obs Observation, pol P
 			a = obs.Assess(r.BaselineHash, obs.Hash)
 		}
 		r.Severity, r.Benign = a.Severity, a.Benign
+		r.Instructions = findInstructions(r.BaselineHash, obs, a)
 		strictFirst := unseen && r.Policy.Posture == Strict // an imported baseline's first sight under strict
 		if r.Policy.Guard && a.Benign && obs.ErrorCode == "" && !strictFirst {
 			b := Baseline{Version: r.BaselineVersion + 1, Hash: obs.Hash, CapturedAtMs: obsMs, ApprovedAtMs: nowMs,
@@ -323,9 +332,19 @@ func Observe(rec *Record, tenant, server, variant string, obs Observation, pol P
 		// baseline keeps the status until an admin acts. Only the live hash
 		// moves, so that an approval names what is live now.
 		if sameLive {
+			if r.Status == Changed && r.Withholding() && r.BaselineHash != "" && obs.ErrorCode == "" &&
+				obs.Hash != r.BaselineHash && !r.InstructionsCompared() && obs.Assess != nil {
+				// Under withhold_changed, the instructions of this live
+				// manifest were never compared with the baseline's (the
+				// policy changed after it was seen, or the baseline moved):
+				// compare them now (status.Record.Confirms asks proxies for
+				// the whole manifest for it).
+				r.Instructions = findInstructions(r.BaselineHash, obs, obs.Assess(r.BaselineHash, obs.Hash))
+				filled = true
+			}
 			return fillIn() // nothing new: the record already says all of it
 		}
-		r.Severity, r.Benign = "", false
+		r.Severity, r.Benign, r.Instructions = "", false, nil
 		base := r.BaselineHash
 		if base == "" {
 			base = r.ReferenceHash // a new variant is assessed against the variant it was compared with
@@ -333,6 +352,9 @@ func Observe(rec *Record, tenant, server, variant string, obs Observation, pol P
 		if obs.ErrorCode == "" && obs.Hash != base && base != "" && obs.Assess != nil {
 			a := obs.Assess(base, obs.Hash)
 			r.Severity, r.Benign = a.Severity, a.Benign
+			if base == r.BaselineHash {
+				r.Instructions = findInstructions(base, obs, a)
+			}
 		}
 		switch r.Status {
 		case Changed:
@@ -422,6 +444,16 @@ func driftReason(obs Observation, severity string) (string, string) {
 	return ReasonDrift, "the live manifest " + obs.Hash + " differs from the baseline (" + severity + ")"
 }
 
+// findInstructions is the record's finding on the observation's
+// instructions against the baseline base, from the assessment of the two
+// (nil when there is none to make: no live manifest).
+func findInstructions(base string, obs Observation, a Assessment) *status.InstructionsFinding {
+	if obs.ErrorCode != "" || obs.Hash == "" || base == "" {
+		return nil
+	}
+	return &status.InstructionsFinding{Baseline: base, Live: obs.Hash, Changed: !a.InstructionsSame}
+}
+
 // setBaseline makes b the record's baseline, with its item hashes when
 // items are those of b (a baseline is always the live manifest, so the
 // record has no live items apart from it). The items go into the version
@@ -436,7 +468,7 @@ func setBaseline(r *Record, b *Baseline, items *Items) {
 	}
 	r.ReferenceVariant, r.ReferenceHash = "", ""
 	r.CapturedAtMs, r.ApprovedAtMs, r.ApprovedBy = b.CapturedAtMs, b.ApprovedAtMs, b.ApprovedBy
-	r.DriftAtMs, r.Severity, r.Benign = 0, "", false
+	r.DriftAtMs, r.Severity, r.Benign, r.Instructions = 0, "", false, nil
 }
 
 // fillItems keeps the observation's item hashes of the baseline when the

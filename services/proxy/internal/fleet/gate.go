@@ -105,6 +105,7 @@ type record struct {
 	status       string
 	serve        bool // the serve rule (status.Record.Serve), items checked
 	alert        bool // the record's policy is on_drift alert
+	withhold     bool // the record's policy is on_drift withhold_changed
 	baselineHash string
 	liveHash     string // status.Record.Confirms
 	// items: the baseline's item hashes, checked against baselineHash
@@ -145,8 +146,8 @@ func newGate(js jetstream.JetStream, tenant, server string, log zerolog.Logger) 
 // due. With NATS down nothing can arrive and it answers at once: from
 // what it knows, or, when no watch has loaded since the proxy started, from
 // its status copy (UseCopies), which serves only verified variants and
-// never under the alert posture. ok false means nothing is known and the
-// proxy fails closed.
+// never under the alert or withhold_changed posture. ok false means
+// nothing is known and the proxy fails closed.
 //
 // A record is served by the serve rule (status.Record.Serve), and only with
 // its baseline's item hashes, which the record carries (the drift service
@@ -165,7 +166,7 @@ func (g *Gate) View(ctx context.Context, variant string, awaiting bool, wait tim
 	if !ok {
 		return session.View{}, false
 	}
-	return session.View{Status: rec.status, Serve: rec.serve, Alert: rec.alert, BaselineHash: rec.baselineHash, LiveHash: rec.liveHash, Items: rec.items, Hashing: rec.hashing, RiskMode: risk}, true
+	return session.View{Status: rec.status, Serve: rec.serve, Alert: rec.alert, Withhold: rec.withhold, BaselineHash: rec.baselineHash, LiveHash: rec.liveHash, Items: rec.items, Hashing: rec.hashing, RiskMode: risk}, true
 }
 
 // bounded is the context of one View: its deadline is made on first use.
@@ -393,8 +394,8 @@ func (g *Gate) apply(e jetstream.KeyValueEntry) string {
 	if rec.itemsKey != "" && g.fetch != nil {
 		g.fetch(g, rec.itemsKey, rec.baselineHash)
 	}
-	if !had || old.status != rec.status || old.serve != rec.serve || old.alert != rec.alert || old.baselineHash != rec.baselineHash {
-		g.log.Info().Str("variant", variant).Str("status", rec.status).Bool("serve", rec.serve).Bool("alert", rec.alert).
+	if !had || old.status != rec.status || old.serve != rec.serve || old.alert != rec.alert || old.withhold != rec.withhold || old.baselineHash != rec.baselineHash {
+		g.log.Info().Str("variant", variant).Str("status", rec.status).Bool("serve", rec.serve).Bool("alert", rec.alert).Bool("withhold", rec.withhold).
 			Str("baseline_hash", rec.baselineHash).Uint64("revision", rec.revision).Msg("status record")
 	}
 	return variant
@@ -416,7 +417,7 @@ func (g *Gate) read(value []byte, revision uint64, variant string, prev *record,
 		g.log.Error().Err(err).Str("variant", variant).Uint64("revision", revision).Msg("status record unreadable, failing closed")
 		return rec
 	}
-	rec.status, rec.alert, rec.baselineHash, rec.liveHash = string(sr.Status), sr.Alerting(), sr.BaselineHash, sr.Confirms()
+	rec.status, rec.alert, rec.withhold, rec.baselineHash, rec.liveHash = string(sr.Status), sr.Alerting(), sr.Withholding(), sr.BaselineHash, sr.Confirms()
 	if rec.hashing, err = sr.Policy.Hashing().Options(); err != nil {
 		// Settings this proxy does not know: nothing it hashes could be
 		// compared with the baseline.

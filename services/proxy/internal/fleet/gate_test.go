@@ -77,6 +77,19 @@ func TestGateView(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := itemsOf(sf)
+	// Changed under withhold_changed, live manifest other than the
+	// baseline: served only once the drift service found its instructions
+	// the baseline's.
+	withheld := func(finding *status.InstructionsFinding) []byte {
+		rec := status.Record{Tenant: tenant, Status: status.Changed, Policy: status.Policy{Posture: status.Discovery, OnDrift: status.WithholdChanged},
+			BaselineVersion: 1, BaselineHash: sf.Hash.String(), BaselineItems: status.ItemsOf(sf), LiveHash: other.Hash.String(),
+			Instructions: finding, Reason: "drift", UpdatedAtMs: 1}
+		data, err := json.Marshal(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
 
 	tests := []struct {
 		name       string
@@ -89,6 +102,10 @@ func TestGateView(t *testing.T) {
 		{"verified_alert_serves", recordJSON("verified", "alert", sf), "verified", true, true},
 		{"changed_alert_serves", recordJSON("changed", "alert", sf), "changed", true, true},
 		{"changed_block_withholds", recordJSON("changed", "block", sf), "changed", false, true},
+		{"changed_withhold_changed_serves", withheld(&status.InstructionsFinding{Baseline: sf.Hash.String(), Live: other.Hash.String()}), "changed", true, true},
+		{"changed_withhold_changed_instructions_changed", withheld(&status.InstructionsFinding{Baseline: sf.Hash.String(), Live: other.Hash.String(), Changed: true}), "changed", false, true},
+		{"changed_withhold_changed_not_compared", withheld(nil), "changed", false, true},
+		{"verified_withhold_changed_serves", recordJSON("verified", "withhold_changed", sf), "verified", true, true},
 		{"quarantined_withholds", recordJSON("quarantined", "alert", sf), "quarantined", false, true},
 		{"pending_without_baseline_withholds", statusJSON("pending", "block", ""), "pending", false, false},
 		{"items_missing_fails_closed", statusJSON("verified", "block", sf.Hash.String()), "verified", false, false},
@@ -112,6 +129,9 @@ func TestGateView(t *testing.T) {
 			}
 			if wantAlert := bytes.Contains(tt.value, []byte(`"alert"`)); v.Alert != wantAlert {
 				t.Errorf("View alert %v, want %v", v.Alert, wantAlert)
+			}
+			if wantWithhold := bytes.Contains(tt.value, []byte(`"withhold_changed"`)); v.Withhold != wantWithhold {
+				t.Errorf("View withhold %v, want %v", v.Withhold, wantWithhold)
 			}
 			if got := v.Items != nil; got != tt.wantItems {
 				t.Fatalf("View items present %v, want %v", got, tt.wantItems)

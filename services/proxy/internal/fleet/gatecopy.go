@@ -70,7 +70,8 @@ func (g *Gate) UseCopies(c *StatusCopies) {
 // variant is served only when its record is verified, carries its
 // baseline's item hashes and they make up its baseline hash; it is served
 // by those items alone, without the alert posture (which would serve
-// items outside the baseline). Everything else the copy holds is known and
+// items outside the baseline) and without the withhold_changed one (a
+// drift this proxy sees closes the whole server, as under block). Everything else the copy holds is known and
 // closed; what it does not hold is unknown. A server record that cannot
 // be read holds the server.
 func (g *Gate) fromCopy(doc *copyDoc) *copied {
@@ -102,7 +103,7 @@ func (g *Gate) fromCopy(doc *copyDoc) *copied {
 		variant := strings.TrimPrefix(e.Key, g.prefix) // checked by read
 		rec := g.read(e.Value, e.Revision, variant, nil, lookup)
 		rec.serve = rec.serve && rec.status == string(status.Verified)
-		rec.alert = false
+		rec.alert, rec.withhold = false, false
 		if !rec.serve {
 			rec.items = nil
 		}

@@ -103,6 +103,9 @@ func checkView(t *testing.T, g *Gate, variant string, w want, items map[string]i
 	if v.Alert {
 		t.Errorf("variant %q: alert from the copy; the copy never serves items outside the baseline", variant)
 	}
+	if v.Withhold {
+		t.Errorf("variant %q: withhold_changed from the copy; a drift the proxy sees closes the whole server", variant)
+	}
 	if waited := time.Since(start); waited > time.Second {
 		t.Errorf("variant %q: answered after %v; with NATS down the copy answers at once", variant, waited)
 	}
@@ -133,7 +136,9 @@ func TestGateRestartsFromCopy(t *testing.T) {
 	put("valert", recordJSON("verified", "alert", sf))
 	put("gone", recordJSON("verified", "block", sf))
 	put("vq", recordJSON("quarantined", "block", sf))
-	put("vc", recordJSON("changed", "alert", sf)) // served live under alert; closed from the copy
+	put("vc", recordJSON("changed", "alert", sf))              // served live under alert; closed from the copy
+	put("vw", recordJSON("changed", "withhold_changed", sf))   // served live (its unchanged items); closed from the copy
+	put("vwv", recordJSON("verified", "withhold_changed", sf)) // served from the copy, as under block
 	put("vp", statusJSON("pending", "block", ""))
 	put("noitems", statusJSON("verified", "block", sf.Hash.String()))
 	put("unreadable", []byte(`{"status":`))
@@ -145,13 +150,16 @@ func TestGateRestartsFromCopy(t *testing.T) {
 		if err != nil {
 			return fmt.Errorf("the copy: %w", err)
 		}
-		if len(doc.Variants) != 8 {
-			return fmt.Errorf("the copy holds %d variants, want 8", len(doc.Variants))
+		if len(doc.Variants) != 10 {
+			return fmt.Errorf("the copy holds %d variants, want 10", len(doc.Variants))
 		}
 		return nil
 	})
 	if v, ok := view(first, "vc", time.Second); !ok || !v.Serve || !v.Alert {
 		t.Fatalf("live, vc (changed under alert) = %v; want served under alert", seen("", v, ok))
+	}
+	if v, ok := view(first, "vw", time.Second); !ok || !v.Serve || !v.Withhold {
+		t.Fatalf("live, vw (changed under withhold_changed) = %v; want served under withhold_changed", seen("", v, ok))
 	}
 	stopFirst()
 	// While the proxy is down the pipeline quarantines default and
@@ -164,7 +172,7 @@ func TestGateRestartsFromCopy(t *testing.T) {
 
 	g, w := gateWithCopy(t, b.JS, server, c)
 	runInBackground(t, w.Run)
-	items := map[string]int{"default": len(sf.Items), "valert": len(sf.Items), "gone": len(sf.Items), "vq": 0, "vc": 0}
+	items := map[string]int{"default": len(sf.Items), "valert": len(sf.Items), "gone": len(sf.Items), "vq": 0, "vc": 0, "vw": 0, "vwv": len(sf.Items)}
 	for _, tt := range []struct {
 		variant string
 		want    want
@@ -174,6 +182,8 @@ func TestGateRestartsFromCopy(t *testing.T) {
 		{"gone", want{true, "verified", true}},
 		{"vq", want{true, "quarantined", false}},
 		{"vc", want{true, "changed", false}},
+		{"vw", want{true, "changed", false}},
+		{"vwv", want{true, "verified", true}},
 		{"vp", want{true, "pending", false}},
 		{"noitems", want{true, "verified", false}},
 		{"unreadable", want{true, "unknown", false}},
@@ -203,6 +213,7 @@ func TestGateRestartsFromCopy(t *testing.T) {
 		{"default", want{true, "quarantined", false}},
 		{"gone", want{false, "", false}},
 		{"vc", want{true, "changed", true}},
+		{"vw", want{true, "changed", true}},
 	} {
 		t.Run("live_"+tt.variant, func(t *testing.T) {
 			v, ok := view(g, tt.variant, 100*time.Millisecond)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
+	"github.com/mcpdrift/mcpdrift/services/internal/status"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
 )
@@ -141,12 +142,12 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) verdict
 		}
 		s.mu.Unlock()
 	case m.Method == jsonrpc.MethodToolsCall:
-		code, text, alert, risk := s.decide(ctx, surface.KindTool, tool)
+		code, text, alert, risk, partial := s.decide(ctx, surface.KindTool, tool)
 		if code != "" {
 			s.observe(Call{Tool: tool, Refused: true, RefusalCode: code, ArgsDigest: digest, Arguments: args})
 			return verdict{refusal: ToolError(m.ID, code, text)}
 		}
-		p := pendingReq{method: m.Method, tool: tool, start: time.Now(), digest: digest, args: args, alert: alert}
+		p := pendingReq{method: m.Method, tool: tool, start: time.Now(), digest: digest, args: args, alert: alert, partial: partial}
 		var v verdict
 		if s.cfg.Policy != nil {
 			p.rawArgs = rawArgs
@@ -180,11 +181,11 @@ func (s *Session) decideOther(ctx context.Context, m *jsonrpc.Message) (code Cod
 	}
 	switch m.Method {
 	case jsonrpc.MethodPromptsGet:
-		code, text, _, _ = s.decide(ctx, surface.KindPrompt, stringParam(m.Params, "name"))
+		code, text, _, _, _ = s.decide(ctx, surface.KindPrompt, stringParam(m.Params, "name"))
 	case jsonrpc.MethodResourcesRead, jsonrpc.MethodResourcesSubscribe:
-		code, text, _, _ = s.decide(ctx, surface.KindResource, stringParam(m.Params, "uri"))
+		code, text, _, _, _ = s.decide(ctx, surface.KindResource, stringParam(m.Params, "uri"))
 	default:
-		code, text, _, _ = s.decide(ctx, 0, "")
+		code, text, _, _, _ = s.decide(ctx, 0, "")
 	}
 	return code, text
 }
@@ -194,11 +195,13 @@ func (s *Session) decideOther(ctx context.Context, m *jsonrpc.Message) (code Cod
 // that names no item), or "" to forward; alert is the code a request
 // forwarded under the alert posture would have been refused with under
 // block ("" when the baseline approves it); risk is the server's risk mode
-// (View.RiskMode) of a request it forwards.
-func (s *Session) decide(ctx context.Context, kind surface.Kind, name string) (code Code, text string, alert Code, risk string) {
+// (View.RiskMode) of a request it forwards; partial says that it forwards
+// it under withhold_changed while the server differs from its baseline
+// (the item is unchanged: decideWithheld).
+func (s *Session) decide(ctx context.Context, kind surface.Kind, name string) (code Code, text string, alert Code, risk string, partial bool) {
 	judge := s.judge()
 	if !judge.waitRelisted(ctx, kind) {
-		return RefuseListingPending, fmt.Sprintf("mcpdrift withheld this request: server %q announced a change of what it offers and the proxy's check of it has not completed. Retry shortly.", s.cfg.Server), "", ""
+		return RefuseListingPending, fmt.Sprintf("mcpdrift withheld this request: server %q announced a change of what it offers and the proxy's check of it has not completed. Retry shortly.", s.cfg.Server), "", "", false
 	}
 	judge.mu.Lock()
 	variant := judge.variant
@@ -208,7 +211,7 @@ func (s *Session) decide(ctx context.Context, kind surface.Kind, name string) (c
 	judge.mu.Unlock()
 	if listErr != "" && kind == surface.KindTool {
 		// Whatever the verdict and the posture: the server's surface is not a surface.
-		return RefuseListingInvalid, fmt.Sprintf("mcpdrift withheld this call: the tools listing of server %q could not be assembled (%s), so none of its tools can be trusted. The server must be fixed; the proxy lists it again when it announces a change.", s.cfg.Server, listErr), "", ""
+		return RefuseListingInvalid, fmt.Sprintf("mcpdrift withheld this call: the tools listing of server %q could not be assembled (%s), so none of its tools can be trusted. The server must be fixed; the proxy lists it again when it announces a change.", s.cfg.Server, listErr), "", "", false
 	}
 	hashedWith := judge.hashOptions()
 	v, ok := s.view(ctx, variant, awaiting)
@@ -222,17 +225,21 @@ func (s *Session) decide(ctx context.Context, kind surface.Kind, name string) (c
 	drifted := judge.driftedFrom(v, ok)
 	switch {
 	case !ok:
-		return RefuseServerUnknown, fmt.Sprintf("mcpdrift withheld this request: there is no verdict on server %q yet, so it is not trusted. Retry shortly (the proxy publishes what the server advertises once the session is initialized and lists it); if it persists an admin must check the drift service.", s.cfg.Server), "", ""
+		return RefuseServerUnknown, fmt.Sprintf("mcpdrift withheld this request: there is no verdict on server %q yet, so it is not trusted. Retry shortly (the proxy publishes what the server advertises once the session is initialized and lists it); if it persists an admin must check the drift service.", s.cfg.Server), "", "", false
 	case !v.Serve:
-		return RefuseServer(v.Status), fmt.Sprintf("mcpdrift withheld this request: server %q is %s. An admin must review it and approve its manifest (driftctl show, then driftctl approve --hash) before it can be used.", s.cfg.Server, v.Status), "", ""
-	case drifted:
+		return RefuseServer(v.Status), fmt.Sprintf("mcpdrift withheld this request: server %q is %s. An admin must review it and approve its manifest (driftctl show, then driftctl approve --hash) before it can be used.", s.cfg.Server, v.Status), "", "", false
+	case drifted && !v.Withhold:
 		if v.Alert {
-			return "", "", RefuseServerChanged, v.RiskMode
+			return "", "", RefuseServerChanged, v.RiskMode, false
 		}
-		return RefuseServerChanged, fmt.Sprintf("mcpdrift withheld this request: server %q now advertises a manifest that differs from the approved one. An admin must review and approve it before its tools can be used.", s.cfg.Server), "", ""
+		return RefuseServerChanged, fmt.Sprintf("mcpdrift withheld this request: server %q now advertises a manifest that differs from the approved one. An admin must review and approve it before its tools can be used.", s.cfg.Server), "", "", false
+	}
+	if v.Withhold && (drifted || v.Status != string(status.Verified)) {
+		code, text, risk = s.decideWithheld(ctx, v, kind, name)
+		return code, text, "", risk, code == ""
 	}
 	if kind == 0 {
-		return "", "", "", v.RiskMode
+		return "", "", "", v.RiskMode, false
 	}
 	approved, inBaseline := v.Items[ItemKey{kind, name}]
 	var refused Code
@@ -254,11 +261,135 @@ func (s *Session) decide(ctx context.Context, kind surface.Kind, name string) (c
 	}
 	switch {
 	case refused == "":
-		return "", "", "", v.RiskMode
+		return "", "", "", v.RiskMode, false
 	case v.Alert:
-		return "", "", refused, v.RiskMode
+		return "", "", refused, v.RiskMode, false
 	}
-	return refused, fmt.Sprintf("mcpdrift withheld this request: %s %q of server %q is not in its approved manifest (new or changed). An admin must review and approve it first.", kindWord[kind], name, s.cfg.Server), "", ""
+	return refused, notApprovedText(kind, name, s.cfg.Server), "", "", false
+}
+
+func notApprovedText(kind surface.Kind, name, server string) string {
+	return fmt.Sprintf("mcpdrift withheld this request: %s %q of server %q is not in its approved manifest (new or changed). An admin must review and approve it first.", kindWord[kind], name, server)
+}
+
+// decideWithheld decides under the withhold_changed posture while the
+// server differs from its baseline (its record is changed, or the
+// session's listing differs): an item is served only when the server's
+// last complete listing of its kind, and every page of it seen since,
+// shows it with the baseline's hash, so that changed, added and removed
+// items are all refused with their kind's not-approved code. A resource
+// the server does not list (read through a template) is served only while
+// every resource template is the baseline's. The whole server is withheld
+// (server_changed) when the instructions the server gave the session are
+// not the baseline's, and so is every request that names no item
+// (completion, tasks, later methods): it cannot be told which item it
+// serves.
+func (s *Session) decideWithheld(ctx context.Context, v View, kind surface.Kind, name string) (code Code, text string, risk string) {
+	if !s.instructionsKept(v) {
+		return RefuseServerChanged, fmt.Sprintf("mcpdrift withheld this request: server %q now gives instructions that differ from the approved ones, which speak for every tool, so none of it can be used. An admin must review and approve its manifest first.", s.cfg.Server), ""
+	}
+	if kind == 0 {
+		return RefuseServerChanged, fmt.Sprintf("mcpdrift withheld this request: server %q now advertises a manifest that differs from the approved one; only its unchanged tools, prompts and resources can be used until an admin approves it, and this request names none of them.", s.cfg.Server), ""
+	}
+	judge := s.judge()
+	if kind == surface.KindTool {
+		judge.mu.Lock()
+		listed := judge.lastTools != nil || judge.listErr != ""
+		judge.mu.Unlock()
+		if !listed {
+			// No complete tools listing yet: the one under way says what
+			// is live (ListAll lists every kind once the session opens).
+			wctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+			judge.WaitToolsListed(wctx)
+			cancel()
+		}
+	}
+	key := ItemKey{kind, name}
+	approved, inBaseline := v.Items[key]
+	judge.mu.Lock()
+	pageHash, onPage := judge.live[key]
+	var last map[string]surface.Digest
+	if kind == surface.KindTool {
+		last = judge.lastTools
+	} else {
+		last = judge.kinds[kind].lastItems
+	}
+	listedHash, listed := last[name]
+	judge.mu.Unlock()
+	kept := inBaseline && listed && listedHash == approved && onPage && pageHash == approved
+	var refused Code
+	switch kind {
+	case surface.KindTool:
+		if !kept {
+			refused = RefuseToolNotApproved
+		}
+	case surface.KindPrompt:
+		if !kept {
+			refused = RefusePromptNotApproved
+		}
+	case surface.KindResource:
+		known := onPage || listed || inBaseline
+		if known && !kept || !known && !s.templatesKept(v) {
+			refused = RefuseResourceNotApproved
+		}
+	default:
+		refused = RefuseServerChanged
+	}
+	if refused != "" {
+		return refused, notApprovedText(kind, name, s.cfg.Server), ""
+	}
+	return "", "", v.RiskMode
+}
+
+// instructionsKept reports whether the instructions the server gave the
+// session that judges this one (its initialize result) are the
+// baseline's in v: the same item hash, or none in either. An initialize
+// result not seen, or not readable, keeps nothing.
+func (s *Session) instructionsKept(v View) bool {
+	judge := s.judge()
+	judge.mu.Lock()
+	init := judge.initRes
+	judge.mu.Unlock()
+	if init == nil {
+		return false
+	}
+	b := surface.NewBuilder(v.Hashing)
+	if b.AddInitialize(init) != nil {
+		return false
+	}
+	items := b.LastPage()
+	approved, ok := v.Items[ItemKey{surface.KindInstructions, ""}]
+	switch len(items) {
+	case 0:
+		return !ok
+	case 1:
+		return ok && items[0].Hash == approved
+	}
+	return false
+}
+
+// templatesKept reports whether the last complete resource templates
+// listing of the session that judges this one is the baseline's: the
+// same templates, each with the baseline's hash.
+func (s *Session) templatesKept(v View) bool {
+	judge := s.judge()
+	judge.mu.Lock()
+	live := judge.kinds[surface.KindResourceTemplate].lastItems
+	judge.mu.Unlock()
+	if live == nil {
+		return false
+	}
+	n := 0
+	for k, h := range v.Items {
+		if k.Kind != surface.KindResourceTemplate {
+			continue
+		}
+		n++
+		if lh, ok := live[k.Name]; !ok || lh != h {
+			return false
+		}
+	}
+	return n == len(live)
 }
 
 var kindWord = map[surface.Kind]string{surface.KindTool: "tool", surface.KindPrompt: "prompt", surface.KindResource: "resource"}

@@ -23,9 +23,11 @@ type Policy interface {
 
 // DriftPolicy is a Policy that also tells the action on drift its live
 // policy names for a server (fleet.Policy): status.Block there withdraws
-// the alert posture of the server's record at once, before the drift
-// service has rewritten the record (View.Alert). Any other answer leaves
-// the record's posture: the proxy only ever narrows what a record serves.
+// the alert and withhold_changed postures of the server's record at once,
+// before the drift service has rewritten the record (View.Alert,
+// View.Withhold), and status.WithholdChanged withdraws alert
+// (narrowPosture). Any other answer leaves the record's posture: the proxy
+// only ever narrows what a record serves.
 type DriftPolicy interface {
 	OnDrift(server string) string
 }
@@ -99,7 +101,7 @@ type verdict struct {
 // arguments (nil when it has none).
 func (s *Session) enforce(ctx context.Context, m *jsonrpc.Message, raw []byte, risk string, p *pendingReq) verdict {
 	call := &policy.Call{Server: s.cfg.Server, Tool: p.tool, Agent: s.cfg.Agent, Arguments: raw,
-		Drifted: p.alert != "", Risk: policy.Mode(risk)}
+		Drifted: p.alert != "" || p.partial, Risk: policy.Mode(risk)}
 	d, code := s.cfg.Policy.Evaluate(ctx, call)
 	if code != "" {
 		return s.policyRefusal(m, p, code, policyUnknownText(code))
@@ -202,7 +204,7 @@ func (s *Session) hold(m *jsonrpc.Message, forward []byte, p *pendingReq, d poli
 			// The wait can be long: the server's status is judged again,
 			// so that an approval never carries a call to a server that
 			// drifted or was quarantined meanwhile.
-			if code, text, _, _ := s.decide(ctx, surface.KindTool, held.tool); code != "" {
+			if code, text, _, _, _ := s.decide(ctx, surface.KindTool, held.tool); code != "" {
 				s.observe(Call{Tool: held.tool, Refused: true, RefusalCode: code, ArgsDigest: held.digest, Arguments: held.args, Policy: held.policy})
 				return Outcome{Reply: ToolError(id, code, text)}
 			}

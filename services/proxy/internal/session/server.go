@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
+	"github.com/mcpdrift/mcpdrift/services/internal/status"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
 )
@@ -477,7 +478,11 @@ func idKey(raw []byte) (string, bool) {
 
 // serverRequest decides on a request of the server's (sampling,
 // elicitation, roots, ping): it reaches the client only while the server
-// is served. Otherwise the server gets an error in the client's stead.
+// is served whole: verified and not drifted in this session, or under the
+// alert posture. Under withhold_changed a server that differs from its
+// baseline serves only its unchanged items, and a request of the
+// server's cannot be told to come from one of them: it stays closed.
+// Otherwise the server gets an error in the client's stead.
 func (s *Session) serverRequest(ctx context.Context, m *jsonrpc.Message, mayWait bool) ([]byte, decision, error) {
 	if m.Method == jsonrpc.MethodPing {
 		return m.Raw, nil, nil
@@ -485,7 +490,7 @@ func (s *Session) serverRequest(ctx context.Context, m *jsonrpc.Message, mayWait
 	variant := s.currentVariant()
 	decide := func(ctx context.Context, awaiting bool) ([]byte, error) {
 		v, ok := s.view(ctx, variant, awaiting)
-		if ok && v.Serve && (v.Alert || !s.judge().driftedFrom(v, ok)) {
+		if ok && v.Serve && (v.Alert || v.Status == string(status.Verified) && !s.judge().driftedFrom(v, ok)) {
 			return m.Raw, nil
 		}
 		status := "unknown"

@@ -42,7 +42,13 @@ type View struct {
 	// items outside its baseline included, and every call forwarded only
 	// because of it is reported (Call.AlertCode). It serves nothing that
 	// Serve does not.
-	Alert        bool
+	Alert bool
+	// Withhold says that the record's drift policy is withhold_changed:
+	// while the server differs from its baseline (the record is changed,
+	// or this session's listing differs), only the items whose hash equals
+	// the baseline's are served, and requests that name no item are
+	// withheld (decide). It serves nothing that Serve does not.
+	Withhold     bool
 	BaselineHash string
 	// LiveHash is the surface hash the pipeline last fingerprinted for the
 	// variant (the record's live manifest), "" when the record names none
@@ -222,7 +228,10 @@ type pendingReq struct {
 	digest string
 	args   []byte // with Config.FullArguments
 	alert  Code   // the refusal code a call was forwarded despite (alert posture)
-	policy Decided
+	// partial: forwarded under withhold_changed while the server differs
+	// from its baseline (an unchanged tool): rules see it as drifted.
+	partial bool
+	policy  Decided
 	// rawArgs: the call's arguments during its decision only (a slice of
 	// the transport's buffer, never kept).
 	rawArgs []byte
@@ -426,24 +435,37 @@ func (s *Session) view(ctx context.Context, variant string, awaiting bool) (View
 	v, ok := s.gate.View(ctx, variant, awaiting, s.cfg.Timeout)
 	if ok {
 		s.judge().adoptHashing(v.Hashing)
-		v = s.narrowAlert(v)
+		v = s.narrowPosture(v)
 	}
 	return v, ok
 }
 
-// narrowAlert withdraws the alert posture of v when the tenant's live
-// policy says block for the server (DriftPolicy): a changed variant is then
-// withheld as under block, the moment the proxy learns the policy rather
-// than when the record is rewritten.
-func (s *Session) narrowAlert(v View) View {
-	if !v.Alert {
+// narrowPosture narrows the drift posture of v to what the tenant's live
+// policy says for the server (DriftPolicy), the moment the proxy learns
+// the policy rather than when the record is rewritten: block withdraws the
+// alert and withhold_changed postures, withhold_changed withdraws alert
+// (the record's serve rule for it, which weighs the instructions, is not
+// known until the drift service rewrites the record). A changed variant so
+// narrowed is withheld whole meanwhile. Nothing is ever widened.
+func (s *Session) narrowPosture(v View) View {
+	if !v.Alert && !v.Withhold {
 		return v
 	}
 	dp, ok := s.cfg.Policy.(DriftPolicy)
-	if !ok || dp.OnDrift(s.cfg.Server) != string(status.Block) {
+	if !ok {
 		return v
 	}
-	v.Alert = false
+	switch dp.OnDrift(s.cfg.Server) {
+	case status.Block:
+		v.Alert, v.Withhold = false, false
+	case status.WithholdChanged:
+		if !v.Alert {
+			return v
+		}
+		v.Alert, v.Withhold = false, true
+	default:
+		return v
+	}
 	if v.Status != string(status.Verified) {
 		v.Serve = false
 	}
@@ -541,6 +563,11 @@ func (s *Session) judgePage(ctx context.Context, k surface.Kind, m *jsonrpc.Mess
 	hashedWith := s.judge().hashOptions() // what the page's items were hashed with
 	v, ok := s.view(ctx, variant, awaiting)
 	serve := ok && v.Serve
+	if serve && v.Withhold && (v.Status != string(status.Verified) || s.judge().driftedFrom(v, ok)) && !s.instructionsKept(v) {
+		// Under withhold_changed, instructions other than the baseline's
+		// withhold the whole server (decideWithheld).
+		serve = false
+	}
 	if ok && len(items) > 0 && hashedWith != v.Hashing {
 		// Hashed before the session knew the server's settings: hash the
 		// page again as the baseline was.
