@@ -28,12 +28,7 @@ func itemForm(csrf, hash, item string) string {
 // last item verifies the server.
 func TestReviewApproveItem(t *testing.T) {
 	s := startStack(t)
-	h1 := s.manifest(reviewedTools()...)
-	h2 := s.manifest(rugPullTools()...)
-	s.observe("acme", "notes", h1)
-	s.waitStatus("acme", "notes", "verified")
-	s.observe("acme", "notes", h2)
-	s.waitStatus("acme", "notes", "changed")
+	h1, h2 := s.rugPull()
 
 	reader := s.client()
 	reader.login(readSecret)
