@@ -213,17 +213,8 @@ type ItemsApproval struct {
 // the severity of what remains, and the reason says what was approved and
 // what was not.
 func ApproveItems(rec *Record, a ItemsApproval, actor string, now time.Time) (Outcome, error) {
-	if rec == nil {
-		return Outcome{}, coded.Errorf(ErrNotFound.Code, "no manifest of this server has been observed")
-	}
-	if rec.LiveError != "" {
-		return Outcome{}, coded.Errorf(ErrUnfingerprinted.Code, "the live manifest could not be fingerprinted (%s); there is nothing sound to approve", rec.LiveError)
-	}
-	if rec.LiveHash == "" {
-		return Outcome{}, coded.Errorf(ErrNothingToApprove.Code, "no live manifest")
-	}
-	if a.Hash != rec.LiveHash {
-		return Outcome{}, coded.Errorf(ErrStaleHash.Code, "you approved items of %s but the live manifest is now %s; review it and approve that hash", a.Hash, rec.LiveHash)
+	if err := approvable(rec, a.Hash); err != nil {
+		return Outcome{}, err
 	}
 	if rec.BaselineHash == "" {
 		return Outcome{}, coded.Errorf("no_baseline", "variant %s has no approved baseline to approve items into; approve the whole live manifest (%s)", rec.Variant, rec.LiveHash)
