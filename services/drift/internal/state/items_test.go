@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/coded"
+	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
 
 func TestParseItemRef(t *testing.T) {
@@ -194,4 +195,26 @@ func TestApproveItems(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzParseItemRef: whatever an admin types, a ref is read back as typed,
+// names a kind of the engine, and has a name exactly when its kind has
+// names; anything else is item_invalid.
+func FuzzParseItemRef(f *testing.F) {
+	for _, s := range []string{"tool:search_notes", "resource:ui://notes/view.html", "instructions", "instructions:x", "tool:", ":", "prompt:a:b", "resourceTemplate:file:///{p}"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := ParseItemRef(s)
+		if err != nil {
+			if coded.CodeOf(err) != ErrItemInvalid.Code {
+				t.Fatalf("ParseItemRef(%q): %v, want item_invalid", s, err)
+			}
+			return
+		}
+		k, ok := surface.KindNamed(r.Kind)
+		if !ok || (k == surface.KindInstructions) != (r.Name == "") || r.String() != s {
+			t.Fatalf("ParseItemRef(%q) = %+v (%q)", s, r, r.String())
+		}
+	})
 }
