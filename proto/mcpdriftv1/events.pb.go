@@ -1193,9 +1193,10 @@ type AdminAction struct {
 	Action  string                 `protobuf:"bytes,5,opt,name=action,proto3" json:"action,omitempty"` // approve | quarantine | rebaseline | risk | status | show | diff | history | tail | approvals | approve_call | deny_call
 	Actor   string                 `protobuf:"bytes,6,opt,name=actor,proto3" json:"actor,omitempty"`
 	Role    string                 `protobuf:"bytes,7,opt,name=role,proto3" json:"role,omitempty"` // read | write
-	// approve: the hash the admin reviewed and approves; rebaseline: the
-	// live hash with the new settings; risk: what was set ("band=<band>
-	// mode=<mode>").
+	// approve: the hash the admin reviewed and approves (a per-item
+	// approve: that hash, then " items=" and the items named, KIND:NAME, as
+	// a JSON array); rebaseline: the live hash with the new settings; risk:
+	// what was set ("band=<band> mode=<mode>").
 	Hash         string `protobuf:"bytes,8,opt,name=hash,proto3" json:"hash,omitempty"`
 	Ok           bool   `protobuf:"varint,9,opt,name=ok,proto3" json:"ok,omitempty"`
 	ErrorCode    string `protobuf:"bytes,10,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`

@@ -206,7 +206,7 @@ func runAPI(ctx context.Context, cmd string, args []string, getenv func(string) 
 		"show":        "show [--variant V] TENANT SERVER",
 		"server-diff": "diff --live [--variant V] TENANT SERVER",
 		"history":     "history [--variant V] TENANT SERVER",
-		"approve":     "approve --hash sha256:<hex> [--variant V] TENANT SERVER",
+		"approve":     "approve --hash sha256:<hex> [--item KIND:NAME ...] [--variant V] TENANT SERVER",
 		"quarantine":  "quarantine [--reason TEXT] [--preemptive] TENANT SERVER",
 		"rebaseline":  "rebaseline --hash sha512:<hex> [--variant V] TENANT SERVER",
 		"risk-set":    "risk set --band low|medium|high|critical --mode allow|quarantine|block [--reason TEXT] TENANT SERVER",
@@ -218,10 +218,12 @@ func runAPI(ctx context.Context, cmd string, args []string, getenv func(string) 
 	}
 	conn := newAPIConn()
 	var variant, hash, reason, band, mode string
+	var items []string
 	var asJSON, preemptive bool
 	fs := command(name, synopsis, options.Interleaved, conn.options(
 		options.Opt("json", "", "", "print the API's JSON instead of a table (status)", options.Bool(&asJSON)),
 		options.Opt("hash", "", "HASH", "the live manifest hash you reviewed and approve; the variant live at it is approved (approve); the live hash with the settings the policy asks for (rebaseline)", options.String(&hash)),
+		options.Opt("item", "", "KIND:NAME", "approve only this item's live definition, the rest staying as approved (approve); repeat for more: tool:NAME, prompt:NAME, resource:URI, resourceTemplate:URI_TEMPLATE, instructions", (*itemsValue)(&items)),
 		options.Opt("reason", "", "TEXT", "why (quarantine, risk set)", options.String(&reason)),
 		options.Opt("band", "", "BAND", "the risk band: low, medium, high or critical (risk set)", options.String(&band)),
 		options.Opt("mode", "", "MODE", "the enforcement mode: allow, quarantine or block (risk set)", options.String(&mode)),
@@ -279,9 +281,16 @@ func runAPI(ctx context.Context, cmd string, args []string, getenv func(string) 
 			}
 			return errors.Join(err, fmt.Errorf("usage: %s needs --hash, %s", cmd, what))
 		}
-		body := map[string]string{"hash": hash}
+		if items != nil && cmd != "approve" {
+			options.Usage(stderr, fs.Header, fs.Options)
+			return errors.New("usage: rebaseline moves the whole approved manifest; it takes no --item")
+		}
+		body := map[string]any{"hash": hash}
 		if variant != "" {
 			body["variant"] = variant
+		}
+		if items != nil {
+			body["items"] = items
 		}
 		var out json.RawMessage
 		if err := c.do(ctx, "POST", p+"/"+cmd, body, &out); err != nil {
@@ -321,6 +330,16 @@ func runAPI(ctx context.Context, cmd string, args []string, getenv func(string) 
 		return tail(ctx, c, stdout, stderr)
 	}
 	return fmt.Errorf("usage: unknown command %q", cmd)
+}
+
+// itemsValue is --item: each flag adds one KIND:NAME, whole (a name may
+// hold commas), which the drift service checks.
+type itemsValue []string
+
+func (v *itemsValue) String() string { return "" }
+func (v *itemsValue) Set(s string) error {
+	*v = append(*v, s)
+	return nil
 }
 
 // ambiguityHint says how to name a variant when the API found the choice

@@ -32,7 +32,7 @@ Usage:
   driftctl show [--variant V] TENANT SERVER
   driftctl diff --live [--variant V] TENANT SERVER
   driftctl history [--variant V] TENANT SERVER
-  driftctl approve --hash sha256:<hex> [--variant V] TENANT SERVER
+  driftctl approve --hash sha256:<hex> [--item KIND:NAME ...] [--variant V] TENANT SERVER
   driftctl quarantine [--reason TEXT] [--preemptive] TENANT SERVER
   driftctl rebaseline --hash sha512:<hex> [--variant V] TENANT SERVER
   driftctl risk set --band B --mode M [--reason TEXT] TENANT SERVER
@@ -65,7 +65,11 @@ error, variant_ambiguous, names them):
   diff --live  the live manifest against the approved baseline
   history      every baseline version of each variant
   approve      re-baseline to the live manifest, naming the hash you reviewed
-               (the variant live at that hash); lifts a quarantine
+               (the variant live at that hash); lifts a quarantine. With
+               --item KIND:NAME (repeatable: tool:NAME, prompt:NAME,
+               resource:URI, resourceTemplate:URI_TEMPLATE, instructions)
+               only those items' live definitions are approved; the server
+               stays changed while other differences remain
   quarantine   withhold a server, every variant present and future, until an
                explicit approve; --preemptive for a server never observed
   rebaseline   move a verified variant to the hashing settings its tenant's

@@ -1,6 +1,7 @@
 // Package admin is the drift service's admin HTTP API: list, show, diff and
-// history of server status for the read role; approve, quarantine,
-// rebaseline and risk for the write role; a live stream of verdicts. It speaks of servers: a path names
+// history of server status for the read role; approve (of the whole live
+// manifest or of named items), quarantine, rebaseline and risk for the
+// write role; a live stream of verdicts. It speaks of servers: a path names
 // a tenant and a server, and a listing variant is named (?variant= or in
 // the body) only where an action could mean several. Every request is authenticated with
 // a bearer token, and every action, allowed or not, is published as an
@@ -102,6 +103,9 @@ type Backend interface {
 	Diff(ctx context.Context, tenant, server, variant string) (string, *surface.Report, error)
 	History(ctx context.Context, tenant, server, variant string) ([]state.History, error)
 	Approve(ctx context.Context, tenant, server, variant, hash, actor string) (*state.View, []string, error)
+	// ApproveItems approves the live definitions of the named items
+	// (KIND:NAME) of the variant live at hash into a new baseline version.
+	ApproveItems(ctx context.Context, tenant, server, variant, hash string, items []string, actor string) (*state.View, []string, error)
 	Quarantine(ctx context.Context, tenant, server, actor, reason string, preemptive bool) (*state.View, error)
 	// Rebaseline moves variants to the hashing settings the tenant's
 	// policy asks for, naming the live hash with them.
@@ -344,9 +348,9 @@ func httpStatus(code string) int {
 	case "not_found":
 		return http.StatusNotFound
 	case "stale_hash", "unfingerprintable", "no_baseline", "nothing_to_approve", "variant_ambiguous", "held_again",
-		"nothing_to_rebaseline", "not_verified":
+		"nothing_to_rebaseline", "not_verified", state.ErrItemUnchanged.Code, state.ErrItemUnknown.Code:
 		return http.StatusConflict
-	case "invalid_id", "bad_request", "invalid_risk":
+	case "invalid_id", "bad_request", "invalid_risk", state.ErrItemInvalid.Code:
 		return http.StatusBadRequest
 	case approvals.CodeResolved, approvals.CodeExpired, approvals.CodeConflict:
 		return http.StatusConflict
@@ -438,6 +442,12 @@ type ApproveRequest struct {
 	// Variant names the listing variant to approve; empty: the variants
 	// whose live manifest is Hash (or the server's only variant).
 	Variant string `json:"variant,omitempty"`
+	// Items, when given, approves only these items' live definitions
+	// (KIND:NAME: tool:search_notes, resource:ui://notes/view.html,
+	// instructions), the rest staying as approved before: a per-item
+	// approve, of one variant (the named one, or the only one live at
+	// Hash). Not for rebaseline.
+	Items []string `json:"items,omitempty"`
 }
 
 // QuarantineRequest is the body of POST .../quarantine.
@@ -459,20 +469,38 @@ func decodeBody(r *http.Request, v any) error {
 }
 
 func (h *handler) approve(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
-	return h.namedHash(ctx, r, c, "hash must be the sha256:<hex> you reviewed", h.b.Approve)
+	return h.namedHash(ctx, r, c, "hash must be the sha256:<hex> you reviewed",
+		func(ctx context.Context, tenant, server string, req ApproveRequest, actor string) (*state.View, []string, error) {
+			if req.Items == nil {
+				return h.b.Approve(ctx, tenant, server, req.Variant, req.Hash, actor)
+			}
+			return h.b.ApproveItems(ctx, tenant, server, req.Variant, req.Hash, req.Items, actor)
+		})
+}
+
+// AuditItems is the hash column of a per-item approve's audit row
+// (AdminAction.hash): the live hash reviewed, then the items approved as
+// a JSON array, so that the hash stays its first word.
+func AuditItems(hash string, items []string) string {
+	b, _ := json.Marshal(items)
+	return hash + " items=" + string(b)
 }
 
 // namedHash carries out an action that names a hash and, optionally, a
 // variant (approve, rebaseline): the body is an ApproveRequest (a
-// RebaselineRequest has its shape), the hash is audited, and the answer is
-// the server after, with the variants the action re-baselined.
+// RebaselineRequest has its shape), the hash (and the items of a per-item
+// approve) is audited, and the answer is the server after, with the
+// variants the action re-baselined.
 func (h *handler) namedHash(ctx context.Context, r *http.Request, c *call, hashHint string,
-	do func(ctx context.Context, tenant, server, variant, hash, actor string) (*state.View, []string, error)) (int, any, error) {
+	do func(ctx context.Context, tenant, server string, req ApproveRequest, actor string) (*state.View, []string, error)) (int, any, error) {
 	var req ApproveRequest
 	if err := decodeBody(r, &req); err != nil {
 		return 0, nil, err
 	}
 	c.action.Hash = req.Hash
+	if req.Items != nil {
+		c.action.Hash = AuditItems(req.Hash, req.Items)
+	}
 	if req.Variant != "" {
 		if err := bus.ValidID("variant", req.Variant); err != nil {
 			return 0, nil, coded.Errorf(bus.CodeInvalidID, "%w", err)
@@ -483,7 +511,7 @@ func (h *handler) namedHash(ctx context.Context, r *http.Request, c *call, hashH
 		return 0, nil, coded.Errorf("bad_request", "%s: %w", hashHint, err)
 	}
 	t, s := path(r)
-	v, done, err := do(ctx, t, s, req.Variant, req.Hash, c.action.Actor)
+	v, done, err := do(ctx, t, s, req, c.action.Actor)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -524,7 +552,13 @@ type RiskRequest struct {
 }
 
 func (h *handler) rebaseline(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
-	return h.namedHash(ctx, r, c, "hash must be the live hash by the new settings (policy_wants_live_hash)", h.b.Rebaseline)
+	return h.namedHash(ctx, r, c, "hash must be the live hash by the new settings (policy_wants_live_hash)",
+		func(ctx context.Context, tenant, server string, req ApproveRequest, actor string) (*state.View, []string, error) {
+			if req.Items != nil {
+				return nil, nil, coded.New("bad_request", "a rebaseline moves the whole approved manifest to the new settings; it names no items")
+			}
+			return h.b.Rebaseline(ctx, tenant, server, req.Variant, req.Hash, actor)
+		})
 }
 
 func (h *handler) risk(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {

@@ -90,3 +90,20 @@ func TestDescribe(t *testing.T) {
 		})
 	}
 }
+
+// TestApproveItemsAnswers: a per-item approve's refusals answer as the
+// other approve refusals do (a conflict with what is live, or a bad
+// request), and its audit row keeps the hash as its first word.
+func TestApproveItemsAnswers(t *testing.T) {
+	for code, want := range map[string]int{
+		state.ErrItemUnchanged.Code: 409, state.ErrItemUnknown.Code: 409, state.ErrItemInvalid.Code: 400, "no_baseline": 409, "stale_hash": 409,
+	} {
+		if got := httpStatus(code); got != want {
+			t.Errorf("httpStatus(%s) = %d, want %d", code, got, want)
+		}
+	}
+	got := AuditItems("sha256:ab", []string{"tool:a", "resource:ui://x,y", `prompt:say "hi"`})
+	if want := `sha256:ab items=["tool:a","resource:ui://x,y","prompt:say \"hi\""]`; got != want {
+		t.Fatalf("AuditItems = %s, want %s", got, want)
+	}
+}

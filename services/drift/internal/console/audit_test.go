@@ -47,11 +47,7 @@ func TestActivityAuditTables(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 
-	h1, h2 := s.manifest(reviewedTools()...), s.manifest(rugPullTools()...)
-	s.observe("acme", "notes", h1)
-	s.waitStatus("acme", "notes", "verified")
-	s.observe("acme", "notes", h2)
-	s.waitStatus("acme", "notes", "changed")
+	_, h2 := s.rugPull()
 	c := s.client()
 	bearer := map[string]string{"Authorization": "Bearer " + writeSecret}
 	must(t, c.do(http.MethodPost, "/servers/acme/notes/approve", url.Values{"hash": {h2}, "variant": {"v0"}}, bearer), http.StatusSeeOther)

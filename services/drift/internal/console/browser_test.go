@@ -34,7 +34,8 @@ func repoRoot(t *testing.T) string {
 // TestBrowser drives the console in Debian's chromium with playwright-core
 // (testdata/browser.cjs): log in, watch a rug pull appear on the fleet page
 // live, review it side by side with its markers, have a stale approve
-// refused, approve, see verified; a read token sees no buttons and its
+// refused, approve one item alone and see the server stay changed without
+// it, approve, see verified; a read token sees no buttons and its
 // forged POST is refused; hostile descriptions render as text and run
 // nothing. It takes screenshots of the fleet and review pages, and with
 // -update-images saves them to docs/images/ (the README's pictures).

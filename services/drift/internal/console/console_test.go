@@ -178,12 +178,7 @@ func TestCSRF(t *testing.T) {
 
 func TestReadTokenHasNoButtonsAndItsPostIsRefused(t *testing.T) {
 	s := startStack(t)
-	h1 := s.manifest(reviewedTools()...)
-	h2 := s.manifest(rugPullTools()...)
-	s.observe("acme", "notes", h1)
-	s.waitStatus("acme", "notes", "verified")
-	s.observe("acme", "notes", h2)
-	s.waitStatus("acme", "notes", "changed")
+	_, h2 := s.rugPull()
 	c := s.client()
 	c.login(readSecret)
 	a := c.get("/servers/acme/notes")
@@ -235,12 +230,7 @@ func nextAction[T any](t *testing.T, ch chan T) T {
 
 func TestReviewApprove(t *testing.T) {
 	s := startStack(t)
-	h1 := s.manifest(reviewedTools()...)
-	h2 := s.manifest(rugPullTools()...)
-	s.observe("acme", "notes", h1)
-	s.waitStatus("acme", "notes", "verified")
-	s.observe("acme", "notes", h2)
-	s.waitStatus("acme", "notes", "changed")
+	_, h2 := s.rugPull()
 	c := s.client()
 	c.login(writeSecret)
 
@@ -289,13 +279,8 @@ func TestReviewApprove(t *testing.T) {
 
 func TestStaleApproveRefused(t *testing.T) {
 	s := startStack(t)
-	h1 := s.manifest(reviewedTools()...)
-	h2 := s.manifest(rugPullTools()...)
+	_, h2 := s.rugPull()
 	h3 := s.manifest(append(rugPullTools(), tool("wipe", "Delete everything.", nil, map[string]any{}, nil))...)
-	s.observe("acme", "notes", h1)
-	s.waitStatus("acme", "notes", "verified")
-	s.observe("acme", "notes", h2)
-	s.waitStatus("acme", "notes", "changed")
 	c := s.client()
 	c.login(writeSecret)
 	token := c.csrf("/servers/acme/notes") // the page is drawn with h2
@@ -449,10 +434,7 @@ func TestPendingReview(t *testing.T) {
 // band and mode (a rug pull with injection markers is rated critical).
 func TestRiskShown(t *testing.T) {
 	s := startStack(t)
-	s.observe("acme", "notes", s.manifest(reviewedTools()...))
-	s.waitStatus("acme", "notes", "verified")
-	s.observe("acme", "notes", s.manifest(rugPullTools()...))
-	s.waitStatus("acme", "notes", "changed")
+	s.rugPull()
 	c := s.client()
 	c.login(readSecret)
 	poll.Eventually(t, 10*time.Second, func() error {

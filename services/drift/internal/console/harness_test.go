@@ -213,6 +213,18 @@ func (s *stack) observe(tenant, server, hash string) {
 	}
 }
 
+// rugPull has acme/notes seen at the reviewed release (verified, trust on
+// first use) and then at the rug pull (changed), and returns both hashes.
+func (s *stack) rugPull() (reviewed, pulled string) {
+	s.t.Helper()
+	reviewed, pulled = s.manifest(reviewedTools()...), s.manifest(rugPullTools()...)
+	s.observe("acme", "notes", reviewed)
+	s.waitStatus("acme", "notes", "verified")
+	s.observe("acme", "notes", pulled)
+	s.waitStatus("acme", "notes", "changed")
+	return reviewed, pulled
+}
+
 // waitStatus polls until tenant/server's variant has status st.
 func (s *stack) waitStatus(tenant, server, st string) {
 	s.t.Helper()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/admin"
+	"github.com/mcpdrift/mcpdrift/services/drift/internal/state"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/coded"
 	"github.com/mcpdrift/mcpdrift/services/internal/policy"
@@ -312,6 +313,17 @@ type ItemView struct {
 	Rows               []Row
 	Cut                bool
 	Missing            string // why the item's content cannot be drawn
+	// Approve is the item's own approve form on the review page (a
+	// per-item approve of its live definition, bound to the live hash the
+	// page shows); nil where none is offered.
+	Approve *ItemApprove
+}
+
+// ItemApprove is the form that approves one item's live definition: POST
+// Action with the session's CSRF token, the variant, the live hash and the
+// item (KIND:NAME), as the admin API's per-item approve takes them.
+type ItemApprove struct {
+	Action, CSRF, Variant, Hash, Item string
 }
 
 // DiffView is a classified diff, drawn.
@@ -371,10 +383,13 @@ func (c *Console) review(w http.ResponseWriter, r *http.Request, u *who) {
 		c.failErr(w, r, u, err)
 		return
 	}
+	rv.offerItems(u)
 	f := &frame{Title: rv.Tenant + "/" + rv.Server, User: u, Nav: "fleet", Body: rv}
 	switch r.URL.Query().Get("done") {
 	case "approved":
 		f.Note = "Approved: the live surface is the new baseline."
+	case "approved_item":
+		f.Note = "Approved the item's live definition into a new baseline version; whatever else differs from the live surface is still unapproved."
 	case "quarantined":
 		f.Note = "Quarantined: no variant of this server is served until an approve."
 	case "rebaselined":
@@ -453,6 +468,30 @@ func (c *Console) reviewView(ctx context.Context, tenant, server, variant string
 		}
 	}
 	return rv, nil
+}
+
+// offerItems gives each item of the diff its own approve form, for a
+// caller who may write, when the diff is the selected variant's live
+// manifest against its approved baseline (a variant never approved has no
+// baseline to approve items into). A listing's own change (a kind listed
+// or not) has no item to name: only a whole approve takes it.
+func (rv *reviewView) offerItems(u *who) {
+	if rv.Diff == nil || rv.Selected == nil || !u.CanWrite() || !rv.Approvable {
+		return
+	}
+	rec := &rv.Selected.Rec
+	if rec.BaselineHash == "" || rv.Diff.OldHash != rec.BaselineHash || rv.Diff.NewHash != rec.LiveHash {
+		return
+	}
+	for _, list := range [][]ItemView{rv.Diff.Changed, rv.Diff.Added, rv.Diff.Removed} {
+		for i := range list {
+			if _, ok := surface.KindNamed(list[i].Kind); !ok {
+				continue
+			}
+			list[i].Approve = &ItemApprove{Action: rv.Base + "/approve", CSRF: u.CSRF, Variant: rec.Variant, Hash: rec.LiveHash,
+				Item: state.ItemRef{Kind: list[i].Kind, Name: list[i].Name}.String()}
+		}
+	}
 }
 
 // emptySurface is what a variant that was never approved is compared
@@ -555,6 +594,7 @@ func (c *Console) redraw(w http.ResponseWriter, r *http.Request, u *who, code in
 		c.fail(w, r, u, code, e.Error.Code, msg)
 		return
 	}
+	rv.offerItems(u)
 	c.renderFrame(w, r, code, "review", &frame{Title: t + "/" + s, User: u, Nav: "fleet", Body: rv,
 		Error: &pageError{Code: e.Error.Code, Message: msg}})
 }
@@ -581,9 +621,15 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request, u *who, action str
 	http.Redirect(w, r, serverBase(t, s)+"?done="+done+"&variant="+url.QueryEscape(variant), http.StatusSeeOther)
 }
 
+// approve approves the live manifest, or with an item (KIND:NAME) only
+// that item's live definition (a per-item approve).
 func (c *Console) approve(w http.ResponseWriter, r *http.Request, u *who) {
 	req := admin.ApproveRequest{Hash: r.PostFormValue("hash"), Variant: r.PostFormValue("variant")}
-	c.act(w, r, u, "approve", req, req.Variant, "approved")
+	done := "approved"
+	if item := r.PostFormValue("item"); item != "" {
+		req.Items, done = []string{item}, "approved_item"
+	}
+	c.act(w, r, u, "approve", req, req.Variant, done)
 }
 
 func (c *Console) quarantine(w http.ResponseWriter, r *http.Request, u *who) {

@@ -1082,35 +1082,9 @@ func (s *Service) DiffRecord(ctx context.Context, rec *state.Record) (*surface.R
 // server's hold. It returns the server after, and the variants approved.
 func (s *Service) Approve(ctx context.Context, tenant, server, variant, hash, actor string) (*state.View, []string, error) {
 	started := s.now()
-	v, err := s.Server(ctx, tenant, server)
+	_, targets, err := s.approveTargets(ctx, tenant, server, variant, hash)
 	if err != nil {
 		return nil, nil, err
-	}
-	var targets []string
-	if variant != "" || len(v.Variants) == 1 {
-		rec, err := s.pick(v, variant, "approve", nil)
-		if err != nil {
-			return nil, nil, err
-		}
-		targets = []string{rec.Variant}
-	} else {
-		var live []string
-		for _, r := range v.Variants {
-			if r.LiveHash == hash && r.LiveError == "" {
-				targets = append(targets, r.Variant)
-			}
-			l := r.LiveHash
-			if r.LiveError != "" {
-				l = "error " + r.LiveError
-			}
-			live = append(live, r.Variant+" "+l)
-		}
-		if len(targets) == 0 {
-			if len(v.Variants) == 0 {
-				return nil, nil, coded.Errorf(state.ErrNothingToApprove.Code, "no listing of %s/%s has been observed yet; there is nothing to approve", tenant, server)
-			}
-			return nil, nil, coded.Errorf(state.ErrStaleHash.Code, "no variant of %s/%s is live at %s; review what is live now and approve that hash (%s)", tenant, server, hash, strings.Join(live, "; "))
-		}
 	}
 	for _, t := range targets {
 		if _, err := gatherThen(ctx, s, bus.StatusKey(tenant, server, t),
@@ -1125,17 +1099,60 @@ func (s *Service) Approve(ctx context.Context, tenant, server, variant, hash, ac
 	}
 	// The approved variants are verified; now the server's hold (if any)
 	// is lifted, unless it was placed after this approve began.
-	if _, err := s.updateServer(ctx, tenant, server, func(srv *state.Server) (state.Server, bool, error) {
+	if err := s.releaseAfterApprove(ctx, tenant, server, actor, started); err != nil {
+		return nil, nil, err
+	}
+	v, err := s.Server(ctx, tenant, server)
+	return v, targets, err
+}
+
+// approveTargets returns the server and the variants an approve of hash
+// means: the named variant, the server's only one, or else every variant
+// live at hash.
+func (s *Service) approveTargets(ctx context.Context, tenant, server, variant, hash string) (*state.View, []string, error) {
+	v, err := s.Server(ctx, tenant, server)
+	if err != nil {
+		return nil, nil, err
+	}
+	if variant != "" || len(v.Variants) == 1 {
+		rec, err := s.pick(v, variant, "approve", nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		return v, []string{rec.Variant}, nil
+	}
+	var targets, live []string
+	for _, r := range v.Variants {
+		if r.LiveHash == hash && r.LiveError == "" {
+			targets = append(targets, r.Variant)
+		}
+		l := r.LiveHash
+		if r.LiveError != "" {
+			l = "error " + r.LiveError
+		}
+		live = append(live, r.Variant+" "+l)
+	}
+	if len(targets) == 0 {
+		if len(v.Variants) == 0 {
+			return nil, nil, coded.Errorf(state.ErrNothingToApprove.Code, "no listing of %s/%s has been observed yet; there is nothing to approve", tenant, server)
+		}
+		return nil, nil, coded.Errorf(state.ErrStaleHash.Code, "no variant of %s/%s is live at %s; review what is live now and approve that hash (%s)", tenant, server, hash, strings.Join(live, "; "))
+	}
+	return v, targets, nil
+}
+
+// releaseAfterApprove lifts the server's hold (if any) after an approve
+// that began at started verified its variants, unless the hold was placed
+// after that.
+func (s *Service) releaseAfterApprove(ctx context.Context, tenant, server, actor string, started time.Time) error {
+	_, err := s.updateServer(ctx, tenant, server, func(srv *state.Server) (state.Server, bool, error) {
 		if srv != nil && srv.Held && srv.HeldAtMs > started.UnixMilli() {
 			return state.Server{}, false, coded.Errorf(ErrHeldAgain.Code, "%s quarantined %s/%s again while you approved; approve again to lift that hold", srv.HeldBy, tenant, server)
 		}
 		next, write := state.Release(srv, actor, s.now())
 		return next, write, nil
-	}); err != nil {
-		return nil, nil, err
-	}
-	v, err = s.Server(ctx, tenant, server)
-	return v, targets, err
+	})
+	return err
 }
 
 // upgradeItems returns the item hashes of the manifest an approve makes the

@@ -510,17 +510,8 @@ var (
 // from the record; items are for a record that lacks them (written before
 // they were kept): the caller's reading of the manifest, or nil.
 func Approve(rec *Record, hash, actor string, items *Items, now time.Time) (Outcome, error) {
-	if rec == nil {
-		return Outcome{}, coded.Errorf(ErrNotFound.Code, "no manifest of this server has been observed")
-	}
-	if rec.LiveError != "" {
-		return Outcome{}, coded.Errorf(ErrUnfingerprinted.Code, "the live manifest could not be fingerprinted (%s); there is nothing sound to approve", rec.LiveError)
-	}
-	if rec.LiveHash == "" {
-		return Outcome{}, coded.Errorf(ErrNothingToApprove.Code, "no live manifest")
-	}
-	if hash != rec.LiveHash {
-		return Outcome{}, coded.Errorf(ErrStaleHash.Code, "you approved %s but the live manifest is now %s; review it and approve that hash", hash, rec.LiveHash)
+	if err := approvable(rec, hash); err != nil {
+		return Outcome{}, err
 	}
 	r := cloneRecord(rec)
 	out := Outcome{Previous: rec.Status}
@@ -543,6 +534,22 @@ func Approve(rec *Record, hash, actor string, items *Items, now time.Time) (Outc
 	r.ReasonText = fmt.Sprintf("approved by %s as baseline v%d", actor, b.Version)
 	out.Record, out.Write, out.Announce, out.NewBaseline = r, true, true, &b
 	return out, nil
+}
+
+// approvable checks that rec has a sound live manifest and that it is
+// hash, the one the admin reviewed: what every approve needs.
+func approvable(rec *Record, hash string) error {
+	switch {
+	case rec == nil:
+		return coded.Errorf(ErrNotFound.Code, "no manifest of this server has been observed")
+	case rec.LiveError != "":
+		return coded.Errorf(ErrUnfingerprinted.Code, "the live manifest could not be fingerprinted (%s); there is nothing sound to approve", rec.LiveError)
+	case rec.LiveHash == "":
+		return coded.Errorf(ErrNothingToApprove.Code, "no live manifest")
+	case hash != rec.LiveHash:
+		return coded.Errorf(ErrStaleHash.Code, "you approved %s but the live manifest is now %s; review it and approve that hash", hash, rec.LiveHash)
+	}
+	return nil
 }
 
 // ItemsFor returns the item hashes the record holds of the manifest with

@@ -97,6 +97,16 @@ async function control(what) {
     check((await page.textContent(".error")).includes("changed since this page was drawn"), "the page says why");
     check(await page.getAttribute("form.approve input[name=hash]", "value") === H3, "the page is redrawn with the new live hash");
     check(await page.locator(".item[data-name='purge_notes']").count() === 1, "the redrawn review shows the new tool");
+
+    // --- one item approved alone: its own form, bound to the live hash.
+    const purge = page.locator(".item[data-name='purge_notes'] form.approve-item");
+    check(await purge.locator("input[name=item]").getAttribute("value") === "tool:purge_notes", "each item of the diff has its own approve form, naming it");
+    check(await purge.locator("input[name=hash]").getAttribute("value") === H3, "the item's form carries the live hash on screen");
+    await Promise.all([page.waitForNavigation(), purge.locator("button[type=submit]").click()]);
+    check((await page.textContent(".note")).includes("Approved the item"), "the page says the item was approved");
+    check((await page.textContent("#server-status")).trim() === "changed", "the server stays changed: other differences remain");
+    check(await page.locator(".item[data-name='purge_notes']").count() === 0, "the approved item is no longer a difference");
+    check(await page.locator(".item[data-name='read_note'] form.approve-item").count() === 1, "the items left keep their forms");
     await Promise.all([page.waitForNavigation(), page.click("form.approve button[type=submit]")]);
     check((await page.textContent("#server-status")).trim() === "verified", "after the approve the server is verified");
     check((await page.textContent(".note")).includes("Approved"), "the page says it was approved");
@@ -136,7 +146,7 @@ async function control(what) {
     watch(reader);
     await login(reader, env("READ_TOKEN"));
     await reader.goto(BASE + "/servers/evil/xss");
-    check(await reader.locator("form.approve, form.quarantine, form.rebaseline, form.risk, .approve-btn, .quarantine-btn").count() === 0, "a read token sees no action buttons");
+    check(await reader.locator("form.approve, form.approve-item, form.quarantine, form.rebaseline, form.risk, .approve-btn, .approve-item-btn, .quarantine-btn").count() === 0, "a read token sees no action buttons");
     const forged = await reader.evaluate(async (hash) => {
       const csrf = document.querySelector("input[name=csrf]").value; // the session's own, from the logout form
       const r = await fetch("/servers/evil/xss/approve", { method: "POST", headers: { "Accept": "text/html" },
