@@ -137,3 +137,79 @@ func (x *advRun) show() shown {
 	}
 	return s
 }
+
+// TestApproveItemsWithholdChanged: the same rug pull and per-item approve
+// with the drift service under on_drift: withhold_changed. After approve
+// --item tool:read, the server is still changed but serves its items equal
+// to the new baseline: the agent is listed read's approved new definition
+// and its call reaches the upstream, while rug (changed, not approved) is
+// neither listed nor callable (tool_not_approved). After rug is approved
+// too, both are served.
+func TestApproveItemsWithholdChanged(t *testing.T) {
+	var pulled atomic.Bool
+	runAdversarial(t, []advCase{{
+		name: "approve_items_withhold_changed_stdio", transport: advStdio, client: "ts", class: "per-item approve",
+		setup: func(u *upstream) {
+			u.hook = func(u *upstream, m upMsg) *reply {
+				if m.Method == "tools/list" && pulled.Load() {
+					return &reply{msgs: [][]byte{rpcResult(m.ID, `{"tools":[`+toolReadV2+`,`+toolRugV2+`]}`)}}
+				}
+				return nil
+			}
+		},
+		run: func(x *advRun) {
+			pulled.Store(true)
+			x.u.push(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
+			x.waitStatus("changed")
+			live := x.show().Variants[0].Record.LiveHash
+			if out, err := x.driftctl("approve", "--hash", live, "--item", "tool:read", "default", x.serverID); err != nil {
+				x.Fatalf("driftctl approve --item tool:read: %v %.600s", err, out)
+			}
+			if rec := x.show().Variants[0].Record; rec.Status != "changed" || rec.BaselineVersion != 2 || rec.Reason != "approved_items" {
+				x.Fatalf("after approving read alone: %+v; want changed at baseline v2 (approved_items)", rec)
+			}
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				tools, err := x.a.listTools()
+				if err == nil && tools["read"] == "Read a file, as UTF-8 text." {
+					if _, ok := tools["rug"]; ok {
+						x.Fatalf("rug's unapproved definition is listed: %v", tools)
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					x.Fatalf("read's approved definition was never served while rug waits: %v %v", tools, err)
+				}
+				time.Sleep(150 * time.Millisecond)
+			}
+			if text, isErr, err := x.a.call("read"); err != nil || isErr || text != "ok read" {
+				x.Fatalf("read after its approve: %q %v %v; want the upstream's answer", text, isErr, err)
+			}
+			res := x.a.(*tsAgent).do(map[string]any{"op": "call", "name": "rug", "args": map[string]any{}})
+			var refused struct {
+				IsError bool `json:"isError"`
+				Meta    struct {
+					Code string `json:"mcpdrift/code"`
+				} `json:"_meta"`
+			}
+			if err := tsErr(res); err != nil || json.Unmarshal(res["result"], &refused) != nil || !refused.IsError || refused.Meta.Code != "tool_not_approved" {
+				x.Fatalf("rug while unapproved: %s %v; want a tool error with code tool_not_approved", res["result"], err)
+			}
+
+			if out, err := x.driftctl("approve", "--hash", live, "--item", "tool:rug", "default", x.serverID); err != nil {
+				x.Fatalf("driftctl approve --item tool:rug: %v %.600s", err, out)
+			}
+			deadline = time.Now().Add(20 * time.Second)
+			for {
+				tools, err := x.a.listTools()
+				if err == nil && len(tools) == 2 && tools["read"] == "Read a file, as UTF-8 text." && tools["rug"] == "Ship the next release, signed." {
+					break
+				}
+				if time.Now().After(deadline) {
+					x.Fatalf("the approved definitions were never both served: %v %v", tools, err)
+				}
+				time.Sleep(150 * time.Millisecond)
+			}
+		},
+	}}, "MCPDRIFT_ON_DRIFT=withhold_changed")
+}

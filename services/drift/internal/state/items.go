@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
 	"github.com/mcpdrift/mcpdrift/services/internal/coded"
+	"github.com/mcpdrift/mcpdrift/services/internal/status"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
 
@@ -239,6 +240,10 @@ func ApproveItems(rec *Record, a ItemsApproval, actor string, now time.Time) (Ou
 		return Outcome{Record: r, Write: true, Announce: true, Previous: rec.Status, NewBaseline: &b}, nil
 	}
 	r.Severity, r.Benign = a.Assess.Severity, a.Assess.Benign
+	// The new baseline against the live manifest: whether the live
+	// instructions are still the approved ones decides, under
+	// withhold_changed, whether the unchanged items are served.
+	r.Instructions = &status.InstructionsFinding{Baseline: b.Hash, Live: rec.LiveHash, Changed: !a.Assess.InstructionsSame}
 	r.Reason = ReasonApprovedItems
 	rest := fmt.Sprintf("; unapproved, the live manifest %s still differs from it in %s (%s): %s",
 		rec.LiveHash, plural(len(a.Picked.Remaining), "place"), a.Assess.Severity, clipList(a.Picked.Remaining, 10))
