@@ -57,6 +57,10 @@ func BenchmarkHTTPProxyCommandOverhead(b *testing.B) {
 // proxy command write a CPU profile of its run to (--cpu-profile).
 const profileEnv = "MCPDRIFT_BENCH_PROXY_PROFILE"
 
+// traceEnv names a file that BenchmarkHTTPProxyCommandOverhead has the
+// proxy command write an execution trace of its run to (--trace).
+const traceEnv = "MCPDRIFT_BENCH_PROXY_TRACE"
+
 // relayEnv names the environment variable that makes the test binary a
 // TCP relay to the address it holds (relayMain).
 const relayEnv = "MCPDRIFT_E2E_RELAY_TO"
@@ -274,6 +278,9 @@ func benchHTTPCommand(b *testing.B, upstream, tool string, args map[string]any) 
 	pargs := []string{"--nats-url", pl.nc.ConnectedUrl(), "--proxy-id", "bench", "--upstream", "up=" + upstream}
 	if f := os.Getenv(profileEnv); f != "" {
 		pargs = append(pargs, "--cpu-profile", f) // written when the proxy stops
+	}
+	if f := os.Getenv(traceEnv); f != "" {
+		pargs = append(pargs, "--trace", f)
 	}
 	base, proxyPID := runHTTPProxyProc(b, "bench", pargs...)
 	connect := func(endpoint string) *mcp.ClientSession {
