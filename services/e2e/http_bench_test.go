@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -145,6 +146,10 @@ func startHelper(b *testing.B, u *url.URL, env, name string) (string, int) {
 // minimal net/http proxy to the origin it holds (floorMain).
 const floorEnv = "MCPDRIFT_E2E_FLOOR_TO"
 
+// floorProfileEnv names a file that the floor writes a CPU profile of its
+// run to, to compare with the proxy's (profileEnv).
+const floorProfileEnv = "MCPDRIFT_BENCH_FLOOR_PROFILE"
+
 // floorMain, when floorEnv is set, runs the test binary as the least a
 // proxy built on net/http can be: an http.Server on a loopback port (its
 // address printed) whose handler sends each request on to the origin
@@ -176,7 +181,18 @@ func floorMain() {
 	}
 	fmt.Println(ln.Addr().String())
 	go func() { _ = http.Serve(ln, floorHandler(tr, target)) }()
+	if f := os.Getenv(floorProfileEnv); f != "" {
+		pf, err := os.Create(f)
+		if err == nil {
+			err = pprof.StartCPUProfile(pf)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
 	_, _ = io.Copy(io.Discard, os.Stdin)
+	pprof.StopCPUProfile() // when started
 	os.Exit(0)
 }
 
