@@ -125,6 +125,7 @@ func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 	_ = l.rc.Flush()
 	base, _ := url.Parse(f.up.SSEURL)
 	rd := newSSEReader(body.r, f.p.cfg.MaxMessage)
+	defer rd.release()
 	ctx := r.Context()
 	named := false
 	for {

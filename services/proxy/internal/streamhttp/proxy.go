@@ -450,10 +450,7 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 		sess, book = t.s, &t.params
 	}
 	if !batch {
-		ctx, cancel := context.WithTimeout(r.Context(), f.firstSightWait())
-		text := paramMismatch(ctx, r.Header, msgs[0], sess, book)
-		cancel()
-		if text != "" {
+		if text := paramMismatch(r.Context(), f.firstSightWait(), r.Header, msgs[0], sess, book); text != "" {
 			headerError(w, msgs[0].ID, text)
 			return
 		}
@@ -777,6 +774,7 @@ func (f *front) pipeSSE(w http.ResponseWriter, ctx context.Context, body io.Read
 		_, _ = w.Write(buf)
 	}
 	rd := newSSEReader(body, f.p.cfg.MaxMessage)
+	defer rd.release()
 	flushed := false
 	resumable := false
 	for {
