@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -146,9 +147,13 @@ func startHelper(b *testing.B, u *url.URL, env, name string) (string, int) {
 // minimal net/http proxy to the origin it holds (floorMain).
 const floorEnv = "MCPDRIFT_E2E_FLOOR_TO"
 
-// floorProfileEnv names a file that the floor writes a CPU profile of its
-// run to, to compare with the proxy's (profileEnv).
-const floorProfileEnv = "MCPDRIFT_BENCH_FLOOR_PROFILE"
+// floorProfileEnv and floorTraceEnv name files that the floor writes a
+// CPU profile and an execution trace of its run to, to compare with the
+// proxy's (profileEnv, traceEnv).
+const (
+	floorProfileEnv = "MCPDRIFT_BENCH_FLOOR_PROFILE"
+	floorTraceEnv   = "MCPDRIFT_BENCH_FLOOR_TRACE"
+)
 
 // floorMain, when floorEnv is set, runs the test binary as the least a
 // proxy built on net/http can be: an http.Server on a loopback port (its
@@ -166,6 +171,13 @@ func floorMain() {
 	if origin == "" {
 		return
 	}
+	floorRun(origin)
+	os.Exit(0)
+}
+
+// floorRun serves as floorMain says until standard input ends, profiling
+// or tracing itself when asked to.
+func floorRun(origin string) {
 	target, err := url.Parse(origin)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -181,19 +193,24 @@ func floorMain() {
 	}
 	fmt.Println(ln.Addr().String())
 	go func() { _ = http.Serve(ln, floorHandler(tr, target)) }()
-	if f := os.Getenv(floorProfileEnv); f != "" {
-		pf, err := os.Create(f)
-		if err == nil {
-			err = pprof.StartCPUProfile(pf)
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
+	for _, o := range []struct {
+		env   string
+		start func(io.Writer) error
+		stop  func()
+	}{{floorProfileEnv, pprof.StartCPUProfile, pprof.StopCPUProfile}, {floorTraceEnv, trace.Start, trace.Stop}} {
+		if f := os.Getenv(o.env); f != "" {
+			pf, err := os.Create(f)
+			if err == nil {
+				err = o.start(pf)
+			}
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
+			defer o.stop()
 		}
 	}
 	_, _ = io.Copy(io.Discard, os.Stdin)
-	pprof.StopCPUProfile() // when started
-	os.Exit(0)
 }
 
 // floorBufs are floorMain's copy buffers, 32 KiB each.

@@ -756,9 +756,10 @@ func (f *front) delete(w http.ResponseWriter, r *http.Request) {
 // pipeSSE passes an event stream on event by event, each message judged by
 // sess and re-emitted from its parsed fields; pre, when set, is sent first
 // as an event of its own. The headers go out with the first event when it
-// has already arrived, and at once otherwise: a client may wait for them
-// before it goes on (the Go SDK does for its GET stream), and a stream can
-// stay quiet for long. When the stream ends, the requests of ids (those a
+// comes within headWait, and on their own once headWait has passed
+// without one (lateHead): a client may wait for them before it goes on
+// (the Go SDK does for its GET stream), and a stream can stay quiet for
+// long; an answer that comes at once costs one write, not two. When the stream ends, the requests of ids (those a
 // POST forwarded) it left unanswered get errors, unless the stream can be
 // resumed (an event carried an id) and ended without a fault: the client
 // then resumes it and their answers may come on the resumed stream.
@@ -775,13 +776,10 @@ func (f *front) pipeSSE(w http.ResponseWriter, ctx context.Context, body io.Read
 	}
 	rd := newSSEReader(body, f.p.cfg.MaxMessage)
 	defer rd.release()
-	flushed := false
+	head := startLateHead(rc)
+	defer head.stop() // before net/http ends the response
 	resumable := false
 	for {
-		if !flushed && !rd.ready() {
-			_ = rc.Flush()
-			flushed = true
-		}
 		ev, err := rd.next()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -804,6 +802,7 @@ func (f *front) pipeSSE(w http.ResponseWriter, ctx context.Context, body io.Read
 				buf = appendEvent(buf, nil, e)
 			}
 			if len(buf) > 0 {
+				head.stop()
 				_, _ = w.Write(buf)
 				_ = rc.Flush()
 			}
@@ -816,14 +815,53 @@ func (f *front) pipeSSE(w http.ResponseWriter, ctx context.Context, body io.Read
 			continue
 		}
 		resumable = resumable || (ev.HasID && len(ev.ID) > 0 && cleanID(ev.ID))
+		head.stop()
 		if _, err := w.Write(buf); err != nil {
 			seen.Report()
 			return // the client went away
 		}
 		_ = rc.Flush()
 		seen.Report()
-		flushed = true
 	}
+}
+
+// headWait is how long an event stream's headers wait for its first event
+// to go out with (pipeSSE).
+const headWait = time.Millisecond
+
+// lateHead flushes an event stream's head (status and headers, and
+// whatever was written before the first event) once headWait has passed,
+// unless the handler has begun writing by then (stop). The flush runs on
+// the timer's goroutine, under mu, while the handler waits on the
+// upstream; stop hands the writer back to the handler alone.
+type lateHead struct {
+	t    *time.Timer
+	mu   sync.Mutex
+	done bool // the handler writes alone from now on
+}
+
+func startLateHead(rc *http.ResponseController) *lateHead {
+	h := &lateHead{}
+	h.t = time.AfterFunc(headWait, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if !h.done {
+			_ = rc.Flush()
+		}
+	})
+	return h
+}
+
+// stop ends the timer; once it returns the timer's flush has run or never
+// will. Call it before each write of the handler's, and before the
+// handler returns.
+func (h *lateHead) stop() {
+	if h.t.Stop() {
+		return // it never ran
+	}
+	h.mu.Lock()
+	h.done = true
+	h.mu.Unlock()
 }
 
 // relay appends what the client gets of one upstream event, re-emitted

@@ -66,16 +66,6 @@ func (s *sseReader) release() {
 	s.br = nil
 }
 
-// ready reports whether more of the stream has arrived and waits to be
-// read: in the reader's buffer, or in its source's when it tells.
-func (s *sseReader) ready() bool {
-	if s.br.Buffered() > 0 {
-		return true
-	}
-	b, ok := s.src.(interface{ Buffered() int })
-	return ok && b.Buffered() > 0
-}
-
 // next returns the next event that holds anything (data, an id, a retry,
 // or only comments, which come back so that keep-alives pass on); blank
 // lines between events are skipped. At the end of the stream it returns

@@ -483,9 +483,9 @@ func TestSeveralUpstreams(t *testing.T) {
 	}
 }
 
-// An event stream's headers reach the client at once, before any event: a
-// client may wait for them (the Go SDK's GET stream does), and a stream can
-// stay quiet for long.
+// An event stream's headers reach the client before any event, once
+// headWait has passed without one: a client may wait for them (the Go
+// SDK's GET stream does), and a stream can stay quiet for long.
 func TestStreamHeadersAtOnce(t *testing.T) {
 	quiet := make(chan struct{})
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
