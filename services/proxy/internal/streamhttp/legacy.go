@@ -230,7 +230,7 @@ func (f *front) legacyPost(w http.ResponseWriter, r *http.Request) {
 	if !f.ownedBy(w, r, l.agent) {
 		return
 	}
-	body, err := readAll(r.Body, f.p.cfg.MaxMessage)
+	body, err := readBody(r, f.p.cfg.MaxMessage)
 	if err != nil {
 		refuseMessage(w, session.MessageTooLarge, session.TooLarge(f.p.cfg.MaxMessage))
 		return

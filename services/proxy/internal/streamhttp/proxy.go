@@ -421,7 +421,7 @@ func (f *front) streamable(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *front) post(w http.ResponseWriter, r *http.Request) {
-	body, err := readAll(r.Body, f.p.cfg.MaxMessage)
+	body, err := readBody(r, f.p.cfg.MaxMessage)
 	if err != nil {
 		refuseMessage(w, session.MessageTooLarge, session.TooLarge(f.p.cfg.MaxMessage))
 		return
@@ -1087,6 +1087,20 @@ func mediaType(h http.Header) string {
 
 // errTooLarge is a body or message over Config.MaxMessage.
 var errTooLarge = errors.New("a message too large")
+
+// readBody reads a client's request body, at most max bytes (readAll): in
+// one piece when it declares its length.
+func readBody(r *http.Request, max int) ([]byte, error) {
+	n := r.ContentLength
+	if n < 0 || n > int64(max) {
+		return readAll(r.Body, max)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r.Body, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
 
 // readAll reads at most max bytes of r.
 func readAll(r io.Reader, max int) ([]byte, error) {
