@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,13 +26,16 @@ import (
 
 // BenchmarkHTTPProxyCommandOverhead: tools/call latency and throughput of
 // an MCP server over Streamable HTTP, directly, through a plain TCP relay
-// process (the least any process in the path adds), and through the proxy
-// command in HTTP mode (its own process, as deployed: a verified server,
-// every call published to the real pipeline's NATS), in the same run. The
+// process (the least any process in the path adds), through a minimal
+// net/http proxy process (the floor: the least a proxy that reads HTTP
+// requests and answers with net/http adds, floorMain), and through the
+// proxy command in HTTP mode (its own process, as deployed: a verified
+// server, every call published to the real pipeline's NATS), in the same
+// run. The
 // client is the Go SDK's (sessions, 2025-11-25, SSE answers). Two servers,
 // each its own process: demoserver (Go SDK) and the reference
 // server-everything (node). Latency: sequential calls, each step calling
-// the three paths in rotating order. Throughput: 32 callers sharing one
+// the four paths in rotating order. Throughput: 32 callers sharing one
 // session, the paths' rounds interleaved.
 func BenchmarkHTTPProxyCommandOverhead(b *testing.B) {
 	servers := []struct {
@@ -53,6 +58,10 @@ func BenchmarkHTTPProxyCommandOverhead(b *testing.B) {
 // profileEnv names a file that BenchmarkHTTPProxyCommandOverhead has the
 // proxy command write a CPU profile of its run to (--cpu-profile).
 const profileEnv = "MCPDRIFT_BENCH_PROXY_PROFILE"
+
+// traceEnv names a file that BenchmarkHTTPProxyCommandOverhead has the
+// proxy command write an execution trace of its run to (--trace).
+const traceEnv = "MCPDRIFT_BENCH_PROXY_TRACE"
 
 // relayEnv names the environment variable that makes the test binary a
 // TCP relay to the address it holds (relayMain).
@@ -104,8 +113,15 @@ func startRelay(b *testing.B, endpoint string) (string, int) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return startHelper(b, u, relayEnv+"="+u.Host, "the relay")
+}
+
+// startHelper runs the test binary with env (a relay or the floor), reads
+// the address it prints and returns u at that address, and its process id;
+// it ends when the benchmark does (its standard input closed).
+func startHelper(b *testing.B, u *url.URL, env, name string) (string, int) {
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), relayEnv+"="+u.Host)
+	cmd.Env = append(os.Environ(), env)
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		b.Fatal(err)
@@ -120,10 +136,148 @@ func startRelay(b *testing.B, endpoint string) (string, int) {
 	b.Cleanup(func() { in.Close(); _ = cmd.Wait() })
 	addr, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
-		b.Fatalf("the relay did not start: %v", err)
+		b.Fatalf("%s did not start: %v", name, err)
 	}
-	u.Host = strings.TrimSpace(addr)
-	return u.String(), cmd.Process.Pid
+	at := *u
+	at.Host = strings.TrimSpace(addr)
+	return at.String(), cmd.Process.Pid
+}
+
+// floorEnv names the environment variable that makes the test binary a
+// minimal net/http proxy to the origin it holds (floorMain).
+const floorEnv = "MCPDRIFT_E2E_FLOOR_TO"
+
+// floorProfileEnv and floorTraceEnv name files that the floor writes a
+// CPU profile and an execution trace of its run to, to compare with the
+// proxy's (profileEnv, traceEnv).
+const (
+	floorProfileEnv = "MCPDRIFT_BENCH_FLOOR_PROFILE"
+	floorTraceEnv   = "MCPDRIFT_BENCH_FLOOR_TRACE"
+)
+
+// floorMain, when floorEnv is set, runs the test binary as the least a
+// proxy built on net/http can be: an http.Server on a loopback port (its
+// address printed) whose handler sends each request on to the origin
+// floorEnv names with http.Transport.RoundTrip (the transport the proxy
+// command uses, HTTP/1.1 only, the same pool sizes), and copies the answer
+// back, headers and status as they came, the body through a pooled
+// 32 KiB buffer (sync.Pool, io.CopyBuffer), flushed after every read of an
+// event stream. It judges nothing, publishes nothing and keeps no session:
+// BenchmarkHTTPProxyCommandOverhead measures it in the same run as the
+// proxy, as the floor the proxy's own work sits on. It runs until its
+// standard input ends.
+func floorMain() {
+	origin := os.Getenv(floorEnv)
+	if origin == "" {
+		return
+	}
+	floorRun(origin)
+	os.Exit(0)
+}
+
+// floorRun serves as floorMain says until standard input ends, profiling
+// or tracing itself when asked to.
+func floorRun(origin string) {
+	target, err := url.Parse(origin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	var http1 http.Protocols
+	http1.SetHTTP1(true)
+	tr := &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second, Protocols: &http1}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Println(ln.Addr().String())
+	go func() { _ = http.Serve(ln, floorHandler(tr, target)) }()
+	for _, o := range []struct {
+		env   string
+		start func(io.Writer) error
+		stop  func()
+	}{{floorProfileEnv, pprof.StartCPUProfile, pprof.StopCPUProfile}, {floorTraceEnv, trace.Start, trace.Stop}} {
+		if f := os.Getenv(o.env); f != "" {
+			pf, err := os.Create(f)
+			if err == nil {
+				err = o.start(pf)
+			}
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
+			defer o.stop()
+		}
+	}
+	_, _ = io.Copy(io.Discard, os.Stdin)
+}
+
+// floorBufs are floorMain's copy buffers, 32 KiB each.
+var floorBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// floorHop are the headers of one connection, never sent on by the floor.
+var floorHop = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// floorHandler is floorMain's handler: each request sent on to target
+// with tr, its answer copied back.
+func floorHandler(tr *http.Transport, target *url.URL) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		out := r.Clone(r.Context())
+		out.URL.Scheme, out.URL.Host, out.Host, out.RequestURI = target.Scheme, target.Host, "", ""
+		if r.ContentLength == 0 {
+			out.Body = nil
+		}
+		for _, k := range floorHop {
+			out.Header.Del(k)
+		}
+		resp, err := tr.RoundTrip(out)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		h := w.Header()
+		for k, vs := range resp.Header {
+			h[k] = vs
+		}
+		for _, k := range floorHop {
+			h.Del(k)
+		}
+		w.WriteHeader(resp.StatusCode)
+		var dst io.Writer = struct{ io.Writer }{w} // not w's ReadFrom: the pooled buffer copies
+		if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+			dst = flushWriter{w, http.NewResponseController(w)}
+		}
+		buf := floorBufs.Get().(*[]byte)
+		defer floorBufs.Put(buf)
+		_, _ = io.CopyBuffer(dst, resp.Body, *buf)
+	})
+}
+
+// flushWriter flushes each write to the client at once (an event stream).
+type flushWriter struct {
+	w  io.Writer
+	rc *http.ResponseController
+}
+
+func (f flushWriter) Write(p []byte) (int, error) {
+	n, err := f.w.Write(p)
+	if err == nil {
+		err = f.rc.Flush()
+	}
+	return n, err
+}
+
+// startFloor runs the test binary as the minimal net/http proxy to the
+// endpoint's origin (floorMain) and returns the endpoint as reached
+// through it, and the floor's process id.
+func startFloor(b *testing.B, endpoint string) (string, int) {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return startHelper(b, u, floorEnv+"="+u.Scheme+"://"+u.Host, "the floor")
 }
 
 // startDemoserver runs demoserver on a free loopback port and returns its
@@ -158,6 +312,9 @@ func benchHTTPCommand(b *testing.B, upstream, tool string, args map[string]any) 
 	if f := os.Getenv(profileEnv); f != "" {
 		pargs = append(pargs, "--cpu-profile", f) // written when the proxy stops
 	}
+	if f := os.Getenv(traceEnv); f != "" {
+		pargs = append(pargs, "--trace", f)
+	}
 	base, proxyPID := runHTTPProxyProc(b, "bench", pargs...)
 	connect := func(endpoint string) *mcp.ClientSession {
 		tr := &http.Transport{MaxIdleConns: 2 * workers, MaxIdleConnsPerHost: 2 * workers, IdleConnTimeout: time.Minute}
@@ -183,7 +340,8 @@ func benchHTTPCommand(b *testing.B, upstream, tool string, args map[string]any) 
 		return nil
 	}
 	relayURL, relayPID := startRelay(b, upstream)
-	direct, relay, via := connect(upstream), connect(relayURL), connect(base+"/up/mcp")
+	floorURL, floorPID := startFloor(b, upstream)
+	direct, relay, floor, via := connect(upstream), connect(relayURL), connect(floorURL), connect(base+"/up/mcp")
 	// The first listing becomes the baseline; go on once the proxy serves.
 	poll.Eventually(b, 30*time.Second, func() error { return call(via) })
 	concurrent := func(cs *mcp.ClientSession, calls int) time.Duration {
@@ -206,12 +364,12 @@ func benchHTTPCommand(b *testing.B, upstream, tool string, args map[string]any) 
 		wg.Wait()
 		return time.Since(start)
 	}
-	paths := [numPaths]*mcp.ClientSession{pathDirect: direct, pathRelay: relay, pathProxy: via}
+	paths := [numPaths]*mcp.ClientSession{pathDirect: direct, pathRelay: relay, pathFloor: floor, pathProxy: via}
 	for _, cs := range paths {
 		concurrent(cs, 1000) // warm up
 	}
 	b.ResetTimer()
-	measurePaths(b, n, rounds, total/rounds, [numPaths]int{pathRelay: relayPID, pathProxy: proxyPID},
+	measureFloorPaths(b, n, rounds, total/rounds, [numPaths]int{pathRelay: relayPID, pathFloor: floorPID, pathProxy: proxyPID},
 		func(k, _ int) error { return call(paths[k]) },
 		func(k, calls int) time.Duration { return concurrent(paths[k], calls) })
 }

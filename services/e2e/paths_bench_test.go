@@ -12,11 +12,24 @@ import (
 const (
 	pathDirect = iota // the client talks to the server
 	pathRelay         // through a plain relay process: the least any process in between adds
+	pathFloor         // through a minimal net/http proxy process (HTTP only): the least a net/http proxy adds
 	pathProxy         // through the proxy command
 	numPaths
 )
 
-// measurePaths measures the three paths in the same run. Latency: n
+// measurePaths measures the direct, relay and proxy paths in the same run
+// (measureAll).
+func measurePaths(b *testing.B, n, rounds, per int, pids [numPaths]int, call func(k, i int) error, concurrent func(k, calls int) time.Duration) {
+	measureAll(b, []int{pathDirect, pathRelay, pathProxy}, n, rounds, per, pids, call, concurrent)
+}
+
+// measureFloorPaths measures all four paths in the same run (measureAll),
+// the floor's figures and the proxy's against them reported too.
+func measureFloorPaths(b *testing.B, n, rounds, per int, pids [numPaths]int, call func(k, i int) error, concurrent func(k, calls int) time.Duration) {
+	measureAll(b, []int{pathDirect, pathRelay, pathFloor, pathProxy}, n, rounds, per, pids, call, concurrent)
+}
+
+// measureAll measures the paths ks in the same run. Latency: n
 // sequential steps, each calling every path once, the paths taking turns at
 // going first (call makes call i on path k). Throughput: rounds rounds, each
 // giving every path per calls from concurrent callers, forward then
@@ -27,7 +40,12 @@ const (
 // holds, the CPU time its process spent per call over the whole
 // measurement, read from the kernel's counters (cpuTime), which a shared
 // machine disturbs less than wall time.
-func measurePaths(b *testing.B, n, rounds, per int, pids [numPaths]int, call func(k, i int) error, concurrent func(k, calls int) time.Duration) {
+//
+// With the floor among ks it also reports the floor's added p50, p99,
+// throughput and CPU per call, and the proxy's as multiples of them
+// (proxy/floor-p50-x, proxy/floor-p99-x, proxy/floor-throughput-x,
+// proxy/floor-cpu-x; the goal: p50 and CPU per call at most 1.1x).
+func measureAll(b *testing.B, ks []int, n, rounds, per int, pids [numPaths]int, call func(k, i int) error, concurrent func(k, calls int) time.Duration) {
 	var cpu0 [numPaths]time.Duration
 	for k, pid := range pids {
 		if pid != 0 {
@@ -35,12 +53,12 @@ func measurePaths(b *testing.B, n, rounds, per int, pids [numPaths]int, call fun
 		}
 	}
 	var lat [numPaths][]time.Duration
-	for k := range lat {
+	for _, k := range ks {
 		lat[k] = make([]time.Duration, n)
 	}
 	for i := range n {
-		for j := range numPaths {
-			k := (i + j) % numPaths
+		for j := range ks {
+			k := ks[(i+j)%len(ks)]
 			start := time.Now()
 			err := call(k, i)
 			lat[k][i] = time.Since(start)
@@ -54,10 +72,10 @@ func measurePaths(b *testing.B, n, rounds, per int, pids [numPaths]int, call fun
 	}
 	var took [numPaths]time.Duration
 	for i := range rounds {
-		for j := range numPaths {
-			k := j
+		for j := range ks {
+			k := ks[j]
 			if i%2 == 1 {
-				k = numPaths - 1 - j
+				k = ks[len(ks)-1-j]
 			}
 			took[k] += concurrent(k, per)
 		}
@@ -96,6 +114,20 @@ func measurePaths(b *testing.B, n, rounds, per int, pids [numPaths]int, call fun
 		b.ReportMetric(cpuPerCall[pathRelay], "relay-cpu-us/call")
 		b.ReportMetric(cpuPerCall[pathProxy], "proxy-cpu-us/call")
 		b.ReportMetric(cpuPerCall[pathProxy]/cpuPerCall[pathRelay], "cpu-x-relay")
+	}
+	if lat[pathFloor] == nil {
+		return
+	}
+	fl := lat[pathFloor]
+	b.ReportMetric(us(fl[p50]-dl[p50]), "floor-added-p50-us")
+	b.ReportMetric(us(fl[p99]-dl[p99]), "floor-added-p99-us")
+	b.ReportMetric(rate(pathFloor)/rate(pathDirect), "floor-throughput-ratio-c32")
+	b.ReportMetric(float64(pl[p50]-dl[p50])/float64(fl[p50]-dl[p50]), "proxy/floor-p50-x")
+	b.ReportMetric(float64(pl[p99]-dl[p99])/float64(fl[p99]-dl[p99]), "proxy/floor-p99-x")
+	b.ReportMetric(rate(pathProxy)/rate(pathFloor), "proxy/floor-throughput-x")
+	if pids[pathFloor] != 0 && pids[pathProxy] != 0 {
+		b.ReportMetric(cpuPerCall[pathFloor], "floor-cpu-us/call")
+		b.ReportMetric(cpuPerCall[pathProxy]/cpuPerCall[pathFloor], "proxy/floor-cpu-x")
 	}
 }
 

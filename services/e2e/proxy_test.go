@@ -23,6 +23,7 @@ func TestMain(m *testing.M) {
 	mcptest.Main()  // the upstream MCP server the proxies run
 	pagedMain()     // the paginating one (proxy_pagination_test.go)
 	relayMain()     // a TCP relay (http_bench_test.go)
+	floorMain()     // the minimal net/http proxy (http_bench_test.go)
 	advRelayMain()  // the adversarial suite's stdio relay (adversarial_upstream_test.go)
 	// Stops the ClickHouse server of the audit tests, then removes the
 	// commands built.

@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"sync"
@@ -82,6 +83,9 @@ type Config struct {
 	// CPUProfile, when set, is where a CPU profile of the whole run is
 	// written (--cpu-profile).
 	CPUProfile string
+	// Trace, when set, is where an execution trace of the whole run is
+	// written (--trace).
+	Trace string
 }
 
 // upstream is one --upstream ID=URL (Streamable HTTP) or ID=sse:URL
@@ -239,6 +243,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	opts = append(opts,
 		options.Opt("agent", "MCPDRIFT_AGENT", "NAME", "stdio: the agent's name in call and listing observations; without it stdio:uid=<uid>, the user the agent runs the proxy as", options.String(&cfg.Agent)),
 		options.Opt("cpu-profile", "MCPDRIFT_CPU_PROFILE", "FILE", "write a CPU profile (pprof) of the whole run to FILE when the proxy stops, for finding where its time goes", options.String(&cfg.CPUProfile)),
+		options.Opt("trace", "MCPDRIFT_TRACE", "FILE", "write an execution trace (runtime/trace) of the whole run to FILE, for finding where its latency goes (go tool trace FILE); large: megabytes a second under load", options.String(&cfg.Trace)),
 		options.Opt("ops-token-file", "MCPDRIFT_OPS_TOKEN_FILE", "FILE", "a file holding a secret (at least 16 bytes) that the ops listener's /metrics and /readyz's details require as Authorization: Bearer; /healthz and /readyz's status stay open for probes", options.String(&opsTokenFile)),
 	)
 	var err error
@@ -334,6 +339,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	if cfg.CPUProfile != "" {
 		stop, err := startCPUProfile(cfg.CPUProfile)
+		if err != nil {
+			return options.ExitFailure, err
+		}
+		defer stop()
+	}
+	if cfg.Trace != "" {
+		stop, err := startTrace(cfg.Trace)
 		if err != nil {
 			return options.ExitFailure, err
 		}
@@ -529,6 +541,23 @@ func startFleet(bg context.Context, wg *sync.WaitGroup, js jetstream.JetStream, 
 		}
 	})
 	return gates, pubs, stopped, nil
+}
+
+// startTrace traces the process's execution into file until stop is
+// called.
+func startTrace(file string) (stop func(), err error) {
+	f, err := os.Create(file)
+	if err != nil {
+		return nil, fmt.Errorf("--trace: %w", err)
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--trace: %w", err)
+	}
+	return func() {
+		trace.Stop()
+		_ = f.Close()
+	}, nil
 }
 
 // startCPUProfile profiles the process into file until stop is called.

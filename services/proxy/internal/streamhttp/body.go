@@ -70,6 +70,12 @@ func mediaOf(h http.Header) (media, string) {
 		return mediaRefused, "several Content-Type headers"
 	}
 	v := vs[0]
+	switch v { // the common values, as the rules below read them, without parsing
+	case "application/json":
+		return mediaJSON, ""
+	case "text/event-stream":
+		return mediaSSE, ""
+	}
 	essence, _, _ := strings.Cut(v, ";")
 	essence = strings.ToLower(strings.TrimSpace(essence))
 	if _, _, err := mime.ParseMediaType(v); err != nil {

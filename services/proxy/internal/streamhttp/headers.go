@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
@@ -130,10 +131,13 @@ func describesOne(key string) bool {
 //   - when the proxy has not seen the tool's definition, Mcp-Param-*
 //     headers cannot be checked: if no tools listing is complete yet (the
 //     proxy's own listing of a stateless server is under way) it waits for
-//     one until ctx ends; a tool still unknown then is refused, and the
+//     one for at most wait, or until ctx ends; a tool still unknown then is refused, and the
 //     client lists the tools and tries again, as the transport tells it to
 //     do after a HeaderMismatch.
-func paramMismatch(ctx context.Context, h http.Header, m *jsonrpc.Message, sess *session.Session, book *paramBook) string {
+//
+// Only that wait has a deadline: the common request, with no Mcp-Param-*
+// header, costs no timer.
+func paramMismatch(ctx context.Context, wait time.Duration, h http.Header, m *jsonrpc.Message, sess *session.Session, book *paramBook) string {
 	if m.Kind != jsonrpc.KindRequest || m.Method != jsonrpc.MethodToolsCall {
 		return ""
 	}
@@ -159,8 +163,12 @@ func paramMismatch(ctx context.Context, h http.Header, m *jsonrpc.Message, sess 
 		tool = d.Text(n)
 	}
 	known := sess.ToolListed(tool)
-	if !known && len(sent) > 0 && sess.WaitToolsListed(ctx) {
-		known = sess.ToolListed(tool)
+	if !known && len(sent) > 0 {
+		ctx, cancel := context.WithTimeout(ctx, wait)
+		if sess.WaitToolsListed(ctx) {
+			known = sess.ToolListed(tool)
+		}
+		cancel()
 	}
 	if !known {
 		if len(sent) > 0 {

@@ -125,6 +125,7 @@ func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 	_ = l.rc.Flush()
 	base, _ := url.Parse(f.up.SSEURL)
 	rd := newSSEReader(body.r, f.p.cfg.MaxMessage)
+	defer rd.release()
 	ctx := r.Context()
 	named := false
 	for {
@@ -229,7 +230,7 @@ func (f *front) legacyPost(w http.ResponseWriter, r *http.Request) {
 	if !f.ownedBy(w, r, l.agent) {
 		return
 	}
-	body, err := readAll(r.Body, f.p.cfg.MaxMessage)
+	body, err := readBody(r, f.p.cfg.MaxMessage)
 	if err != nil {
 		refuseMessage(w, session.MessageTooLarge, session.TooLarge(f.p.cfg.MaxMessage))
 		return

@@ -597,6 +597,7 @@ func (f *front) feed(ctx context.Context, sess *session.Session, resp *http.Resp
 		return ownAnswer(ctx, sess, raw)
 	case mediaSSE:
 		rd := newSSEReader(b.r, f.p.cfg.MaxMessage)
+		defer rd.release()
 		for {
 			ev, err := rd.next()
 			if err != nil {

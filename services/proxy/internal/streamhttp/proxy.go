@@ -72,6 +72,12 @@ type Config struct {
 	// Refuse answers a request on another agent's session (403) and counts
 	// it (edgeauth.Edge.Refuse); edgeauth.Refuse when nil.
 	Refuse func(w http.ResponseWriter, status int, code session.Code)
+
+	// direct is the default Client's Transport, which upstream requests
+	// go to without the Client's bookkeeping: that client follows no
+	// redirect, keeps no cookies and sets no timeout, so its Do and its
+	// Transport's RoundTrip answer alike.
+	direct http.RoundTripper
 }
 
 func (c Config) withDefaults() Config {
@@ -80,10 +86,11 @@ func (c Config) withDefaults() Config {
 		// proxy's own client (h1) was no faster on the whole path (ADR 0005).
 		var http1 http.Protocols
 		http1.SetHTTP1(true)
-		c.Client = &http.Client{Transport: &http.Transport{
+		tr := &http.Transport{
 			Proxy: http.ProxyFromEnvironment, MaxIdleConns: 256, MaxIdleConnsPerHost: 64,
 			IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: 10 * time.Second, Protocols: &http1,
-		}, CheckRedirect: noRedirects}
+		}
+		c.Client, c.direct = &http.Client{Transport: tr, CheckRedirect: noRedirects}, tr
 	}
 	if c.MaxMessage <= 0 {
 		c.MaxMessage = 64 << 20
@@ -415,7 +422,7 @@ func (f *front) streamable(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *front) post(w http.ResponseWriter, r *http.Request) {
-	body, err := readAll(r.Body, f.p.cfg.MaxMessage)
+	body, err := readBody(r, f.p.cfg.MaxMessage)
 	if err != nil {
 		refuseMessage(w, session.MessageTooLarge, session.TooLarge(f.p.cfg.MaxMessage))
 		return
@@ -451,10 +458,7 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 		sess, book = t.s, &t.params
 	}
 	if !batch {
-		ctx, cancel := context.WithTimeout(r.Context(), f.firstSightWait())
-		text := paramMismatch(ctx, r.Header, msgs[0], sess, book)
-		cancel()
-		if text != "" {
+		if text := paramMismatch(r.Context(), f.firstSightWait(), r.Header, msgs[0], sess, book); text != "" {
 			headerError(w, msgs[0].ID, text)
 			return
 		}
@@ -760,9 +764,10 @@ func (f *front) delete(w http.ResponseWriter, r *http.Request) {
 // pipeSSE passes an event stream on event by event, each message judged by
 // sess and re-emitted from its parsed fields; pre, when set, is sent first
 // as an event of its own. The headers go out with the first event when it
-// has already arrived, and at once otherwise: a client may wait for them
-// before it goes on (the Go SDK does for its GET stream), and a stream can
-// stay quiet for long. When the stream ends, the requests of ids (those a
+// comes within headWait, and on their own once headWait has passed
+// without one (lateHead): a client may wait for them before it goes on
+// (the Go SDK does for its GET stream), and a stream can stay quiet for
+// long; an answer that comes at once costs one write, not two. When the stream ends, the requests of ids (those a
 // POST forwarded) it left unanswered get errors, unless the stream can be
 // resumed (an event carried an id) and ended without a fault: the client
 // then resumes it and their answers may come on the resumed stream.
@@ -778,13 +783,11 @@ func (f *front) pipeSSE(w http.ResponseWriter, ctx context.Context, body io.Read
 		_, _ = w.Write(buf)
 	}
 	rd := newSSEReader(body, f.p.cfg.MaxMessage)
-	flushed := false
+	defer rd.release()
+	head := startLateHead(rc)
+	defer head.stop() // before net/http ends the response
 	resumable := false
 	for {
-		if !flushed && !rd.ready() {
-			_ = rc.Flush()
-			flushed = true
-		}
 		ev, err := rd.next()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -807,6 +810,7 @@ func (f *front) pipeSSE(w http.ResponseWriter, ctx context.Context, body io.Read
 				buf = appendEvent(buf, nil, e)
 			}
 			if len(buf) > 0 {
+				head.stop()
 				_, _ = w.Write(buf)
 				_ = rc.Flush()
 			}
@@ -819,14 +823,53 @@ func (f *front) pipeSSE(w http.ResponseWriter, ctx context.Context, body io.Read
 			continue
 		}
 		resumable = resumable || (ev.HasID && len(ev.ID) > 0 && cleanID(ev.ID))
+		head.stop()
 		if _, err := w.Write(buf); err != nil {
 			seen.Report()
 			return // the client went away
 		}
 		_ = rc.Flush()
 		seen.Report()
-		flushed = true
 	}
+}
+
+// headWait is how long an event stream's headers wait for its first event
+// to go out with (pipeSSE).
+const headWait = time.Millisecond
+
+// lateHead flushes an event stream's head (status and headers, and
+// whatever was written before the first event) once headWait has passed,
+// unless the handler has begun writing by then (stop). The flush runs on
+// the timer's goroutine, under mu, while the handler waits on the
+// upstream; stop hands the writer back to the handler alone.
+type lateHead struct {
+	t    *time.Timer
+	mu   sync.Mutex
+	done bool // the handler writes alone from now on
+}
+
+func startLateHead(rc *http.ResponseController) *lateHead {
+	h := &lateHead{}
+	h.t = time.AfterFunc(headWait, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if !h.done {
+			_ = rc.Flush()
+		}
+	})
+	return h
+}
+
+// stop ends the timer; once it returns the timer's flush has run or never
+// will. Call it before each write of the handler's, and before the
+// handler returns.
+func (h *lateHead) stop() {
+	if h.t.Stop() {
+		return // it never ran
+	}
+	h.mu.Lock()
+	h.done = true
+	h.mu.Unlock()
 }
 
 // relay appends what the client gets of one upstream event, re-emitted
@@ -933,7 +976,19 @@ func (f *front) send(ctx context.Context, method, target string, h http.Header, 
 		return nil, err
 	}
 	req.Header = h
+	if rt := f.p.cfg.direct; rt != nil {
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			return nil, &url.Error{Op: urlErrorOp(method), URL: req.URL.Redacted(), Err: err} // as Client.Do says it
+		}
+		return resp, nil
+	}
 	return f.p.cfg.Client.Do(req)
+}
+
+// urlErrorOp is how Client.Do names a method in its errors.
+func urlErrorOp(method string) string {
+	return method[:1] + strings.ToLower(method[1:])
 }
 
 // opens reports a message that opens a session (initialize).
@@ -1033,6 +1088,20 @@ func mediaType(h http.Header) string {
 
 // errTooLarge is a body or message over Config.MaxMessage.
 var errTooLarge = errors.New("a message too large")
+
+// readBody reads a client's request body, at most max bytes (readAll): in
+// one piece when it declares its length.
+func readBody(r *http.Request, max int) ([]byte, error) {
+	n := r.ContentLength
+	if n < 0 || n > int64(max) {
+		return readAll(r.Body, max)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r.Body, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
 
 // readAll reads at most max bytes of r.
 func readAll(r io.Reader, max int) ([]byte, error) {

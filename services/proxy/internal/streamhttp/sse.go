@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // An event of a Server-Sent Events stream, as the WHATWG event-stream
@@ -46,18 +47,23 @@ type sseReader struct {
 	line    []byte
 }
 
+// sseBufs are the sseReaders' read buffers, 4 KiB each, reused from one
+// stream to the next (release).
+var sseBufs = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4<<10) }}
+
 func newSSEReader(r io.Reader, max int) *sseReader {
-	return &sseReader{src: r, br: bufio.NewReaderSize(r, 4<<10), max: max}
+	br := sseBufs.Get().(*bufio.Reader)
+	br.Reset(r)
+	return &sseReader{src: r, br: br, max: max}
 }
 
-// ready reports whether more of the stream has arrived and waits to be
-// read: in the reader's buffer, or in its source's when it tells.
-func (s *sseReader) ready() bool {
-	if s.br.Buffered() > 0 {
-		return true
-	}
-	b, ok := s.src.(interface{ Buffered() int })
-	return ok && b.Buffered() > 0
+// release gives the reader's buffer back for another stream; the reader
+// is not used again. Nothing it returned refers to the buffer: an event's
+// fields are copies.
+func (s *sseReader) release() {
+	s.br.Reset(nil)
+	sseBufs.Put(s.br)
+	s.br = nil
 }
 
 // next returns the next event that holds anything (data, an id, a retry,

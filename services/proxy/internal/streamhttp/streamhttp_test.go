@@ -483,9 +483,9 @@ func TestSeveralUpstreams(t *testing.T) {
 	}
 }
 
-// An event stream's headers reach the client at once, before any event: a
-// client may wait for them (the Go SDK's GET stream does), and a stream can
-// stay quiet for long.
+// An event stream's headers reach the client before any event, once
+// headWait has passed without one: a client may wait for them (the Go
+// SDK's GET stream does), and a stream can stay quiet for long.
 func TestStreamHeadersAtOnce(t *testing.T) {
 	quiet := make(chan struct{})
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -539,5 +539,43 @@ func TestStreamHeadersAtOnce(t *testing.T) {
 		}
 		resp.Body.Close()
 		cancel()
+	}
+}
+
+// readBody reads a request body whole, in one piece when it declares its
+// length, and refuses one over the limit or shorter than it declared.
+func TestReadBody(t *testing.T) {
+	const max = 16
+	cases := []struct {
+		name     string
+		body     string
+		declared int64 // -1: not declared (chunked)
+		want     string
+		tooLarge bool
+		fails    bool
+	}{
+		{"declared", "0123456789", 10, "0123456789", false, false},
+		{"declared at the limit", strings.Repeat("x", max), max, strings.Repeat("x", max), false, false},
+		{"declared over the limit", strings.Repeat("x", max+1), max + 1, "", true, true},
+		{"declared empty", "", 0, "", false, false},
+		{"undeclared", "0123456789", -1, "0123456789", false, false},
+		{"undeclared over the limit", strings.Repeat("x", max+1), -1, "", true, true},
+		{"shorter than declared", "01234", 10, "", false, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := &http.Request{Body: io.NopCloser(strings.NewReader(c.body)), ContentLength: c.declared}
+			got, err := readBody(r, max)
+			switch {
+			case c.fails && err == nil:
+				t.Fatalf("read %q, want an error", got)
+			case !c.fails && err != nil:
+				t.Fatalf("error %v", err)
+			case c.tooLarge && !errors.Is(err, errTooLarge):
+				t.Fatalf("error %v, want errTooLarge", err)
+			case !c.fails && string(got) != c.want:
+				t.Fatalf("read %q, want %q", got, c.want)
+			}
+		})
 	}
 }
