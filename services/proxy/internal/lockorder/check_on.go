@@ -21,10 +21,24 @@ var (
 	heldMu sync.Mutex
 	// holding is what each goroutine holds, in the order it took it.
 	holding = map[uint64][]held{}
+	// allowed is the transitive closure of Order: a lock may be taken
+	// under every lock held that is before it in the order, directly or
+	// through others.
 	allowed = func() map[[2]string]bool {
 		m := make(map[[2]string]bool, len(Order))
 		for _, n := range Order {
 			m[[2]string{n.Outer, n.Inner}] = true
+		}
+		for grew := true; grew; {
+			grew = false
+			for p := range m {
+				for q := range m {
+					if p[1] == q[0] && !m[[2]string{p[0], q[1]}] {
+						m[[2]string{p[0], q[1]}] = true
+						grew = true
+					}
+				}
+			}
 		}
 		return m
 	}()

@@ -3,9 +3,9 @@
 // is a Mutex or RWMutex of a lock class (a marker type naming it), the
 // nestings allowed between classes are the table Order, and a build with
 // the tag lockcheck (what make test builds) records, per goroutine, which
-// classes it holds and panics when it takes one under another in a pairing
-// Order does not name. Without the tag a Mutex is a sync.Mutex and the
-// checks compile to nothing.
+// classes it holds and panics when it takes one under another that Order
+// does not put before it (directly or through others). Without the tag a
+// Mutex is a sync.Mutex and the checks compile to nothing.
 //
 // The check is of what runs: go test -tags lockcheck catches a nesting the
 // tests reach (the proxy's unit tests and the e2e tests, whose proxy

@@ -112,7 +112,7 @@ another adds the pair to ` + "`Order`" + `, keeping the order acyclic
 **Checked.** A build with the tag ` + "`lockcheck`" + ` (what ` + "`make test`" + ` builds,
 and the commands the e2e tests run, through cmdtest) records which classes
 each goroutine holds and panics when one is taken under another in a
-nesting this table does not name (` + "`lockorder.Violation`" + `). It checks what
+order this table does not give (directly or through other nestings) (` + "`lockorder.Violation`" + `). It checks what
 the tests run: the proxy's unit tests, which run sessions concurrently, and
 the e2e and adversarial suites through the proxy command.
 
