@@ -90,6 +90,8 @@ var Order = []Nesting{
 		"`writeCopy` takes a snapshot of the gate's records while it writes the status copy."},
 	{"ordered.Queue.writing", "ordered.Queue.mu",
 		"`settle` takes the head of the queue."},
+	{"ordered.Queue.writing", "fleet.Publisher.mu",
+		"`settle` reports each message it wrote (`Seen.Report`: the calls it answered, `Publisher.Call`, which holds `mu` for reading while it queues) before the next, one writer at a time."},
 	{"ordered.Queue.writing", "stdio.lineWriter.mu",
 		"`settle` writes each settled message in order, one writer at a time: the write target's lock on stdio."},
 	{"ordered.Queue.writing", "streamhttp.legacySession.mu",
