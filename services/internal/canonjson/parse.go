@@ -87,6 +87,7 @@ type Doc struct {
 	ka, kb   []byte  // scratch for decoding escaped keys
 	lazy     Lazy
 	lazyLens uint64 // bit n set: a Sorted or Bail key has length n
+	lax      []int32 // offsets of the numbers only LaxNumbers let through, in order
 }
 
 // parser is the state of one Parse. It lives on the stack, so that storing
@@ -102,6 +103,7 @@ type parser struct {
 	lax      bool
 	lazy     *Lazy
 	lazyLens uint64
+	laxAt    []int32
 }
 
 // Parse parses src strictly, replacing what d held.
@@ -113,11 +115,11 @@ func (d *Doc) Parse(src []byte, lim Limits) error {
 		maxBytes = DefaultLimits.MaxBytes
 	}
 	if len(src) > maxBytes || len(src) >= math.MaxInt32 {
-		d.nodes = d.nodes[:0]
+		d.nodes, d.lax = d.nodes[:0], d.lax[:0]
 		return errAt(CodeTooLarge, 0, "input is %d bytes, over the limit of %d", len(src), maxBytes)
 	}
 	p := parser{src: src, nodes: d.nodes[:cap(d.nodes)], order: d.order[:0], stack: d.stack[:0],
-		ka: d.ka, kb: d.kb, maxDepth: lim.MaxDepth, lazy: &d.lazy, lazyLens: d.lazyLens, lax: lim.LaxNumbers}
+		ka: d.ka, kb: d.kb, maxDepth: lim.MaxDepth, lazy: &d.lazy, lazyLens: d.lazyLens, lax: lim.LaxNumbers, laxAt: d.lax[:0]}
 	if p.maxDepth <= 0 {
 		p.maxDepth = DefaultLimits.MaxDepth
 	}
@@ -133,7 +135,7 @@ func (d *Doc) Parse(src []byte, lim Limits) error {
 	if err != nil {
 		p.n = 0
 	}
-	d.nodes, d.order, d.stack, d.ka, d.kb = p.nodes[:p.n], p.order, p.stack, p.ka, p.kb
+	d.nodes, d.order, d.stack, d.ka, d.kb, d.lax = p.nodes[:p.n], p.order, p.stack, p.ka, p.kb, p.laxAt
 	return err
 }
 
@@ -584,6 +586,7 @@ func (p *parser) number(i int) (int, error) {
 			return j, err
 		}
 		j, flags = skipNumber(p.src, i), 0
+		p.laxAt = append(p.laxAt, int32(i))
 	}
 	id := p.add(Number, i)
 	nd := &p.nodes[id]

@@ -20,6 +20,9 @@ func Return(d *Doc) {
 	if d == nil || cap(d.nodes) > maxPooledNodes {
 		return
 	}
-	d.src, d.nodes, d.dirty = nil, d.nodes[:0], d.dirty[:0] // forget the source
+	d.src, d.nodes, d.dirty, d.lax = nil, d.nodes[:0], d.dirty[:0], d.lax[:0] // forget the source
+	if d.lazyLens != 0 || d.lazy.Keys != nil {
+		d.SetLazy(Lazy{}) // the next borrower parses eagerly unless it asks
+	}
 	docs.Put(d)
 }

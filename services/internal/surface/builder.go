@@ -13,7 +13,9 @@ type Builder struct {
 	opt      Options
 	lim      Limits
 	doc      canonjson.Doc
-	arena    []byte // canonical bytes of every item so far
+	d        *canonjson.Doc // the Doc being read: &doc, or the caller's (AddPageIn)
+	list     [2]int32       // source span of the last page's list array
+	arena    []byte         // canonical bytes of every item so far
 	pending  []pending
 	kinds    [numKinds + 1]listing
 	scratch  []byte // the surface document being hashed
@@ -23,10 +25,11 @@ type Builder struct {
 }
 
 type pending struct {
-	kind     Kind
-	name     string
-	off, end int
-	hash     Digest
+	kind        Kind
+	name        string
+	off, end    int   // canonical bytes in the arena
+	start, stop int32 // the item's source span in the Doc it was read from
+	hash        Digest
 }
 
 type listing struct {
@@ -52,6 +55,7 @@ var lazyValues = canonjson.Lazy{
 func NewBuilder(opt Options) *Builder {
 	b := &Builder{opt: opt, lim: opt.limits()}
 	b.doc.SetLazy(lazyValues)
+	b.d = &b.doc
 	return b
 }
 
@@ -101,10 +105,62 @@ func (b *Builder) AddPage(kind Kind, raw []byte) (nextCursor string, err error) 
 	return cursor, err
 }
 
+// LazyValues are the parse settings a Doc given to AddPageIn should have
+// been parsed with (Doc.SetLazy) for the engine to skip what it can; a
+// Doc parsed without them is read in full, with the same hashes.
+var LazyValues = lazyValues
+
+// AddPageIn is AddPage for a result that the caller has parsed already, as
+// the value n of d: a proxy parses each message it relays once, and hashes
+// the list result inside that parse. d may have been parsed with
+// LaxNumbers: a number a strict parse would refuse fails the page as it
+// would in AddPage. The item spans LastPage reports are offsets in
+// d.Source(). d must not change until the page's items have been read.
+func (b *Builder) AddPageIn(kind Kind, d *canonjson.Doc, n canonjson.NodeID) (nextCursor string, err error) {
+	if kind < KindTool || kind > KindResourceTemplate {
+		return "", fail(CodeUnknownFormat, "AddPageIn takes a list kind, not %s", kind)
+	}
+	raw := d.Raw(n)
+	if b.lim.MaxDepth < canonjson.DefaultLimits.MaxDepth-1 {
+		// Depth is checked where a Doc is parsed, against the limit the
+		// parse was given: a builder bound tighter than the usual bound
+		// reads its own parse.
+		return b.AddPage(kind, raw)
+	}
+	if err := b.take(len(raw)); err != nil {
+		return "", err
+	}
+	fail := func(err error) (string, error) {
+		e := jsonFail(err)
+		e.Kind, e.Page = kind, b.kinds[kind].pages+1
+		b.err = e
+		return "", e
+	}
+	if len(raw) > b.lim.MaxBytes {
+		return fail(&canonjson.Error{Code: canonjson.CodeTooLarge, Msg: "the page is " + itoa(len(raw)) + " bytes, over the limit of " + itoa(b.lim.MaxBytes)})
+	}
+	if err := d.StrictIn(n); err != nil {
+		return fail(err)
+	}
+	b.d = d
+	defer func() { b.d = &b.doc }()
+	b.reserve(len(raw))
+	b.lastFrom = len(b.pending)
+	cursor, err := b.addPage(kind, n, false)
+	if err != nil {
+		b.err = err
+	}
+	return cursor, err
+}
+
 // PageItem is one item of the page last added.
 type PageItem struct {
 	Name string
 	Hash Digest
+	// Start and End are the item's span in the bytes the page was parsed
+	// from (AddPage's raw, AddPageIn's d.Source()): exactly the bytes the
+	// hash was made of, for a proxy that forwards some items of a page.
+	Start, End int
 }
 
 // LastPage returns the items the last successful AddPage or AddInitialize
@@ -116,10 +172,14 @@ func (b *Builder) LastPage() []PageItem {
 	}
 	out := make([]PageItem, 0, len(b.pending)-b.lastFrom)
 	for _, p := range b.pending[b.lastFrom:] {
-		out = append(out, PageItem{Name: p.name, Hash: p.hash})
+		out = append(out, PageItem{Name: p.name, Hash: p.hash, Start: int(p.start), End: int(p.stop)})
 	}
 	return out
 }
+
+// LastList returns the span of the last page's list array (tools, prompts,
+// ...) in the bytes the page was parsed from, as LastPage's item spans.
+func (b *Builder) LastList() (start, end int) { return int(b.list[0]), int(b.list[1]) }
 
 // reserve grows the arena once for a page of n raw bytes: canonical bytes
 // are rarely longer than the input, so one allocation usually suffices.
@@ -151,7 +211,7 @@ func (b *Builder) AddInitialize(raw []byte) error {
 }
 
 func (b *Builder) addInitialize(n canonjson.NodeID, unwrap bool) error {
-	d := &b.doc
+	d := b.d
 	r, err := resultOf(d, n, unwrap)
 	if err != nil {
 		err.Kind = KindInstructions
@@ -264,7 +324,7 @@ func unwrapResponse(d *canonjson.Doc, n canonjson.NodeID) (canonjson.NodeID, *Er
 }
 
 func (b *Builder) addPage(kind Kind, n canonjson.NodeID, unwrap bool) (string, error) {
-	d := &b.doc
+	d := b.d
 	st := &b.kinds[kind]
 	page := st.pages + 1
 	r, perr := resultOf(d, n, unwrap)
@@ -298,6 +358,7 @@ func (b *Builder) addPage(kind Kind, n canonjson.NodeID, unwrap bool) (string, e
 			Msg: "more than the limit of " + itoa(b.lim.MaxItems) + " items"}
 	}
 	st.listed, st.pages, st.more = true, page, cursor != ""
+	b.list = [2]int32{int32(d.Offset(arr)), int32(d.Offset(arr) + len(d.Raw(arr)))}
 	for el, i := d.First(arr), 0; i < d.Len(arr); el, i = d.Next(el), i+1 {
 		if err := b.addItem(kind, el); err != nil {
 			err.Kind, err.Page = kind, page
@@ -351,7 +412,7 @@ func coveredField(kind Kind, key []byte, opt *Options) (want canonjson.Kind, cov
 }
 
 func (b *Builder) addItem(kind Kind, n canonjson.NodeID) *Error {
-	d := &b.doc
+	d := b.d
 	if d.Kind(n) != canonjson.Object {
 		return &Error{Code: CodeItemNotObject, Msg: "an item is a " + d.Kind(n).String() + ", want an object"}
 	}
@@ -406,7 +467,8 @@ func (b *Builder) addItem(kind Kind, n canonjson.NodeID) *Error {
 		wrote = true
 	}
 	b.arena = append(b.arena, '}')
-	b.pending = append(b.pending, pending{kind: kind, name: name, off: off, end: len(b.arena), hash: b.opt.Hash.Sum(b.arena[off:])})
+	b.pending = append(b.pending, pending{kind: kind, name: name, off: off, end: len(b.arena),
+		start: int32(d.Offset(n)), stop: int32(d.Offset(n) + len(d.Raw(n))), hash: b.opt.Hash.Sum(b.arena[off:])})
 	return nil
 }
 
