@@ -64,7 +64,17 @@ type Message struct {
 	Result, Error, Params []byte
 	// resultOff is where Result starts in Raw, paramsOff where Params does.
 	resultOff, paramsOff int
+	// off is where Raw starts in the source the message was split from.
+	off int
+	// doc is the parse the message came from when the caller kept it
+	// (SplitIn); node, result and params are its nodes (result and params
+	// 0 when absent).
+	doc                  *canonjson.Doc
+	node, result, params canonjson.NodeID
 }
+
+// Span is a byte range [Start, End) in the source a message was split from.
+type Span struct{ Start, End int }
 
 // Limits for messages; zero fields take canonjson's defaults.
 type Limits = canonjson.Limits
@@ -83,7 +93,7 @@ func fromDoc(d *canonjson.Doc, n canonjson.NodeID, raw []byte) (*Message, error)
 	if d.Kind(n) != canonjson.Object {
 		return nil, fmt.Errorf("%w: a JSON-RPC message is an object, not a %s", ErrInvalid, d.Kind(n))
 	}
-	m := &Message{Raw: d.Raw(n)}
+	m := &Message{Raw: d.Raw(n), off: d.Offset(n), node: n, doc: d}
 	if a, b, twin := d.FoldTwin(n); twin {
 		return nil, fmt.Errorf("%w: members %q and %q differ only in case", ErrAmbiguous, a, b)
 	}
@@ -127,7 +137,7 @@ func fromDoc(d *canonjson.Doc, n canonjson.NodeID, raw []byte) (*Message, error)
 			if k := d.Kind(p); k != canonjson.Object && k != canonjson.Array {
 				return nil, fmt.Errorf("%w: params must be an object or an array", ErrInvalid)
 			}
-			m.Params = d.Raw(p)
+			m.Params, m.params = d.Raw(p), p
 			m.paramsOff = d.Offset(p) - d.Offset(n)
 		}
 		m.Kind = KindNotification
@@ -141,7 +151,7 @@ func fromDoc(d *canonjson.Doc, n canonjson.NodeID, raw []byte) (*Message, error)
 	default:
 		m.Kind = KindResponse
 		if hasResult {
-			m.Result = d.Raw(result)
+			m.Result, m.result = d.Raw(result), result
 			m.resultOff = d.Offset(result) - d.Offset(n)
 		} else {
 			if d.Kind(rpcErr) != canonjson.Object {
@@ -158,7 +168,23 @@ func fromDoc(d *canonjson.Doc, n canonjson.NodeID, raw []byte) (*Message, error)
 func Split(raw []byte, lim Limits) (msgs []*Message, batch bool, err error) {
 	d := canonjson.Borrow()
 	defer canonjson.Return(d) // a Message holds slices of raw, never of d
-	lim.LaxNumbers = true
+	msgs, batch, err = split(d, raw, lim)
+	for _, m := range msgs {
+		m.doc = nil
+	}
+	return msgs, batch, err
+}
+
+// SplitIn is Split into the caller's d, which the messages keep: whoever
+// reads them further (the engine hashing a list result, a rewrite of the
+// result or the params) reads this parse rather than parsing again. d
+// belongs to the messages until the caller is done with all of them.
+func SplitIn(d *canonjson.Doc, raw []byte, lim Limits) (msgs []*Message, batch bool, err error) {
+	return split(d, raw, lim)
+}
+
+func split(d *canonjson.Doc, raw []byte, lim Limits) (msgs []*Message, batch bool, err error) {
+	lim.LaxNumbers = true // ids and params are passed on, never canonicalized
 	if err := d.Parse(raw, lim); err != nil {
 		return nil, false, err
 	}
@@ -182,37 +208,68 @@ func Split(raw []byte, lim Limits) (msgs []*Message, batch bool, err error) {
 	return msgs, true, nil
 }
 
-// FilterList rewrites a response carrying a list result (tools/list,
-// prompts/list, ...): it keeps the elements of the array named listKey for
-// which keep is true, and every other byte of the message as it was. It
-// returns the message unchanged (same slice) when keep keeps everything.
-// keep is given each element's raw bytes and its name (or uri).
-func FilterList(m *Message, listKey, nameKey string, keep func(name string, raw []byte) bool) ([]byte, int, error) {
-	if m.Kind != KindResponse || m.Result == nil {
-		return nil, 0, fmt.Errorf("%w: not a successful response", ErrInvalid)
+// Parsed returns the parse m was split in (SplitIn) and the node of its
+// result, when it has both.
+func (m *Message) Parsed() (d *canonjson.Doc, result canonjson.NodeID, ok bool) {
+	if m.doc == nil || m.Result == nil {
+		return nil, 0, false
 	}
-	var d canonjson.Doc
-	if err := d.Parse(m.Result, Limits{MaxBytes: len(m.Result) + 1, LaxNumbers: true}); err != nil {
-		return nil, 0, err
+	return m.doc, m.result, true
+}
+
+// Detach makes m independent of the buffer it was split from, which its
+// reader may reuse: its bytes are copied once and the parse it keeps is
+// pointed at the copy, never parsed again.
+func (m *Message) Detach() {
+	if m.doc == nil {
+		src := bytes.Clone(m.Raw)
+		m.reslice(src, 0)
+		return
 	}
-	if d.Kind(canonjson.Root) != canonjson.Object {
-		return nil, 0, fmt.Errorf("%w: the result is not an object", ErrInvalid)
+	src := bytes.Clone(m.doc.Source())
+	m.doc.Rebase(src)
+	m.reslice(src, m.off)
+}
+
+func (m *Message) reslice(src []byte, off int) {
+	n := len(m.Raw)
+	m.Raw = src[off : off+n : off+n]
+	if m.Result != nil {
+		m.Result = m.Raw[m.resultOff : m.resultOff+len(m.Result)]
 	}
-	arr, ok := d.Get(canonjson.Root, listKey)
-	if !ok || d.Kind(arr) != canonjson.Array {
-		return nil, 0, fmt.Errorf("%w: the result has no %s array", ErrInvalid, listKey)
+	if m.Params != nil {
+		m.Params = m.Raw[m.paramsOff : m.paramsOff+len(m.Params)]
 	}
-	var kept [][]byte
-	removed := 0
-	for el, i := d.First(arr), 0; i < d.Len(arr); el, i = d.Next(el), i+1 {
-		name := ""
-		if d.Kind(el) == canonjson.Object {
-			if nv, ok := d.Get(el, nameKey); ok && d.Kind(nv) == canonjson.String {
-				name = d.Text(nv)
-			}
+	if m.ID != nil {
+		// The id is compared and echoed, never rewritten: a copy of its own.
+		m.ID = bytes.Clone(m.ID)
+	}
+	if m.Error != nil {
+		m.Error = bytes.Clone(m.Error)
+	}
+	if m.doc == nil {
+		m.off = 0
+	}
+}
+
+// Splice returns m's bytes with only some elements of one array kept: list
+// is the array's span and elems its elements' spans, in the source m was
+// split from, as the engine reports them for a list result it hashed
+// (surface.Builder.AddPageIn); keep says which to keep. Every other byte of
+// the message is as it came. It returns the message as it was (the same
+// slice) when every element is kept.
+func (m *Message) Splice(list Span, elems []Span, keep func(i int) bool) (out []byte, removed int, err error) {
+	lo, hi := m.off, m.off+len(m.Raw)
+	if list.Start < lo || list.End > hi || list.Start >= list.End {
+		return nil, 0, fmt.Errorf("%w: the list span %v is not inside the message", ErrInvalid, list)
+	}
+	kept := make([]Span, 0, len(elems))
+	for i, e := range elems {
+		if e.Start <= list.Start || e.End >= list.End || e.Start >= e.End || (len(kept) > 0 && e.Start < kept[len(kept)-1].End) {
+			return nil, 0, fmt.Errorf("%w: element span %v is not inside the list %v", ErrInvalid, e, list)
 		}
-		if keep(name, d.Raw(el)) {
-			kept = append(kept, d.Raw(el))
+		if keep(i) {
+			kept = append(kept, e)
 		} else {
 			removed++
 		}
@@ -220,17 +277,18 @@ func FilterList(m *Message, listKey, nameKey string, keep func(name string, raw 
 	if removed == 0 {
 		return m.Raw, 0, nil
 	}
-	// Splice: message bytes up to the array, the kept elements, the rest.
-	start := m.resultOff + d.Offset(arr)
-	end := start + len(d.Raw(arr))
-	var b bytes.Buffer
-	b.Grow(len(m.Raw))
-	b.Write(m.Raw[:start])
-	b.WriteByte('[')
-	b.Write(bytes.Join(kept, []byte{','}))
-	b.WriteByte(']')
-	b.Write(m.Raw[end:])
-	return b.Bytes(), removed, nil
+	raw, base := m.Raw, m.off
+	out = make([]byte, 0, len(raw))
+	out = append(out, raw[:list.Start-base]...)
+	out = append(out, '[')
+	for i, e := range kept {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, raw[e.Start-base:e.End-base]...)
+	}
+	out = append(out, ']')
+	return append(out, raw[list.End-base:]...), removed, nil
 }
 
 // ToolError returns a tools/call response that reports a refusal as an MCP
@@ -282,17 +340,17 @@ func RemoveResultMember(m *Message, key string) (out []byte, removed bool, err e
 	if m.Kind != KindResponse || m.Result == nil {
 		return nil, false, fmt.Errorf("%w: not a successful response", ErrInvalid)
 	}
-	var d canonjson.Doc
-	if err := d.Parse(m.Result, Limits{MaxBytes: len(m.Result) + 1, LaxNumbers: true}); err != nil {
+	d, root, shift, err := m.value(m.result, m.Result, m.resultOff)
+	if err != nil {
 		return nil, false, err
 	}
-	if d.Kind(canonjson.Root) != canonjson.Object {
+	if d.Kind(root) != canonjson.Object {
 		return nil, false, fmt.Errorf("%w: the result is not an object", ErrInvalid)
 	}
 	var k, v canonjson.NodeID
 	found := false
-	for i := range d.Len(canonjson.Root) {
-		if k, v = d.Member(canonjson.Root, i); d.StringIs(k, key) {
+	for i := range d.Len(root) {
+		if k, v = d.Member(root, i); d.StringIs(k, key) {
 			found = true
 			break
 		}
@@ -301,7 +359,7 @@ func RemoveResultMember(m *Message, key string) (out []byte, removed bool, err e
 		return m.Raw, false, nil
 	}
 	res := m.Result
-	start, end := d.Offset(k), d.Offset(v)+len(d.Raw(v))
+	start, end := d.Offset(k)+shift-m.resultOff, d.Offset(v)+len(d.Raw(v))+shift-m.resultOff
 	// Take the comma after the member, or, for the last one, the one before.
 	j := end
 	for j < len(res) && isSpace(res[j]) {
@@ -334,23 +392,38 @@ func ReplaceParamsMember(m *Message, key string, value []byte) ([]byte, error) {
 	if m.Kind != KindRequest || m.Params == nil {
 		return nil, fmt.Errorf("%w: not a request with params", ErrInvalid)
 	}
-	var d canonjson.Doc
-	if err := d.Parse(m.Params, Limits{MaxBytes: len(m.Params) + 1, LaxNumbers: true}); err != nil {
+	d, root, shift, err := m.value(m.params, m.Params, m.paramsOff)
+	if err != nil {
 		return nil, err
 	}
-	if d.Kind(canonjson.Root) != canonjson.Object {
+	if d.Kind(root) != canonjson.Object {
 		return nil, fmt.Errorf("%w: params are not an object", ErrInvalid)
 	}
-	v, ok := d.Get(canonjson.Root, key)
+	v, ok := d.Get(root, key)
 	if !ok {
 		return nil, fmt.Errorf("%w: params have no member %q", ErrInvalid, key)
 	}
-	start := m.paramsOff + d.Offset(v)
+	start := shift + d.Offset(v)
 	end := start + len(d.Raw(v))
 	out := make([]byte, 0, len(m.Raw)-len(d.Raw(v))+len(value))
 	out = append(out, m.Raw[:start]...)
 	out = append(out, value...)
 	return append(out, m.Raw[end:]...), nil
+}
+
+// value returns a parse of one of m's members (node in the kept parse,
+// raw its bytes, rawOff their offset in m.Raw) and what to add to the
+// parse's offsets to make them offsets in m.Raw: the kept parse when m has
+// one, else a parse of raw alone.
+func (m *Message) value(node canonjson.NodeID, raw []byte, rawOff int) (*canonjson.Doc, canonjson.NodeID, int, error) {
+	if m.doc != nil {
+		return m.doc, node, -m.off, nil
+	}
+	d := new(canonjson.Doc)
+	if err := d.Parse(raw, Limits{MaxBytes: len(raw) + 1, LaxNumbers: true}); err != nil {
+		return nil, 0, 0, err
+	}
+	return d, canonjson.Root, rawOff, nil
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

@@ -76,34 +76,57 @@ func TestSplitBatch(t *testing.T) {
 	}
 }
 
-func TestFilterList(t *testing.T) {
+// filterByName splices m's list array by each element's name, with the
+// spans read from m's kept parse (as the session does with the engine's).
+func filterByName(m *Message, listKey string, keep func(name string) bool) ([]byte, int, error) {
+	d, res, ok := m.Parsed()
+	if !ok || d.Kind(res) != canonjson.Object {
+		return nil, 0, ErrInvalid
+	}
+	arr, ok := d.Get(res, listKey)
+	if !ok || d.Kind(arr) != canonjson.Array {
+		return nil, 0, ErrInvalid
+	}
+	var elems []Span
+	var names []string
+	for el, i := d.First(arr), 0; i < d.Len(arr); el, i = d.Next(el), i+1 {
+		elems = append(elems, Span{d.Offset(el), d.Offset(el) + len(d.Raw(el))})
+		name := ""
+		if d.Kind(el) == canonjson.Object {
+			if nv, ok := d.Get(el, "name"); ok && d.Kind(nv) == canonjson.String {
+				name = d.Text(nv)
+			}
+		}
+		names = append(names, name)
+	}
+	return m.Splice(Span{d.Offset(arr), d.Offset(arr) + len(d.Raw(arr))}, elems, func(i int) bool { return keep(names[i]) })
+}
+
+func TestSpliceList(t *testing.T) {
 	raw := `{"jsonrpc":"2.0", "id": 12345678901234567890 ,"result":{ "nextCursor" : null , "tools" : [ {"name":"keep","description":"<b>&amp;</b>","x":1.50} , {"name":"drop"}, {"name":"keep2"} ], "_meta":{"k":[3, 2]} } }`
 	m, err := Parse([]byte(raw), Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, removed, err := FilterList(m, "tools", "name", func(name string, _ []byte) bool { return name != "drop" })
+	out, removed, err := filterByName(m, "tools", func(name string) bool { return name != "drop" })
 	if err != nil || removed != 1 {
-		t.Fatalf("FilterList: %v, removed %d", err, removed)
+		t.Fatalf("Splice: %v, removed %d", err, removed)
 	}
 	want := `{"jsonrpc":"2.0", "id": 12345678901234567890 ,"result":{ "nextCursor" : null , "tools" : [{"name":"keep","description":"<b>&amp;</b>","x":1.50},{"name":"keep2"}], "_meta":{"k":[3, 2]} } }`
 	if string(out) != want {
-		t.Fatalf("filtered\n got %s\nwant %s", out, want)
+		t.Fatalf("spliced\n got %s\nwant %s", out, want)
 	}
 	if !json.Valid(out) {
-		t.Fatal("the filtered message is not valid JSON")
+		t.Fatal("the spliced message is not valid JSON")
 	}
 	// Nothing to remove: the very same bytes.
-	same, removed, _ := FilterList(m, "tools", "name", func(string, []byte) bool { return true })
+	same, removed, _ := filterByName(m, "tools", func(string) bool { return true })
 	if removed != 0 || !bytes.Equal(same, m.Raw) {
-		t.Fatal("a filter that keeps everything changed the message")
+		t.Fatal("a splice that keeps everything changed the message")
 	}
-	none, _, _ := FilterList(m, "tools", "name", func(string, []byte) bool { return false })
+	none, _, _ := filterByName(m, "tools", func(string) bool { return false })
 	if !strings.Contains(string(none), `"tools" : []`) || !json.Valid(none) {
-		t.Fatalf("a filter that keeps nothing: %s", none)
-	}
-	if _, _, err := FilterList(m, "prompts", "name", func(string, []byte) bool { return true }); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("a missing list: %v", err)
+		t.Fatalf("a splice that keeps nothing: %s", none)
 	}
 }
 
@@ -132,7 +155,7 @@ func TestToolError(t *testing.T) {
 }
 
 // FuzzParse: never panics; whatever parses as a response with a list result
-// filters to valid JSON.
+// spliced by its elements' spans is valid JSON.
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{
 		`{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"a"},{"name":"b"}]}}`,
@@ -142,10 +165,10 @@ func FuzzParse(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		msgs, _, err := Split(raw, Limits{MaxDepth: 64})
+		msgs, _, err := SplitIn(new(canonjson.Doc), raw, Limits{MaxDepth: 64})
 		if err != nil {
 			var ce *canonjson.Error
-			if !errors.Is(err, ErrInvalid) && !errors.As(err, &ce) {
+			if !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrAmbiguous) && !errors.As(err, &ce) {
 				t.Fatalf("an error without a code: %v", err)
 			}
 			return
@@ -154,9 +177,9 @@ func FuzzParse(f *testing.F) {
 			if m.Kind != KindResponse || m.Result == nil {
 				continue
 			}
-			out, _, err := FilterList(m, "tools", "name", func(name string, _ []byte) bool { return len(name)%2 == 0 })
+			out, _, err := filterByName(m, "tools", func(name string) bool { return len(name)%2 == 0 })
 			if err == nil && !json.Valid(out) {
-				t.Fatalf("filtered message is not JSON: %s", out)
+				t.Fatalf("spliced message is not JSON: %s", out)
 			}
 		}
 	})

@@ -56,6 +56,12 @@ func FuzzUpstreamToClient(f *testing.F) {
 		`{"jsonrpc":"2.0","id":3,"result":{"tools":[` + evilRead + `],"prompts":[]}}`,
 		`{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{"messages":[]}}`,
 		`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`,
+		// A number only the lax parse of the envelope lets through, inside
+		// an item the engine hashes from that same parse.
+		`{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"read","description":"PWNED","inputSchema":{"type":"object","maximum":9007199254740993}}]}}`,
+		// A page that is not the first element of its batch: its spans are
+		// offsets in the batch.
+		`[{"jsonrpc":"2.0","method":"notifications/message","params":{"x":1}},{"jsonrpc":"2.0","id":1,"result":{"tools":[` + readTool + `,` + rug + `]}}]`,
 	} {
 		f.Add([]byte(seed))
 	}

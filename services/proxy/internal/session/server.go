@@ -109,7 +109,17 @@ func (s *Session) judgeServer(ctx context.Context, raw []byte, mayWait bool) (ou
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, nil, seen, nil // no message at all (an empty body): nothing to deliver or judge
 	}
-	msgs, batch, perr := jsonrpc.Split(raw, jsonrpc.Limits{})
+	// The one parse of the message: every later reader (the engine hashing
+	// a page, the filter, the instructions pin) reads it, never the bytes
+	// again. It is given back once no decision keeps it.
+	d := canonjson.Borrow()
+	d.SetLazy(surface.LazyValues)
+	defer func() {
+		if later == nil {
+			canonjson.Return(d)
+		}
+	}()
+	msgs, batch, perr := jsonrpc.SplitIn(d, raw, jsonrpc.Limits{})
 	if perr != nil {
 		return s.unreadable(raw, perr), nil, seen, nil
 	}
@@ -526,7 +536,7 @@ func (s *Session) listPage(ctx context.Context, k surface.Kind, m *jsonrpc.Messa
 		s.failListing(k, listingRef{}, errorAnswer, false)
 		return m.Raw, nil, nil
 	}
-	items, last, err := s.addPage(k, byClient, m.Result)
+	pg, last, err := s.addPage(k, byClient, m)
 	if last {
 		s.finishListing(k, byClient) // published before waiting for a verdict on it
 	}
@@ -534,18 +544,14 @@ func (s *Session) listPage(ctx context.Context, k surface.Kind, m *jsonrpc.Messa
 	if !mayWait || !s.awaits(variant) {
 		// With no verdict due, the gate answers at once; in a batch the
 		// page cannot wait alone.
-		out, jerr := s.judgePage(ctx, k, m, variant, false, items, last, err)
+		out, jerr := s.judgePage(ctx, k, m, variant, false, pg, last, err)
 		return out, nil, jerr
 	}
-	// The page's bytes may belong to the transport's reader: judge a copy.
-	msgs, _, perr := jsonrpc.Split(bytes.Clone(m.Raw), jsonrpc.Limits{})
-	if perr != nil || len(msgs) != 1 {
-		out, jerr := s.judgePage(ctx, k, m, variant, false, items, last, err)
-		return out, nil, jerr
-	}
-	page := msgs[0]
+	// The page's bytes may belong to the transport's reader: the decision
+	// keeps a copy of them, and the parse, which reads the copy.
+	m.Detach()
 	return nil, func(ctx context.Context) ([]byte, error) {
-		return s.judgePage(ctx, k, page, variant, true, items, last, err)
+		return s.judgePage(ctx, k, m, variant, true, pg, last, err)
 	}, nil
 }
 
@@ -603,9 +609,9 @@ func (s *Session) ownResponse(p pendingReq, m *jsonrpc.Message) error {
 		s.failListing(p.kind, refOf(p), errorAnswer, false)
 		return nil
 	}
-	_, last, err := s.addPage(p.kind, byProxy, m.Result)
+	pg, last, err := s.addPage(p.kind, byProxy, m)
 	if err == nil && !last {
-		next := stringParam(m.Result, "nextCursor")
+		next := pg.cursor
 		s.mu.Lock()
 		ks := &s.kinds[p.kind]
 		repeated := ks.cursors[next]

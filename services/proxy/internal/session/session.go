@@ -551,7 +551,8 @@ func (s *Session) awaits(variant string) bool {
 // judgePage asks the gate about a page's items (waiting for a verdict when
 // awaiting) and returns the page to forward.
 func (s *Session) judgePage(ctx context.Context, k surface.Kind, m *jsonrpc.Message, variant string, awaiting bool,
-	items []surface.PageItem, last bool, err error) ([]byte, error) {
+	pg page, last bool, err error) ([]byte, error) {
+	items := pg.items
 	if err != nil {
 		// Not a listing the proxy can read as a client would: none of it
 		// reaches the client, not even what the filter would leave.
@@ -571,14 +572,13 @@ func (s *Session) judgePage(ctx context.Context, k surface.Kind, m *jsonrpc.Mess
 	if ok && len(items) > 0 && hashedWith != v.Hashing {
 		// Hashed before the session knew the server's settings: hash the
 		// page again as the baseline was.
-		b := surface.NewBuilder(v.Hashing)
-		if _, perr := b.AddPage(k, m.Result); perr == nil {
-			items = b.LastPage()
+		if again, perr := hashPage(surface.NewBuilder(v.Hashing), k, m); perr == nil {
+			items = again.items
 		} else {
 			serve = false
 		}
 	}
-	keep := map[string]bool{}
+	keep := make([]bool, len(items))
 	switch {
 	case err != nil || !serve || hasDuplicates(items):
 		// Nothing of the page is served.
@@ -586,14 +586,14 @@ func (s *Session) judgePage(ctx context.Context, k surface.Kind, m *jsonrpc.Mess
 		// The alert posture serves the server whole, drift included,
 		// unless its listing cannot be assembled.
 		if s.assembles(k) {
-			for _, it := range items {
-				keep[it.Name] = true
+			for i := range items {
+				keep[i] = true
 			}
 		}
 	default:
-		for _, it := range items {
+		for i, it := range items {
 			if h, ok := v.Items[ItemKey{k, it.Name}]; ok && h == it.Hash {
-				keep[it.Name] = true
+				keep[i] = true
 			}
 		}
 	}
@@ -613,7 +613,19 @@ func (s *Session) judgePage(ctx context.Context, k surface.Kind, m *jsonrpc.Mess
 			relistErr = fmt.Errorf("re-listing the server's tools: %w", rerr)
 		}
 	}
-	out, withheld, ferr := jsonrpc.FilterList(m, k.ListKey(), nameKey[k], func(name string, _ []byte) bool { return keep[name] })
+	// What is kept is the bytes each kept item was hashed from, by their
+	// spans in the one parse (jsonrpc.Message.Splice): a filter that found
+	// items again by name could keep bytes other than those judged.
+	elems := make([]jsonrpc.Span, len(items))
+	for i, it := range items {
+		elems[i] = jsonrpc.Span{Start: it.Start, End: it.End}
+	}
+	var out []byte
+	var withheld int
+	ferr := errNoSpans
+	if pg.spans {
+		out, withheld, ferr = m.Splice(pg.list, elems, func(i int) bool { return keep[i] })
+	}
 	if withheld > 0 && s.cfg.Meter != nil {
 		s.cfg.Meter.Withheld(k, withheld)
 	}
@@ -673,24 +685,61 @@ func hasDuplicates(items []surface.PageItem) bool {
 	return false
 }
 
+// page is what the engine read of one page: its items in the order the
+// server sent them, with their hashes and the spans of the bytes each was
+// hashed from, and the span of the list array (spans false when the page
+// was not read from its message's parse: then nothing of it can be
+// spliced, and nothing of it is served).
+type page struct {
+	items  []surface.PageItem
+	list   jsonrpc.Span
+	spans  bool
+	cursor string
+}
+
+// errNoSpans: a page read without its message's parse has no spans to
+// splice by; it is withheld whole (never the case for a page that came
+// through Server).
+var errNoSpans = errors.New("no item spans for the page")
+
+// hashPage has b read the page m answers, from m's parse when it kept one.
+func hashPage(b *surface.Builder, k surface.Kind, m *jsonrpc.Message) (page, error) {
+	var pg page
+	var err error
+	if d, n, ok := m.Parsed(); ok {
+		pg.cursor, err = b.AddPageIn(k, d, n)
+		pg.spans = true
+	} else {
+		pg.cursor, err = b.AddPage(k, m.Result)
+	}
+	if err != nil {
+		return page{}, err
+	}
+	pg.items = b.LastPage()
+	start, end := b.LastList()
+	pg.list = jsonrpc.Span{Start: start, End: end}
+	return pg, nil
+}
+
 // addPage feeds a page to the listing in progress; last reports that the
 // listing is complete.
-func (s *Session) addPage(k surface.Kind, by owner, result []byte) ([]surface.PageItem, bool, error) {
+func (s *Session) addPage(k surface.Kind, by owner, m *jsonrpc.Message) (page, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a := &s.kinds[k].listing[by]
 	if a.builder == nil {
 		s.startListing(k, by) // a page without its first: judge it on its own
 	}
+	result := m.Result
 	a.pages = append(a.pages, bytes.Clone(result))
-	cursor, err := a.builder.AddPage(k, result)
+	pg, err := hashPage(a.builder, k, m)
 	if err != nil {
 		// Hostile or broken: nothing of it is served, and the pipeline hears of it.
 		s.kinds[k].complete = a.pages
 		a.builder, a.failure = nil, err.Error()
-		return nil, true, err
+		return page{}, true, err
 	}
-	items := a.builder.LastPage()
+	items, cursor := pg.items, pg.cursor
 	for _, it := range items {
 		s.live[ItemKey{k, it.Name}] = it.Hash
 	}
@@ -713,9 +762,9 @@ func (s *Session) addPage(k surface.Kind, by owner, result []byte) ([]surface.Pa
 	}
 	if cursor != "" && len(a.pages) >= s.cfg.MaxPages {
 		a.failure = fmt.Sprintf("the listing went on past the limit of %d pages", s.cfg.MaxPages)
-		return items, true, nil
+		return pg, true, nil
 	}
-	return items, cursor == "", nil
+	return pg, cursor == "", nil
 }
 
 // ToolListed reports whether the session that judges this one's calls
