@@ -134,3 +134,68 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// TestHashOfRealCaptures: the surface hash made from the items a proxy
+// hashed page by page (and from the initialize result) is the hash of the
+// capture parsed whole, for every real capture and hash algorithm.
+func TestHashOfRealCaptures(t *testing.T) {
+	paths, err := filepath.Glob("testdata/real/*/*.json")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no real captures: %v", err)
+	}
+	kinds := []struct {
+		key  string
+		kind Kind
+	}{{"tools", KindTool}, {"prompts", KindPrompt}, {"resources", KindResource}, {"resourceTemplates", KindResourceTemplate}}
+	for _, p := range paths {
+		for _, opt := range []Options{{}, {Hash: SHA512}, {ExcludeAnnotations: true}} {
+			raw := mustRead(t, p)
+			whole, err := Parse(raw, opt)
+			if err != nil {
+				t.Fatalf("%s: %v", p, err)
+			}
+			var capture map[string]json.RawMessage
+			if err := json.Unmarshal(raw, &capture); err != nil {
+				t.Fatal(err)
+			}
+			var listed []Kind
+			var items []PageItem
+			if init, ok := capture["initialize"]; ok {
+				d, r := inMessage(t, init, true)
+				b := NewBuilder(opt)
+				if err := b.AddInitializeIn(d, r); err != nil {
+					t.Fatalf("%s: AddInitializeIn: %v", p, err)
+				}
+				items = append(items, b.LastPage()...)
+			}
+			for _, k := range kinds {
+				var l struct{ Pages []json.RawMessage }
+				if r, ok := capture[k.key]; !ok || json.Unmarshal(r, &l) != nil {
+					continue
+				}
+				listed = append(listed, k.kind)
+				b := NewBuilder(opt)
+				for _, page := range l.Pages {
+					d, r := inMessage(t, page, true)
+					if _, err := b.AddPageIn(k.kind, d, r); err != nil {
+						t.Fatalf("%s: %v", p, err)
+					}
+					items = append(items, b.LastPage()...)
+				}
+			}
+			got, err := HashOf(opt, listed, items)
+			if err != nil || got != whole.Hash {
+				t.Errorf("%s %+v: HashOf %s %v, the capture parsed whole %s", p, opt, got, err, whole.Hash)
+			}
+		}
+	}
+	if _, err := HashOf(Options{}, nil, []PageItem{{Kind: KindTool, Name: "a"}}); err == nil {
+		t.Error("HashOf took a tool of a surface that lists no tools")
+	}
+	if _, err := HashOf(Options{}, []Kind{KindPrompt}, nil); err == nil {
+		t.Error("HashOf took a surface without tools, which Parse refuses")
+	}
+	if _, err := HashOf(Options{}, []Kind{KindTool}, []PageItem{{Kind: KindTool, Name: "a"}, {Kind: KindTool, Name: "a"}}); err == nil {
+		t.Error("HashOf took a tool named twice")
+	}
+}

@@ -155,6 +155,7 @@ func (b *Builder) AddPageIn(kind Kind, d *canonjson.Doc, n canonjson.NodeID) (ne
 
 // PageItem is one item of the page last added.
 type PageItem struct {
+	Kind Kind
 	Name string
 	Hash Digest
 	// Start and End are the item's span in the bytes the page was parsed
@@ -172,10 +173,13 @@ func (b *Builder) LastPage() []PageItem {
 	}
 	out := make([]PageItem, 0, len(b.pending)-b.lastFrom)
 	for _, p := range b.pending[b.lastFrom:] {
-		out = append(out, PageItem{Name: p.name, Hash: p.hash, Start: int(p.start), End: int(p.stop)})
+		out = append(out, PageItem{Kind: p.kind, Name: p.name, Hash: p.hash, Start: int(p.start), End: int(p.stop)})
 	}
 	return out
 }
+
+// Options returns the options b hashes with.
+func (b *Builder) Options() Options { return b.opt }
 
 // LastList returns the span of the last page's list array (tools, prompts,
 // ...) in the bytes the page was parsed from, as LastPage's item spans.
@@ -204,6 +208,38 @@ func (b *Builder) AddInitialize(raw []byte) error {
 	}
 	b.lastFrom = len(b.pending)
 	if err := b.addInitialize(canonjson.Root, false); err != nil {
+		b.err = err
+		return err
+	}
+	return nil
+}
+
+// AddInitializeIn is AddInitialize for a result the caller has parsed
+// already, as the value n of d (see AddPageIn).
+func (b *Builder) AddInitializeIn(d *canonjson.Doc, n canonjson.NodeID) error {
+	raw := d.Raw(n)
+	if b.lim.MaxDepth < canonjson.DefaultLimits.MaxDepth-1 {
+		return b.AddInitialize(raw) // as in AddPageIn
+	}
+	if err := b.take(len(raw)); err != nil {
+		return err
+	}
+	var err error
+	if len(raw) > b.lim.MaxBytes {
+		err = &canonjson.Error{Code: canonjson.CodeTooLarge, Msg: "the result is " + itoa(len(raw)) + " bytes, over the limit of " + itoa(b.lim.MaxBytes)}
+	} else {
+		err = d.StrictIn(n)
+	}
+	if err != nil {
+		e := jsonFail(err)
+		e.Kind = KindInstructions
+		b.err = e
+		return e
+	}
+	b.d = d
+	defer func() { b.d = &b.doc }()
+	b.lastFrom = len(b.pending)
+	if err := b.addInitialize(n, false); err != nil {
 		b.err = err
 		return err
 	}
@@ -630,6 +666,47 @@ func appendSurfaceDoc(dst []byte, s *Surface) []byte {
 		dst = append(dst, '}')
 	}
 	return append(dst, '}')
+}
+
+// HashOf returns the hash of the surface made of items, with listed the
+// list kinds it includes (a kind listed with no items is not the same as a
+// kind not listed), as Surface would give it for the pages the items came
+// from, hashed with opt: a proxy that hashed a listing's pages as they came
+// has everything the surface hash is made of (the items of the initialize
+// result, such as the instructions, included). A surface without tools, an
+// item of a list kind not in listed, and an item named twice are errors.
+func HashOf(opt Options, listed []Kind, items []PageItem) (Digest, error) {
+	s := &Surface{Items: make([]Item, 0, len(items))}
+	for _, k := range listed {
+		if k < KindTool || k > KindResourceTemplate {
+			return Digest{}, fail(CodeUnknownFormat, "HashOf lists a kind that is not a list kind: %s", k)
+		}
+		s.listed[k] = true
+	}
+	for _, it := range items {
+		if it.Kind >= KindTool && it.Kind <= KindResourceTemplate && !s.listed[it.Kind] {
+			return Digest{}, fail(CodeUnknownFormat, "HashOf has an item of a kind not listed: %s", it.Kind)
+		}
+		if it.Kind == 0 || it.Kind > numKinds {
+			return Digest{}, fail(CodeUnknownFormat, "HashOf has an item of no kind")
+		}
+		s.Items = append(s.Items, Item{Kind: it.Kind, Name: it.Name, Hash: it.Hash})
+	}
+	if !s.listed[KindTool] {
+		return Digest{}, fail(CodeMissingTools, "the surface has no tools listing") // as Parse says of such a capture
+	}
+	slices.SortFunc(s.Items, func(x, y Item) int {
+		if x.Kind != y.Kind {
+			return int(x.Kind) - int(y.Kind)
+		}
+		return canonjson.CompareUTF16(x.Name, y.Name)
+	})
+	for i := 1; i < len(s.Items); i++ {
+		if s.Items[i-1].Kind == s.Items[i].Kind && s.Items[i-1].Name == s.Items[i].Name {
+			return Digest{}, &Error{Code: CodeDuplicateItem, Kind: s.Items[i].Kind, Item: s.Items[i].Name, Msg: "an item named twice"}
+		}
+	}
+	return opt.Hash.Sum(appendSurfaceDoc(nil, s)), nil
 }
 
 // SurfaceDocument returns the canonical bytes whose hash is s.Hash, for

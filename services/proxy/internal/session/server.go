@@ -424,7 +424,7 @@ func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message, mayWait
 		}
 		s.mu.Lock()
 		s.initRes = bytes.Clone(m.Result)
-		s.declared = declaredKinds(m.Result)
+		s.declared = declaredKinds(m)
 		s.mu.Unlock()
 		return s.pinInstructions(ctx, s.currentVariant(), m), nil, nil
 	case p.kind != 0:

@@ -197,6 +197,9 @@ type Session struct {
 	ownSeq    int
 	kinds     [surface.KindResourceTemplate + 1]kindState // by the kind of listing
 	initRes   []byte                                      // the raw initialize result
+	initItems []surface.PageItem                          // its items (instructions), hashed with initWith
+	initWith  surface.Options
+	initKnown bool // initItems are initRes's
 	live      map[ItemKey]surface.Digest
 	declared  []surface.Kind            // the listings the server's capabilities announce
 	lastTools map[string]surface.Digest // the last complete tools listing
@@ -392,6 +395,7 @@ type kindState struct {
 	gen       int                       // the proxy's own listing under way: answers of an older one are dropped
 	complete  [][]byte                  // the last complete listing's pages
 	lastItems map[string]surface.Digest // the items of the last complete listing
+	itemsWith surface.Options           // what lastItems were hashed with
 	relisting chan struct{}             // closed when the re-listing list_changed asked for is done
 }
 
@@ -497,6 +501,11 @@ func (s *Session) adoptHashing(o surface.Options) {
 	}
 	s.hashing.Store(&o)
 	clear(s.live)
+	if s.initRes != nil {
+		b := surface.NewBuilder(o)
+		s.initKnown = b.AddInitialize(s.initRes) == nil
+		s.initItems, s.initWith = b.LastPage(), o
+	}
 	for k := surface.KindTool; k <= surface.KindResourceTemplate; k++ {
 		ks := &s.kinds[k]
 		if ks.lastItems == nil {
@@ -506,7 +515,7 @@ func (s *Session) adoptHashing(o surface.Options) {
 		if err != nil {
 			items = nil // judged as a listing that failed: drift
 		}
-		ks.lastItems = items
+		ks.lastItems, ks.itemsWith = items, o
 		for name, h := range items {
 			s.live[ItemKey{k, name}] = h
 		}
@@ -804,6 +813,7 @@ func (s *Session) finishListing(k surface.Kind, by owner) {
 	var sf *surface.Surface
 	if b := a.builder; b != nil {
 		s.kinds[k].complete = a.pages
+		s.kinds[k].itemsWith = b.Options()
 		var err error
 		if sf, err = b.Surface(); err != nil && failure == "" {
 			failure = err.Error()
@@ -837,14 +847,14 @@ func (s *Session) finishListing(k surface.Kind, by owner) {
 		s.toolsListedOnce.Do(func() { close(s.toolsListed) })
 	}
 	if f := s.cfg.Follow; f != nil {
-		pages, variant := a.pages, s.variant
+		pages, variant, with := a.pages, s.variant, s.kinds[k].itemsWith
 		s.mu.Unlock()
 		if k == surface.KindTool && s.sameVariantAs(f) {
 			// What this agent was listed is the server's live listing in
 			// the leader's variant too.
 			f.adoptTools(items, failure)
 		}
-		f.reportFollowed(k, items, pages, variant)
+		f.reportFollowed(k, items, with, pages, variant)
 		return
 	}
 	if by == byProxy {
@@ -858,7 +868,7 @@ func (s *Session) finishListing(k surface.Kind, by owner) {
 			return
 		}
 	}
-	capture := s.captureLocked()
+	capture, sum := s.captureLocked()
 	variant := s.variant
 	if s.published == nil {
 		s.published = map[string]bool{}
@@ -866,7 +876,7 @@ func (s *Session) finishListing(k surface.Kind, by owner) {
 	s.published[variant] = true
 	s.assembling = false
 	s.mu.Unlock()
-	s.publish(variant, capture)
+	s.publish(variant, capture, sum)
 }
 
 // publication is the surface a session last published whole in a variant.
@@ -895,16 +905,27 @@ type publication struct {
 // services never see it, so reporting a hash compact can never make the
 // pipeline adopt it. Judging is not affected: every listing is judged
 // where it passes.
-func (s *Session) publish(variant string, capture []byte) {
+func (s *Session) publish(variant string, capture []byte, sum summary) {
 	v, known := s.gateNow(variant)
 	opts := surface.Options{}
 	if known {
 		opts = v.Hashing
 	}
 	l := Listed{Variant: variant, Agent: s.cfg.Agent, Session: s.id}
-	sf, err := surface.Parse(capture, opts)
+	var hash surface.Digest
+	var err error
+	if sum.ok && sum.with == opts {
+		// The items were hashed as their pages passed, with the settings
+		// the surface is hashed with: the surface hash is made of them.
+		hash, err = surface.HashOf(opts, sum.listed, sum.items)
+	} else {
+		var sf *surface.Surface
+		if sf, err = surface.Parse(capture, opts); err == nil {
+			hash = sf.Hash
+		}
+	}
 	if err == nil {
-		l.Hash = sf.Hash.String()
+		l.Hash = hash.String()
 	}
 	s.pubMu.Lock()
 	defer s.pubMu.Unlock() // one publication at a time: the last one recorded is the last one published
@@ -945,7 +966,7 @@ func (s *Session) gateNow(variant string) (View, bool) {
 // place of its own, in the variant the follower's request named (this
 // session's when it named none); a listing that failed (items nil) always
 // differs.
-func (s *Session) reportFollowed(k surface.Kind, items map[string]surface.Digest, pages [][]byte, variant string) {
+func (s *Session) reportFollowed(k surface.Kind, items map[string]surface.Digest, with surface.Options, pages [][]byte, variant string) {
 	s.mu.Lock()
 	if variant == "" {
 		variant = s.variant
@@ -962,12 +983,13 @@ func (s *Session) reportFollowed(k surface.Kind, items map[string]surface.Digest
 		s.mu.Unlock()
 		return // nothing new, or nothing of this session's to set it in yet
 	}
-	saved := s.kinds[k].complete
-	s.kinds[k].complete = pages
-	capture := s.captureLocked()
-	s.kinds[k].complete = saved
+	ks := &s.kinds[k]
+	saved, savedItems, savedWith := ks.complete, ks.lastItems, ks.itemsWith
+	ks.complete, ks.lastItems, ks.itemsWith = pages, items, with
+	capture, sum := s.captureLocked()
+	ks.complete, ks.lastItems, ks.itemsWith = saved, savedItems, savedWith
 	s.mu.Unlock()
-	s.publish(variant, capture)
+	s.publish(variant, capture, sum)
 }
 
 // driftedFrom reports whether the last complete tools listing differs from
@@ -1012,8 +1034,57 @@ func sameTools(tools map[string]surface.Digest, v View) bool {
 	return true
 }
 
-// captureLocked writes the capture document of what the session has seen.
-func (s *Session) captureLocked() []byte {
+// summary is what a capture's surface hash is made of, when the session
+// hashed all of it with one setting as it passed (ok).
+type summary struct {
+	ok     bool
+	with   surface.Options
+	listed []surface.Kind
+	items  []surface.PageItem
+}
+
+// captureLocked writes the capture document of what the session has seen,
+// and sums up the items it hashed of it.
+func (s *Session) captureLocked() ([]byte, summary) {
+	sum := summary{ok: true}
+	first := true
+	use := func(with surface.Options) {
+		if first {
+			sum.with, first = with, false
+		} else if with != sum.with {
+			sum.ok = false
+		}
+	}
+	if s.initRes != nil {
+		if !s.initKnown {
+			sum.ok = false
+		}
+		use(s.initWith)
+		sum.items = append(sum.items, s.initItems...)
+	}
+	for _, k := range []surface.Kind{surface.KindTool, surface.KindPrompt, surface.KindResource, surface.KindResourceTemplate} {
+		ks := &s.kinds[k]
+		if len(ks.complete) == 0 {
+			continue
+		}
+		if ks.lastItems == nil {
+			sum.ok = false // a listing that failed: no surface
+		}
+		use(ks.itemsWith)
+		sum.listed = append(sum.listed, k)
+		for name, h := range ks.lastItems {
+			sum.items = append(sum.items, surface.PageItem{Kind: k, Name: name, Hash: h})
+		}
+	}
+	capture := s.writeCaptureLocked()
+	if len(capture) > surface.DefaultLimits.MaxTotalBytes {
+		sum.ok = false // as parsing it would say
+	}
+	return capture, sum
+}
+
+// writeCaptureLocked writes the capture document of what the session has seen.
+func (s *Session) writeCaptureLocked() []byte {
 	var b bytes.Buffer
 	b.WriteByte('{')
 	first := true
@@ -1057,8 +1128,16 @@ func (s *Session) captureLocked() []byte {
 func (s *Session) pinInstructions(ctx context.Context, variant string, m *jsonrpc.Message) []byte {
 	hashedWith := s.judge().hashOptions()
 	b := surface.NewBuilder(hashedWith)
-	err := b.AddInitialize(m.Result)
+	var err error
+	if d, n, ok := m.Parsed(); ok {
+		err = b.AddInitializeIn(d, n)
+	} else {
+		err = b.AddInitialize(m.Result)
+	}
 	items := b.LastPage()
+	s.mu.Lock()
+	s.initItems, s.initWith, s.initKnown = items, hashedWith, err == nil
+	s.mu.Unlock()
 	if err == nil && len(items) == 0 {
 		return m.Raw // no instructions
 	}
@@ -1105,12 +1184,17 @@ func object(raw []byte) *canonjson.Doc {
 
 // declaredKinds reads the listings an initialize result's capabilities
 // announce: tools, prompts, and resources (with their templates).
-func declaredKinds(result []byte) []surface.Kind {
-	d := object(result)
-	if d == nil {
+func declaredKinds(m *jsonrpc.Message) []surface.Kind {
+	d, r, ok := m.Parsed()
+	if !ok {
+		if d, r = object(m.Result), canonjson.Root; d == nil {
+			return nil
+		}
+	}
+	if d.Kind(r) != canonjson.Object {
 		return nil
 	}
-	c, ok := d.Get(canonjson.Root, "capabilities")
+	c, ok := d.Get(r, "capabilities")
 	if !ok || d.Kind(c) != canonjson.Object {
 		return nil
 	}

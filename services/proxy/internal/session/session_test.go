@@ -41,6 +41,8 @@ func (g *fakeGate) lastAwaiting() bool {
 
 type fakeObs struct {
 	mu       sync.Mutex
+	gate     *fakeGate // when set, each whole listing's hash is checked against its capture
+	badHash  []string
 	listings [][]byte
 	whole    []Listed // of listings
 	seen     []Listed // the compact ones
@@ -48,6 +50,21 @@ type fakeObs struct {
 }
 
 func (o *fakeObs) Listing(l Listed, capture []byte) {
+	if o.gate != nil && l.Hash != "" {
+		// The hash the session made of the items it hashed as they passed
+		// is the hash of the capture parsed whole, with the gate's settings.
+		o.gate.mu.Lock()
+		opts := surface.Options{}
+		if o.gate.ok {
+			opts = o.gate.v.Hashing
+		}
+		o.gate.mu.Unlock()
+		if sf, err := surface.Parse(capture, opts); err != nil || sf.Hash.String() != l.Hash {
+			o.mu.Lock()
+			o.badHash = append(o.badHash, fmt.Sprintf("published %s for a capture that hashes to %v (%v): %s", l.Hash, sf, err, capture))
+			o.mu.Unlock()
+		}
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.listings = append(o.listings, capture)
@@ -143,7 +160,15 @@ type rig struct {
 
 func newRig(t testing.TB) *rig {
 	r := &rig{t: t, gate: &fakeGate{}, obs: &fakeObs{}}
+	r.obs.gate = r.gate
 	r.newSession(Config{Server: "fs"}, r.gate)
+	t.Cleanup(func() {
+		r.obs.mu.Lock()
+		defer r.obs.mu.Unlock()
+		for _, bad := range r.obs.badHash {
+			t.Error(bad)
+		}
+	})
 	return r
 }
 
