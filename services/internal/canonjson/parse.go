@@ -86,7 +86,7 @@ type Doc struct {
 	tmp      []byte  // scratch for rewriting sets
 	ka, kb   []byte  // scratch for decoding escaped keys
 	lazy     Lazy
-	lazyLens uint64 // bit n set: a Sorted or Bail key has length n
+	lazyLens uint64  // bit n set: a Sorted or Bail key has length n
 	lax      []int32 // offsets of the numbers only LaxNumbers let through, in order
 }
 
