@@ -217,6 +217,35 @@ func (m *Message) Parsed() (d *canonjson.Doc, result canonjson.NodeID, ok bool) 
 	return m.doc, m.result, true
 }
 
+// ParamsObject returns m's params as a parsed object: in the parse m was
+// split in when it kept one (SplitIn), else in a parse of the params
+// alone. ok is false when m has no params or they are not an object.
+func (m *Message) ParamsObject() (d *canonjson.Doc, n canonjson.NodeID, ok bool) {
+	return m.object(m.params, m.Params)
+}
+
+// ResultObject is ParamsObject for m's result.
+func (m *Message) ResultObject() (d *canonjson.Doc, n canonjson.NodeID, ok bool) {
+	return m.object(m.result, m.Result)
+}
+
+func (m *Message) object(node canonjson.NodeID, raw []byte) (*canonjson.Doc, canonjson.NodeID, bool) {
+	if raw == nil {
+		return nil, 0, false
+	}
+	d, n := m.doc, node
+	if d == nil {
+		d, n = new(canonjson.Doc), canonjson.Root
+		if d.Parse(raw, Limits{MaxBytes: len(raw) + 1, LaxNumbers: true}) != nil {
+			return nil, 0, false
+		}
+	}
+	if d.Kind(n) != canonjson.Object {
+		return nil, 0, false
+	}
+	return d, n, true
+}
+
 // Detach makes m independent of the buffer it was split from, which its
 // reader may reuse: its bytes are copied once and the parse it keeps is
 // pointed at the copy, never parsed again.

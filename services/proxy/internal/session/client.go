@@ -59,7 +59,7 @@ func (s *Session) clientBatch(ctx context.Context, raw []byte, msgs []*jsonrpc.M
 		if v.held != nil {
 			// The answers of a batch go back together: one element cannot
 			// wait for an admin apart from the others.
-			s.observe(Call{Tool: stringParam(m.Params, "name"), Refused: true, RefusalCode: PolicyApprovalInBatch})
+			s.observe(Call{Tool: stringParam(m, "name"), Refused: true, RefusalCode: PolicyApprovalInBatch})
 			v.refusal = ToolError(m.ID, PolicyApprovalInBatch, "policy deny: this call needs an admin's approval, which a call inside a JSON-RPC batch cannot wait for; send it on its own.")
 		}
 		switch {
@@ -109,9 +109,9 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) verdict
 	var tool, digest, twin string
 	var rawArgs, args []byte
 	if m.Method == jsonrpc.MethodToolsCall {
-		tool, digest, rawArgs, args, twin = callOf(m.Params, s.cfg.FullArguments)
+		tool, digest, rawArgs, args, twin = callOf(m, s.cfg.FullArguments)
 	} else {
-		twin = foldTwin(m.Params)
+		twin = foldTwin(m)
 	}
 	if twin != "" {
 		text := "mcpdrift withheld this request: its params have member names that differ only in case (" + twin + "), which servers read in different ways."
@@ -125,19 +125,19 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) verdict
 		// A stateless request names its variant itself: what it is listed
 		// is reported in that variant (reportFollowed).
 		s.mu.Lock()
-		s.variant = variantOf(m.Params)
+		s.variant = variantOf(m)
 		s.mu.Unlock()
 	}
 	switch {
 	case m.Method == jsonrpc.MethodInitialize || m.Method == jsonrpc.MethodDiscover:
 		s.mu.Lock()
-		s.variant = variantOf(m.Params)
+		s.variant = variantOf(m)
 		s.pending[string(m.ID)] = pendingReq{method: m.Method}
 		s.mu.Unlock()
 	case listKinds[m.Method] != 0:
 		s.mu.Lock()
 		s.pending[string(m.ID)] = pendingReq{method: m.Method, kind: listKinds[m.Method]}
-		if stringParam(m.Params, "cursor") == "" {
+		if stringParam(m, "cursor") == "" {
 			s.startListing(listKinds[m.Method], byClient)
 		}
 		s.mu.Unlock()
@@ -181,9 +181,9 @@ func (s *Session) decideOther(ctx context.Context, m *jsonrpc.Message) (code Cod
 	}
 	switch m.Method {
 	case jsonrpc.MethodPromptsGet:
-		code, text, _, _, _ = s.decide(ctx, surface.KindPrompt, stringParam(m.Params, "name"))
+		code, text, _, _, _ = s.decide(ctx, surface.KindPrompt, stringParam(m, "name"))
 	case jsonrpc.MethodResourcesRead, jsonrpc.MethodResourcesSubscribe:
-		code, text, _, _, _ = s.decide(ctx, surface.KindResource, stringParam(m.Params, "uri"))
+		code, text, _, _, _ = s.decide(ctx, surface.KindResource, stringParam(m, "uri"))
 	default:
 		code, text, _, _, _ = s.decide(ctx, 0, "")
 	}
@@ -396,29 +396,25 @@ var kindWord = map[surface.Kind]string{surface.KindTool: "tool", surface.KindPro
 
 // foldTwin names two members of the params object that differ only in
 // case, or returns "".
-func foldTwin(params []byte) string {
-	if len(params) == 0 {
+func foldTwin(m *jsonrpc.Message) string {
+	d, p, ok := m.ParamsObject()
+	if !ok {
 		return ""
 	}
-	d := canonjson.Borrow()
-	defer canonjson.Return(d)
-	if d.Parse(params, canonjson.Limits{LaxNumbers: true}) != nil || d.Kind(canonjson.Root) != canonjson.Object {
-		return ""
-	}
-	if a, b, ok := d.FoldTwin(canonjson.Root); ok {
+	if a, b, ok := d.FoldTwin(p); ok {
 		return fmt.Sprintf("%q and %q", a, b)
 	}
 	return ""
 }
 
-// stringParam returns the string member key of a params or result object
-// (a name, a uri, a cursor), or "".
-func stringParam(params []byte, key string) string {
-	d := object(params)
-	if d == nil {
+// stringParam returns the string member key of m's params (a name, a
+// uri, a cursor), or "".
+func stringParam(m *jsonrpc.Message, key string) string {
+	d, p, ok := m.ParamsObject()
+	if !ok {
 		return ""
 	}
-	if v, ok := d.Get(canonjson.Root, key); ok && d.Kind(v) == canonjson.String {
+	if v, ok := d.Get(p, key); ok && d.Kind(v) == canonjson.String {
 		return d.Text(v)
 	}
 	return ""

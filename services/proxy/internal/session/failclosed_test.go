@@ -336,8 +336,8 @@ func TestNoImplicitVariant(t *testing.T) {
 	if got := r.lastClient(); !strings.Contains(got, "server_unknown") {
 		t.Fatalf("a call before initialize: %s", got)
 	}
-	if v := variantOf(nil); v == "default" || !strings.HasPrefix(v, "v") {
-		t.Errorf("variantOf(nil) = %s", v)
+	if v := VariantOf(nil); v == "default" || !strings.HasPrefix(v, "v") {
+		t.Errorf("VariantOf(nil) = %s", v)
 	}
 }
 

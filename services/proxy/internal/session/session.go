@@ -1185,13 +1185,8 @@ func object(raw []byte) *canonjson.Doc {
 // declaredKinds reads the listings an initialize result's capabilities
 // announce: tools, prompts, and resources (with their templates).
 func declaredKinds(m *jsonrpc.Message) []surface.Kind {
-	d, r, ok := m.Parsed()
+	d, r, ok := m.ResultObject()
 	if !ok {
-		if d, r = object(m.Result), canonjson.Root; d == nil {
-			return nil
-		}
-	}
-	if d.Kind(r) != canonjson.Object {
 		return nil
 	}
 	c, ok := d.Get(r, "capabilities")
@@ -1218,14 +1213,14 @@ func declaredKinds(m *jsonrpc.Message) []surface.Kind {
 // _meta of a 2026-07-28 request: the protocol version and the names of the
 // capabilities the client declared, which are what servers list
 // differently for.
-func variantOf(params []byte) string {
+func variantOf(m *jsonrpc.Message) string {
 	// Params that cannot be read declare nothing: the variant of a client
 	// that names no version and no capabilities (never a made-up default).
 	version := ""
 	var caps []string
-	if d := object(params); d != nil {
-		at, versionKey, capsKey := canonjson.Root, "protocolVersion", "capabilities"
-		if meta, ok := d.Get(canonjson.Root, jsonrpc.MetaKey); ok && d.Kind(meta) == canonjson.Object {
+	if d, root, ok := m.ParamsObject(); ok {
+		at, versionKey, capsKey := root, "protocolVersion", "capabilities"
+		if meta, ok := d.Get(root, jsonrpc.MetaKey); ok && d.Kind(meta) == canonjson.Object {
 			if _, ok := d.Get(meta, jsonrpc.MetaProtocolVersion); ok {
 				at, versionKey, capsKey = meta, jsonrpc.MetaProtocolVersion, jsonrpc.MetaClientCapabilities
 			}
@@ -1251,21 +1246,20 @@ func variantOf(params []byte) string {
 // arguments themselves, raw, the arguments' bytes (a slice of params, nil
 // when there are none), and twin, two member names of params that differ
 // only in case ("" when none: see foldTwin), from one parse.
-func callOf(params []byte, full bool) (name, digest string, raw, args []byte, twin string) {
-	d := canonjson.Borrow()
-	defer canonjson.Return(d) // what it returns is copied, or a slice of params
-	if len(params) == 0 || d.Parse(params, canonjson.Limits{LaxNumbers: true}) != nil || d.Kind(canonjson.Root) != canonjson.Object {
-		sum := sha256.Sum256(params)
+func callOf(m *jsonrpc.Message, full bool) (name, digest string, raw, args []byte, twin string) {
+	d, p, ok := m.ParamsObject() // what it returns is copied, or a slice of the message
+	if !ok {
+		sum := sha256.Sum256(m.Params)
 		return "", "sha256:" + hex.EncodeToString(sum[:]), nil, nil, ""
 	}
-	if a, b, ok := d.FoldTwin(canonjson.Root); ok {
+	if a, b, ok := d.FoldTwin(p); ok {
 		twin = fmt.Sprintf("%q and %q", a, b)
 	}
-	if n, ok := d.Get(canonjson.Root, "name"); ok && d.Kind(n) == canonjson.String {
+	if n, ok := d.Get(p, "name"); ok && d.Kind(n) == canonjson.String {
 		name = d.Text(n)
 	}
 	hashed := []byte("null")
-	if a, ok := d.Get(canonjson.Root, "arguments"); ok {
+	if a, ok := d.Get(p, "arguments"); ok {
 		raw = d.Raw(a)
 		hashed = raw
 		if full {

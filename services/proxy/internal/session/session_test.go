@@ -458,14 +458,14 @@ func TestBatchedListingIsFiltered(t *testing.T) {
 }
 
 func TestVariant(t *testing.T) {
-	a := variantOf([]byte(`{"protocolVersion":"2025-06-18","capabilities":{"sampling":{},"roots":{"listChanged":true}}}`))
-	b := variantOf([]byte(`{"capabilities":{"roots":{},"sampling":{"x":1}},"protocolVersion":"2025-06-18"}`))
-	c := variantOf([]byte(`{"protocolVersion":"2025-06-18","capabilities":{}}`))
+	a := VariantOf([]byte(`{"protocolVersion":"2025-06-18","capabilities":{"sampling":{},"roots":{"listChanged":true}}}`))
+	b := VariantOf([]byte(`{"capabilities":{"roots":{},"sampling":{"x":1}},"protocolVersion":"2025-06-18"}`))
+	c := VariantOf([]byte(`{"protocolVersion":"2025-06-18","capabilities":{}}`))
 	if a != b || a == c || len(a) != 13 {
 		t.Fatalf("variants %s %s %s", a, b, c)
 	}
 	// A 2026-07-28 request names the same in its _meta.
-	m := variantOf([]byte(`{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-06-18","io.modelcontextprotocol/clientCapabilities":{"roots":{},"sampling":{}}}}`))
+	m := VariantOf([]byte(`{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-06-18","io.modelcontextprotocol/clientCapabilities":{"roots":{},"sampling":{}}}}`))
 	if m != a {
 		t.Fatalf("variant from _meta %s, from initialize %s", m, a)
 	}

@@ -10,7 +10,7 @@ import (
 // protocol version and the client's capabilities. It is the variant a
 // session opened with such params decides and publishes in, for a
 // transport that keeps listings of its own per variant.
-func VariantOf(params []byte) string { return variantOf(params) }
+func VariantOf(params []byte) string { return variantOf(&jsonrpc.Message{Params: params}) }
 
 // MetaVersion returns the protocol version a 2026-07-28 request names in
 // the _meta of its params ("" when it names none, or not as a string);

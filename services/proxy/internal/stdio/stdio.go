@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/lockorder"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/ordered"
@@ -68,7 +69,9 @@ func Bind(s *session.Session, pipes *Pipes) *Bound {
 // proxy's answers go to the agent, the rest to the server; once the agent
 // has opened the session, the proxy lists the server's whole surface.
 func (b *Bound) FromClient(ctx context.Context, raw []byte) error {
-	msgs, batch, err := jsonrpc.Split(raw, jsonrpc.Limits{})
+	// The one parse of the client's message: the session and the headers'
+	// checks read it, never the bytes again.
+	msgs, batch, err := jsonrpc.SplitIn(new(canonjson.Doc), raw, jsonrpc.Limits{})
 	if err != nil {
 		// Not the proxy's to judge beyond refusing to pass on what it
 		// cannot read: answered as every transport answers it.

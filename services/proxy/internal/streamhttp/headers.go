@@ -67,21 +67,19 @@ func headerMismatch(h http.Header, msgs []*jsonrpc.Message, batch bool) string {
 	} else if required {
 		return fmt.Sprintf("a %s request without the Mcp-Method header", jsonrpc.ProtocolStateless)
 	}
-	// The params are parsed only when a header needs them (not on the hot
-	// path of older clients).
-	var d *canonjson.Doc
-	params := func() *canonjson.Doc {
-		if d == nil {
-			d = new(canonjson.Doc)
-			if d.Parse(m.Params, canonjson.Limits{LaxNumbers: true}) != nil || d.Kind(canonjson.Root) != canonjson.Object {
-				d = new(canonjson.Doc)
-				_ = d.Parse([]byte("{}"), canonjson.Limits{})
-			}
+	// The params as the message's one parse has them (params that are not
+	// an object read as an empty one).
+	params := func() (*canonjson.Doc, canonjson.NodeID) {
+		if d, p, ok := m.ParamsObject(); ok {
+			return d, p
 		}
-		return d
+		d := new(canonjson.Doc)
+		_ = d.Parse([]byte("{}"), canonjson.Limits{})
+		return d, canonjson.Root
 	}
 	if v := h.Get("Mcp-Protocol-Version"); v != "" && bytes.Contains(m.Params, []byte(jsonrpc.MetaProtocolVersion)) {
-		if body, ok := metaString(params(), jsonrpc.MetaProtocolVersion); ok && body != v {
+		d, p := params()
+		if body, ok := metaString(d, p, jsonrpc.MetaProtocolVersion); ok && body != v {
 			return fmt.Sprintf("the MCP-Protocol-Version header %q does not match the protocol version %q in the body's _meta", v, body)
 		}
 	}
@@ -93,10 +91,10 @@ func headerMismatch(h http.Header, msgs []*jsonrpc.Message, batch bool) string {
 		return ""
 	}
 	key := nameParam[m.Method]
-	d = params()
+	d, p := params()
 	name := ""
 	if key != "" {
-		if n, ok := d.Get(canonjson.Root, key); ok && d.Kind(n) == canonjson.String {
+		if n, ok := d.Get(p, key); ok && d.Kind(n) == canonjson.String {
 			name = d.Text(n)
 		}
 	}
@@ -151,15 +149,15 @@ func paramMismatch(ctx context.Context, wait time.Duration, h http.Header, m *js
 	if len(sent) == 0 && !required {
 		return "" // the common case: nothing to check
 	}
-	d := new(canonjson.Doc)
-	if d.Parse(m.Params, canonjson.Limits{LaxNumbers: true}) != nil || d.Kind(canonjson.Root) != canonjson.Object {
+	d, p, ok := m.ParamsObject()
+	if !ok {
 		if len(sent) > 0 {
 			return "Mcp-Param headers on a tools/call whose params are not an object"
 		}
 		return ""
 	}
 	tool := ""
-	if n, ok := d.Get(canonjson.Root, "name"); ok && d.Kind(n) == canonjson.String {
+	if n, ok := d.Get(p, "name"); ok && d.Kind(n) == canonjson.String {
 		tool = d.Text(n)
 	}
 	known := sess.ToolListed(tool)
@@ -176,7 +174,7 @@ func paramMismatch(ctx context.Context, wait time.Duration, h http.Header, m *js
 		}
 		return ""
 	}
-	args, hasArgs := d.Get(canonjson.Root, "arguments")
+	args, hasArgs := d.Get(p, "arguments")
 	for _, b := range book.bindings(tool) { // after ToolListed: at least as new as the listing that made it known
 		header := paramPrefix + b.Header
 		vs := h.Values(header)
@@ -289,8 +287,8 @@ func headerSafe(v string) bool {
 }
 
 // metaString returns a string member of the params' _meta.
-func metaString(d *canonjson.Doc, key string) (string, bool) {
-	meta, ok := d.Get(canonjson.Root, jsonrpc.MetaKey)
+func metaString(d *canonjson.Doc, params canonjson.NodeID, key string) (string, bool) {
+	meta, ok := d.Get(params, jsonrpc.MetaKey)
 	if !ok || d.Kind(meta) != canonjson.Object {
 		return "", false
 	}

@@ -44,6 +44,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/edgeauth"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/lockorder"
@@ -427,7 +428,9 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 		refuseMessage(w, session.MessageTooLarge, session.TooLarge(f.p.cfg.MaxMessage))
 		return
 	}
-	msgs, batch, err := jsonrpc.Split(body, jsonrpc.Limits{})
+	// The one parse of the client's message: the session and the headers'
+	// checks read it, never the bytes again.
+	msgs, batch, err := jsonrpc.SplitIn(new(canonjson.Doc), body, jsonrpc.Limits{})
 	if err != nil {
 		refuseMessage(w, session.InvalidMessage, session.Unreadable(err))
 		return
