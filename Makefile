@@ -28,7 +28,7 @@ diff-releases: build ## fingerprint two real releases of an MCP server and show 
 	@scripts/diff-releases.sh
 
 test: proto-check deps ## the test suite: generated code up to date, race detector, the proxy's lock order checked (lockcheck), shuffled order (CI runs this)
-	$(GO) test -race -tags lockcheck -shuffle=on -count=1 $(PKGS)
+	$(GO) test -race -tags lockcheck -shuffle=on -count=1 -timeout 45m $(PKGS)
 
 conformance: deps ## the MCP conformance suite directly and through the proxy, with its per-group table (docs/transparency.md); make test runs it too
 	set -o pipefail; $(GO) test -count=1 -run '^TestConformance$$' -v ./services/e2e/ 2>&1 | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|conformance_test.go'
