@@ -246,6 +246,9 @@ func (m *Message) object(node canonjson.NodeID, raw []byte) (*canonjson.Doc, can
 	return d, n, true
 }
 
+// Forget drops the parse m keeps: its owner is giving it back to a pool.
+func (m *Message) Forget() { m.doc = nil }
+
 // Detach makes m independent of the buffer it was split from, which its
 // reader may reuse: its bytes are copied once and the parse it keeps is
 // pointed at the copy, never parsed again.

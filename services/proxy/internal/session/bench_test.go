@@ -2,11 +2,16 @@ package session
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
+	"github.com/mcpdrift/mcpdrift/services/internal/surface"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session/sessiontest"
 )
 
@@ -109,4 +114,75 @@ func BenchmarkCallRoundTripPolicy(b *testing.B) {
 	b.ReportMetric(float64(spent[0].Nanoseconds())/float64(n), "off-ns/call")
 	b.ReportMetric(float64(spent[1].Nanoseconds())/float64(n), "on-ns/call")
 	b.ReportMetric(float64(spent[1])/float64(spent[0]), "policy-ratio")
+}
+
+// BenchmarkListPage is the session's work for one tools/list page of a
+// real server (chrome-devtools 1.11.0: 32 tools, 30 KB), of which one tool
+// is not approved and is spliced out, against its floor measured in the
+// same run: one parse of the message and one hashing of its items
+// (jsonrpc.SplitIn and surface.Builder.AddPageIn), which no proxy that
+// judges the page can do without. floor-x is the ratio.
+func BenchmarkListPage(b *testing.B) {
+	capture, err := os.ReadFile("../../../internal/surface/testdata/real/chrome-devtools/1.11.0.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var c struct {
+		Tools struct{ Pages []json.RawMessage }
+	}
+	if err := json.Unmarshal(capture, &c); err != nil || len(c.Tools.Pages) != 1 {
+		b.Fatalf("reading the capture: %v", err)
+	}
+	page := c.Tools.Pages[0]
+	sf, err := surface.Parse(append(append([]byte(`{"tools":{"pages":[`), page...), "]}}"...), surface.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	v := View{Status: "verified", Serve: true, BaselineHash: sf.Hash.String(), Items: map[ItemKey]surface.Digest{}}
+	for _, it := range sf.Items[1:] { // the first tool is not approved
+		v.Items[ItemKey{it.Kind, it.Name}] = it.Hash
+	}
+	resp := append(append([]byte(`{"jsonrpc":"2.0","id":7,"result":`), page...), '}')
+	var floorNs float64
+	b.Run("floor", func(b *testing.B) {
+		d := new(canonjson.Doc)
+		d.SetLazy(surface.LazyValues)
+		bld := surface.NewBuilder(surface.Options{})
+		b.ReportAllocs()
+		for b.Loop() {
+			msgs, _, err := jsonrpc.SplitIn(d, resp, jsonrpc.Limits{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			dd, n, _ := msgs[0].Parsed()
+			bld.Reset()
+			if _, err := bld.AddPageIn(surface.KindTool, dd, n); err != nil {
+				b.Fatal(err)
+			}
+		}
+		floorNs = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+	})
+	b.Run("session", func(b *testing.B) {
+		r := newRig(b)
+		r.gate.v, r.gate.ok = v, true
+		ctx := context.Background()
+		req := []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/list"}`)
+		b.ReportAllocs()
+		for b.Loop() {
+			r.toClient, r.toServer = r.toClient[:0], r.toServer[:0]
+			if err := r.io.fromClient(ctx, req); err != nil {
+				b.Fatal(err)
+			}
+			if err := r.io.fromServer(ctx, resp); err != nil {
+				b.Fatal(err)
+			}
+		}
+		ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+		if got := names(b, r.lastClient()); slices.Contains(got, sf.Items[0].Name) || len(got) != len(sf.Items)-1 {
+			b.Fatalf("served %q", got)
+		}
+		if floorNs > 0 {
+			b.ReportMetric(ns/floorNs, "floor-x")
+		}
+	})
 }

@@ -551,7 +551,15 @@ func (s *Session) listPage(ctx context.Context, k surface.Kind, m *jsonrpc.Messa
 	// keeps a copy of them, and the parse, which reads the copy.
 	m.Detach()
 	return nil, func(ctx context.Context) ([]byte, error) {
-		return s.judgePage(ctx, k, m, variant, true, pg, last, err)
+		out, jerr := s.judgePage(ctx, k, m, variant, true, pg, last, err)
+		if d, _, ok := m.Parsed(); ok {
+			// The parse goes back to the pool judgeServer took it from;
+			// the message reads its bytes alone from now on (a second
+			// decision would find no spans, and withhold).
+			m.Forget()
+			canonjson.Return(d)
+		}
+		return out, jerr
 	}, nil
 }
 

@@ -868,7 +868,7 @@ func (s *Session) finishListing(k surface.Kind, by owner) {
 			return
 		}
 	}
-	capture, sum := s.captureLocked()
+	c, sum := s.captureLocked()
 	variant := s.variant
 	if s.published == nil {
 		s.published = map[string]bool{}
@@ -876,7 +876,7 @@ func (s *Session) finishListing(k surface.Kind, by owner) {
 	s.published[variant] = true
 	s.assembling = false
 	s.mu.Unlock()
-	s.publish(variant, capture, sum)
+	s.publish(variant, c, sum)
 }
 
 // publication is the surface a session last published whole in a variant.
@@ -905,7 +905,7 @@ type publication struct {
 // services never see it, so reporting a hash compact can never make the
 // pipeline adopt it. Judging is not affected: every listing is judged
 // where it passes.
-func (s *Session) publish(variant string, capture []byte, sum summary) {
+func (s *Session) publish(variant string, c capture, sum summary) {
 	v, known := s.gateNow(variant)
 	opts := surface.Options{}
 	if known {
@@ -920,7 +920,7 @@ func (s *Session) publish(variant string, capture []byte, sum summary) {
 		hash, err = surface.HashOf(opts, sum.listed, sum.items)
 	} else {
 		var sf *surface.Surface
-		if sf, err = surface.Parse(capture, opts); err == nil {
+		if sf, err = surface.Parse(c.bytes(), opts); err == nil {
 			hash = sf.Hash
 		}
 	}
@@ -943,7 +943,7 @@ func (s *Session) publish(variant string, capture []byte, sum summary) {
 		}
 		s.lastPub[variant] = publication{hash: l.Hash, at: time.Now()}
 	}
-	s.obs.Listing(l, capture)
+	s.obs.Listing(l, c.bytes())
 }
 
 // observe reports a call, as made by the session's agent.
@@ -986,10 +986,10 @@ func (s *Session) reportFollowed(k surface.Kind, items map[string]surface.Digest
 	ks := &s.kinds[k]
 	saved, savedItems, savedWith := ks.complete, ks.lastItems, ks.itemsWith
 	ks.complete, ks.lastItems, ks.itemsWith = pages, items, with
-	capture, sum := s.captureLocked()
+	c, sum := s.captureLocked()
 	ks.complete, ks.lastItems, ks.itemsWith = saved, savedItems, savedWith
 	s.mu.Unlock()
-	s.publish(variant, capture, sum)
+	s.publish(variant, c, sum)
 }
 
 // driftedFrom reports whether the last complete tools listing differs from
@@ -1043,9 +1043,9 @@ type summary struct {
 	items  []surface.PageItem
 }
 
-// captureLocked writes the capture document of what the session has seen,
-// and sums up the items it hashed of it.
-func (s *Session) captureLocked() ([]byte, summary) {
+// captureLocked takes what the capture document of what the session has
+// seen is written from, and sums up the items it hashed of it.
+func (s *Session) captureLocked() (capture, summary) {
 	sum := summary{ok: true}
 	first := true
 	use := func(with surface.Options) {
@@ -1076,15 +1076,30 @@ func (s *Session) captureLocked() ([]byte, summary) {
 			sum.items = append(sum.items, surface.PageItem{Kind: k, Name: name, Hash: h})
 		}
 	}
-	capture := s.writeCaptureLocked()
-	if len(capture) > surface.DefaultLimits.MaxTotalBytes {
-		sum.ok = false // as parsing it would say
+	c := capture{init: s.initRes}
+	size := len(c.init) + 64
+	for k := surface.KindTool; k <= surface.KindResourceTemplate; k++ {
+		c.pages[k] = s.kinds[k].complete // pages are never changed once kept; the slice may be replaced
+		for _, p := range c.pages[k] {
+			size += len(p) + 1
+		}
 	}
-	return capture, sum
+	if size+256 > surface.DefaultLimits.MaxBytes {
+		sum.ok = false // near the size a parse of the capture refuses: let the parse say
+	}
+	return c, sum
 }
 
-// writeCaptureLocked writes the capture document of what the session has seen.
-func (s *Session) writeCaptureLocked() []byte {
+// capture is what a capture document is written from: the pages and the
+// initialize result a session kept, written only when the listing is
+// published whole.
+type capture struct {
+	init  []byte
+	pages [surface.KindResourceTemplate + 1][][]byte
+}
+
+// bytes writes the capture document.
+func (c capture) bytes() []byte {
 	var b bytes.Buffer
 	b.WriteByte('{')
 	first := true
@@ -1096,17 +1111,17 @@ func (s *Session) writeCaptureLocked() []byte {
 		b.WriteString(strconv.Quote(key))
 		b.WriteByte(':')
 	}
-	if s.initRes != nil {
+	if c.init != nil {
 		member(jsonrpc.MethodInitialize)
-		b.Write(s.initRes)
+		b.Write(c.init)
 	}
 	for _, k := range []surface.Kind{surface.KindTool, surface.KindPrompt, surface.KindResource, surface.KindResourceTemplate} {
-		if len(s.kinds[k].complete) == 0 {
+		if len(c.pages[k]) == 0 {
 			continue
 		}
 		member(k.ListKey())
 		b.WriteString(`{"pages":[`)
-		b.Write(bytes.Join(s.kinds[k].complete, []byte{','}))
+		b.Write(bytes.Join(c.pages[k], []byte{','}))
 		b.WriteString(`]}`)
 	}
 	b.WriteByte('}')

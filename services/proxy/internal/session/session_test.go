@@ -278,7 +278,7 @@ func baseline(tools ...string) View {
 	return v
 }
 
-func names(t *testing.T, msg string) []string {
+func names(t testing.TB, msg string) []string {
 	t.Helper()
 	var m struct {
 		Result struct{ Tools []struct{ Name string } }
