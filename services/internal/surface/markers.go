@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -13,7 +14,7 @@ const (
 	MarkerHiddenInstructions = "hidden_instructions" // text that addresses the model, not the user
 	MarkerExfiltration       = "exfiltration"        // asks to send data somewhere
 	MarkerSecretPath         = "secret_path"         // names credential files or stores
-	MarkerInvisibleChars     = "invisible_chars"     // zero-width, bidi control or tag characters
+	MarkerInvisibleChars     = "invisible_chars"     // code points that render as nothing or change how text renders (invisible)
 	MarkerEncodedBlob        = "encoded_blob"        // a long base64 or hex run that hides content
 )
 
@@ -56,18 +57,61 @@ type markerRule struct {
 	re   *regexp.Regexp
 }
 
-// invisible reports characters that render as nothing or reorder text:
-// zero-width, bidi controls, and Unicode tag characters (ASCII smuggling).
+// invisible reports code points that render as nothing or change how the
+// text around them renders, so that what a reviewer reads is not what a
+// model reads. The sets are Unicode's own (the standard library's tables;
+// unicode.Version says which release), never a hand-typed list:
+//
+//   - Default_Ignorable_Code_Point (defaultIgnorable): zero-width
+//     characters, joiners, bidi controls, variation selectors (U+FE00..FE0F,
+//     U+E0100..E01EF and the Mongolian ones), the tag characters
+//     (U+E0000..E0FFF, used to smuggle ASCII), the Hangul fillers, the
+//     combining grapheme joiner, and the reserved code points Unicode keeps
+//     ignorable for the future;
+//   - every format character (Cf), including those the derivation above
+//     leaves out because a renderer is expected to show something for
+//     them: the interlinear annotation characters U+FFF9..FFFB (which hide
+//     the annotation text between them in most renderers), the Egyptian
+//     hieroglyph format controls and the prepended concatenation marks
+//     (which reshape the text after them);
+//   - Bidi_Control and Join_Control, named although they are Cf today, so
+//     that a later Unicode release that moved one would not drop it;
+//   - control characters (Cc) that are not White_Space: NUL, backspace,
+//     escape (ANSI sequences that hide or rewrite text in a terminal),
+//     DEL and the C1 controls. Tab, line feed, carriage return and the
+//     other White_Space controls are ordinary text.
 func invisible(r rune) bool {
-	switch {
-	case r == 0x00AD, r == 0x180E, r == 0x034F, r == 0xFEFF:
-		return true
-	case r >= 0x200B && r <= 0x200F, r >= 0x202A && r <= 0x202E, r >= 0x2060 && r <= 0x2064, r >= 0x2066 && r <= 0x2069:
-		return true
-	case r >= 0xE0000 && r <= 0xE007F:
-		return true
+	if r >= 0x20 && r < 0x7F {
+		return false // printable ASCII, nearly all of what is scanned
 	}
-	return false
+	return defaultIgnorable(r) ||
+		unicode.In(r, unicode.Cf, unicode.Bidi_Control, unicode.Join_Control, unicode.Variation_Selector) ||
+		unicode.Is(unicode.Cc, r) && !unicode.Is(unicode.White_Space, r)
+}
+
+// defaultIgnorable reports Unicode's Default_Ignorable_Code_Point property,
+// which the standard library does not export, derived from the properties
+// it does export exactly as DerivedCoreProperties.txt defines it:
+//
+//	  Other_Default_Ignorable_Code_Point
+//	+ Cf (format characters)
+//	+ Variation_Selector
+//	- White_Space
+//	- FFF9..FFFB (interlinear annotation format characters)
+//	- 13430..1343F (Egyptian hieroglyph format characters)
+//	- Prepended_Concatenation_Mark (exceptional format characters that should be visible)
+//
+// The two ranges are the exceptions that file's header names by code point
+// (Unicode 15.0.0); TestDefaultIgnorableMatchesUCD checks the derivation
+// against the property as DerivedCoreProperties.txt lists it.
+func defaultIgnorable(r rune) bool {
+	if !unicode.In(r, unicode.Other_Default_Ignorable_Code_Point, unicode.Cf, unicode.Variation_Selector) {
+		return false
+	}
+	return !unicode.Is(unicode.White_Space, r) &&
+		!(r >= 0xFFF9 && r <= 0xFFFB) &&
+		!(r >= 0x13430 && r <= 0x1343F) &&
+		!unicode.Is(unicode.Prepended_Concatenation_Mark, r)
 }
 
 // scanText appends every marker found in s, which sits at path in an item:
@@ -145,7 +189,10 @@ func scanValueWith(dst []Marker, path string, v any, scan textScanner) []Marker 
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
-			p := joinPath(path, k)
+			// The path shows an invisible character in a member name as
+			// <U+XXXX>, as visible does: raw, a bidi control would reorder
+			// the report a reviewer reads.
+			p := joinPath(path, visible(k))
 			dst = scan(dst, p+"(name)", k)
 			dst = scanValueWith(dst, p, v[k], scan)
 		}
