@@ -89,6 +89,10 @@ func invisible(r rune) bool {
 		unicode.Is(unicode.Cc, r) && !unicode.Is(unicode.White_Space, r)
 }
 
+// Invisible reports whether r is one of the code points the marker scan
+// flags as invisible_chars (see invisible), for views that must draw them.
+func Invisible(r rune) bool { return invisible(r) }
+
 // defaultIgnorable reports Unicode's Default_Ignorable_Code_Point property,
 // which the standard library does not export, derived from the properties
 // it does export exactly as DerivedCoreProperties.txt defines it:
@@ -116,7 +120,9 @@ func defaultIgnorable(r rune) bool {
 
 // scanText appends every marker found in s, which sits at path in an item:
 // each match of each rule and each distinct invisible character, so that a
-// phrase the baseline already had cannot hide a new one after it.
+// phrase the baseline already had cannot hide a new one after it. Text that
+// invisible characters hide is scanned too (reveal): a rule's match there
+// that the visible text does not have is reported with "hidden: " before it.
 func scanText(dst []Marker, path, s string) []Marker {
 	var seen []rune
 	for _, r := range s {
@@ -125,12 +131,46 @@ func scanText(dst []Marker, path, s string) []Marker {
 			dst = append(dst, Marker{Kind: MarkerInvisibleChars, Path: path, Match: "U+" + strings.ToUpper(hex4(r))})
 		}
 	}
+	var plain []string // the rules' matches in s, when s hides text
 	for _, rule := range markerRules() {
 		for _, loc := range rule.re.FindAllStringIndex(s, -1) {
 			dst = append(dst, Marker{Kind: rule.kind, Path: path, Match: visible(clipText(s[loc[0]:loc[1]]))})
+			if len(seen) > 0 {
+				plain = append(plain, rule.kind+"\x00"+s[loc[0]:loc[1]])
+			}
+		}
+	}
+	if len(seen) == 0 {
+		return dst
+	}
+	hidden := reveal(s)
+	for _, rule := range markerRules() {
+		for _, loc := range rule.re.FindAllStringIndex(hidden, -1) {
+			if m := hidden[loc[0]:loc[1]]; !slices.Contains(plain, rule.kind+"\x00"+m) {
+				dst = append(dst, Marker{Kind: rule.kind, Path: path, Match: "hidden: " + clipText(m)})
+			}
 		}
 	}
 	return dst
+}
+
+// reveal returns s as a model may read it: each tag character that mirrors
+// printable ASCII (U+E0020..U+E007E, the Tags block is ASCII plus U+E0000)
+// as that ASCII character, every other invisible character dropped. A
+// phrase spelled in tags, or broken up by zero-width characters so that no
+// rule matches it, reads whole there.
+func reveal(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		switch {
+		case r >= 0xE0020 && r <= 0xE007E:
+			b.WriteByte(byte(r - 0xE0000))
+		case !invisible(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // visible shows invisible and bidi characters as <U+XXXX>, so that a
@@ -189,10 +229,7 @@ func scanValueWith(dst []Marker, path string, v any, scan textScanner) []Marker 
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
-			// The path shows an invisible character in a member name as
-			// <U+XXXX>, as visible does: raw, a bidi control would reorder
-			// the report a reviewer reads.
-			p := joinPath(path, visible(k))
+			p := KeyPath(path, k)
 			dst = scan(dst, p+"(name)", k)
 			dst = scanValueWith(dst, p, v[k], scan)
 		}
@@ -274,6 +311,11 @@ func (m *MarkerMemo) keep(s string, f []foundMarker) {
 	m.cur[s] = f
 	m.used += size
 }
+
+// KeyPath is the path of member key under path, as markers name it: an
+// invisible character in the member name shown as <U+XXXX> (raw, a bidi
+// control would reorder the report a reviewer reads).
+func KeyPath(path, key string) string { return joinPath(path, visible(key)) }
 
 func joinPath(path, key string) string {
 	if path == "" {
