@@ -601,7 +601,11 @@ func skipNumber(src []byte, i int) int {
 }
 
 // scanNumber validates the number at src[i] and returns the offset after it
-// and its flags (canonical when the literal is as ES6 would write it).
+// and its flags (canonical when the literal is as ES6 would write it). A
+// literal is accepted only when it is exact: its exact decimal value is
+// that of the shortest form of the double it converts to, which is what
+// RFC 8785 writes (number_inexact otherwise; docs/canonical-form.md). The
+// comparison runs only for a literal that is not that form byte for byte.
 func scanNumber(src []byte, i int) (end int, flags uint8, err error) {
 	start := i
 	if src[i] == '-' {
