@@ -103,13 +103,13 @@ type pipeline struct {
 	srv *natstest.Server // the NATS server, to stop it
 }
 
-func startPipeline(tb testing.TB) *pipeline {
+func startPipeline(tb testing.TB, driftEnv ...string) *pipeline {
 	tb.Helper()
 	b := natstest.StartBus(tb)
 	nc, js, srv := b.NC, b.JS, b.Server
 	env := []string{"MCPDRIFT_NATS_URL=" + srv.ClientURL(), "MCPDRIFT_LOG_LEVEL=info"}
 	runService(tb, "fingerprint", env...)
-	runService(tb, "drift", append(env, "MCPDRIFT_ADMIN_ADDR=127.0.0.1:0", "MCPDRIFT_ADMIN_TOKENS=bench:read:bench-token-0123456789")...)
+	runService(tb, "drift", append(append(env, "MCPDRIFT_ADMIN_ADDR=127.0.0.1:0", "MCPDRIFT_ADMIN_TOKENS=bench:read:bench-token-0123456789"), driftEnv...)...)
 	return &pipeline{nc: nc, js: js, srv: srv}
 }
 

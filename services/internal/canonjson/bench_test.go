@@ -61,3 +61,32 @@ func BenchmarkParseLazy(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(d.nodes)), "nodes")
 }
+
+// numbersDoc is an array of numbers in every notation, canonical and not,
+// all accepted: what a schema with many bounds, defaults and examples holds.
+func numbersDoc() []byte {
+	lits := []string{"0", "42", "-17", "0.1", "3.14159", "2.5", "-0.0", "1.0", "1.50", "10e-1", "1E3", "1e-7", "1.5e300",
+		"6.02214076e23", "0.30000000000000004", "9007199254740992", "100000000000000000000", "-1.25e-5", "1.7976931348623157e308", "123456.789"}
+	b := []byte{'['}
+	for i := range 2000 {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, lits[i%len(lits)]...)
+	}
+	return append(b, ']')
+}
+
+func BenchmarkParseNumbers(b *testing.B) {
+	src := numbersDoc()
+	var d Doc
+	buf := make([]byte, 0, len(src))
+	b.SetBytes(int64(len(src)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := d.Parse(src, DefaultLimits); err != nil {
+			b.Fatal(err)
+		}
+		buf = d.Append(buf[:0], Root)
+	}
+}

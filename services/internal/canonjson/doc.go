@@ -6,8 +6,11 @@
 // with a stable [Code], everything RFC 8785 cannot canonicalize exactly or
 // that a hostile peer could use to make two readers disagree: duplicate keys,
 // invalid UTF-8, lone surrogates, nesting or size past the limits, numbers
-// that overflow or underflow, and integers that a double cannot carry
-// exactly (such as 2^53 + 1).
+// that overflow or underflow, and numbers, in any notation, whose exact
+// value is not that of the double they read as, written shortest (2^53 + 1,
+// 1.00000000000000000001, 3e-324): readers that keep numbers exact and
+// readers that use doubles would read such a literal differently, so it
+// never gets a hash.
 //
 // Object members are sorted once, at parse time, by the UTF-16 code units of
 // their decoded keys, which is also how duplicates are found. Arrays are

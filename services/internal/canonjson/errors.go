@@ -16,7 +16,7 @@ const (
 	CodeTooDeep          Code = "too_deep"            // nesting past Limits.MaxDepth
 	CodeTooLarge         Code = "too_large"           // input past Limits.MaxBytes
 	CodeNumberOutOfRange Code = "number_out_of_range" // overflows to infinity or underflows to zero
-	CodeNumberInexact    Code = "number_inexact"      // an integer a double cannot carry exactly
+	CodeNumberInexact    Code = "number_inexact"      // a number, in any notation, whose exact value is not the double it reads as
 )
 
 // Error is a rejected document: what is wrong (Code), where (Offset, a byte

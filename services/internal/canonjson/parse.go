@@ -604,7 +604,11 @@ func skipNumber(src []byte, i int) int {
 }
 
 // scanNumber validates the number at src[i] and returns the offset after it
-// and its flags (canonical when the literal is as ES6 would write it).
+// and its flags (canonical when the literal is as ES6 would write it). A
+// literal is accepted only when it is exact: its exact decimal value is
+// that of the shortest form of the double it converts to, which is what
+// RFC 8785 writes (number_inexact otherwise; docs/canonical-form.md). The
+// comparison runs only for a literal that is not that form byte for byte.
 func scanNumber(src []byte, i int) (end int, flags uint8, err error) {
 	start := i
 	if src[i] == '-' {
@@ -649,37 +653,137 @@ func scanNumber(src []byte, i int) (end int, flags uint8, err error) {
 		}
 	}
 	lit := src[start:i]
-	switch {
-	case string(lit) == "-0":
-		// written as 0
-	case isInt && intDigits <= 15:
+	if string(lit) == "-0" {
+		return i, 0, nil // written as 0, like every zero (see below)
+	}
+	if isInt && intDigits <= 15 {
 		// Every integer below 10^15 is an exact double, and ES6 prints it as is.
+		return i, flagCanonical, nil
+	}
+	f, _ := strconv.ParseFloat(unsafe.String(unsafe.SliceData(lit), len(lit)), 64)
+	if math.IsInf(f, 0) {
+		return start, 0, errAt(CodeNumberOutOfRange, start, "number %s overflows a double", clip(lit))
+	}
+	var buf [32]byte
+	short := AppendNumber(buf[:0], f)
+	switch {
+	case string(short) == string(lit):
+		// The fast path: the literal is the canonical form itself.
 		flags = flagCanonical
-	case isInt:
-		// A longer integer is accepted only when the double nearest to it is
-		// written back as the very same integer; otherwise readers that keep
-		// integers exact (Python, Go's json.Number) and readers that use
-		// doubles would disagree about what the canonical form says.
-		f, _ := strconv.ParseFloat(unsafe.String(unsafe.SliceData(lit), len(lit)), 64)
-		var buf [32]byte
-		if math.IsInf(f, 0) || string(AppendNumber(buf[:0], f)) != string(lit) {
-			return start, 0, errAt(CodeNumberInexact, start, "integer %s cannot be carried exactly by a double", clip(lit))
-		}
-		flags = flagCanonical
-	default:
-		f, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(lit), len(lit)), 64)
-		if math.IsInf(f, 0) || (err != nil && f != 0) {
-			return start, 0, errAt(CodeNumberOutOfRange, start, "number %s overflows a double", clip(lit))
-		}
-		if f == 0 && hasNonZeroMantissa(lit) {
+	case f == 0:
+		if hasNonZeroMantissa(lit) {
 			return start, 0, errAt(CodeNumberOutOfRange, start, "number %s underflows to zero", clip(lit))
 		}
-		var buf [32]byte
-		if string(AppendNumber(buf[:0], f)) == string(lit) {
-			flags = flagCanonical
-		}
+		// A zero written otherwise (-0.0, 0e10, 0.000): written 0. Zero and
+		// negative zero compare equal in every reader's arithmetic and in
+		// JSON Schema, and RFC 8785 writes both as 0.
+	case !sameDecimal(lit, short):
+		// The literal names another number than the double every reader
+		// that uses doubles reads (and RFC 8785 writes), so readers that
+		// keep numbers exact (Python's int and Decimal, Go's json.Number,
+		// BigInt and BigDecimal parsers) and readers that use doubles
+		// would disagree about what the hashed form means.
+		return start, 0, errAt(CodeNumberInexact, start, "number %s is not exactly the double it reads as, %s", clip(lit), string(short))
 	}
 	return i, flags, nil
+}
+
+// sameDecimal reports whether two decimal numbers in JSON's notation (b may
+// also have a '+' after its 'e', as ES6 writes) have the same exact value,
+// by their digit strings alone: the significant digits (from the first
+// non-zero digit to the last, the '.' skipped) must be the same, and so must
+// the sign and the power of ten of the first of them. Neither may be zero.
+func sameDecimal(a, b []byte) bool {
+	x, y := readDecimal(a), readDecimal(b)
+	if x.neg != y.neg || x.exp != y.exp || x.first < 0 || y.first < 0 {
+		return false
+	}
+	i, j := x.first, y.first
+	for {
+		if a[i] == '.' {
+			i++
+		}
+		if b[j] == '.' {
+			j++
+		}
+		if a[i] != b[j] {
+			return false
+		}
+		if i == x.last || j == y.last {
+			return i == x.last && j == y.last
+		}
+		i, j = i+1, j+1
+	}
+}
+
+// A decimalView is a decimal number string read as ±d.ddd × 10^exp, where
+// the digits are s[first..last] without a '.', and neither the first nor
+// the last of them is 0; first is -1 when the number is zero.
+type decimalView struct {
+	neg         bool
+	first, last int
+	exp         int
+}
+
+func readDecimal(s []byte) decimalView {
+	v := decimalView{first: -1, last: -1}
+	i := 0
+	if i < len(s) && s[i] == '-' {
+		v.neg = true
+		i++
+	}
+	mantEnd, exp := len(s), 0
+	for j := i; j < len(s); j++ {
+		if s[j] == 'e' || s[j] == 'E' {
+			mantEnd, exp = j, readExponent(s[j+1:])
+			break
+		}
+	}
+	point := mantEnd // where the '.' is, or the end of the digits before the exponent
+	for j := i; j < mantEnd; j++ {
+		switch c := s[j]; {
+		case c == '.':
+			point = j
+		case c != '0':
+			if v.first < 0 {
+				v.first = j
+			}
+			v.last = j
+		}
+	}
+	if v.first < 0 {
+		return v
+	}
+	// The power of ten of the first significant digit: the digits between
+	// it and the point.
+	if v.first < point {
+		v.exp = point - v.first - 1 + exp
+	} else {
+		v.exp = point - v.first + exp
+	}
+	return v
+}
+
+// readExponent reads an exponent's digits with an optional sign. It stops
+// growing at 1<<40: the input is under 2^31 bytes, so a literal whose
+// exponent is that large overflows or underflows a double whatever its
+// digits, and never reaches sameDecimal.
+func readExponent(s []byte) int {
+	neg := false
+	if len(s) > 0 && (s[0] == '+' || s[0] == '-') {
+		neg = s[0] == '-'
+		s = s[1:]
+	}
+	e := 0
+	for _, c := range s {
+		if e < 1<<40 {
+			e = e*10 + int(c-'0')
+		}
+	}
+	if neg {
+		return -e
+	}
+	return e
 }
 
 func hasNonZeroMantissa(lit []byte) bool {

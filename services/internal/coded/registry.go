@@ -198,7 +198,7 @@ var registry = []Entry{
 	{Code: "not_wrapped", Uses: use(AreaDriftctl, "driftctl unwrap: the configuration has no backup of a wrap to restore.")},
 	{Code: "nothing_to_approve", Uses: use(AreaAdmin, "No live manifest to approve.")},
 	{Code: "nothing_to_rebaseline", Uses: use(AreaAdmin, "The policy asks for the hashing settings the variant already has, or the manifest for the new ones is not at hand yet.")},
-	{Code: "number_inexact", Uses: use(AreaEngine, "An integer a double cannot carry exactly.")},
+	{Code: "number_inexact", Uses: use(AreaEngine, "A number, in any notation, whose exact value is not the double it reads as (9007199254740993, 1.00000000000000000001, 3e-324).")},
 	{Code: "number_out_of_range", Uses: use(AreaEngine, "A number that overflows to infinity or underflows to zero.")},
 	{Code: "oauth_metadata_invalid", RPC: rpcInvalidRequest, HTTP: 502, Uses: use(AreaProxyHTTP, "The upstream's protected-resource or authorization server metadata could not be read or was refused (a resource that is not the upstream's).")},
 	{Code: "oauth_metadata_missing", RPC: rpcInvalidRequest, HTTP: 404, Uses: use(AreaProxyHTTP, "The upstream publishes no protected-resource metadata.")},

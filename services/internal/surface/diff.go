@@ -303,7 +303,11 @@ func changedItem(o, n Item) ItemDiff {
 	return finish(d)
 }
 
-// appendMarkers reports markers of the new version that the old one lacked.
+// appendMarkers reports markers of the new version that the old one lacked,
+// and every invisible character of the new version even when the old one
+// had it too: text that hides text is never accepted again unseen, so an
+// item that carries one is never benign (the guard posture never accepts
+// it on its own), whatever else changed.
 func appendMarkers(cs []Change, old, new []Marker) []Change {
 	seen := make(map[Marker]bool, len(old))
 	for _, m := range old {
@@ -313,8 +317,11 @@ func appendMarkers(cs []Change, old, new []Marker) []Change {
 		return strings.Compare(a.Path+"\x00"+a.Kind+"\x00"+a.Match, b.Path+"\x00"+b.Kind+"\x00"+b.Match)
 	})
 	for _, m := range new {
-		if !seen[m] {
+		switch {
+		case !seen[m]:
 			cs = append(cs, Change{Kind: MarkerPrefix + m.Kind, Path: m.Path, Severity: SeverityCritical, Detail: m.Match})
+		case m.Kind == MarkerInvisibleChars:
+			cs = append(cs, Change{Kind: MarkerPrefix + m.Kind, Path: m.Path, Severity: SeverityHigh, Detail: m.Match + " (kept from the baseline)"})
 		}
 	}
 	return cs

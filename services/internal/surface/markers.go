@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -13,7 +14,7 @@ const (
 	MarkerHiddenInstructions = "hidden_instructions" // text that addresses the model, not the user
 	MarkerExfiltration       = "exfiltration"        // asks to send data somewhere
 	MarkerSecretPath         = "secret_path"         // names credential files or stores
-	MarkerInvisibleChars     = "invisible_chars"     // zero-width, bidi control or tag characters
+	MarkerInvisibleChars     = "invisible_chars"     // code points that render as nothing or change how text renders (invisible)
 	MarkerEncodedBlob        = "encoded_blob"        // a long base64 or hex run that hides content
 )
 
@@ -56,23 +57,72 @@ type markerRule struct {
 	re   *regexp.Regexp
 }
 
-// invisible reports characters that render as nothing or reorder text:
-// zero-width, bidi controls, and Unicode tag characters (ASCII smuggling).
+// invisible reports code points that render as nothing or change how the
+// text around them renders, so that what a reviewer reads is not what a
+// model reads. The sets are Unicode's own (the standard library's tables;
+// unicode.Version says which release), never a hand-typed list:
+//
+//   - Default_Ignorable_Code_Point (defaultIgnorable): zero-width
+//     characters, joiners, bidi controls, variation selectors (U+FE00..FE0F,
+//     U+E0100..E01EF and the Mongolian ones), the tag characters
+//     (U+E0000..E0FFF, used to smuggle ASCII), the Hangul fillers, the
+//     combining grapheme joiner, and the reserved code points Unicode keeps
+//     ignorable for the future;
+//   - every format character (Cf), including those the derivation above
+//     leaves out because a renderer is expected to show something for
+//     them: the interlinear annotation characters U+FFF9..FFFB (which hide
+//     the annotation text between them in most renderers), the Egyptian
+//     hieroglyph format controls and the prepended concatenation marks
+//     (which reshape the text after them);
+//   - Bidi_Control and Join_Control, named although they are Cf today, so
+//     that a later Unicode release that moved one would not drop it;
+//   - control characters (Cc) that are not White_Space: NUL, backspace,
+//     escape (ANSI sequences that hide or rewrite text in a terminal),
+//     DEL and the C1 controls. Tab, line feed, carriage return and the
+//     other White_Space controls are ordinary text.
 func invisible(r rune) bool {
-	switch {
-	case r == 0x00AD, r == 0x180E, r == 0x034F, r == 0xFEFF:
-		return true
-	case r >= 0x200B && r <= 0x200F, r >= 0x202A && r <= 0x202E, r >= 0x2060 && r <= 0x2064, r >= 0x2066 && r <= 0x2069:
-		return true
-	case r >= 0xE0000 && r <= 0xE007F:
-		return true
+	if r >= 0x20 && r < 0x7F {
+		return false // printable ASCII, nearly all of what is scanned
 	}
-	return false
+	return defaultIgnorable(r) ||
+		unicode.In(r, unicode.Cf, unicode.Bidi_Control, unicode.Join_Control, unicode.Variation_Selector) ||
+		unicode.Is(unicode.Cc, r) && !unicode.Is(unicode.White_Space, r)
+}
+
+// Invisible reports whether r is one of the code points the marker scan
+// flags as invisible_chars (see invisible), for views that must draw them.
+func Invisible(r rune) bool { return invisible(r) }
+
+// defaultIgnorable reports Unicode's Default_Ignorable_Code_Point property,
+// which the standard library does not export, derived from the properties
+// it does export exactly as DerivedCoreProperties.txt defines it:
+//
+//	  Other_Default_Ignorable_Code_Point
+//	+ Cf (format characters)
+//	+ Variation_Selector
+//	- White_Space
+//	- FFF9..FFFB (interlinear annotation format characters)
+//	- 13430..1343F (Egyptian hieroglyph format characters)
+//	- Prepended_Concatenation_Mark (exceptional format characters that should be visible)
+//
+// The two ranges are the exceptions that file's header names by code point
+// (Unicode 15.0.0); TestDefaultIgnorableMatchesUCD checks the derivation
+// against the property as DerivedCoreProperties.txt lists it.
+func defaultIgnorable(r rune) bool {
+	if !unicode.In(r, unicode.Other_Default_Ignorable_Code_Point, unicode.Cf, unicode.Variation_Selector) {
+		return false
+	}
+	return !unicode.Is(unicode.White_Space, r) &&
+		!(r >= 0xFFF9 && r <= 0xFFFB) &&
+		!(r >= 0x13430 && r <= 0x1343F) &&
+		!unicode.Is(unicode.Prepended_Concatenation_Mark, r)
 }
 
 // scanText appends every marker found in s, which sits at path in an item:
 // each match of each rule and each distinct invisible character, so that a
-// phrase the baseline already had cannot hide a new one after it.
+// phrase the baseline already had cannot hide a new one after it. Text that
+// invisible characters hide is scanned too (reveal): a rule's match there
+// that the visible text does not have is reported with "hidden: " before it.
 func scanText(dst []Marker, path, s string) []Marker {
 	var seen []rune
 	for _, r := range s {
@@ -81,12 +131,46 @@ func scanText(dst []Marker, path, s string) []Marker {
 			dst = append(dst, Marker{Kind: MarkerInvisibleChars, Path: path, Match: "U+" + strings.ToUpper(hex4(r))})
 		}
 	}
+	var plain []string // the rules' matches in s, when s hides text
 	for _, rule := range markerRules() {
 		for _, loc := range rule.re.FindAllStringIndex(s, -1) {
 			dst = append(dst, Marker{Kind: rule.kind, Path: path, Match: visible(clipText(s[loc[0]:loc[1]]))})
+			if len(seen) > 0 {
+				plain = append(plain, rule.kind+"\x00"+s[loc[0]:loc[1]])
+			}
+		}
+	}
+	if len(seen) == 0 {
+		return dst
+	}
+	hidden := reveal(s)
+	for _, rule := range markerRules() {
+		for _, loc := range rule.re.FindAllStringIndex(hidden, -1) {
+			if m := hidden[loc[0]:loc[1]]; !slices.Contains(plain, rule.kind+"\x00"+m) {
+				dst = append(dst, Marker{Kind: rule.kind, Path: path, Match: "hidden: " + clipText(m)})
+			}
 		}
 	}
 	return dst
+}
+
+// reveal returns s as a model may read it: each tag character that mirrors
+// printable ASCII (U+E0020..U+E007E, the Tags block is ASCII plus U+E0000)
+// as that ASCII character, every other invisible character dropped. A
+// phrase spelled in tags, or broken up by zero-width characters so that no
+// rule matches it, reads whole there.
+func reveal(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		switch {
+		case r >= 0xE0020 && r <= 0xE007E:
+			b.WriteByte(byte(r - 0xE0000))
+		case !invisible(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // visible shows invisible and bidi characters as <U+XXXX>, so that a
@@ -145,7 +229,7 @@ func scanValueWith(dst []Marker, path string, v any, scan textScanner) []Marker 
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
-			p := joinPath(path, k)
+			p := KeyPath(path, k)
 			dst = scan(dst, p+"(name)", k)
 			dst = scanValueWith(dst, p, v[k], scan)
 		}
@@ -227,6 +311,11 @@ func (m *MarkerMemo) keep(s string, f []foundMarker) {
 	m.cur[s] = f
 	m.used += size
 }
+
+// KeyPath is the path of member key under path, as markers name it: an
+// invisible character in the member name shown as <U+XXXX> (raw, a bidi
+// control would reorder the report a reviewer reads).
+func KeyPath(path, key string) string { return joinPath(path, visible(key)) }
 
 func joinPath(path, key string) string {
 	if path == "" {

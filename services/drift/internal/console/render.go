@@ -80,11 +80,7 @@ func shownAsCode(r rune) bool {
 		return false
 	case r == utf8.RuneError:
 		return true
-	case unicode.IsControl(r), unicode.Is(unicode.Cf, r):
-		return true
-	case r == 0x180E, r == 0x034F, r >= 0x2061 && r <= 0x2064, r == 0x115F, r == 0x1160, r == 0x3164, r == 0xFFA0:
-		return true
-	case r >= 0xE0000 && r <= 0xE007F, r >= 0xFE00 && r <= 0xFE0F, r >= 0xE0100 && r <= 0xE01EF:
+	case unicode.IsControl(r), surface.Invisible(r):
 		return true
 	}
 	return false
@@ -340,12 +336,7 @@ func (t *tree) add(r Row) bool {
 }
 
 // keyPath joins a member name to a path as the marker scan does.
-func keyPath(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
+func keyPath(path, key string) string { return surface.KeyPath(path, key) }
 
 func scalar(v any) string {
 	switch v := v.(type) {
