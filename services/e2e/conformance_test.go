@@ -2,9 +2,13 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"io/fs"
 	"maps"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -297,6 +301,16 @@ func TestConformance(t *testing.T) {
 		}
 	}
 
+	// server-sse-polling as a 2025-11-25 client runs it (the suite's own
+	// request declares 2025-03-26, for which the SDK makes no stream
+	// resumable): the stream closed mid-call, the answer after the client
+	// comes back with Last-Event-ID, both ways.
+	for _, via := range []struct{ name, url string }{{"directly", servers["ts-sdk"]}, {"through the proxy", px + "/ts-sdk/mcp"}} {
+		if err := sseResumption(via.url); err != nil {
+			t.Errorf("server/ts-sdk: resuming a closed stream %s: %v", via.name, err)
+		}
+	}
+
 	names := make([]string, 0, len(groups))
 	for g := range groups {
 		names = append(names, g)
@@ -342,6 +356,87 @@ func differs(direct, proxied conformanceOutcome) bool {
 //     an SSE stream; the suite fails the server's error and counts a JSON
 //     answer as not applicable.
 var proxyAdds = map[string]bool{"dns-rebinding-protection": true, "server-sse-polling": true}
+
+// sseResumption runs the exchange of server-sse-polling against the
+// conformance server at u as a 2025-11-25 client: test_reconnection's
+// stream must start with a priming event (an id and a retry field) and
+// close without the answer, and a GET with that Last-Event-ID must bring
+// the answer.
+func sseResumption(u string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sid := ""
+	do := func(method, body, lastEventID string) (*http.Response, error) {
+		req, err := http.NewRequestWithContext(ctx, method, u, strings.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+		}
+		if lastEventID != "" {
+			req.Header.Set("Last-Event-ID", lastEventID)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err == nil && res.StatusCode/100 != 2 {
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			return nil, fmt.Errorf("%s answered %s: %s", method, res.Status, b)
+		}
+		return res, err
+	}
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"mcpdrift-e2e","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
+	} {
+		res, err := do("POST", body, "")
+		if err != nil {
+			return err
+		}
+		if sid == "" {
+			sid = res.Header.Get("Mcp-Session-Id")
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+	}
+	res, err := do("POST", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"test_reconnection","arguments":{}}}`, "")
+	if err != nil {
+		return err
+	}
+	b, err := io.ReadAll(res.Body) // the server closes it mid-call
+	res.Body.Close()
+	if err != nil {
+		return fmt.Errorf("reading the call's stream: %v", err)
+	}
+	lastID, retry := "", false
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "id:"); ok {
+			lastID = strings.TrimSpace(v)
+		}
+		retry = retry || strings.HasPrefix(line, "retry:")
+	}
+	if lastID == "" || !retry || strings.Contains(string(b), `"id":2`) {
+		return fmt.Errorf("the call's stream is not a priming event (an id, a retry field) closed before the answer: %q", b)
+	}
+	res, err = do("GET", "", lastID)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data:"); ok && strings.Contains(data, `"id":2`) && strings.Contains(data, "Reconnection test completed") {
+			return nil
+		}
+	}
+	return fmt.Errorf("the GET with Last-Event-ID %s ended without the call's answer (%v)", lastID, sc.Err())
+}
 
 func unionKeys(a, b conformanceRun) []string {
 	all := conformanceRun{}
