@@ -21,10 +21,12 @@ import (
 
 // The official MCP conformance suite (@modelcontextprotocol/conformance,
 // pinned in scripts/npm-peers) run against real servers and with a real
-// client, each directly and through the proxy command on the real pipeline.
-// The proxy is transparent when the set of scenarios that pass through it
-// is the set that passes directly: TestConformance fails on each scenario
-// that passes one way only, by name. docs/transparency.md has the table.
+// client, each directly and through the proxy command on the real pipeline,
+// in the node scripts/deps.d/node.sh pins (the suite needs node 22 or
+// later). The proxy is transparent when the set of scenarios that pass
+// through it is the set that passes directly: TestConformance fails on each
+// scenario that passes one way only, by name. docs/transparency.md has the
+// table.
 
 // conformanceOutcome is one scenario's checks in one run, by status, and
 // what the failures and warnings said (for the log).
