@@ -5,6 +5,12 @@
 # inspector's CLI, at the versions pinned in scripts/npm-peers/package-lock.json,
 # into .data/npm-peers (ignored by git) with `npm ci`.
 #
+# npm runs in the node scripts/deps.d/node.sh installs (.data/node, or
+# MCPDRIFT_NODE) when it is there: the conformance suite and its
+# dependencies require node 22 or later. The peers themselves are plain
+# JavaScript; the other e2e tests run them in the machine's node (20 or
+# later).
+#
 # Idempotent: a stamp file holds the hash of the lockfile and node's major
 # version it was installed from; when both are unchanged it exits at once.
 #
@@ -20,6 +26,11 @@ dest=${MCPDRIFT_NPM_PEERS:-$root/.data/npm-peers}
 stamp=$dest/.installed
 
 log() { printf 'npm-peers: %s\n' "$*" >&2; }
+
+pinned_node=${MCPDRIFT_NODE:-$root/.data/node}/bin
+if [[ -x "$pinned_node/node" ]]; then
+	export PATH="$pinned_node:$PATH"
+fi
 
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 	log "node and npm are needed (node 20 or later); install them, e.g. apt-get install nodejs npm"

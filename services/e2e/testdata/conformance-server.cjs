@@ -15,6 +15,13 @@
 // SDK's own examples send them, as requests of the session (not tied to
 // the tool call), so they travel on the session's GET stream: a client
 // whose GET stream is not open upstream loses them.
+//
+// Streams are resumable (SEP-1699): each session has an event store, so the
+// SDK starts every SSE stream of a 2025-11-25 client with a priming event
+// (an id, a retry field, empty data) and replays what a stream missed when
+// the client comes back with Last-Event-ID. test_reconnection closes its
+// own stream mid-call (server-sse-polling) and answers on the client's
+// reconnection.
 "use strict";
 
 const { createRequire } = require("node:module");
@@ -43,6 +50,7 @@ async function main() {
     tool("test_tool_with_logging", "Logs three messages while it runs."),
     tool("test_tool_with_progress", "Reports progress while it runs."),
     tool("test_error_handling", "Always fails."),
+    tool("test_reconnection", "Closes its SSE stream mid-call and answers after the client reconnects."),
     tool("test_sampling", "Asks the client's model.", { prompt: { type: "string" } }, ["prompt"]),
     tool("test_elicitation", "Asks the user.", { message: { type: "string" } }, ["message"]),
     tool("test_elicitation_sep1034_defaults", "Asks the user, with defaults."),
@@ -168,6 +176,13 @@ async function main() {
       }
       case "test_error_handling":
         return { isError: true, content: [{ type: "text", text: "This tool intentionally returns an error for testing" }] };
+      case "test_reconnection":
+        // The SDK offers closeSSEStream only where the stream is resumable
+        // (an event store, a 2025-11-25 client); elsewhere the answer goes
+        // on the open stream.
+        if (extra.closeSSEStream) extra.closeSSEStream();
+        await sleep(100);
+        return text("Reconnection test completed successfully.");
       case "test_sampling": {
         const r = await s.createMessage({
           messages: [{ role: "user", content: { type: "text", text: String(req.params.arguments.prompt) } }],
@@ -295,6 +310,8 @@ async function main() {
       }
       transport = new StreamableHTTPServerTransport({
         sessionIdGenerator: () => randomUUID(),
+        eventStore: eventStore(),
+        retryInterval: 200,
         onsessioninitialized: (id) => sessions.set(id, transport),
       });
       transport.onclose = () => transport.sessionId && sessions.delete(transport.sessionId);
@@ -303,6 +320,34 @@ async function main() {
     await transport.handleRequest(req, res, req.body);
   });
   app.listen(Number(port), "127.0.0.1", () => console.log("listening"));
+}
+
+// eventStore keeps one session's SSE events in memory, in order, for the
+// SDK's resumption: replayEventsAfter sends what followed an event on its
+// stream, priming events (empty messages) left out.
+function eventStore() {
+  const events = [];
+  let n = 0;
+  return {
+    async storeEvent(streamId, message) {
+      const eventId = `${streamId}::${++n}`;
+      events.push({ eventId, streamId, message });
+      return eventId;
+    },
+    async getStreamIdForEventId(eventId) {
+      const e = events.find((e) => e.eventId === eventId);
+      return e && e.streamId;
+    },
+    async replayEventsAfter(lastEventId, { send }) {
+      const i = events.findIndex((e) => e.eventId === lastEventId);
+      if (i < 0) throw new Error("unknown event id " + lastEventId);
+      const { streamId } = events[i];
+      for (const e of events.slice(i + 1)) {
+        if (e.streamId === streamId && Object.keys(e.message).length > 0) await send(e.eventId, e.message);
+      }
+      return streamId;
+    },
+  };
 }
 
 function tool(name, description, properties = {}, required = []) {
