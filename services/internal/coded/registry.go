@@ -260,7 +260,7 @@ var registry = []Entry{
 	{Code: "retries_exhausted", Uses: use(AreaBus, "A transient failure outlasted the consumer's deliveries.")},
 	{Code: "secret_unreadable", Uses: use(AreaNotify, "The --secret-file cannot be read, or is empty.")},
 	{Code: "server_changed", Tool: true, RPC: rpcInvalidRequest, Uses: use(AreaProxy, "The server's listing differs from the approved baseline (or its status is changed); under on_drift withhold_changed: its instructions changed, or the request names no item.")},
-	{Code: "server_closed", RPC: rpcInternal, Uses: use(AreaProxy, "A request or notification of a server whose status does not serve (sampling, elicitation, roots): dropped; the server gets this error in the agent's stead.")},
+	{Code: "server_closed", RPC: rpcInternal, Uses: use(AreaProxy, "A notification of any kind or a request of a server whose status does not serve (closed: a closed server is silent on every channel): dropped and counted; a request gets this error in the agent's stead (a ping, the proxy's own empty answer).")},
 	{Code: "server_id_conflict", Uses: use(AreaDriftctl, "driftctl wrap: two server entries would get the same proxy server id.")},
 	{Code: "server_pending", Tool: true, RPC: rpcInvalidRequest, Uses: use(AreaProxy, "The server has no approved baseline yet (strict posture).")},
 	{Code: "server_quarantined", Tool: true, RPC: rpcInvalidRequest, Uses: use(AreaProxy, "An admin quarantined the server.")},

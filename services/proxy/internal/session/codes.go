@@ -116,8 +116,10 @@ const (
 	// client would (an SSE stream, a Content-Type or Content-Encoding it
 	// cannot read the clients' way).
 	DropFraming Code = "framing_invalid"
-	// DropServerClosed: a request or notification of a server whose status
-	// does not serve (sampling, elicitation, roots of a closed server).
+	// DropServerClosed: a notification of any kind, or a request, of a
+	// server whose status does not serve: a closed server is silent on
+	// every channel (logging, progress, resource updates, list_changed,
+	// sampling, elicitation, roots, ping).
 	DropServerClosed Code = "server_closed"
 )
 

@@ -322,7 +322,13 @@ func TestListChangedIsJudgedBeforeItIsForwarded(t *testing.T) {
 				t.Fatalf("the call after the rug pull: forwarded %s, reply %s", o.Forward, o.Reply)
 			}
 			<-done
-			r.delivered("list_changed")
+			// The re-listing found a rug pull: the server is closed, and
+			// a closed server's list_changed is the proxy's business only.
+			for _, m := range clientMessages(r) {
+				if strings.Contains(m, "list_changed") {
+					t.Fatal("a closed server's list_changed reached the client")
+				}
+			}
 		})
 	}
 }

@@ -390,16 +390,22 @@ func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message, mayWait
 			}
 		}
 		if len(kinds) == 0 || !mayWait {
-			return raw, nil, nil
+			return s.whileOpen(ctx, m, mayWait, func() ([]byte, error) { return nil, nil })
 		}
 		// Judged before it is forwarded: the client hears of the change
 		// once the proxy has re-listed, so that what it lists or calls next
-		// is decided on the new listing.
+		// is decided on the new listing; and only while the server is
+		// open: a closed server's list_changed is the proxy's business.
+		variant := s.currentVariant()
 		return nil, func(ctx context.Context) ([]byte, error) {
 			for _, k := range kinds {
 				j.waitRelisted(ctx, k)
 			}
-			return raw, nil
+			if open, _ := s.servedWhole(ctx, variant, false); open {
+				return raw, nil
+			}
+			s.Dropped(DropServerClosed)
+			return nil, nil
 		}, nil
 	case jsonrpc.KindRequest:
 		return s.serverRequest(ctx, m, mayWait)
@@ -488,30 +494,35 @@ func idKey(raw []byte) (string, bool) {
 
 // serverRequest decides on a request of the server's (sampling,
 // elicitation, roots, ping): it reaches the client only while the server
-// is served whole: verified and not drifted in this session, or under the
-// alert posture. Under withhold_changed a server that differs from its
-// baseline serves only its unchanged items, and a request of the
-// server's cannot be told to come from one of them: it stays closed.
-// Otherwise the server gets an error in the client's stead.
+// is open (servedWhole). Otherwise the server gets an error in the
+// client's stead, and a ping the proxy's own answer: the server is kept
+// alive, the agent hears nothing of it.
 func (s *Session) serverRequest(ctx context.Context, m *jsonrpc.Message, mayWait bool) ([]byte, decision, error) {
-	if m.Method == jsonrpc.MethodPing {
-		return m.Raw, nil, nil
-	}
-	variant := s.currentVariant()
-	decide := func(ctx context.Context, awaiting bool) ([]byte, error) {
-		v, ok := s.view(ctx, variant, awaiting)
-		if ok && v.Serve && (v.Alert || v.Status == string(status.Verified) && !s.judge().driftedFrom(v, ok)) {
-			return m.Raw, nil
+	return s.whileOpen(ctx, m, mayWait, func() ([]byte, error) {
+		answer := []byte(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{}}`)
+		if m.Method != jsonrpc.MethodPing {
+			answer = Reply(m.ID, DropServerClosed, "mcpdrift proxy: server "+strconv.Quote(s.cfg.Server)+" is closed; its requests do not reach the client")
 		}
-		status := "unknown"
-		if ok {
-			status = v.Status
-		}
-		s.Dropped(DropServerClosed)
-		if err := s.toServer(Reply(m.ID, DropServerClosed, "mcpdrift proxy: server "+strconv.Quote(s.cfg.Server)+" is "+status+"; its requests do not reach the client")); err != nil {
+		if err := s.toServer(answer); err != nil {
 			return nil, fmt.Errorf("answering the server's %s request in the client's stead: %w", m.Method, err)
 		}
 		return nil, nil
+	})
+}
+
+// whileOpen delivers a message the server sends of its own accord (a
+// notification of any kind, a request) only while the server is open
+// (servedWhole); otherwise it is dropped, counted (DropServerClosed), and
+// closed runs: a closed server is silent on every channel. A decision due
+// on first sight waits for the verdict when the message came alone.
+func (s *Session) whileOpen(ctx context.Context, m *jsonrpc.Message, mayWait bool, closed func() ([]byte, error)) ([]byte, decision, error) {
+	variant := s.currentVariant()
+	decide := func(ctx context.Context, awaiting bool) ([]byte, error) {
+		if open, _ := s.servedWhole(ctx, variant, awaiting); open {
+			return m.Raw, nil
+		}
+		s.Dropped(DropServerClosed)
+		return closed()
 	}
 	if !mayWait || !s.awaits(variant) {
 		out, err := decide(ctx, false)
@@ -522,6 +533,21 @@ func (s *Session) serverRequest(ctx context.Context, m *jsonrpc.Message, mayWait
 		return out, nil, err
 	}
 	return nil, func(ctx context.Context) ([]byte, error) { return decide(ctx, true) }, nil
+}
+
+// servedWhole reports whether the server is open to its own messages
+// (notifications, requests) in variant: verified and not drifted in this
+// session, or under the alert posture. Under withhold_changed a server
+// that differs from its baseline serves only its unchanged items, and
+// what it sends of its own accord cannot be told to come from one of
+// them: it stays closed. status is the server's status ("unknown" when
+// the gate knows none).
+func (s *Session) servedWhole(ctx context.Context, variant string, awaiting bool) (open bool, st string) {
+	v, ok := s.view(ctx, variant, awaiting)
+	if !ok {
+		return false, "unknown"
+	}
+	return v.Serve && (v.Alert || v.Status == string(status.Verified) && !s.judge().driftedFrom(v, ok)), v.Status
 }
 
 // listPage decides on the items of one page and returns the message to

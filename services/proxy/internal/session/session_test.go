@@ -722,11 +722,14 @@ func TestSerialPageDoesNotHoldTheReader(t *testing.T) {
 	r.server(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}}`)
 	r.client(`{"jsonrpc":"2.0","method":"notifications/initialized"}`) // the proxy lists tools: a verdict is due
 	r.client(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	r.client(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)
 	r.server(`{"jsonrpc":"2.0","id":1,"result":{"tools":[` + readTool + `,` + writeTool + `]}}`) // returns: judged off the reader
 	<-g.waiting                                                                                  // the page awaits its verdict
 	// Meanwhile the server's next message is read (the reader is not held)
-	// but does not overtake the page.
-	r.server(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"still here"}}`)
+	// but does not overtake the page. (An answer to the client's ping: the
+	// server is closed once its listing shows a tool the baseline lacks,
+	// and a closed server's notifications never reach the client.)
+	r.server(`{"jsonrpc":"2.0","id":2,"result":{"_meta":{"note":"still here"}}}`)
 	if got := r.lastClient(); strings.Contains(got, "still here") {
 		t.Fatalf("the message after the waiting page overtook it: %s", got)
 	}
