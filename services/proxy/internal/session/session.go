@@ -581,10 +581,10 @@ func (s *Session) judgePage(ctx context.Context, k surface.Kind, m *jsonrpc.Mess
 	if ok && len(items) > 0 && hashedWith != v.Hashing {
 		// Hashed before the session knew the server's settings: hash the
 		// page again as the baseline was.
-		if again, perr := hashPage(surface.NewBuilder(v.Hashing), k, m); perr == nil {
-			items = again.items
+		if again, perr := hashPage(surface.NewBuilder(v.Hashing), k, m); perr == nil && again.spans == pg.spans {
+			items, pg.list = again.items, again.list
 		} else {
-			serve = false
+			serve = false // spans of another source than the page's: nothing to splice by
 		}
 	}
 	keep := make([]bool, len(items))
