@@ -107,7 +107,9 @@ func decodeVerdict(subject string, data []byte) (*Event, error) {
 	switch {
 	case v.GetStatus() == mcpdriftv1.Status_STATUS_QUARANTINED:
 		kind = KindQuarantine
-	case v.GetReasonCode() == "approved" || v.GetReasonCode() == "auto_approved":
+	case v.GetReasonCode() == "approved" || v.GetReasonCode() == "auto_approved" || v.GetReasonCode() == "approved_items":
+		// approved_items: an admin approved some items; the status says
+		// whether the variant is whole again (verified) or still changed.
 		kind = KindApproval
 	}
 	sev := v.GetSeverity()
