@@ -92,7 +92,7 @@ func TestHTTPUpstreamsIsolated(t *testing.T) {
 		})
 	}
 	for _, c := range []struct {
-		u         *isolatedUpstream
+		u          *isolatedUpstream
 		own, other string
 	}{{a, "sticky=a-secret", "b-secret"}, {b, "sticky=b-secret", "a-secret"}} {
 		seen := c.u.seen()
