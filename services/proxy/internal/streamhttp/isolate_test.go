@@ -47,9 +47,13 @@ func newOriginUpstream(t *testing.T, name string, opts *mcp.StreamableHTTPOption
 	mcp.AddTool(s, &mcp.Tool{Name: "who", Description: "Say which server this is."}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name}}}, nil, nil
 	})
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, opts)
+	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, opts)
+	route := "/mcp"
+	if opts == nil { // HTTP+SSE (2024-11-05): the stream and the messages at /sse
+		h, route = mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s }, nil), "/sse"
+	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc(route, func(w http.ResponseWriter, r *http.Request) {
 		u.mu.Lock()
 		u.hits++
 		u.cookies = append(u.cookies, r.Header.Values("Cookie")...)
@@ -109,12 +113,21 @@ func (s *strips) get(class string) int {
 
 // twoUpstreams is one proxy in front of upstreams a and b.
 func twoUpstreams(t *testing.T, a, b *originUpstream) (string, *strips) {
+	return twoUpstreamsMode(t, a, b, false)
+}
+
+// twoUpstreamsMode is twoUpstreams, with upstreams on HTTP+SSE when sse.
+func twoUpstreamsMode(t *testing.T, a, b *originUpstream, sse bool) (string, *strips) {
 	t.Helper()
 	st := &strips{}
 	var ups []Upstream
 	for _, u := range []*originUpstream{a, b} {
 		gate := newTofu()
-		ups = append(ups, Upstream{ID: u.name, URL: u.srv.URL + "/mcp", Gate: gate, Observer: gate, Session: session.Config{Timeout: 5 * time.Second}})
+		up := Upstream{ID: u.name, URL: u.srv.URL + "/mcp", Gate: gate, Observer: gate, Session: session.Config{Timeout: 5 * time.Second}}
+		if sse {
+			up.URL, up.SSEURL = "", u.srv.URL+"/sse"
+		}
+		ups = append(ups, up)
 	}
 	p, err := New(Config{Relist: 200 * time.Millisecond, Log: zerolog.New(zerolog.NewTestWriter(t)), Stripped: st.count}, ups)
 	if err != nil {
@@ -138,10 +151,14 @@ func (p perServerToken) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func connectVia(t *testing.T, endpoint, version string, hc *http.Client) *mcp.ClientSession {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	var tr mcp.Transport = &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc}
+	if strings.HasSuffix(endpoint, "/sse") {
+		tr = &mcp.SSEClientTransport{Endpoint: endpoint, HTTPClient: hc}
+	}
+	// The SSE transport's stream lives as long as Connect's context: the
+	// session's own lifetime bounds it (closed at cleanup).
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).Connect(context.Background(),
+		tr, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatalf("connecting to %s: %v", endpoint, err)
 	}
@@ -158,8 +175,12 @@ func connectVia(t *testing.T, endpoint, version string, hc *http.Client) *mcp.Cl
 // whose jar ignores paths (it sends every cookie of the origin) changes
 // nothing.
 func TestUpstreamsIsolated(t *testing.T) {
-	for _, m := range []mode{modes[0], modes[1], modes[3]} {
+	for _, m := range []mode{modes[0], modes[1], modes[3], modes[5]} {
 		t.Run(m.name, func(t *testing.T) {
+			route := "mcp"
+			if m.opts == nil {
+				route = "sse"
+			}
 			cookies := func(value string, more ...string) func(w http.ResponseWriter, r *http.Request) bool {
 				return func(w http.ResponseWriter, _ *http.Request) bool {
 					w.Header().Add("Set-Cookie", "sticky="+value+"; Path=/; HttpOnly")
@@ -171,7 +192,7 @@ func TestUpstreamsIsolated(t *testing.T) {
 			}
 			a := newOriginUpstream(t, "a", m.opts, nil, cookies("A-secret", cookiePrefix("b")+"sticky=planted-by-a; Path=/b"))
 			b := newOriginUpstream(t, "b", m.opts, nil, cookies("B-secret"))
-			px, st := twoUpstreams(t, a, b)
+			px, st := twoUpstreamsMode(t, a, b, m.opts == nil)
 
 			jar, err := cookiejar.New(nil)
 			if err != nil {
@@ -180,8 +201,8 @@ func TestUpstreamsIsolated(t *testing.T) {
 			origin, _ := url.Parse(px + "/")
 			jar.SetCookies(origin, []*http.Cookie{{Name: "tracker", Value: "origin-wide", Path: "/"}})
 			hc := &http.Client{Jar: jar, Transport: perServerToken{http.DefaultTransport}}
-			ca := connectVia(t, px+"/a/mcp", m.version, hc)
-			cb := connectVia(t, px+"/b/mcp", m.version, hc)
+			ca := connectVia(t, px+"/a/"+route, m.version, hc)
+			cb := connectVia(t, px+"/b/"+route, m.version, hc)
 			for range 2 {
 				if got := text(call(t, ca, "who", map[string]any{})); got != "a" {
 					t.Fatalf("a answered %q", got)
@@ -193,7 +214,7 @@ func TestUpstreamsIsolated(t *testing.T) {
 
 			// A client whose jar ignores paths sends every cookie of the
 			// origin everywhere: a's to b.
-			au, _ := url.Parse(px + "/a/mcp")
+			au, _ := url.Parse(px + "/a/" + route)
 			var all []string
 			for _, c := range jar.Cookies(au) {
 				all = append(all, c.String())
@@ -202,8 +223,20 @@ func TestUpstreamsIsolated(t *testing.T) {
 				t.Fatalf("the jar holds %q for a, want a's cookie and the origin's", all)
 			}
 			before := b.requests()
-			postRaw(t, px+"/b/mcp", map[string]string{"Cookie": strings.Join(all, "; ")},
-				`{"jsonrpc":"2.0","id":9,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"naive","version":"1"}}}`)
+			if m.opts == nil {
+				ctx, cancel := context.WithCancel(context.Background())
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, px+"/b/sse", nil)
+				req.Header.Set("Cookie", strings.Join(all, "; "))
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cancel()
+				resp.Body.Close()
+			} else {
+				postRaw(t, px+"/b/mcp", map[string]string{"Cookie": strings.Join(all, "; ")},
+					`{"jsonrpc":"2.0","id":9,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"naive","version":"1"}}}`)
+			}
 			if b.requests() == before {
 				t.Fatal("the naive client's request did not reach b")
 			}
@@ -234,7 +267,7 @@ func TestUpstreamsIsolated(t *testing.T) {
 				}
 			}
 			// The client keeps each cookie under its upstream's scope only.
-			bu, _ := url.Parse(px + "/b/mcp")
+			bu, _ := url.Parse(px + "/b/" + route)
 			for _, c := range jar.Cookies(bu) {
 				if strings.Contains(c.Value, "A-secret") || strings.Contains(c.Value, "planted") {
 					t.Errorf("the client sends b's routes a's cookie %s", c)
