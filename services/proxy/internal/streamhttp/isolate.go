@@ -133,17 +133,17 @@ func (f *front) stripped(class string, n int) {
 	if !warned[class] {
 		return
 	}
-	f.slog.mu.Lock()
+	f.warnedAt.mu.Lock()
 	now := time.Now()
-	if now.Sub(f.slog.last[class]) < strippedLogEvery {
-		f.slog.mu.Unlock()
+	if now.Sub(f.warnedAt.last[class]) < strippedLogEvery {
+		f.warnedAt.mu.Unlock()
 		return
 	}
-	if f.slog.last == nil {
-		f.slog.last = map[string]time.Time{}
+	if f.warnedAt.last == nil {
+		f.warnedAt.last = map[string]time.Time{}
 	}
-	f.slog.last[class] = now
-	f.slog.mu.Unlock()
+	f.warnedAt.last[class] = now
+	f.warnedAt.mu.Unlock()
 	f.log.Warn().Str("header", class).Msg("per-origin client state of the upstream not passed on (upstreams behind the proxy share its origin)")
 }
 

@@ -229,8 +229,8 @@ type front struct {
 	log zerolog.Logger
 	// cookies is the prefix of the upstream's cookie names at the client
 	// (isolate.go).
-	cookies string
-	slog    stripLog
+	cookies  string
+	warnedAt stripLog
 
 	mu       lockorder.Mutex[lockorder.FrontMu]
 	sessions map[string]*tracked       // by Mcp-Session-Id
