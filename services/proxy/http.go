@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/ops"
@@ -75,7 +76,7 @@ func serveHTTP(ctx context.Context, cfg Config, js jetstream.JetStream, log zero
 		return options.ExitFailure, err
 	}
 	defer edge.stop()
-	px, err := streamhttp.New(streamhttp.Config{Log: log, Refuse: edge.refuse()}, ups)
+	px, err := streamhttp.New(streamhttp.Config{Log: log, Refuse: edge.refuse(), Stripped: strippedCounter(o.Registry())}, ups)
 	if err != nil {
 		return options.ExitFailure, err
 	}
@@ -184,4 +185,25 @@ func reachable(ctx context.Context, raw string) error {
 		return err
 	}
 	return c.Close()
+}
+
+// strippedCounter counts the headers the HTTP side drops or scopes so that
+// upstreams sharing the proxy's origin share no client state (streamhttp,
+// isolate.go), by class: a fixed label set, every class shown from the
+// start.
+func strippedCounter(reg prometheus.Registerer) func(class string) {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mcpdrift_proxy_upstream_headers_stripped_total",
+		Help: "Headers of upstream answers (and cookies of client requests) the proxy dropped or scoped so that upstreams sharing its origin share no client state, by header class.",
+	}, []string{"header"})
+	counters := map[string]prometheus.Counter{}
+	for _, class := range streamhttp.StripClasses {
+		counters[class] = c.WithLabelValues(class)
+	}
+	reg.MustRegister(c)
+	return func(class string) {
+		if n, ok := counters[class]; ok {
+			n.Inc()
+		}
+	}
 }

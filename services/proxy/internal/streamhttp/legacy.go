@@ -120,7 +120,7 @@ func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 		l.mu.Unlock()
 	}()
 
-	copyHeaders(w.Header(), resp.Header)
+	f.copyHeaders(w.Header(), resp.Header)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)
 	_ = l.rc.Flush()
@@ -282,7 +282,8 @@ func (f *front) legacyPost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The answers come on the event stream; the body of this one is
-	// nobody's to read.
+	// nobody's to read. Its headers are judged like any answer's.
+	f.copyHeaders(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
 	if o.Opened {
 		if err := l.s.ListAll(); err != nil {

@@ -311,7 +311,8 @@ func (f *front) fetchMetadata(ctx context.Context, target string) (map[string]js
 // relayUpstream answers r with the upstream origin's answer at path (and
 // r's query): the method, a body of at most maxMetadata and the headers an
 // OAuth exchange needs go there; the status, those headers (Location
-// unchanged: it names the client's redirect URI) and a body of at most
+// unchanged on the fallback endpoints, where it names the client's
+// redirect URI; never on metadata) and a body of at most
 // maxMetadata come back. No redirect is followed. check, when set, judges
 // a 200 answer's body; one it refuses is not passed on (502).
 func (f *front) relayUpstream(w http.ResponseWriter, r *http.Request, path string, check func([]byte) error) {
@@ -353,9 +354,29 @@ func (f *front) relayUpstream(w http.ResponseWriter, r *http.Request, path strin
 		}
 	}
 	for _, k := range []string{"Content-Type", "Location", "Cache-Control", "Pragma", "WWW-Authenticate"} {
-		if v := resp.Header.Values(k); len(v) > 0 {
-			w.Header()[k] = slices.Clone(v)
+		v := resp.Header.Values(k)
+		if len(v) == 0 {
+			continue
 		}
+		if k == "Location" && check != nil {
+			// Metadata is fetched, never redirected: a Location there could
+			// name another upstream's route at the proxy's origin, whose
+			// metadata the client would then take for this server's.
+			f.stripped(StripLocation, len(v))
+			continue
+		}
+		if k == "WWW-Authenticate" && check != nil {
+			// A Basic or Digest challenge would open a protection space for
+			// the proxy's whole origin (isolate.go); the fallback endpoints,
+			// served only for a proxy of one server, keep theirs.
+			var left int
+			if v, left = bearerChallenges(v); len(v) == 0 {
+				f.stripped(StripAuthChallenge, left)
+				continue
+			}
+			f.stripped(StripAuthChallenge, left)
+		}
+		w.Header()[k] = slices.Clone(v)
 	}
 	w.WriteHeader(resp.StatusCode)
 	_, _ = w.Write(ans)

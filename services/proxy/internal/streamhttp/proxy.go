@@ -73,6 +73,10 @@ type Config struct {
 	// Refuse answers a request on another agent's session (403) and counts
 	// it (edgeauth.Edge.Refuse); edgeauth.Refuse when nil.
 	Refuse func(w http.ResponseWriter, status int, code session.Code)
+	// Stripped counts one header of an upstream's answer or a client's
+	// request that the proxy dropped or scoped, by class (StripClasses;
+	// isolate.go); nil counts nothing.
+	Stripped func(class string)
 
 	// direct is the default Client's Transport, which upstream requests
 	// go to without the Client's bookkeeping: that client follows no
@@ -153,7 +157,7 @@ func New(cfg Config, ups []Upstream) (*Proxy, error) {
 		if u.Session.Server == "" {
 			u.Session.Server = u.ID
 		}
-		p.fronts[u.ID] = &front{p: p, up: u, log: cfg.Log.With().Str("server", u.ID).Logger(),
+		p.fronts[u.ID] = &front{p: p, up: u, log: cfg.Log.With().Str("server", u.ID).Logger(), cookies: cookiePrefix(u.ID),
 			sessions: map[string]*tracked{}, legacy: map[string]*legacySession{}}
 	}
 	return p, nil
@@ -203,6 +207,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpError(w, nil, CodeUnknownServer, fmt.Sprintf("no MCP server %q behind this proxy", id))
 		return
 	}
+	// No cache stores what the proxy answers: a stored answer would be
+	// served again unjudged (isolate.go).
+	w.Header().Set("Cache-Control", "no-store")
 	switch {
 	case route == "mcp" && f.up.URL != "":
 		f.streamable(w, r)
@@ -220,6 +227,10 @@ type front struct {
 	p   *Proxy
 	up  Upstream
 	log zerolog.Logger
+	// cookies is the prefix of the upstream's cookie names at the client
+	// (isolate.go).
+	cookies  string
+	warnedAt stripLog
 
 	mu       lockorder.Mutex[lockorder.FrontMu]
 	sessions map[string]*tracked       // by Mcp-Session-Id
@@ -540,7 +551,7 @@ func (f *front) answer(w http.ResponseWriter, r *http.Request, resp *http.Respon
 		f.refuse(w, sess, batch, reply, ids, http.StatusOK, session.DropFraming, "the MCP server's answer cannot be read as clients read it ("+b.refused+")", b.refused)
 		return
 	}
-	copyHeaders(w.Header(), resp.Header)
+	f.copyHeaders(w.Header(), resp.Header)
 	if named != "" {
 		w.Header().Set("Mcp-Session-Id", named)
 	}
@@ -605,7 +616,7 @@ func (f *front) refuse(w http.ResponseWriter, sess *session.Session, batch bool,
 // keptOnError are the headers of an upstream answer other than 2xx that a
 // client acts on: how to authenticate, when to retry, which methods the
 // endpoint allows.
-var keptOnError = []string{"WWW-Authenticate", "Retry-After", "Allow"}
+var keptOnError = []string{"Retry-After", "Allow"} // and WWW-Authenticate's Bearer challenges, and Set-Cookie scoped (isolate.go)
 
 // refuseStatus answers for an upstream answer other than 2xx: its status
 // (a redirect, which would take the client past the proxy, becomes 502)
@@ -623,13 +634,21 @@ func (f *front) refuseStatus(w http.ResponseWriter, r *http.Request, resp *http.
 	if status < 400 || status > 599 {
 		status = http.StatusBadGateway
 	}
-	for _, k := range keptOnError {
-		if vs := resp.Header.Values(k); len(vs) > 0 {
-			vs = slices.Clone(vs)
-			if k == "WWW-Authenticate" {
+	for k, vs := range resp.Header {
+		switch k = http.CanonicalHeaderKey(k); {
+		case k == "Www-Authenticate":
+			vs, left := bearerChallenges(vs) // isolate.go
+			f.stripped(StripAuthChallenge, left)
+			if len(vs) > 0 {
 				f.challenges(r, vs) // resource_metadata names the proxy's (oauth.go)
+				w.Header()["WWW-Authenticate"] = vs
 			}
-			w.Header()[k] = vs
+		case slices.Contains(keptOnError, k):
+			w.Header()[k] = slices.Clone(vs)
+		case k == "Set-Cookie":
+			f.setCookies(w.Header(), vs)
+		default:
+			f.stripped(stripClass(k), len(vs))
 		}
 	}
 	text := fmt.Sprintf("mcpdrift proxy: the MCP server answered HTTP %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
@@ -726,7 +745,7 @@ func (f *front) get(w http.ResponseWriter, r *http.Request) {
 	b := openBody(resp)
 	switch b.kind {
 	case mediaSSE:
-		copyHeaders(w.Header(), resp.Header)
+		f.copyHeaders(w.Header(), resp.Header)
 		f.pipeSSE(w, r.Context(), b.r, sess, nil, nil)
 	case mediaEmpty:
 		w.WriteHeader(resp.StatusCode)
@@ -978,6 +997,7 @@ func (f *front) send(ctx context.Context, method, target string, h http.Header, 
 	if err != nil {
 		return nil, err
 	}
+	f.upstreamCookies(h) // only the upstream's own cookies reach it (isolate.go)
 	req.Header = h
 	if rt := f.p.cfg.direct; rt != nil {
 		resp, err := rt.RoundTrip(req)
@@ -1053,27 +1073,6 @@ func outHeaders(in http.Header, body, forward []byte, msgs []*jsonrpc.Message, b
 	h := forwardHeaders(in, false)
 	syncParams(h, forward, book)
 	return h
-}
-
-// bodyHeaders describe an upstream body the client never gets as it came
-// (the proxy writes its own), or would take the client elsewhere
-// (Location: past the proxy); Mcp-Session-Id is the proxy's to give (only
-// in the answer to an initialize that opened a session).
-var bodyHeaders = []string{"Content-Type", "Content-Encoding", "Content-Range", "Content-MD5", "Content-Digest",
-	"Repr-Digest", "Digest", "Etag", "Last-Modified", "Content-Location", "Location", "Mcp-Session-Id"}
-
-// copyHeaders copies the headers of a 2xx upstream answer whose body the
-// proxy judged and writes itself.
-func copyHeaders(dst, src http.Header) {
-	for k, vs := range src {
-		dst[k] = append([]string(nil), vs...)
-	}
-	for _, k := range hopHeaders {
-		dst.Del(k)
-	}
-	for _, k := range bodyHeaders {
-		dst.Del(k)
-	}
 }
 
 // mediaType is the media type of an answer to one of the proxy's own
