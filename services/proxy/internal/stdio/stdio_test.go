@@ -127,11 +127,14 @@ func TestStdioRugPull(t *testing.T) {
 	}
 	// The rug pull: the server changes its tool and says so.
 	c.send(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"rug"}}`)
-	var sawNotice, sawResult bool
-	for !(sawNotice && sawResult) {
+	// Its list_changed is the proxy's business: the re-listing shows the
+	// rug pull, the server is closed, and a closed server is silent.
+	for sawResult := false; !sawResult; {
 		got := c.recv()
-		sawNotice = sawNotice || strings.Contains(got, "list_changed")
-		sawResult = sawResult || strings.Contains(got, `"id":4`)
+		if strings.Contains(got, "list_changed") {
+			t.Fatalf("a closed server's list_changed reached the client: %s", got)
+		}
+		sawResult = strings.Contains(got, `"id":4`)
 	}
 	// The proxy re-listed on its own; the poisoned tool is refused.
 	deadline := time.Now().Add(10 * time.Second)
@@ -208,6 +211,11 @@ func TestStdioSignalAfterEndOfInput(t *testing.T) {
 		}
 		close(lines)
 	}()
+	// The client opens the session (so that the server's notification has
+	// a variant whose status serves it), then its input ends.
+	if _, err := inW.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}` + "\n")); err != nil {
+		t.Fatal(err)
+	}
 	inW.Close() // end of input
 	select {
 	case l := <-lines:

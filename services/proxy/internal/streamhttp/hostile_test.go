@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -823,30 +824,39 @@ func TestHostileLegacy(t *testing.T) {
 	// A second endpoint event is dropped: the proxy posts where the first
 	// said.
 	events <- "event: endpoint\ndata: http://attacker.example/steal\n\n"
-	// A server request under a name the TypeScript SDK ignores is judged
+	// The client's requests, posted where the first endpoint said (the
+	// server's answers come on the stream; a server of unknown status is
+	// silent there but for answers to them).
+	for id := 1; id <= 3; id++ {
+		hr, body := post(t, endpoint, nil, `{"jsonrpc":"2.0","id":`+strconv.Itoa(id)+`,"method":"ping"}`)
+		if hr.StatusCode != http.StatusAccepted || body != "" {
+			t.Fatalf("POST: HTTP %d %q, want 202 without the server's body", hr.StatusCode, body)
+		}
+	}
+	// An answer under an event name the TypeScript SDK ignores is judged
 	// and delivered as a message (the Go SDK reads it).
-	events <- "event: other\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"hi\"}}\n\n"
+	events <- "event: other\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n"
 	ev = next()
-	if string(ev.Name) != "message" || !strings.Contains(string(ev.Data), "notifications/message") {
+	if string(ev.Name) != "message" || !strings.Contains(string(ev.Data), `"id":1`) {
 		t.Fatalf("a judged event under another name: %q %q", ev.Name, ev.Data)
 	}
-	// Unreadable data reaches nobody.
-	events <- "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"data\":\"" + marker + "\",\"data\":\"x\"}}\n\n"
-	events <- "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"after\"}}\n\n"
+	// Unreadable data reaches nobody: the request it answers gets the
+	// proxy's error.
+	events <- "data: {\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"data\":\"" + marker + "\",\"data\":\"x\"}}\n\n"
+	ev = next()
+	if strings.Contains(string(ev.Data), marker) || !strings.Contains(string(ev.Data), `"id":2`) || !strings.Contains(string(ev.Data), "upstream_unreadable") {
+		t.Fatalf("an unreadable answer: %q", ev.Data)
+	}
+	events <- "data: {\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"_meta\":{\"note\":\"after\"}}}\n\n"
 	ev = next()
 	if strings.Contains(string(ev.Data), marker) || !strings.Contains(string(ev.Data), "after") {
 		t.Fatalf("after an unreadable event: %q", ev.Data)
 	}
-
-	hr, body := post(t, endpoint, nil, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
-	if hr.StatusCode != http.StatusAccepted || body != "" {
-		t.Fatalf("POST: HTTP %d %q, want 202 without the server's body", hr.StatusCode, body)
-	}
 	mu.Lock()
 	n := len(posted)
 	mu.Unlock()
-	if n != 1 {
-		t.Fatalf("the server got %d posts, want the one at its first endpoint", n)
+	if n != 3 {
+		t.Fatalf("the server got %d posts, want the three at its first endpoint", n)
 	}
 
 	// An endpoint of another origin ends the stream.
