@@ -70,3 +70,64 @@ func HashItemsForm(alg Alg, form Form, items []Item, listed []Kind) (Digest, err
 	}
 	return alg.Sum(appendSurfaceDoc(nil, s)), nil
 }
+
+// uiLink is one UI link of a tool: where in the item, and the URI.
+type uiLink struct{ path, uri string }
+
+// uiLinksOf reads the UI links of a decoded tool: _meta.ui.resourceUri (MCP
+// Apps), _meta["ui/resourceUri"] (its earlier spelling) and
+// _meta["openai/outputTemplate"] (OpenAI Apps SDK), in that order.
+func uiLinksOf(v any) []uiLink {
+	meta := asMap(asMap(v)["_meta"])
+	if meta == nil {
+		return nil
+	}
+	var out []uiLink
+	if u, ok := asMap(meta[metaUI])["resourceUri"].(string); ok {
+		out = append(out, uiLink{"_meta.ui.resourceUri", u})
+	}
+	for _, key := range []string{metaUILegacy, metaOpenAITemplate} {
+		if u, ok := meta[key].(string); ok {
+			out = append(out, uiLink{"_meta." + key, u})
+		}
+	}
+	return out
+}
+
+// UILinks returns the URIs of the UI resources a tool links to (MCP Apps'
+// _meta.ui.resourceUri and its earlier _meta["ui/resourceUri"], the OpenAI
+// Apps SDK's _meta["openai/outputTemplate"]), each once, sorted: what a host
+// would render for it. Only items of form v2 carry _meta; a tool of form v1,
+// or any other item, links nothing.
+func UILinks(it Item) []string {
+	if it.Kind != KindTool {
+		return nil
+	}
+	var out []string
+	for _, l := range uiLinksOf(decode(it)) {
+		out = append(out, l.uri)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// UILink is a tool's link to a UI resource.
+type UILink struct {
+	Tool string `json:"tool"`
+	URI  string `json:"uri"`
+}
+
+// UnlistedUILinks returns the UI links of s's tools whose resource s does
+// not list (a resource whose uri is the link, exactly): a UI that was never
+// listed was never reviewed, and a host would render it. In tool order.
+func (s *Surface) UnlistedUILinks() []UILink {
+	var out []UILink
+	for _, it := range s.Of(KindTool) {
+		for _, u := range UILinks(it) {
+			if _, ok := s.Find(KindResource, u); !ok {
+				out = append(out, UILink{Tool: it.Name, URI: u})
+			}
+		}
+	}
+	return out
+}
