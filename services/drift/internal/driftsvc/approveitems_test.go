@@ -234,7 +234,7 @@ func (e *env) drifted(svc *Service, server, base, live string) time.Time {
 // capture stores a capture (driftctl capture's format) and returns its hash.
 func (e *env) capture(raw string) string {
 	e.t.Helper()
-	sf, err := surface.Parse([]byte(raw), surface.Options{})
+	sf, err := surface.Parse([]byte(raw), surface.Options{Form: surface.FormLatest})
 	if err != nil {
 		e.t.Fatal(err)
 	}
