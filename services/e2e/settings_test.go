@@ -412,7 +412,7 @@ func TestHashingChangeRebaseline(t *testing.T) {
 		t.Fatalf("a hashing change applied silently, or is not shown: %+v", rec)
 	}
 	out, err := p.driftctl(t, "status")
-	if err != nil || !strings.Contains(out, "policy wants sha512, annotations not covered: rebaseline") {
+	if err != nil || !strings.Contains(out, "policy wants sha512, annotations not covered, form "+status.FormLatest+": rebaseline") {
 		t.Fatalf("driftctl status does not show the pending settings: %v\n%s", err, out)
 	}
 	for _, a := range []*agent{a1, a2} {
