@@ -81,6 +81,10 @@ func (b *Builder) take(n int) error {
 	if b.err != nil {
 		return b.err
 	}
+	if b.opt.Form >= numForms {
+		b.err = fail(CodeUnknownFormat, "unknown canonical form %s: nothing is hashed by a form this engine does not know", b.opt.Form)
+		return b.err
+	}
 	if b.total += n; b.total > b.lim.MaxTotalBytes {
 		b.err = fail(canonjson.CodeTooLarge, "the pages add up to more than the limit of %d bytes", b.lim.MaxTotalBytes)
 	}

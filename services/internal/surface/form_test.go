@@ -190,6 +190,13 @@ func TestFormV2Document(t *testing.T) {
 	if _, ok := FormNamed("v2"); ok {
 		t.Error(`FormNamed("v2") accepted`)
 	}
+	// An unknown form hashes nothing.
+	if _, err := Parse([]byte(one), Options{Form: numForms}); !errors.Is(err, &Error{Code: CodeUnknownFormat}) {
+		t.Errorf("unknown form: %v", err)
+	}
+	if _, err := NewBuilder(Options{Form: numForms}).AddPage(KindTool, []byte(one)); err == nil {
+		t.Error("unknown form: AddPage hashed")
+	}
 }
 
 // TestFormV2Builder: AddPage, AddInitialize and AddServer make what Parse
