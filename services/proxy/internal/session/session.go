@@ -477,8 +477,14 @@ func (s *Session) hashOptions() surface.Options {
 	if o := s.hashing.Load(); o != nil {
 		return *o
 	}
-	return surface.Options{}
+	return defaultHashing
 }
+
+// defaultHashing is what a session hashes with before it knows the
+// server's record: the hashing a server first seen gets
+// (status.DefaultHashing: the newest canonical form), so that what it
+// hashes then matches what the pipeline makes of the same listing.
+var defaultHashing = surface.Options{Form: surface.FormLatest}
 
 // adoptHashing makes o the session's hashing when it differs: every item
 // hash the session holds (its live items, its last listings) is made again
@@ -848,7 +854,7 @@ type publication struct {
 // where it passes.
 func (s *Session) publish(variant string, capture []byte) {
 	v, known := s.gateNow(variant)
-	opts := surface.Options{}
+	opts := defaultHashing
 	if known {
 		opts = v.Hashing
 	}
