@@ -813,7 +813,12 @@ type Fingerprint struct {
 	// when the surface was rejected): the drift service puts it on the
 	// server record with a first sight's claim, without reading and parsing
 	// the manifest again.
-	Risk          *SurfaceRisk `protobuf:"bytes,13,opt,name=risk,proto3" json:"risk,omitempty"`
+	Risk *SurfaceRisk `protobuf:"bytes,13,opt,name=risk,proto3" json:"risk,omitempty"`
+	// The canonical form the hashes were made in (docs/canonical-form.md):
+	// "mcpdrift/v2"; empty for "mcpdrift/v1", the form of every fingerprint
+	// made before forms were named. Part of the hashing, like the annotations
+	// switch: the drift service compares only hashes of the record's form.
+	CanonicalForm string `protobuf:"bytes,14,opt,name=canonical_form,json=canonicalForm,proto3" json:"canonical_form,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -937,6 +942,13 @@ func (x *Fingerprint) GetRisk() *SurfaceRisk {
 		return x.Risk
 	}
 	return nil
+}
+
+func (x *Fingerprint) GetCanonicalForm() string {
+	if x != nil {
+		return x.CanonicalForm
+	}
+	return ""
 }
 
 // SurfaceRisk: a surface's risk band and why (docs/policy-drift-settings.md).
@@ -1487,7 +1499,7 @@ const file_mcpdrift_v1_events_proto_rawDesc = "" +
 	"\bItemHash\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
-	"\x04hash\x18\x03 \x01(\tR\x04hash\"\xd3\x03\n" +
+	"\x04hash\x18\x03 \x01(\tR\x04hash\"\xfa\x03\n" +
 	"\vFingerprint\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12%\n" +
 	"\x0eobservation_id\x18\x02 \x01(\tR\robservationId\x12\x16\n" +
@@ -1503,7 +1515,8 @@ const file_mcpdrift_v1_events_proto_rawDesc = "" +
 	" \x01(\tR\terrorCode\x12#\n" +
 	"\rerror_message\x18\v \x01(\tR\ferrorMessage\x121\n" +
 	"\x14annotations_excluded\x18\f \x01(\bR\x13annotationsExcluded\x12,\n" +
-	"\x04risk\x18\r \x01(\v2\x18.mcpdrift.v1.SurfaceRiskR\x04risk\";\n" +
+	"\x04risk\x18\r \x01(\v2\x18.mcpdrift.v1.SurfaceRiskR\x04risk\x12%\n" +
+	"\x0ecanonical_form\x18\x0e \x01(\tR\rcanonicalForm\";\n" +
 	"\vSurfaceRisk\x12\x12\n" +
 	"\x04band\x18\x01 \x01(\tR\x04band\x12\x18\n" +
 	"\areasons\x18\x02 \x03(\tR\areasons\"\xb2\x04\n" +

@@ -133,7 +133,7 @@ func (s *stack) observeVariant(server, variant, eventID, fixture string, at time
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	sf, err := surface.Parse(raw, surface.Options{})
+	sf, err := surface.Parse(raw, surface.Options{Form: surface.FormLatest})
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func (s *stack) observeVariant(server, variant, eventID, fixture string, at time
 	if _, err := h.Manifests.PutBytes(context.Background(), bus.ManifestName(hash), raw); err != nil {
 		s.t.Fatal(err)
 	}
-	data, _ := proto.Marshal(&mcpdriftv1.Fingerprint{EventId: eventID, Tenant: "acme", Server: server, Variant: variant,
+	data, _ := proto.Marshal(&mcpdriftv1.Fingerprint{CanonicalForm: surface.FormLatest.String(), EventId: eventID, Tenant: "acme", Server: server, Variant: variant,
 		ObservedAtUnixMs: at.UnixMilli(), SurfaceHash: hash})
 	if _, err := bus.Publish(context.Background(), js, bus.FingerprintSubject("acme", server), data, eventID); err != nil {
 		s.t.Fatal(err)

@@ -105,7 +105,7 @@ func publishVariant(t *testing.T, srv *natstest.Server, server, variant, eventID
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := surface.Parse(raw, surface.Options{})
+	s, err := surface.Parse(raw, surface.Options{Form: surface.FormLatest})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func publishVariant(t *testing.T, srv *natstest.Server, server, variant, eventID
 	if _, err := h.Manifests.PutBytes(context.Background(), bus.ManifestName(hash), raw); err != nil {
 		t.Fatal(err)
 	}
-	data, _ := proto.Marshal(&mcpdriftv1.Fingerprint{EventId: eventID, Tenant: "acme", Server: server, Variant: variant,
+	data, _ := proto.Marshal(&mcpdriftv1.Fingerprint{CanonicalForm: surface.FormLatest.String(), EventId: eventID, Tenant: "acme", Server: server, Variant: variant,
 		ObservedAtUnixMs: at.UnixMilli(), SurfaceHash: hash})
 	if _, err := bus.Publish(context.Background(), js, bus.FingerprintSubject("acme", server), data, eventID); err != nil {
 		t.Fatal(err)

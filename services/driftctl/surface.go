@@ -85,11 +85,12 @@ func loadSurface(name string, stdin io.Reader, opt surface.Options) (*surface.Su
 
 func runFingerprint(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	var asJSON, noAnn bool
-	algName := "sha256"
-	c := command("fingerprint", "fingerprint [--json] [--no-annotations] [--hash sha256|sha512] FILE|-", options.Interleaved,
+	algName, formName := "sha256", surface.FormLatest.String()
+	c := command("fingerprint", "fingerprint [--json] [--no-annotations] [--hash sha256|sha512] [--form mcpdrift/v1|mcpdrift/v2] FILE|-", options.Interleaved,
 		options.Opt("json", "", "", "print every item's hash too, as JSON", options.Bool(&asJSON)),
 		options.Opt("no-annotations", "", "", "leave tool annotations out of the hashes", options.Bool(&noAnn)),
-		options.Opt("hash", "", "ALG", "the hash algorithm: sha256 or sha512 (a server's drift settings say which it is judged by)", options.String(&algName)))
+		options.Opt("hash", "", "ALG", "the hash algorithm: sha256 or sha512 (a server's drift settings say which it is judged by)", options.String(&algName)),
+		formOpt(&formName))
 	pos, err := options.Parse(c, args, noEnv, stderr)
 	if err != nil {
 		return err
@@ -101,7 +102,11 @@ func runFingerprint(args []string, stdin io.Reader, stdout, stderr io.Writer) er
 	if !ok {
 		return usageOf(c, stderr, "--hash %q: want sha256 or sha512", algName)
 	}
-	s, err := loadSurface(pos[0], stdin, surface.Options{ExcludeAnnotations: noAnn, Hash: alg})
+	form, ok := surface.FormNamed(formName)
+	if !ok {
+		return usageOf(c, stderr, "--form %q: want mcpdrift/v1 or mcpdrift/v2", formName)
+	}
+	s, err := loadSurface(pos[0], stdin, surface.Options{ExcludeAnnotations: noAnn, Hash: alg, Form: form})
 	if err != nil {
 		return err
 	}
@@ -126,8 +131,10 @@ func runFingerprint(args []string, stdin io.Reader, stdout, stderr io.Writer) er
 
 func runDiff(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	var noAnn bool
-	c := command("diff", "diff [--no-annotations] OLD NEW", options.Interleaved,
-		options.Opt("no-annotations", "", "", "leave tool annotations out of the comparison", options.Bool(&noAnn)))
+	formName := surface.FormLatest.String()
+	c := command("diff", "diff [--no-annotations] [--form mcpdrift/v1|mcpdrift/v2] OLD NEW", options.Interleaved,
+		options.Opt("no-annotations", "", "", "leave tool annotations out of the comparison", options.Bool(&noAnn)),
+		formOpt(&formName))
 	pos, err := options.Parse(c, args, noEnv, stderr)
 	if err != nil {
 		return err
@@ -138,7 +145,11 @@ func runDiff(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if pos[0] == "-" && pos[1] == "-" {
 		return options.Usagef("only one of OLD and NEW can be - (stdin)")
 	}
-	opt := surface.Options{ExcludeAnnotations: noAnn}
+	form, ok := surface.FormNamed(formName)
+	if !ok {
+		return usageOf(c, stderr, "--form %q: want mcpdrift/v1 or mcpdrift/v2", formName)
+	}
+	opt := surface.Options{ExcludeAnnotations: noAnn, Form: form}
 	old, err := loadSurface(pos[0], stdin, opt)
 	if err != nil {
 		return err
@@ -155,6 +166,12 @@ func runDiff(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return options.ExitStatus(1) // a finding
 	}
 	return nil
+}
+
+// formOpt is the --form option: the canonical form, the newest unless
+// named (a server's drift settings say which it is judged by).
+func formOpt(name *string) options.Option {
+	return options.Opt("form", "", "FORM", "the canonical form: mcpdrift/v2 (the default, what new servers are hashed in) or mcpdrift/v1 (baselines made before it)", options.String(name))
 }
 
 func writeJSON(w io.Writer, v any) error {

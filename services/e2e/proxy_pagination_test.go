@@ -233,7 +233,7 @@ func TestPaginationEndToEnd(t *testing.T) {
 	if n := len(toolPages(t, obs.Capture)); n != 4 {
 		t.Fatalf("the first observation holds %d tools pages, want the 4 of the whole listing", n)
 	}
-	sf, err := surface.Parse(obs.Capture, surface.Options{})
+	sf, err := surface.Parse(obs.Capture, surface.Options{Form: surface.FormLatest})
 	if err != nil {
 		t.Fatalf("the observed surface: %v", err)
 	}

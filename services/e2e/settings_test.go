@@ -408,11 +408,11 @@ func TestHashingChangeRebaseline(t *testing.T) {
 		return r.PolicyWants != nil && r.PolicyWantsLiveHash != ""
 	})
 	if rec.Status != status.Verified || rec.BaselineHash != v1.BaselineHash || rec.Policy.Hashing() != status.DefaultHashing ||
-		*rec.PolicyWants != (status.Hashing{Hash: "sha512", Annotations: false}) || !strings.HasPrefix(rec.PolicyWantsLiveHash, "sha512:") {
+		*rec.PolicyWants != (status.Hashing{Hash: "sha512", Annotations: false, Form: status.FormLatest}) || !strings.HasPrefix(rec.PolicyWantsLiveHash, "sha512:") {
 		t.Fatalf("a hashing change applied silently, or is not shown: %+v", rec)
 	}
 	out, err := p.driftctl(t, "status")
-	if err != nil || !strings.Contains(out, "policy wants sha512, annotations not covered: rebaseline") {
+	if err != nil || !strings.Contains(out, "policy wants sha512, annotations not covered, form "+status.FormLatest+": rebaseline") {
 		t.Fatalf("driftctl status does not show the pending settings: %v\n%s", err, out)
 	}
 	for _, a := range []*agent{a1, a2} {
@@ -430,10 +430,72 @@ func TestHashingChangeRebaseline(t *testing.T) {
 	}
 	rec = p.record(t, "default", "files", "re-baselined", func(r status.Record) bool { return r.Reason == "rebaselined" })
 	if rec.BaselineVersion != 2 || rec.BaselineHash != wanted ||
-		rec.Policy.Hashing() != (status.Hashing{Hash: "sha512", Annotations: false}) || rec.PolicyWants != nil || !rec.Serve() {
+		rec.Policy.Hashing() != (status.Hashing{Hash: "sha512", Annotations: false, Form: status.FormLatest}) || rec.PolicyWants != nil || !rec.Serve() {
 		t.Fatalf("after rebaseline: %+v", rec)
 	}
 	// Both proxies serve it by the new settings.
+	for _, a := range []*agent{a1, a2} {
+		poll.Eventually(t, wait, func() error {
+			got := a.call("tools/call", `{"name":"read","arguments":{"path":"/tmp/x"}}`)
+			return awaiting(!strings.Contains(got, `"isError":true`), "a proxy serves the re-baselined server", got)
+		})
+		if got := a.call("tools/list", "{}"); !strings.Contains(got, `"name":"read"`) {
+			t.Fatalf("a proxy withholds the re-baselined server: %s", got)
+		}
+	}
+}
+
+// TestFormUpgradeRebaseline: a server baselined in canonical form
+// mcpdrift/v1 (as every server was before forms were named; here by a
+// policy that names v1) keeps comparing in v1 when the policy stops naming
+// it and the newest form, v2, applies: the record stays verified and
+// served, says the policy wants v2, and moves to v2 only when an admin
+// re-baselines it; then proxies serve it by v2.
+func TestFormUpgradeRebaseline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the commands")
+	}
+	p := startSettingsPipeline(t, map[string]policy.Document{"default": {Drift: []policy.DriftSetting{{Tenant: "default", Form: policy.FormV1}}}})
+	url := p.b.Server.ClientURL()
+	a1 := startProxy(t, url, "node-1")
+	a1.init()
+	poll.Eventually(t, wait, func() error {
+		got := a1.call("tools/list", "{}")
+		return awaiting(strings.Contains(got, `"name":"read"`), "the proxy serves the v1 baseline", got)
+	})
+	v1 := p.record(t, "default", "files", "a v1 baseline", func(r status.Record) bool { return r.Status == status.Verified })
+	if v1.Policy.Form != status.FormV1 || v1.Policy.Hashing().Form != status.FormV1 {
+		t.Fatalf("record: %+v", v1)
+	}
+
+	p.putPolicy(t, "default", policy.Document{})
+	a2 := startProxy(t, url, "node-2")
+	a2.init()
+	a2.call("tools/list", "{}")
+	rec := p.relistUntil(t, "default", "files", "the newest form waiting", func(r status.Record) bool {
+		return r.PolicyWants != nil && r.PolicyWantsLiveHash != ""
+	})
+	if rec.Status != status.Verified || rec.BaselineHash != v1.BaselineHash || rec.Policy.Form != status.FormV1 ||
+		rec.PolicyWants.Form != status.FormLatest || rec.PolicyWantsLiveHash == v1.BaselineHash {
+		t.Fatalf("a form change applied silently, or is not shown: %+v", rec)
+	}
+	out, err := p.driftctl(t, "status")
+	if err != nil || !strings.Contains(out, "form "+status.FormLatest+": rebaseline") {
+		t.Fatalf("driftctl status does not show the pending form: %v\n%s", err, out)
+	}
+	for _, a := range []*agent{a1, a2} {
+		if got := a.call("tools/call", `{"name":"read","arguments":{"path":"/tmp/x"}}`); strings.Contains(got, `"isError":true`) {
+			t.Fatalf("a verified call was refused while the form waits: %s", got)
+		}
+	}
+	wanted := rec.PolicyWantsLiveHash
+	if _, err := p.driftctl(t, "rebaseline", "--hash", wanted, "default", "files"); err != nil {
+		t.Fatal(err)
+	}
+	rec = p.record(t, "default", "files", "re-baselined", func(r status.Record) bool { return r.Reason == "rebaselined" })
+	if rec.BaselineVersion != 2 || rec.BaselineHash != wanted || rec.Policy.Form != status.FormLatest || rec.PolicyWants != nil || !rec.Serve() {
+		t.Fatalf("after rebaseline: %+v", rec)
+	}
 	for _, a := range []*agent{a1, a2} {
 		poll.Eventually(t, wait, func() error {
 			got := a.call("tools/call", `{"name":"read","arguments":{"path":"/tmp/x"}}`)

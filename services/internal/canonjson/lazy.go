@@ -21,6 +21,10 @@ type Lazy struct {
 	Bail   []string
 }
 
+// LazySettings returns what SetLazy last set: the laziness of the Doc's
+// parse, for a reader of that parse that must know what it may not see.
+func (d *Doc) LazySettings() Lazy { return d.lazy }
+
 // SetLazy configures the laziness of later parses.
 func (d *Doc) SetLazy(l Lazy) {
 	d.lazy = l

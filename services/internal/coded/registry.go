@@ -158,7 +158,7 @@ var registry = []Entry{
 	{Code: "invalid_time", Uses: use(AreaBus, "An event time before 1970 or after 2100.")},
 	{Code: "invalid_utf8", Uses: use(AreaEngine, "A string is not valid UTF-8.")},
 	{Code: "invalid_webhook", Uses: use(AreaNotify, "A --webhook that is not an http or https URL with a host.")},
-	{Code: "item_invalid", Uses: use(AreaAdmin, "A per-item approve named no item, or an item not as KIND:NAME (tool, prompt, resource, resourceTemplate) or instructions.")},
+	{Code: "item_invalid", Uses: use(AreaAdmin, "A per-item approve named no item, or an item not as KIND:NAME (tool, prompt, resource, resourceTemplate), instructions or server.")},
 	{Code: "item_not_object", Uses: use(AreaEngine, "A tool, prompt or resource that is not a JSON object.")},
 	{Code: "item_unchanged", Uses: use(AreaAdmin, "A per-item approve named an item whose live definition is its approved one: nothing of it to approve; nothing was changed.")},
 	{Code: "item_unknown", Uses: use(AreaAdmin, "A per-item approve named an item that is neither in the baseline nor in the live surface; nothing was changed.")},

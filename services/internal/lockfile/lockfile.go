@@ -343,25 +343,26 @@ func shortID(id string) string {
 
 // Capture returns the variant's definitions as a capture (the format the
 // fingerprint engine reads from proxies): a listing of each kind listed,
-// one page each, and the instructions in an initialize result. Parsed
+// one page each, and the instructions and the server item (form v2: the
+// serverInfo it covers) in an initialize result. Parsed
 // with the variant's hashing it is the approved surface; the drift
 // service stores it under the baseline hash for diffs.
 func (v *Variant) Capture() ([]byte, error) {
-	var ins json.RawMessage
+	init := map[string]json.RawMessage{}
 	byKind := map[string][]json.RawMessage{}
 	for _, it := range v.Items {
-		if it.Kind == "instructions" {
-			if ins != nil {
-				return nil, coded.Errorf(CodeHashMismatch, "variant %s: instructions given twice", v.Variant)
+		if member, ok := initMembers[it.Kind]; ok {
+			if init[member] != nil {
+				return nil, coded.Errorf(CodeHashMismatch, "variant %s: %s given twice", v.Variant, it.Kind)
 			}
-			ins = it.Definition
+			init[member] = it.Definition
 			continue
 		}
 		byKind[it.Kind] = append(byKind[it.Kind], it.Definition)
 	}
 	c := map[string]any{}
-	if ins != nil {
-		c["initialize"] = map[string]json.RawMessage{"instructions": ins}
+	if len(init) > 0 {
+		c["initialize"] = init
 	}
 	for kind := range byKind {
 		if !slices.Contains(v.Listed, kind) {
@@ -370,7 +371,7 @@ func (v *Variant) Capture() ([]byte, error) {
 	}
 	for _, name := range v.Listed {
 		k, ok := surface.KindNamed(name)
-		if !ok || k == surface.KindInstructions {
+		if !ok || k == surface.KindInstructions || k == surface.KindServer {
 			return nil, coded.Errorf(CodeHashMismatch, "variant %s: listed kind %q has no listing", v.Variant, name)
 		}
 		if _, dup := c[k.ListKey()]; dup {
@@ -388,6 +389,10 @@ func (v *Variant) Capture() ([]byte, error) {
 	}
 	return out, nil
 }
+
+// initMembers are the item kinds an initialize result carries, and the
+// member of it each is written as.
+var initMembers = map[string]string{surface.KindInstructions.String(): "instructions", surface.KindServer.String(): "serverInfo"}
 
 // Surface parses the variant's definitions with the fingerprint engine,
 // with its hashing settings, and checks that every item hashes to its

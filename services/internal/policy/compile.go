@@ -222,6 +222,9 @@ func (s *Set) Drift(server string) DriftSetting {
 	if o.Annotations != nil {
 		out.Annotations = o.Annotations
 	}
+	if o.Form != "" {
+		out.Form = o.Form
+	}
 	return out
 }
 

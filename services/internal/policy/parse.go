@@ -314,6 +314,9 @@ func validate(d *Document, info *shapeInfo) error {
 		if s.Hash != "" && s.Hash != SHA256 && s.Hash != SHA512 {
 			l.add(CodeBadSetting, ref, "hash", "unknown hash %q (want %s or %s)", clip(s.Hash), SHA256, SHA512)
 		}
+		if s.Form != "" && s.Form != FormV1 && s.Form != FormV2 {
+			l.add(CodeBadSetting, ref, "form", "unknown canonical form %q (want %s or %s)", clip(s.Form), FormV1, FormV2)
+		}
 		if info != nil {
 			at(n, line(info.driftLines, i))
 		}

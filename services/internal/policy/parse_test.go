@@ -257,6 +257,7 @@ drift:
     posture: lax
     on_drift: ignore
     hash: md5
+    form: v2
   - tenant: t2
   - tenant: t2
 risk:
@@ -270,6 +271,7 @@ risk:
 			{CodeBadSetting, "drift[1]", "posture"},
 			{CodeBadSetting, "drift[1]", "on_drift"},
 			{CodeBadSetting, "drift[1]", "hash"},
+			{CodeBadSetting, "drift[1]", "form"},
 			{CodeDuplicateSetting, "drift[3]", ""},
 			{CodeBadSetting, "risk[0]", "modes"},
 			{CodeBadBand, "risk[1]", "modes.extreme"},

@@ -104,7 +104,17 @@ type DriftSetting struct {
 	Guard       *bool  `json:"guard,omitempty" yaml:"guard,omitempty"`
 	Hash        string `json:"hash,omitempty" yaml:"hash,omitempty"`               // SHA256 or SHA512
 	Annotations *bool  `json:"annotations,omitempty" yaml:"annotations,omitempty"` // tool annotations covered by the hash
+	// Form is the canonical form of the hashes (FormV1 or FormV2; left
+	// out: the newest, FormV2, docs/adr/0015). Like Hash, a change takes
+	// effect only through a re-baseline.
+	Form string `json:"form,omitempty" yaml:"form,omitempty"`
 }
+
+// Canonical forms of the fingerprint (docs/canonical-form.md).
+const (
+	FormV1 = "mcpdrift/v1"
+	FormV2 = "mcpdrift/v2"
+)
 
 // Band is a server's risk band, from what the engine found on its surface.
 type Band string

@@ -30,10 +30,17 @@ import (
 // policy set (nil when the tenant has none) over defaults: each field the
 // server's override sets, else the tenant's setting (policy.Set.Drift),
 // else the default.
+//
+// The canonical form is never a default's: it is the policy's when it
+// names one, else status.FormLatest, so that a server first seen is hashed
+// in the newest form whatever the service's defaults hold (they have no
+// form: no service judges a server by a form of its own).
 func Drift(set *policy.Set, server string, defaults status.Policy) status.Policy {
 	out := defaults
 	if set == nil {
-		return out
+		h := out.Hashing()
+		h.Form = status.FormLatest
+		return out.WithHashing(h)
 	}
 	ds := set.Drift(server)
 	if ds.Posture != "" {
@@ -51,6 +58,13 @@ func Drift(set *policy.Set, server string, defaults status.Policy) status.Policy
 	}
 	if ds.Annotations != nil {
 		h.Annotations = *ds.Annotations
+	}
+	h.Form = status.FormLatest
+	if ds.Form != "" {
+		h.Form = ds.Form
+		if ds.Form == policy.FormV1 {
+			h.Form = status.FormV1
+		}
 	}
 	return out.WithHashing(h)
 }

@@ -15,6 +15,7 @@ func TestDriftPrecedence(t *testing.T) {
 	set, err := policy.Compile("acme", &policy.Document{Drift: []policy.DriftSetting{
 		{Tenant: "acme", Posture: status.Strict, Hash: policy.SHA512},
 		{Tenant: "acme", Server: "notes", OnDrift: status.Alert, Annotations: ptr(false), Guard: ptr(true)},
+		{Tenant: "acme", Server: "old", Form: policy.FormV1},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -26,9 +27,11 @@ func TestDriftPrecedence(t *testing.T) {
 		server string
 		want   status.Policy
 	}{
-		{"no_policy", nil, "fs", defaults},
-		{"tenant", set, "fs", status.Policy{Posture: status.Strict, OnDrift: status.Block, Hash: "sha512"}},
-		{"override", set, "notes", status.Policy{Posture: status.Strict, OnDrift: status.Alert, Guard: true, Hash: "sha512", Annotations: ptr(false)}},
+		// The form is never the defaults': the newest unless the policy names one.
+		{"no_policy", nil, "fs", status.Policy{Posture: status.Discovery, OnDrift: status.Block, Form: status.FormLatest}},
+		{"tenant", set, "fs", status.Policy{Posture: status.Strict, OnDrift: status.Block, Hash: "sha512", Form: status.FormLatest}},
+		{"override", set, "notes", status.Policy{Posture: status.Strict, OnDrift: status.Alert, Guard: true, Hash: "sha512", Annotations: ptr(false), Form: status.FormLatest}},
+		{"form_v1", set, "old", status.Policy{Posture: status.Strict, OnDrift: status.Block, Hash: "sha512", Form: status.FormV1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Drift(tc.set, tc.server, defaults)

@@ -52,7 +52,9 @@ var listable = []surface.Kind{surface.KindTool, surface.KindPrompt, surface.Kind
 // the items the fingerprint service published for it. The event does not
 // say which kinds were listed with no item in them: of the 16 ways the
 // empty kinds could have been listed, the one that makes up the surface
-// hash is found (at most 16 hashes of a small document, once per baseline).
+// hash is found (at most 16 hashes of a small document, in each canonical
+// form, once per baseline; the surface document names its form, so at
+// most one form makes up the hash).
 // It fails with ErrItemsMismatch when none does, and on a malformed item.
 func NewItems(surfaceHash string, items []Item) (*Items, error) {
 	parsed, err := parseItems(items)
@@ -78,7 +80,7 @@ func NewItems(surfaceHash string, items []Item) (*Items, error) {
 				listed = append(listed, k)
 			}
 		}
-		got, err := surface.HashItems(want.Alg(), parsed, listed)
+		got, err := hashItemsAnyForm(want, parsed, listed)
 		if err != nil {
 			return nil, err
 		}
@@ -120,7 +122,7 @@ func (its *Items) Verify() ([]surface.Item, error) {
 	if err != nil {
 		return nil, fmt.Errorf("surface hash: %w", err)
 	}
-	got, err := surface.HashItems(label.Alg(), parsed, listed)
+	got, err := hashItemsAnyForm(label, parsed, listed)
 	if err != nil {
 		return nil, err
 	}
@@ -158,4 +160,29 @@ func ItemsOf(sf *surface.Surface) *Items {
 		}
 	}
 	return out
+}
+
+// hashItemsAnyForm is surface.HashItemsForm in the form whose surface
+// document makes up want, when one does (the documents of two forms differ
+// in their "surface" member, so no two forms make up one hash), else in
+// the newest form that takes the items. Item hashes do not name their
+// form; the hash they make up does.
+func hashItemsAnyForm(want surface.Digest, parsed []surface.Item, listed []surface.Kind) (surface.Digest, error) {
+	var got surface.Digest
+	var err error
+	for _, f := range []surface.Form{surface.FormV1, surface.FormV2} {
+		var h surface.Digest
+		var e error
+		if h, e = surface.HashItemsForm(want.Alg(), f, parsed, listed); e != nil {
+			if err == nil {
+				err = e
+			}
+			continue
+		}
+		if h == want {
+			return h, nil
+		}
+		got, err = h, nil
+	}
+	return got, err
 }

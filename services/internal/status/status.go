@@ -57,20 +57,37 @@ type Policy struct {
 	// part judges the server by the same ones (policy.DriftSetting).
 	Hash        string `json:"hash,omitempty"`
 	Annotations *bool  `json:"annotations,omitempty"`
+	// Form is the canonical form the baseline's hashes were made in
+	// (docs/canonical-form.md): FormV2, or empty for mcpdrift/v1, the form
+	// of every record made before forms were named (docs/adr/0015).
+	Form string `json:"form,omitempty"`
 }
+
+// The canonical forms as the settings name them. FormV1 is empty, so that
+// a record, a lockfile or a policy_wants written before forms were named
+// reads as the form its hashes were made in.
+const (
+	FormV1     = ""
+	FormV2     = "mcpdrift/v2"
+	FormLatest = FormV2 // the form of a server first seen, unless its policy names another
+)
 
 // Hashing is how a server's hashes are made: what changing moves every
 // hash of it, so that it never takes effect without an explicit
 // re-baseline.
 type Hashing struct {
-	Hash        string `json:"hash"`        // "sha256" or "sha512"
-	Annotations bool   `json:"annotations"` // tool annotations covered
+	Hash        string `json:"hash"`           // "sha256" or "sha512"
+	Annotations bool   `json:"annotations"`    // tool annotations covered
+	Form        string `json:"form,omitempty"` // FormV1 (empty) or FormV2
 }
 
-// DefaultHashing is the hashing of a policy that says nothing of it.
-var DefaultHashing = Hashing{Hash: "sha256", Annotations: true}
+// DefaultHashing is the hashing of a policy that says nothing of it: what
+// a server first seen is hashed with. A record that says nothing of its
+// form is of FormV1 (Policy.Hashing), not of DefaultHashing's.
+var DefaultHashing = Hashing{Hash: "sha256", Annotations: true, Form: FormLatest}
 
-// Hashing returns p's hashing settings, defaults filled in.
+// Hashing returns p's hashing settings, defaults filled in; a record that
+// names no form was hashed in FormV1.
 func (p Policy) Hashing() Hashing {
 	h := DefaultHashing
 	if p.Hash != "" {
@@ -79,6 +96,7 @@ func (p Policy) Hashing() Hashing {
 	if p.Annotations != nil {
 		h.Annotations = *p.Annotations
 	}
+	h.Form = p.Form
 	return h
 }
 
@@ -92,34 +110,63 @@ func (p Policy) WithHashing(h Hashing) Policy {
 	if !h.Annotations {
 		p.Annotations = &h.Annotations
 	}
+	p.Form = h.Form
 	return p
 }
 
-// Options are the engine's options for h. An unknown algorithm is an
-// error: nothing is hashed by a setting that is not understood.
+// FormOf returns the engine's form named by a setting: FormV1 for "" (or
+// its tag, "mcpdrift/v1"), FormV2 for "mcpdrift/v2".
+func FormOf(name string) (surface.Form, bool) {
+	if name == FormV1 {
+		return surface.FormV1, true
+	}
+	return surface.FormNamed(name)
+}
+
+// FormName is the setting's name of an engine form: FormV1 is "".
+func FormName(f surface.Form) string {
+	if f == surface.FormV1 {
+		return FormV1
+	}
+	return f.String()
+}
+
+// Options are the engine's options for h. An unknown algorithm or form is
+// an error: nothing is hashed by a setting that is not understood.
 func (h Hashing) Options() (surface.Options, error) {
 	alg, ok := surface.AlgNamed(h.Hash)
 	if !ok {
 		return surface.Options{}, fmt.Errorf("hash %q: want sha256 or sha512", h.Hash)
 	}
-	return surface.Options{Hash: alg, ExcludeAnnotations: !h.Annotations}, nil
+	form, ok := FormOf(h.Form)
+	if !ok || h.Form == surface.FormV1.String() {
+		return surface.Options{}, fmt.Errorf("form %q: want %s or none (mcpdrift/v1)", h.Form, FormV2)
+	}
+	return surface.Options{Hash: alg, ExcludeAnnotations: !h.Annotations, Form: form}, nil
 }
 
 // HashingOf returns the settings a hash was made with, as far as the hash
-// says (its algorithm tag) with the annotations switch given.
-func HashingOf(hash string, annotations bool) (Hashing, error) {
+// says (its algorithm tag) with the annotations switch and form given.
+func HashingOf(hash string, annotations bool, form string) (Hashing, error) {
 	d, err := surface.ParseDigest(hash)
 	if err != nil {
 		return Hashing{}, err
 	}
-	return Hashing{Hash: d.Alg().String(), Annotations: annotations}, nil
+	if _, ok := FormOf(form); !ok || form == surface.FormV1.String() {
+		return Hashing{}, fmt.Errorf("form %q: want %s or none (mcpdrift/v1)", form, FormV2)
+	}
+	return Hashing{Hash: d.Alg().String(), Annotations: annotations, Form: form}, nil
 }
 
 func (h Hashing) String() string {
+	s := h.Hash + ", annotations not covered"
 	if h.Annotations {
-		return h.Hash + ", annotations covered"
+		s = h.Hash + ", annotations covered"
 	}
-	return h.Hash + ", annotations not covered"
+	if h.Form != FormV1 {
+		s += ", form " + h.Form
+	}
+	return s
 }
 
 // Validate reports a policy with unknown values.
@@ -127,6 +174,9 @@ func (p Policy) Validate() error {
 	var errs []error
 	if _, ok := surface.AlgNamed(p.Hash); !ok {
 		errs = append(errs, fmt.Errorf("hash %q: want sha256 or sha512", p.Hash))
+	}
+	if _, ok := FormOf(p.Form); !ok || p.Form == surface.FormV1.String() {
+		errs = append(errs, fmt.Errorf("form %q: want %s or none (mcpdrift/v1)", p.Form, FormV2))
 	}
 	if p.Posture != Discovery && p.Posture != Strict {
 		errs = append(errs, fmt.Errorf("posture %q: want %s or %s", p.Posture, Discovery, Strict))

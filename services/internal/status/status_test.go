@@ -424,3 +424,63 @@ func TestConfirms(t *testing.T) {
 		})
 	}
 }
+
+// TestHashingForm: a record that names no form was hashed in mcpdrift/v1,
+// a server first seen gets the newest, and the engine is told which; an
+// unknown form hashes nothing.
+func TestHashingForm(t *testing.T) {
+	if h := (status.Policy{}).Hashing(); h.Form != status.FormV1 || h == status.DefaultHashing {
+		t.Fatalf("a record without a form: %+v", h)
+	}
+	if status.DefaultHashing.Form != status.FormLatest || status.FormLatest != surface.FormLatest.String() {
+		t.Fatalf("defaults: %+v", status.DefaultHashing)
+	}
+	p := (status.Policy{}).WithHashing(status.DefaultHashing)
+	if p.Form != status.FormV2 || p.Hashing() != status.DefaultHashing {
+		t.Fatalf("WithHashing: %+v", p)
+	}
+	if p := (status.Policy{}).WithHashing(status.Hashing{Hash: "sha256", Annotations: true}); p.Form != "" || p.Hash != "" || p.Annotations != nil {
+		t.Fatalf("v1 defaults written out: %+v", p)
+	}
+	for form, want := range map[string]surface.Form{status.FormV1: surface.FormV1, status.FormV2: surface.FormV2} {
+		opt, err := status.Hashing{Hash: "sha256", Annotations: true, Form: form}.Options()
+		if err != nil || opt.Form != want {
+			t.Errorf("form %q: %+v %v", form, opt, err)
+		}
+	}
+	for _, bad := range []string{"mcpdrift/v1", "mcpdrift/v3", "v2"} {
+		if _, err := (status.Hashing{Hash: "sha256", Annotations: true, Form: bad}).Options(); err == nil {
+			t.Errorf("form %q accepted", bad)
+		}
+		if err := (status.Policy{Posture: status.Discovery, OnDrift: status.Block, Form: bad}).Validate(); err == nil {
+			t.Errorf("policy form %q accepted", bad)
+		}
+	}
+	if h, err := status.HashingOf("sha512:"+strings.Repeat("ab", 64), false, status.FormV2); err != nil || h != (status.Hashing{Hash: "sha512", Form: status.FormV2}) {
+		t.Fatalf("HashingOf: %+v %v", h, err)
+	}
+}
+
+// TestItemsOfFormV2: the item hashes of a v2 surface, the server item
+// among them, make up its hash as a proxy checks them, whatever the form.
+func TestItemsOfFormV2(t *testing.T) {
+	raw := []byte(`{"initialize":{"serverInfo":{"name":"s","version":"1"},"instructions":"hi"},"tools":{"pages":[{"tools":[{"name":"a","_meta":{"ui":{"resourceUri":"ui://a"}}}]}]},"prompts":{"pages":[{"prompts":[]}]}}`)
+	for _, form := range []surface.Form{surface.FormV1, surface.FormV2} {
+		sf, err := surface.Parse(raw, surface.Options{Form: form})
+		if err != nil {
+			t.Fatal(err)
+		}
+		its := status.ItemsOf(sf)
+		if _, err := its.Verify(); err != nil {
+			t.Fatalf("%s: Verify: %v", form, err)
+		}
+		var items []status.Item
+		for _, it := range sf.Items {
+			items = append(items, status.Item{Kind: it.Kind.String(), Name: it.Name, Hash: it.Hash.String()})
+		}
+		got, err := status.NewItems(sf.Hash.String(), items)
+		if err != nil || !slices.Equal(got.Listed, []string{"tool", "prompt"}) {
+			t.Fatalf("%s: NewItems: %+v %v", form, got, err)
+		}
+	}
+}

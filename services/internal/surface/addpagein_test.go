@@ -135,10 +135,11 @@ func mustRead(t *testing.T, path string) []byte {
 	return b
 }
 
-// TestHashOfRealCaptures: the surface hash made from the items a proxy
-// hashed page by page (and from the initialize result) is the hash of the
-// capture parsed whole, for every real capture and hash algorithm.
-func TestHashOfRealCaptures(t *testing.T) {
+// TestPageItemsHashRealCaptures: the surface hash made from the items a
+// proxy hashed page by page inside each message's parse (and from the
+// initialize result) is the hash of the capture parsed whole, for every
+// real capture, form and hash algorithm (HashItemsForm).
+func TestPageItemsHashRealCaptures(t *testing.T) {
 	paths, err := filepath.Glob("testdata/real/*/*.json")
 	if err != nil || len(paths) == 0 {
 		t.Fatalf("no real captures: %v", err)
@@ -148,7 +149,7 @@ func TestHashOfRealCaptures(t *testing.T) {
 		kind Kind
 	}{{"tools", KindTool}, {"prompts", KindPrompt}, {"resources", KindResource}, {"resourceTemplates", KindResourceTemplate}}
 	for _, p := range paths {
-		for _, opt := range []Options{{}, {Hash: SHA512}, {ExcludeAnnotations: true}} {
+		for _, opt := range []Options{{}, {Hash: SHA512}, {ExcludeAnnotations: true}, {Form: FormV2}, {Form: FormV2, Hash: SHA512}} {
 			raw := mustRead(t, p)
 			whole, err := Parse(raw, opt)
 			if err != nil {
@@ -159,14 +160,19 @@ func TestHashOfRealCaptures(t *testing.T) {
 				t.Fatal(err)
 			}
 			var listed []Kind
-			var items []PageItem
+			var items []Item
+			add := func(page []PageItem) {
+				for _, it := range page {
+					items = append(items, Item{Kind: it.Kind, Name: it.Name, Hash: it.Hash})
+				}
+			}
 			if init, ok := capture["initialize"]; ok {
 				d, r := inMessage(t, init, true)
 				b := NewBuilder(opt)
 				if err := b.AddInitializeIn(d, r); err != nil {
 					t.Fatalf("%s: AddInitializeIn: %v", p, err)
 				}
-				items = append(items, b.LastPage()...)
+				add(b.LastPage())
 			}
 			for _, k := range kinds {
 				var l struct{ Pages []json.RawMessage }
@@ -180,22 +186,60 @@ func TestHashOfRealCaptures(t *testing.T) {
 					if _, err := b.AddPageIn(k.kind, d, r); err != nil {
 						t.Fatalf("%s: %v", p, err)
 					}
-					items = append(items, b.LastPage()...)
+					add(b.LastPage())
 				}
 			}
-			got, err := HashOf(opt, listed, items)
+			got, err := HashItemsForm(opt.Hash, opt.Form, items, listed)
 			if err != nil || got != whole.Hash {
-				t.Errorf("%s %+v: HashOf %s %v, the capture parsed whole %s", p, opt, got, err, whole.Hash)
+				t.Errorf("%s %+v: from the items %s %v, the capture parsed whole %s", p, opt, got, err, whole.Hash)
 			}
 		}
 	}
-	if _, err := HashOf(Options{}, nil, []PageItem{{Kind: KindTool, Name: "a"}}); err == nil {
-		t.Error("HashOf took a tool of a surface that lists no tools")
+}
+
+// TestAddPageInLazierParse: a parse lazier than the builder's form allows
+// (annotations kept opaque, which form v2 reads inside) is not read in
+// place, and the hashes and spans are those of a parse of the form's own.
+func TestAddPageInLazierParse(t *testing.T) {
+	page := []byte(`{"resources":[{"uri":"file:///a","name":"a","annotations":{"audience":["user"],"lastModified":"2026-01-01T00:00:00Z"}},{"uri":"file:///b","name":"b","annotations":{}}]}`)
+	msg := append(append([]byte(`[{"jsonrpc":"2.0","method":"x"},{"jsonrpc":"2.0","id":1,"result":`), page...), "}]"...)
+	d := new(canonjson.Doc)
+	d.SetLazy(lazyValues) // form v1's: annotations opaque
+	if err := d.Parse(msg, canonjson.Limits{LaxNumbers: true}); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := HashOf(Options{}, []Kind{KindPrompt}, nil); err == nil {
-		t.Error("HashOf took a surface without tools, which Parse refuses")
+	el := d.Next(d.First(canonjson.Root))
+	r, _ := d.Get(el, "result")
+	for _, form := range []Form{FormV1, FormV2} {
+		own := NewBuilder(Options{Form: form})
+		if _, err := own.AddPage(KindResource, page); err != nil {
+			t.Fatal(err)
+		}
+		in := NewBuilder(Options{Form: form})
+		if _, err := in.AddPageIn(KindResource, d, r); err != nil {
+			t.Fatal(err)
+		}
+		want, got := own.LastPage(), in.LastPage()
+		for i := range want {
+			if got[i].Hash != want[i].Hash {
+				t.Errorf("form %v: %s hashes %s, want %s", form, got[i].Name, got[i].Hash, want[i].Hash)
+			}
+			if string(d.Source()[got[i].Start:got[i].End]) != string(page[want[i].Start:want[i].End]) {
+				t.Errorf("form %v: the span of %s is not the item", form, got[i].Name)
+			}
+		}
+		s, e := in.LastList()
+		if string(d.Source()[s:e]) != string(d.Raw(mustGet(t, d, r, "resources"))) {
+			t.Errorf("form %v: the list span is not the array", form)
+		}
 	}
-	if _, err := HashOf(Options{}, []Kind{KindTool}, []PageItem{{Kind: KindTool, Name: "a"}, {Kind: KindTool, Name: "a"}}); err == nil {
-		t.Error("HashOf took a tool named twice")
+}
+
+func mustGet(t *testing.T, d *canonjson.Doc, obj canonjson.NodeID, key string) canonjson.NodeID {
+	t.Helper()
+	n, ok := d.Get(obj, key)
+	if !ok {
+		t.Fatalf("no %s", key)
 	}
+	return n
 }

@@ -51,10 +51,23 @@ var lazyValues = canonjson.Lazy{
 	Bail:   []string{"dependencies", "dependentRequired"},
 }
 
+// lazyValuesV2 leaves annotations out: in form v2 a resource's annotations
+// lose a member (lastModified) and an empty annotations object counts as
+// absent, which needs their members.
+var lazyValuesV2 = canonjson.Lazy{
+	Keys:   []string{"inputSchema", "outputSchema"},
+	Sorted: lazyValues.Sorted,
+	Bail:   lazyValues.Bail,
+}
+
 // NewBuilder returns an empty Builder.
 func NewBuilder(opt Options) *Builder {
 	b := &Builder{opt: opt, lim: opt.limits()}
-	b.doc.SetLazy(lazyValues)
+	if opt.Form >= FormV2 {
+		b.doc.SetLazy(lazyValuesV2)
+	} else {
+		b.doc.SetLazy(lazyValues)
+	}
 	b.d = &b.doc
 	return b
 }
@@ -70,6 +83,10 @@ func (b *Builder) Reset() {
 // take accounts for n more raw bytes and reports the sticky error, if any.
 func (b *Builder) take(n int) error {
 	if b.err != nil {
+		return b.err
+	}
+	if b.opt.Form >= numForms {
+		b.err = fail(CodeUnknownFormat, "unknown canonical form %s: nothing is hashed by a form this engine does not know", b.opt.Form)
 		return b.err
 	}
 	if b.total += n; b.total > b.lim.MaxTotalBytes {
@@ -106,9 +123,46 @@ func (b *Builder) AddPage(kind Kind, raw []byte) (nextCursor string, err error) 
 }
 
 // LazyValues are the parse settings a Doc given to AddPageIn should have
-// been parsed with (Doc.SetLazy) for the engine to skip what it can; a
-// Doc parsed without them is read in full, with the same hashes.
-var LazyValues = lazyValues
+// been parsed with (Doc.SetLazy) for the engine to skip what it can in
+// every canonical form; a Doc parsed without them is read in full, with the
+// same hashes. (A Doc parsed lazier than a form allows is not read in
+// place: AddPageIn parses the bytes again.)
+var LazyValues = lazyValuesV2
+
+// lazySettings are the parse settings of b's form.
+func (b *Builder) lazySettings() canonjson.Lazy {
+	if b.opt.Form >= FormV2 {
+		return lazyValuesV2
+	}
+	return lazyValues
+}
+
+// readsInPlace reports whether b may read d's parse as it stands: it was
+// parsed no lazier than b's form allows (every key it kept opaque is one
+// the form may keep opaque, every array the form sorts was checked sorted,
+// every key that stops the form's laziness stopped the parse's).
+func (b *Builder) readsInPlace(d *canonjson.Doc) bool {
+	got, want := d.LazySettings(), b.lazySettings()
+	for _, k := range got.Keys {
+		if !slices.Contains(want.Keys, k) {
+			return false
+		}
+	}
+	if len(got.Keys) == 0 {
+		return true // nothing was kept opaque
+	}
+	for _, k := range want.Sorted {
+		if !slices.Contains(got.Sorted, k) {
+			return false
+		}
+	}
+	for _, k := range want.Bail {
+		if !slices.Contains(got.Bail, k) {
+			return false
+		}
+	}
+	return true
+}
 
 // AddPageIn is AddPage for a result that the caller has parsed already, as
 // the value n of d: a proxy parses each message it relays once, and hashes
@@ -121,11 +175,23 @@ func (b *Builder) AddPageIn(kind Kind, d *canonjson.Doc, n canonjson.NodeID) (ne
 		return "", fail(CodeUnknownFormat, "AddPageIn takes a list kind, not %s", kind)
 	}
 	raw := d.Raw(n)
-	if b.lim.MaxDepth < canonjson.DefaultLimits.MaxDepth-1 {
+	if b.lim.MaxDepth < canonjson.DefaultLimits.MaxDepth-1 || !b.readsInPlace(d) {
 		// Depth is checked where a Doc is parsed, against the limit the
 		// parse was given: a builder bound tighter than the usual bound
-		// reads its own parse.
-		return b.AddPage(kind, raw)
+		// reads its own parse; and so does a builder whose form must see
+		// inside what the parse kept opaque. The spans it reports are
+		// still offsets in d.Source().
+		cursor, err := b.AddPage(kind, raw)
+		if err == nil {
+			base := int32(d.Offset(n))
+			for i := b.lastFrom; i < len(b.pending); i++ {
+				b.pending[i].start += base
+				b.pending[i].stop += base
+			}
+			b.list[0] += base
+			b.list[1] += base
+		}
+		return cursor, err
 	}
 	if err := b.take(len(raw)); err != nil {
 		return "", err
@@ -196,30 +262,57 @@ func (b *Builder) reserve(n int) {
 // AddInitialize records the instructions of an initialize (or 2026-07-28
 // server/discover) result, given as the result object as a client reads it
 // (never unwrapped, as AddPage). A result without instructions adds nothing.
+// It adds the instructions item only; AddServer adds the server item of the
+// same result (form v2), and Parse adds both.
 func (b *Builder) AddInitialize(raw []byte) error {
+	return b.addResult(raw, KindInstructions)
+}
+
+// AddServer records the server item of an initialize (or server/discover)
+// result in form v2: the covered members of its serverInfo (name, title,
+// description, websiteUrl, icons; never version). A result without
+// serverInfo adds nothing, and so does every result in form v1.
+func (b *Builder) AddServer(raw []byte) error {
+	return b.addResult(raw, KindServer)
+}
+
+func (b *Builder) addResult(raw []byte, kind Kind) error {
 	if err := b.take(len(raw)); err != nil {
 		return err
 	}
 	if err := b.doc.Parse(raw, b.opt.jsonLimits()); err != nil {
 		e := jsonFail(err)
-		e.Kind = KindInstructions
+		e.Kind = kind
 		b.err = e
 		return e
 	}
 	b.lastFrom = len(b.pending)
-	if err := b.addInitialize(canonjson.Root, false); err != nil {
-		b.err = err
-		return err
+	var err error
+	if kind == KindServer {
+		err = b.addServer(canonjson.Root, false)
+	} else {
+		err = b.addInstructions(canonjson.Root, false)
 	}
-	return nil
+	if err != nil {
+		b.err = err
+	}
+	return err
 }
 
-// AddInitializeIn is AddInitialize for a result the caller has parsed
-// already, as the value n of d (see AddPageIn).
+// AddInitializeIn adds the items of an initialize result the caller has
+// parsed already, as the value n of d (see AddPageIn): the instructions,
+// and in form v2 the server item (AddInitialize and AddServer at once).
 func (b *Builder) AddInitializeIn(d *canonjson.Doc, n canonjson.NodeID) error {
 	raw := d.Raw(n)
-	if b.lim.MaxDepth < canonjson.DefaultLimits.MaxDepth-1 {
-		return b.AddInitialize(raw) // as in AddPageIn
+	if b.lim.MaxDepth < canonjson.DefaultLimits.MaxDepth-1 || !b.readsInPlace(d) {
+		// As in AddPageIn: its own parse.
+		if err := b.AddInitialize(raw); err != nil {
+			return err
+		}
+		from := b.lastFrom
+		err := b.AddServer(raw)
+		b.lastFrom = from
+		return err
 	}
 	if err := b.take(len(raw)); err != nil {
 		return err
@@ -246,18 +339,38 @@ func (b *Builder) AddInitializeIn(d *canonjson.Doc, n canonjson.NodeID) error {
 	return nil
 }
 
+// addInitialize adds every item of an initialize result: the instructions,
+// and in form v2 the server item.
 func (b *Builder) addInitialize(n canonjson.NodeID, unwrap bool) error {
+	if err := b.addInstructions(n, unwrap); err != nil {
+		return err
+	}
+	return b.addServer(n, unwrap)
+}
+
+// initResult returns the initialize result n stands for, checked as an
+// object that reads one way for the members named.
+func (b *Builder) initResult(n canonjson.NodeID, unwrap bool, kind Kind, names ...string) (canonjson.NodeID, *Error) {
 	d := b.d
 	r, err := resultOf(d, n, unwrap)
 	if err != nil {
-		err.Kind = KindInstructions
-		return err
+		err.Kind = kind
+		return r, err
 	}
 	if d.Kind(r) != canonjson.Object {
-		return &Error{Code: CodeUnknownFormat, Kind: KindInstructions, Msg: "the initialize result is not an object"}
+		return r, &Error{Code: CodeUnknownFormat, Kind: kind, Msg: "the initialize result is not an object"}
 	}
-	if err := foldedMembers(d, r, "instructions"); err != nil {
-		err.Kind = KindInstructions
+	if err := foldedMembers(d, r, names...); err != nil {
+		err.Kind = kind
+		return r, err
+	}
+	return r, nil
+}
+
+func (b *Builder) addInstructions(n canonjson.NodeID, unwrap bool) error {
+	d := b.d
+	r, err := b.initResult(n, unwrap, KindInstructions, "instructions")
+	if err != nil {
 		return err
 	}
 	ins, ok := d.Get(r, "instructions")
@@ -274,6 +387,73 @@ func (b *Builder) addInitialize(n canonjson.NodeID, unwrap bool) error {
 	off := len(b.arena)
 	b.arena = d.Append(b.arena, ins)
 	b.pending = append(b.pending, pending{kind: KindInstructions, off: off, end: len(b.arena), hash: b.opt.Hash.Sum(b.arena[off:])})
+	return nil
+}
+
+// serverFields are the members of serverInfo the server item covers, with
+// the JSON kind each must have; version is left out (it changes with every
+// release, docs/adr/0015).
+var serverFields = map[string]canonjson.Kind{
+	"name": canonjson.String, "title": canonjson.String, "description": canonjson.String,
+	"websiteUrl": canonjson.String, "icons": canonjson.Array,
+}
+
+var serverNames = []string{"name", "title", "description", "websiteUrl", "icons"}
+
+// addServer adds the server item of an initialize result (form v2 only).
+func (b *Builder) addServer(n canonjson.NodeID, unwrap bool) error {
+	if b.opt.Form < FormV2 {
+		return nil
+	}
+	d := b.d
+	r, err := b.initResult(n, unwrap, KindServer, "serverInfo")
+	if err != nil {
+		return err
+	}
+	info, ok := d.Get(r, "serverInfo")
+	if !ok || d.Kind(info) == canonjson.Null {
+		return nil
+	}
+	if d.Kind(info) != canonjson.Object {
+		return &Error{Code: CodeInvalidField, Kind: KindServer, Msg: "serverInfo is a " + d.Kind(info).String() + ", want an object"}
+	}
+	if err := foldedMembers(d, info, serverNames...); err != nil {
+		err.Kind = KindServer
+		return err
+	}
+	if b.kinds[KindServer].items > 0 {
+		return &Error{Code: CodeDuplicateItem, Kind: KindServer, Msg: "serverInfo given twice"}
+	}
+	off := len(b.arena)
+	b.arena = append(b.arena, '{')
+	wrote := false
+	for i := range d.Len(info) {
+		k, v := d.Member(info, i)
+		want, covered := serverFields[string(d.Decoded(k))]
+		if !covered || d.Kind(v) == canonjson.Null {
+			continue
+		}
+		if got := d.Kind(v); got != want {
+			return &Error{Code: CodeInvalidField, Kind: KindServer, Msg: "serverInfo." + d.Text(k) + " is a " + got.String() + ", want a " + want.String()}
+		}
+		if err := foldedDeep(d, v); err != nil {
+			err.Kind = KindServer
+			return err
+		}
+		if want == canonjson.Array && d.Len(v) == 0 {
+			continue // no icons, written out
+		}
+		if wrote {
+			b.arena = append(b.arena, ',')
+		}
+		b.arena = d.Append(b.arena, k)
+		b.arena = append(b.arena, ':')
+		b.arena = d.Append(b.arena, v)
+		wrote = true
+	}
+	b.arena = append(b.arena, '}')
+	b.kinds[KindServer] = listing{listed: true, pages: 1, items: 1}
+	b.pending = append(b.pending, pending{kind: KindServer, off: off, end: len(b.arena), hash: b.opt.Hash.Sum(b.arena[off:])})
 	return nil
 }
 
@@ -414,9 +594,37 @@ var coveredNames = map[Kind][]string{
 	KindResourceTemplate: {"name", "description", "title", "mimeType", "uri", "uriTemplate"},
 }
 
+// coveredNamesV2 are coveredNames with the members form v2 adds.
+var coveredNamesV2 = map[Kind][]string{
+	KindTool:             append(slices.Clip(coveredNames[KindTool]), "icons", "execution", "_meta"),
+	KindPrompt:           append(slices.Clip(coveredNames[KindPrompt]), "icons", "_meta"),
+	KindResource:         append(slices.Clip(coveredNames[KindResource]), "annotations", "icons", "_meta"),
+	KindResourceTemplate: append(slices.Clip(coveredNames[KindResourceTemplate]), "annotations", "icons", "_meta"),
+}
+
+// VolatileMetaKeys are the members of an item's _meta that form v2 leaves
+// out: values of one response or one request (a progress token, trace
+// context, the task a message belongs to), never what the item is
+// (docs/adr/0015). Every other member of _meta is covered.
+var VolatileMetaKeys = []string{"progressToken", "traceparent", "tracestate", "baggage", "io.modelcontextprotocol/related-task"}
+
 // coveredField reports whether key is hashed for items of kind, and the
 // JSON kind its value must have.
 func coveredField(kind Kind, key []byte, opt *Options) (want canonjson.Kind, covered bool) {
+	if opt.Form >= FormV2 {
+		switch string(key) {
+		case "icons":
+			return canonjson.Array, true
+		case "_meta":
+			return canonjson.Object, true
+		case "execution":
+			return canonjson.Object, kind == KindTool
+		case "annotations":
+			if kind == KindResource || kind == KindResourceTemplate {
+				return canonjson.Object, true
+			}
+		}
+	}
 	switch kind {
 	case KindTool:
 		switch string(key) {
@@ -464,7 +672,11 @@ func (b *Builder) addItem(kind Kind, n canonjson.NodeID) *Error {
 	if name == "" {
 		return &Error{Code: CodeMissingName, Msg: "an item has an empty " + nameKey}
 	}
-	if err := foldedMembers(d, n, coveredNames[kind]...); err != nil {
+	names := coveredNames[kind]
+	if b.opt.Form >= FormV2 {
+		names = coveredNamesV2[kind]
+	}
+	if err := foldedMembers(d, n, names...); err != nil {
 		err.Item = name
 		return err
 	}
@@ -484,28 +696,85 @@ func (b *Builder) addItem(kind Kind, n canonjson.NodeID) *Error {
 			err.Item = name
 			return err
 		}
+		var drop func(k, v canonjson.NodeID) bool // members of an object value left out (form v2)
 		switch {
-		case want == canonjson.Object && kind == KindTool && !d.StringIs(k, "annotations"):
+		case kind == KindTool && (d.StringIs(k, "inputSchema") || d.StringIs(k, "outputSchema")):
 			markSchema(d, v)
-		case want == canonjson.Array: // prompt arguments: a set of argument objects
+		case kind == KindPrompt && d.StringIs(k, "arguments"): // a set of argument objects
 			if err := checkArguments(d, v); err != nil {
 				err.Item = name
 				return err
 			}
 			d.MarkSet(v)
+		case b.opt.Form < FormV2:
+		case d.StringIs(k, "_meta"):
+			drop = func(k, _ canonjson.NodeID) bool { return volatileMeta(d, k) }
+		case d.StringIs(k, "execution"):
+			// taskSupport "forbidden" is the default: written out, it says nothing.
+			drop = func(k, v canonjson.NodeID) bool {
+				return d.StringIs(k, "taskSupport") && d.Kind(v) == canonjson.String && d.StringIs(v, "forbidden")
+			}
+		case d.StringIs(k, "annotations") && kind != KindTool:
+			// lastModified moves with the resource's content, as size does.
+			drop = func(k, _ canonjson.NodeID) bool { return d.StringIs(k, "lastModified") }
+		case d.StringIs(k, "annotations"):
+			drop = func(_, _ canonjson.NodeID) bool { return false } // {} as absent
+		case d.StringIs(k, "icons") && d.Len(v) == 0:
+			continue // no icons, written out
 		}
 		if wrote {
 			b.arena = append(b.arena, ',')
 		}
+		mark := len(b.arena)
 		b.arena = d.Append(b.arena, k)
 		b.arena = append(b.arena, ':')
-		b.arena = d.Append(b.arena, v)
+		if drop == nil {
+			b.arena = d.Append(b.arena, v)
+		} else if b.arena, ok = appendKept(b.arena, d, v, drop); !ok {
+			// Nothing left but defaults and volatile members: as absent.
+			b.arena = b.arena[:mark]
+			if wrote {
+				b.arena = b.arena[:mark-1]
+			}
+			continue
+		}
 		wrote = true
 	}
 	b.arena = append(b.arena, '}')
 	b.pending = append(b.pending, pending{kind: kind, name: name, off: off, end: len(b.arena),
 		start: int32(d.Offset(n)), stop: int32(d.Offset(n) + len(d.Raw(n))), hash: b.opt.Hash.Sum(b.arena[off:])})
 	return nil
+}
+
+// appendKept writes the object obj in canonical form without the members
+// drop names. When none is left it writes nothing and reports false: an
+// object of defaults and volatile values counts as absent.
+func appendKept(dst []byte, d *canonjson.Doc, obj canonjson.NodeID, drop func(k, v canonjson.NodeID) bool) ([]byte, bool) {
+	first := true
+	for i := range d.Len(obj) {
+		k, v := d.Member(obj, i)
+		if drop(k, v) {
+			continue
+		}
+		if first {
+			dst = append(dst, '{')
+		} else {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = d.Append(dst, k)
+		dst = append(dst, ':')
+		dst = d.Append(dst, v)
+	}
+	if first {
+		return dst, false
+	}
+	return append(dst, '}'), true
+}
+
+// volatileMeta drops the volatile members of _meta (VolatileMetaKeys).
+func volatileMeta(d *canonjson.Doc, k canonjson.NodeID) bool {
+	return slices.ContainsFunc(VolatileMetaKeys, func(name string) bool { return d.StringIs(k, name) })
 }
 
 func checkArguments(d *canonjson.Doc, arr canonjson.NodeID) *Error {
@@ -596,7 +865,7 @@ func (b *Builder) Surface() (*Surface, error) {
 		}
 		return canonjson.CompareUTF16(x.name, y.name)
 	})
-	s := &Surface{Items: make([]Item, len(b.pending))}
+	s := &Surface{Items: make([]Item, len(b.pending)), form: b.opt.Form}
 	arena := b.arena
 	for i, p := range b.pending {
 		if i > 0 && b.pending[i-1].kind == p.kind && b.pending[i-1].name == p.name {
@@ -616,14 +885,12 @@ func (b *Builder) Surface() (*Surface, error) {
 	return s, nil
 }
 
-// surfaceVersion tags the surface document so that a future change to the
-// canonical form can never collide with this one.
-const surfaceVersion = "mcpdrift/v1"
-
 // appendSurfaceDoc writes the surface document: a canonical JSON object with a
 // member per listed kind mapping each item name to its hash, "instructions"
-// mapping to the hash of the instructions, and "surface" naming this version
-// of the form. Members and names are in RFC 8785 order by construction.
+// and "server" mapping to the hash of those items, and "surface" naming the
+// version of the form (Form.String), so that a change to the canonical form
+// can never collide with an earlier one. Members and names are in RFC 8785
+// order by construction.
 func appendSurfaceDoc(dst []byte, s *Surface) []byte {
 	dst = append(dst, '{')
 	first := true
@@ -636,17 +903,26 @@ func appendSurfaceDoc(dst []byte, s *Surface) []byte {
 		dst = append(dst, ':')
 	}
 	// RFC 8785 order of the member names: instructions < prompts <
-	// resourceTemplates < resources < surface < tools.
+	// resourceTemplates < resources < server < surface < tools.
 	if ins := s.Of(KindInstructions); len(ins) == 1 {
 		member("instructions")
 		dst = append(dst, '"')
 		dst = ins[0].Hash.AppendText(dst)
 		dst = append(dst, '"')
 	}
-	for _, k := range []Kind{KindPrompt, KindResourceTemplate, KindResource, 0, KindTool} {
+	for _, k := range []Kind{KindPrompt, KindResourceTemplate, KindResource, KindServer, 0, KindTool} {
 		if k == 0 {
 			member("surface")
-			dst = canonjson.AppendString(dst, surfaceVersion)
+			dst = canonjson.AppendString(dst, s.form.String())
+			continue
+		}
+		if k == KindServer {
+			if srv := s.Of(KindServer); len(srv) == 1 {
+				member("server")
+				dst = append(dst, '"')
+				dst = srv[0].Hash.AppendText(dst)
+				dst = append(dst, '"')
+			}
 			continue
 		}
 		if !s.listed[k] {
@@ -666,47 +942,6 @@ func appendSurfaceDoc(dst []byte, s *Surface) []byte {
 		dst = append(dst, '}')
 	}
 	return append(dst, '}')
-}
-
-// HashOf returns the hash of the surface made of items, with listed the
-// list kinds it includes (a kind listed with no items is not the same as a
-// kind not listed), as Surface would give it for the pages the items came
-// from, hashed with opt: a proxy that hashed a listing's pages as they came
-// has everything the surface hash is made of (the items of the initialize
-// result, such as the instructions, included). A surface without tools, an
-// item of a list kind not in listed, and an item named twice are errors.
-func HashOf(opt Options, listed []Kind, items []PageItem) (Digest, error) {
-	s := &Surface{Items: make([]Item, 0, len(items))}
-	for _, k := range listed {
-		if k < KindTool || k > KindResourceTemplate {
-			return Digest{}, fail(CodeUnknownFormat, "HashOf lists a kind that is not a list kind: %s", k)
-		}
-		s.listed[k] = true
-	}
-	for _, it := range items {
-		if it.Kind >= KindTool && it.Kind <= KindResourceTemplate && !s.listed[it.Kind] {
-			return Digest{}, fail(CodeUnknownFormat, "HashOf has an item of a kind not listed: %s", it.Kind)
-		}
-		if it.Kind == 0 || it.Kind > numKinds {
-			return Digest{}, fail(CodeUnknownFormat, "HashOf has an item of no kind")
-		}
-		s.Items = append(s.Items, Item{Kind: it.Kind, Name: it.Name, Hash: it.Hash})
-	}
-	if !s.listed[KindTool] {
-		return Digest{}, fail(CodeMissingTools, "the surface has no tools listing") // as Parse says of such a capture
-	}
-	slices.SortFunc(s.Items, func(x, y Item) int {
-		if x.Kind != y.Kind {
-			return int(x.Kind) - int(y.Kind)
-		}
-		return canonjson.CompareUTF16(x.Name, y.Name)
-	})
-	for i := 1; i < len(s.Items); i++ {
-		if s.Items[i-1].Kind == s.Items[i].Kind && s.Items[i-1].Name == s.Items[i].Name {
-			return Digest{}, &Error{Code: CodeDuplicateItem, Kind: s.Items[i].Kind, Item: s.Items[i].Name, Msg: "an item named twice"}
-		}
-	}
-	return opt.Hash.Sum(appendSurfaceDoc(nil, s)), nil
 }
 
 // SurfaceDocument returns the canonical bytes whose hash is s.Hash, for

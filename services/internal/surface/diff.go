@@ -89,6 +89,20 @@ const (
 	ChangeRepresentation     = "representation_changed" // written differently, same meaning
 	ChangeUnclassified       = "unclassified"
 	MarkerPrefix             = "marker_" // marker_hidden_instructions, marker_secret_path, ...
+
+	// Form v2 (docs/adr/0015).
+	ChangeIcons          = "icons_changed"
+	ChangeExecution      = "execution_changed"
+	ChangeWebsite        = "website_changed"
+	ChangeMeta           = "meta_changed"          // a member of _meta no rule below names
+	ChangeUILinkAdded    = "ui_link_added"         // a tool now links a UI (MCP Apps, OpenAI Apps SDK): a new surface a host renders
+	ChangeUILinkChanged  = "ui_link_changed"       // the UI a tool links is another resource
+	ChangeUILinkRemoved  = "ui_link_removed"       // a tool no longer links a UI
+	ChangeUIVisibility   = "ui_visibility_changed" // who may call a tool (the model, the app) changed
+	ChangeUIPolicy       = "ui_policy_changed"     // a UI resource's sandbox (csp, permissions, domain) changed
+	ChangeUIMeta         = "ui_meta_changed"       // another member of _meta.ui or an openai/ key changed
+	ChangeUILinkUnlisted = "ui_link_unlisted"      // a tool links a UI resource the surface does not list
+	ChangeFormChanged    = "form_changed"          // the two surfaces were hashed in different canonical forms
 )
 
 var severityOf = map[string]Severity{
@@ -127,6 +141,18 @@ var severityOf = map[string]Severity{
 	ChangeName:               SeverityLow,
 	ChangeRepresentation:     SeverityInfo,
 	ChangeUnclassified:       SeverityCritical,
+	ChangeIcons:              SeverityLow,
+	ChangeExecution:          SeverityMedium,
+	ChangeWebsite:            SeverityMedium,
+	ChangeMeta:               SeverityMedium,
+	ChangeUILinkAdded:        SeverityHigh,
+	ChangeUILinkChanged:      SeverityHigh,
+	ChangeUILinkRemoved:      SeverityLow,
+	ChangeUIVisibility:       SeverityMedium,
+	ChangeUIPolicy:           SeverityHigh,
+	ChangeUIMeta:             SeverityMedium,
+	ChangeUILinkUnlisted:     SeverityCritical,
+	ChangeFormChanged:        SeverityInfo,
 }
 
 // benignKinds are the changes the guard posture may accept on its own: new
@@ -183,9 +209,13 @@ func Diff(old, new *Surface) *Report {
 		return r
 	}
 	r.Drift = true
-	for k := KindTool; k <= KindInstructions; k++ {
+	if old.form != new.form {
+		r.Changed = append(r.Changed, finish(ItemDiff{Kind: "surface", Changes: []Change{change(ChangeFormChanged, "",
+			old.form.String()+" → "+new.form.String()+": the hashes are not comparable; the items below differ in what each form covers")}}))
+	}
+	for k := KindTool; k <= KindServer; k++ {
 		olds, news := old.Of(k), new.Of(k)
-		if old.listed[k] != new.listed[k] && k != KindInstructions {
+		if old.listed[k] != new.listed[k] && k != KindInstructions && k != KindServer {
 			c := change(ChangeListingRemoved, "", "")
 			if new.listed[k] {
 				c = change(ChangeListingAdded, "", "")
@@ -213,6 +243,7 @@ func Diff(old, new *Surface) *Report {
 			}
 		}
 	}
+	r.unlistedLinks(old, new)
 	r.Benign = true
 	for _, list := range [][]ItemDiff{r.Added, r.Removed, r.Changed} {
 		for _, it := range list {
@@ -254,14 +285,19 @@ func addedItem(it Item) ItemDiff {
 	d := ItemDiff{Kind: it.Kind.String(), Name: it.Name, NewHash: digestPtr(it.Hash)}
 	kind := it.Kind.String() + "_" + ChangeItemAdded
 	sev := SeverityLow
-	if it.Kind == KindInstructions {
-		sev = SeverityMedium // new text in the model's context
+	if it.Kind == KindInstructions || it.Kind == KindServer {
+		sev = SeverityMedium // new text in the model's context, or the name a person trusts
 	}
 	d.Changes = append(d.Changes, Change{Kind: kind, Severity: sev})
 	v := decode(it)
 	if it.Kind == KindTool && explicitlyDestructive(v) {
 		d.Changes = append(d.Changes, Change{Kind: ChangeDestructiveAdded, Path: "annotations", Severity: severityOf[ChangeDestructiveAdded],
 			Detail: "the new tool declares itself destructive"})
+	}
+	if it.Kind == KindTool {
+		for _, l := range uiLinksOf(v) {
+			d.Changes = append(d.Changes, change(ChangeUILinkAdded, l.path, "the new tool links the UI "+visible(clipText(l.uri))))
+		}
 	}
 	d.Changes = appendMarkers(d.Changes, nil, scanValue(nil, "", v))
 	return finish(d)
@@ -392,6 +428,26 @@ func diffItem(kind Kind, o, n map[string]any) []Change {
 			cs = diffArguments(cs, ov, nv)
 		case key == "mimeType":
 			cs = append(cs, change(ChangeMimeType, key, textDelta(ov, nv)))
+		case key == "icons":
+			cs = append(cs, change(ChangeIcons, key, iconsDelta(ov, nv)))
+		case key == "websiteUrl" && kind == KindServer:
+			cs = append(cs, change(ChangeWebsite, key, textDelta(ov, nv)))
+		case key == "execution" && kind == KindTool:
+			cs = append(cs, change(ChangeExecution, key, textDelta(jsonText(ov), jsonText(nv))))
+		case key == "annotations" && (kind == KindResource || kind == KindResourceTemplate):
+			o, n := asMap(ov), asMap(nv)
+			for _, k := range unionKeys(o, n) {
+				if reflect.DeepEqual(o[k], n[k]) {
+					continue
+				}
+				if k == "audience" || k == "priority" {
+					cs = append(cs, change(ChangeAnnotation, key+"."+k, textDelta(jsonText(o[k]), jsonText(n[k]))))
+				} else {
+					cs = append(cs, change(ChangeUnclassified, key+"."+k, "no rule for this annotation"))
+				}
+			}
+		case key == "_meta":
+			cs = diffMeta(cs, kind, asMap(ov), asMap(nv))
 		case key == "name":
 			cs = append(cs, change(ChangeName, key, textDelta(ov, nv)))
 		default:
@@ -1045,4 +1101,159 @@ func diffMembers(cs []Change, p, key string, a, b any) []Change {
 		return append(cs, change(kind, p, fmt.Sprintf("%d member(s) removed", len(onlyX))))
 	}
 	return append(cs, change(ChangeUnclassified, p, "members changed in a way no rule describes"))
+}
+
+// jsonText writes v as JSON for a detail; nil stays nil (printed "(none)").
+func jsonText(v any) any {
+	if v == nil {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// iconsDelta names the icon sources on each side.
+func iconsDelta(o, n any) string {
+	srcs := func(v any) any {
+		list, _ := v.([]any)
+		if list == nil {
+			return nil
+		}
+		var out []string
+		for _, ic := range list {
+			if s, ok := asMap(ic)["src"].(string); ok {
+				if strings.HasPrefix(s, "data:") {
+					s = "data:… (" + strconv.Itoa(len(s)) + " bytes)"
+				}
+				out = append(out, s)
+			}
+		}
+		return strings.Join(out, " ")
+	}
+	return textDelta(srcs(o), srcs(n))
+}
+
+// The _meta members a host acts on (MCP Apps, extension
+// io.modelcontextprotocol/ui, and the OpenAI Apps SDK).
+const (
+	metaUI             = "ui"                    // MCP Apps: an object (resourceUri, visibility on a tool; csp, permissions, domain, prefersBorder on a UI resource)
+	metaUILegacy       = "ui/resourceUri"        // MCP Apps before the ui object
+	metaOpenAITemplate = "openai/outputTemplate" // OpenAI Apps SDK: the tool's UI resource
+	metaOpenAIPrefix   = "openai/"
+)
+
+// uiPolicyKeys are the members of a UI resource's _meta.ui (and their
+// OpenAI Apps SDK spellings) that decide what the rendered UI may reach.
+var uiPolicyKeys = map[string]bool{"csp": true, "permissions": true, "domain": true, "openai/widgetCSP": true, "openai/widgetDomain": true}
+
+// diffMeta classifies the changes of an item's _meta (form v2): the UI
+// link of a tool and its visibility, a UI resource's sandbox, the other
+// UI and Apps SDK members, and every other member as meta_changed.
+func diffMeta(cs []Change, kind Kind, o, n map[string]any) []Change {
+	if kind == KindTool {
+		ol, nl := linkAt(uiLinksOf(map[string]any{"_meta": o})), linkAt(uiLinksOf(map[string]any{"_meta": n}))
+		for _, p := range unionKeys(ol, nl) {
+			a, inO := ol[p]
+			b, inN := nl[p]
+			switch {
+			case !inO:
+				cs = append(cs, change(ChangeUILinkAdded, p, textDelta(nil, b)))
+			case !inN:
+				cs = append(cs, change(ChangeUILinkRemoved, p, textDelta(a, nil)))
+			case a != b:
+				cs = append(cs, change(ChangeUILinkChanged, p, textDelta(a, b)))
+			}
+		}
+	}
+	for _, key := range unionKeys(o, n) {
+		a, b := o[key], n[key]
+		if reflect.DeepEqual(a, b) {
+			continue
+		}
+		p := "_meta." + key
+		switch {
+		case key == metaUI:
+			x, y := asMap(a), asMap(b)
+			if (a != nil && x == nil) || (b != nil && y == nil) {
+				cs = append(cs, change(ChangeUIMeta, p, textDelta(jsonText(a), jsonText(b))))
+				continue
+			}
+			for _, k := range unionKeys(x, y) {
+				u, v := x[k], y[k]
+				if reflect.DeepEqual(u, v) || (kind == KindTool && k == "resourceUri") {
+					continue // the link is reported above
+				}
+				switch {
+				case kind == KindTool && k == "visibility":
+					cs = append(cs, change(ChangeUIVisibility, p+"."+k, textDelta(jsonText(u), jsonText(v))))
+				case kind != KindTool && uiPolicyKeys[k]:
+					cs = append(cs, change(ChangeUIPolicy, p+"."+k, clipText(textDelta(jsonText(u), jsonText(v)))))
+				default:
+					cs = append(cs, change(ChangeUIMeta, p+"."+k, clipText(textDelta(jsonText(u), jsonText(v)))))
+				}
+			}
+		case kind == KindTool && (key == metaUILegacy || key == metaOpenAITemplate):
+			// reported above as a link
+		case kind != KindTool && uiPolicyKeys[key]:
+			cs = append(cs, change(ChangeUIPolicy, p, clipText(textDelta(jsonText(a), jsonText(b)))))
+		case strings.HasPrefix(key, metaOpenAIPrefix):
+			cs = append(cs, change(ChangeUIMeta, p, clipText(textDelta(jsonText(a), jsonText(b)))))
+		default:
+			cs = append(cs, change(ChangeMeta, p, clipText(textDelta(jsonText(a), jsonText(b)))))
+		}
+	}
+	return cs
+}
+
+func linkAt(links []uiLink) map[string]any {
+	m := map[string]any{}
+	for _, l := range links {
+		m[l.path] = l.uri
+	}
+	return m
+}
+
+// unlistedLinks reports, on the tool's entry, each UI link of new to a
+// resource new does not list that old did not already report: a UI nobody
+// could review. A tool whose hash did not change (the resource left the
+// listing) gets an entry of its own.
+func (r *Report) unlistedLinks(old, new *Surface) {
+	before := map[UILink]bool{}
+	for _, l := range old.UnlistedUILinks() {
+		before[l] = true
+	}
+	for _, l := range new.UnlistedUILinks() {
+		if before[l] {
+			continue
+		}
+		c := change(ChangeUILinkUnlisted, "_meta", "links "+visible(clipText(l.URI))+", which the server does not list as a resource")
+		if attachTo(r.Added, l.Tool, c) || attachTo(r.Changed, l.Tool, c) {
+			continue
+		}
+		it, _ := new.Find(KindTool, l.Tool)
+		entry := finish(ItemDiff{Kind: KindTool.String(), Name: l.Tool, OldHash: digestPtr(it.Hash), NewHash: digestPtr(it.Hash), Changes: []Change{c}})
+		i := 0 // after the form entry, the tools listing entry and the tools named before it
+		for ; i < len(r.Changed); i++ {
+			e := r.Changed[i]
+			if !(e.Kind == "surface" || (e.Kind == "listing" && e.Name == KindTool.ListKey()) ||
+				(e.Kind == KindTool.String() && compareNames(e.Name, l.Tool) < 0)) {
+				break
+			}
+		}
+		r.Changed = slices.Insert(r.Changed, i, entry)
+	}
+}
+
+func attachTo(list []ItemDiff, tool string, c Change) bool {
+	for i := range list {
+		if list[i].Kind == KindTool.String() && list[i].Name == tool {
+			list[i].Changes = append(list[i].Changes, c)
+			list[i] = finish(list[i])
+			return true
+		}
+	}
+	return false
 }

@@ -177,11 +177,16 @@ func TestDiffGolden(t *testing.T) {
 
 func mustParseFile(t *testing.T, path string) *Surface {
 	t.Helper()
+	return mustParseFileWith(t, path, Options{})
+}
+
+func mustParseFileWith(t *testing.T, path string, opt Options) *Surface {
+	t.Helper()
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := Parse(raw, Options{})
+	s, err := Parse(raw, opt)
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}

@@ -13,6 +13,7 @@ import (
 )
 
 var parseSeeds = []string{
+	`{"initialize":{"serverInfo":{"name":"s","title":"S","version":"1","icons":[{"src":"https://x/i.png"}]}},"tools":{"pages":[{"tools":[{"name":"a","_meta":{"ui":{"resourceUri":"ui://a"},"progressToken":1},"execution":{"taskSupport":"forbidden"}}]}]},"resources":{"pages":[{"resources":[{"uri":"ui://a","name":"a","annotations":{"lastModified":"x","audience":["user"]},"_meta":{"ui":{"csp":{}}}}]}]}}`,
 	`{"tools":[{"name":"a","inputSchema":{"type":"object","required":["y","x"]}}]}`,
 	`{"jsonrpc":"2.0","id":1,"result":{"tools":[],"nextCursor":null}}`,
 	`{"tools":{"pages":[{"tools":[{"name":"a"}],"nextCursor":"c"},{"tools":[{"name":"b"}]}]},"initialize":{"instructions":"x"}}`,
@@ -51,6 +52,31 @@ func FuzzParse(f *testing.F) {
 		}
 		if r := Diff(s, again); r.Drift {
 			t.Fatalf("a surface drifts from itself: %+v", r)
+		}
+		// Form v2 covers more: it may refuse what v1 took (a new field of
+		// the wrong type), never with no code; what it takes is
+		// deterministic, every item of v1 is one of its items, and the UI
+		// links and risk of it are read without a panic.
+		v2 := Options{Limits: Limits{MaxDepth: 64}, Form: FormV2}
+		s2, err := Parse(raw, v2)
+		if err != nil {
+			if CodeOf(err) == "" {
+				t.Fatalf("v2 error without a code: %v", err)
+			}
+			return
+		}
+		if again, err := Parse(raw, v2); err != nil || again.Hash != s2.Hash || Diff(s2, again).Drift {
+			t.Fatalf("v2 parse is not deterministic: %v", err)
+		}
+		for _, it := range s.Items {
+			if _, ok := s2.Find(it.Kind, it.Name); !ok {
+				t.Fatalf("v1 item %s %q is not a v2 item", it.Kind, it.Name)
+			}
+		}
+		_ = s2.UnlistedUILinks()
+		_, _ = Rate(s2)
+		if r := Diff(s, s2); !r.Drift || r.Changed[0].Changes[0].Kind != ChangeFormChanged {
+			t.Fatalf("v1 against v2 does not say the forms differ: %+v", r)
 		}
 	})
 }

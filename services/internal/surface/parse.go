@@ -27,6 +27,9 @@ func Parse(raw []byte, opt Options) (*Surface, error) {
 // service that parses many surfaces keeps a Builder per worker. It resets b.
 func (b *Builder) Parse(raw []byte) (*Surface, error) {
 	b.Reset()
+	if err := b.take(0); err != nil {
+		return nil, err // an unknown form
+	}
 	d := &b.doc
 	if err := d.Parse(raw, b.opt.jsonLimits()); err != nil {
 		return nil, jsonFail(err)

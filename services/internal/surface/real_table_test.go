@@ -29,8 +29,8 @@ func TestRealWorldDriftTable(t *testing.T) {
 		tl := &tally{releases: len(vs), byKind: map[string]int{}}
 		tallies[server] = tl
 		for i := 1; i < len(vs); i++ {
-			rep := Diff(mustParseFile(t, filepath.Join("testdata", "real", server, vs[i-1]+".json")),
-				mustParseFile(t, filepath.Join("testdata", "real", server, vs[i]+".json")))
+			rep := Diff(mustParseFileWith(t, filepath.Join("testdata", "real", server, vs[i-1]+".json"), realOptions),
+				mustParseFileWith(t, filepath.Join("testdata", "real", server, vs[i]+".json"), realOptions))
 			tl.pairs++
 			if !rep.Drift {
 				tl.bySeverity[SeverityNone]++

@@ -67,7 +67,7 @@ func TestRealWorldDrift(t *testing.T) {
 			t.Run(server+"/"+oldV+"_to_"+newV, func(t *testing.T) {
 				oldPath := filepath.Join("testdata", "real", server, oldV+".json")
 				newPath := filepath.Join("testdata", "real", server, newV+".json")
-				rep := Diff(mustParseFile(t, oldPath), mustParseFile(t, newPath))
+				rep := Diff(mustParseFileWith(t, oldPath, realOptions), mustParseFileWith(t, newPath, realOptions))
 
 				want := oracleDiff(t, oldPath, newPath)
 				got := reportItems(rep)
@@ -110,8 +110,13 @@ func reportItems(r *Report) []string {
 	return out
 }
 
+// realOptions are the options the real-world drift is measured with: the
+// form new servers are hashed with.
+var realOptions = Options{Form: FormLatest}
+
 // oracleDiff compares two captures with encoding/json alone: items keyed by
-// identity, covered fields only, set-valued keywords sorted.
+// identity, covered fields (of form v2) only, set-valued keywords sorted,
+// the defaults and volatile members form v2 leaves out left out.
 func oracleDiff(t *testing.T, oldPath, newPath string) []string {
 	o, n := oracleItems(t, oldPath), oracleItems(t, newPath)
 	var out []string
@@ -160,15 +165,24 @@ func oracleItems(t *testing.T, path string) map[string]any {
 		if ins, ok := init["instructions"].(string); ok {
 			items["instructions "] = ins
 		}
+		if info, ok := init["serverInfo"].(map[string]any); ok {
+			kept := map[string]any{}
+			for _, f := range []string{"name", "title", "description", "websiteUrl", "icons"} {
+				if v, ok := info[f]; ok && !oracleEmpty(v) {
+					kept[f] = v
+				}
+			}
+			items["server "] = kept
+		}
 	}
 	lists := []struct {
 		key, kind, id string
 		covered       []string
 	}{
-		{"tools", "tool", "name", []string{"name", "title", "description", "inputSchema", "outputSchema", "annotations"}},
-		{"prompts", "prompt", "name", []string{"name", "title", "description", "arguments"}},
-		{"resources", "resource", "uri", []string{"uri", "name", "title", "description", "mimeType"}},
-		{"resourceTemplates", "resourceTemplate", "uriTemplate", []string{"uriTemplate", "name", "title", "description", "mimeType"}},
+		{"tools", "tool", "name", []string{"name", "title", "description", "inputSchema", "outputSchema", "annotations", "icons", "execution", "_meta"}},
+		{"prompts", "prompt", "name", []string{"name", "title", "description", "arguments", "icons", "_meta"}},
+		{"resources", "resource", "uri", []string{"uri", "name", "title", "description", "mimeType", "annotations", "icons", "_meta"}},
+		{"resourceTemplates", "resourceTemplate", "uriTemplate", []string{"uriTemplate", "name", "title", "description", "mimeType", "annotations", "icons", "_meta"}},
 	}
 	for _, l := range lists {
 		listing, ok := capture[l.key].(map[string]any)
@@ -181,7 +195,24 @@ func oracleItems(t *testing.T, path string) map[string]any {
 				m := it.(map[string]any)
 				kept := map[string]any{}
 				for _, f := range l.covered {
-					if v, ok := m[f]; ok {
+					v, ok := m[f]
+					if !ok || v == nil {
+						continue
+					}
+					if obj, isObj := v.(map[string]any); isObj && f != "inputSchema" && f != "outputSchema" {
+						trimmed := map[string]any{}
+						for k, e := range obj {
+							switch {
+							case f == "execution" && k == "taskSupport" && e == "forbidden",
+								f == "annotations" && l.kind != "tool" && k == "lastModified",
+								f == "_meta" && slices.Contains(VolatileMetaKeys, k):
+							default:
+								trimmed[k] = e
+							}
+						}
+						v = trimmed
+					}
+					if !oracleEmpty(v) {
 						kept[f] = sortSets(f, v)
 					}
 				}
@@ -190,6 +221,17 @@ func oracleItems(t *testing.T, path string) map[string]any {
 		}
 	}
 	return items
+}
+
+// oracleEmpty: an empty object or array counts as absent in form v2.
+func oracleEmpty(v any) bool {
+	switch v := v.(type) {
+	case map[string]any:
+		return len(v) == 0
+	case []any:
+		return len(v) == 0
+	}
+	return false
 }
 
 // sortSets sorts "required" and array "type" members, and prompt arguments.
@@ -216,4 +258,35 @@ func sortSets(key string, v any) any {
 		return out
 	}
 	return v
+}
+
+// TestRealWorldFormV2AddsNoDrift: form v2 covers more than v1, yet across
+// the captured releases it finds drift in no pair v1 found none in, rates
+// every pair as v1 does, and flags the same items but for the server item
+// where serverInfo really changed (a name or title, never a version: 26 of
+// the 43 pairs change serverInfo.version, and 53 tools write out or drop
+// execution {"taskSupport":"forbidden"}, the default).
+func TestRealWorldFormV2AddsNoDrift(t *testing.T) {
+	serverOnly := 0
+	for _, server := range realServers(t) {
+		vs := realVersions(t, server)
+		for i := 1; i < len(vs); i++ {
+			oldPath := filepath.Join("testdata", "real", server, vs[i-1]+".json")
+			newPath := filepath.Join("testdata", "real", server, vs[i]+".json")
+			r1 := Diff(mustParseFileWith(t, oldPath, Options{}), mustParseFileWith(t, newPath, Options{}))
+			r2 := Diff(mustParseFileWith(t, oldPath, Options{Form: FormV2}), mustParseFileWith(t, newPath, Options{Form: FormV2}))
+			i1 := reportItems(r1)
+			i2 := slices.DeleteFunc(reportItems(r2), func(s string) bool { return s == "changed server " })
+			if len(i2) < len(reportItems(r2)) {
+				serverOnly++
+			}
+			if r1.Drift != r2.Drift || r1.Severity != r2.Severity || r1.Benign != r2.Benign || !slices.Equal(i1, i2) {
+				t.Errorf("%s %s → %s: v1 %v %s benign %v %q; v2 %v %s benign %v %q", server, vs[i-1], vs[i],
+					r1.Drift, r1.Severity, r1.Benign, i1, r2.Drift, r2.Severity, r2.Benign, reportItems(r2))
+			}
+		}
+	}
+	if serverOnly != 2 {
+		t.Errorf("the server item changed in %d pairs, want 2 (everything: a title added, then name and title)", serverOnly)
+	}
 }

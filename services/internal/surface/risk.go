@@ -15,8 +15,9 @@ const maxRiskReasons = 8
 //   - critical: an injection or exfiltration marker (hidden_instructions,
 //     exfiltration) in any item, the instructions included;
 //   - high: a tool that declares itself destructive (destructiveHint true,
-//     not read-only), or any other poisoning marker (secret_path,
-//     invisible_chars, encoded_blob);
+//     not read-only), any other poisoning marker (secret_path,
+//     invisible_chars, encoded_blob), or a tool that links a UI resource
+//     the surface does not list (form v2: UnlistedUILinks);
 //   - medium: a tool that may write (not declared read-only: the MCP
 //     default) or reaches an open world (openWorldHint true, the MCP
 //     default);
@@ -48,6 +49,10 @@ func rate(s *Surface, scan textScanner) (Severity, []string) {
 		band = max(band, sev)
 		all = append(all, reason{sev, sev.String() + ": " + text})
 	}
+	unlisted := map[string][]string{}
+	for _, l := range s.UnlistedUILinks() {
+		unlisted[l.Tool] = append(unlisted[l.Tool], l.URI)
+	}
 	for _, it := range s.Items {
 		v := decode(it)
 		what := it.Kind.String()
@@ -68,6 +73,9 @@ func rate(s *Surface, scan textScanner) (Severity, []string) {
 		}
 		if it.Kind != KindTool {
 			continue
+		}
+		for _, u := range unlisted[it.Name] {
+			raise(SeverityHigh, what+": links the UI "+quote(u)+", which the server does not list")
 		}
 		ann := asMap(asMap(v)["annotations"])
 		readOnly := hintValue(ann, "readOnlyHint", false)

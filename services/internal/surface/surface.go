@@ -1,6 +1,7 @@
 // Package surface is the fingerprint engine: it turns what an MCP server
-// advertises (tools, prompts, resources, resource templates and the
-// initialize instructions), as the raw bytes the server sent, into canonical
+// advertises (tools, prompts, resources, resource templates, the
+// initialize instructions and, in form mcpdrift/v2, the server's own
+// description), as the raw bytes the server sent, into canonical
 // items with SHA-256 (or SHA-512) hashes, and classifies the difference between two such
 // surfaces.
 //
@@ -35,6 +36,10 @@ const (
 	KindResource
 	KindResourceTemplate
 	KindInstructions
+	// KindServer is the server's own description (serverInfo of the
+	// initialize or server/discover result, version left out), one per
+	// surface like the instructions; canonical form mcpdrift/v2 only.
+	KindServer
 	numKinds = iota
 )
 
@@ -48,10 +53,11 @@ var kindInfo = [...]struct {
 	KindResource:         {"resource", "resources", "uri"},
 	KindResourceTemplate: {"resourceTemplate", "resourceTemplates", "uriTemplate"},
 	KindInstructions:     {"instructions", "instructions", ""},
+	KindServer:           {"server", "server", ""},
 }
 
 func (k Kind) String() string {
-	if k >= KindTool && k <= KindInstructions {
+	if k >= KindTool && k <= KindServer {
 		return kindInfo[k].name
 	}
 	return fmt.Sprintf("kind(%d)", k)
@@ -59,6 +65,52 @@ func (k Kind) String() string {
 
 // ListKey is the JSON member that carries this kind in a list result.
 func (k Kind) ListKey() string { return kindInfo[k].listKey }
+
+// Form is a version of the canonical form (docs/canonical-form.md): what
+// each item covers and how, and the tag written into the surface document.
+// The zero value is FormV1, the form every baseline made before FormV2 was
+// hashed with, so that a caller that says nothing keeps comparing with
+// them; the settings a server is judged by name the form explicitly
+// (status.Hashing), and new servers get FormV2 (docs/adr/0015).
+type Form uint8
+
+// The forms of the canonical form.
+const (
+	// FormV1, "mcpdrift/v1": tools' name, title, description, schemas and
+	// annotations; prompts', resources' and templates' names, texts and
+	// mime types; the instructions (docs/adr/0002).
+	FormV1 Form = iota
+	// FormV2, "mcpdrift/v2": FormV1 and every field a host shows or acts
+	// on: icons, tool execution, resource and template annotations, _meta
+	// of every item (its volatile keys left out), and the server's own
+	// description (serverInfo but its version) as the item KindServer
+	// (docs/adr/0015).
+	FormV2
+	numForms = iota
+)
+
+// FormLatest is the form new servers are hashed with.
+const FormLatest = FormV2
+
+var formTags = [...]string{FormV1: "mcpdrift/v1", FormV2: "mcpdrift/v2"}
+
+func (f Form) String() string {
+	if int(f) < len(formTags) {
+		return formTags[f]
+	}
+	return fmt.Sprintf("form(%d)", f)
+}
+
+// FormNamed returns the form whose tag is name ("mcpdrift/v1",
+// "mcpdrift/v2").
+func FormNamed(name string) (Form, bool) {
+	for f, tag := range formTags {
+		if tag == name {
+			return Form(f), true
+		}
+	}
+	return 0, false
+}
 
 // Alg is the hash algorithm of a fingerprint. Hashes are always written
 // tagged with it ("sha256:<hex>", "sha512:<hex>"); the zero value is
@@ -192,7 +244,11 @@ type Surface struct {
 	// code unit order.
 	Items  []Item
 	listed [numKinds + 1]bool
+	form   Form
 }
+
+// Form is the version of the canonical form s was made with.
+func (s *Surface) Form() Form { return s.form }
 
 // Listed reports whether the surface includes a listing of kind k (a capture
 // may leave out prompts, say, which is not the same as an empty list).
@@ -240,7 +296,11 @@ type Options struct {
 	ExcludeAnnotations bool
 	// Hash is the algorithm of every hash: SHA256 (the zero value) or
 	// SHA512. The canonical bytes do not depend on it.
-	Hash   Alg
+	Hash Alg
+	// Form is the version of the canonical form: FormV1 (the zero value)
+	// or FormV2. Hashes made with different forms are not comparable; the
+	// surface document names its form.
+	Form   Form
 	Limits Limits // zero fields take DefaultLimits
 }
 

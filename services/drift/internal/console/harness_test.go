@@ -180,7 +180,7 @@ func (s *stack) manifest(tools ...map[string]any) string {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	sf, err := surface.Parse(raw, surface.Options{})
+	sf, err := surface.Parse(raw, surface.Options{Form: surface.FormLatest})
 	if err != nil {
 		s.t.Fatalf("parsing the test manifest: %v", err)
 	}
@@ -202,7 +202,7 @@ func (s *stack) observe(tenant, server, hash string) {
 	v, _ := s.items.Load(hash)
 	items, _ := v.([]*mcpdriftv1.ItemHash)
 	n := s.seq.Add(1)
-	fp := &mcpdriftv1.Fingerprint{EventId: fmt.Sprintf("fp-%d", n), Tenant: tenant, Server: server, Variant: "v0", Proxy: "p1",
+	fp := &mcpdriftv1.Fingerprint{CanonicalForm: surface.FormLatest.String(), EventId: fmt.Sprintf("fp-%d", n), Tenant: tenant, Server: server, Variant: "v0", Proxy: "p1",
 		ObservedAtUnixMs: time.Now().UnixMilli(), SurfaceHash: hash, Items: items}
 	data, err := proto.Marshal(fp)
 	if err != nil {

@@ -72,7 +72,7 @@ func benchThroughput(b *testing.B, known bool) {
 	manifests := make([]served, servers)
 	for i := range servers {
 		v := bytes.Replace(raw, []byte(`"description":"`), []byte(fmt.Sprintf(`"description":"[s%d] `, i)), 1)
-		vsf, err := surface.Parse(v, surface.Options{})
+		vsf, err := surface.Parse(v, surface.Options{Form: surface.FormLatest})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -100,7 +100,7 @@ func benchThroughput(b *testing.B, known bool) {
 		for i := range count {
 			server := fmt.Sprintf("s%d-%d", round, i%servers)
 			m := manifests[i%servers]
-			fp := &mcpdriftv1.Fingerprint{EventId: fmt.Sprintf("fp-%d-%d", pass, i), ObservationId: fmt.Sprintf("obs-%d-%d", pass, i),
+			fp := &mcpdriftv1.Fingerprint{CanonicalForm: surface.FormLatest.String(), EventId: fmt.Sprintf("fp-%d-%d", pass, i), ObservationId: fmt.Sprintf("obs-%d-%d", pass, i),
 				Tenant: "acme", Server: server, Variant: "default", Proxy: "p1",
 				ObservedAtUnixMs: int64(1_700_000_000_000 + pass*n + i), SurfaceHash: m.hash, Items: m.items}
 			data, err := proto.Marshal(fp)

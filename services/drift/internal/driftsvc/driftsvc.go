@@ -710,7 +710,8 @@ func Verdict(rec *state.Record, prev state.Status) *mcpdriftv1.Verdict {
 
 // surfaceOf loads and parses a stored manifest, checked against its name:
 // parsed with the settings its hash was made with (the algorithm of its
-// tag; annotations covered, or else not, whichever makes up the hash).
+// tag; annotations covered, or else not, and form v2 or v1, whichever
+// makes up the hash: the surface document names its form, so one does).
 func (s *Service) surfaceOf(ctx context.Context, hash string) (*surface.Surface, error) {
 	if sf, ok := s.surf.get(hash); ok {
 		return sf, nil
@@ -720,20 +721,22 @@ func (s *Service) surfaceOf(ctx context.Context, hash string) (*surface.Surface,
 		return nil, err
 	}
 	var last error
-	for _, annotations := range []bool{true, false} {
-		h, err := status.HashingOf(hash, annotations)
-		if err != nil {
-			return nil, fmt.Errorf("manifest %s: %w", hash, err)
+	for _, form := range []string{status.FormLatest, status.FormV1} {
+		for _, annotations := range []bool{true, false} {
+			h, err := status.HashingOf(hash, annotations, form)
+			if err != nil {
+				return nil, fmt.Errorf("manifest %s: %w", hash, err)
+			}
+			sf, err := parseWith(raw, h)
+			if err != nil {
+				return nil, fmt.Errorf("parsing manifest %s: %w", hash, err)
+			}
+			if sf.Hash.String() == hash {
+				s.surf.put(hash, sf, len(raw))
+				return sf, nil
+			}
+			last = fmt.Errorf("manifest stored as %s hashes to %s", hash, sf.Hash)
 		}
-		sf, err := parseWith(raw, h)
-		if err != nil {
-			return nil, fmt.Errorf("parsing manifest %s: %w", hash, err)
-		}
-		if sf.Hash.String() == hash {
-			s.surf.put(hash, sf, len(raw))
-			return sf, nil
-		}
-		last = fmt.Errorf("manifest stored as %s hashes to %s", hash, sf.Hash)
 	}
 	return nil, last
 }

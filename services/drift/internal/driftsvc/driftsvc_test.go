@@ -21,6 +21,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/natstest"
 	"github.com/mcpdrift/mcpdrift/services/internal/poll"
+	"github.com/mcpdrift/mcpdrift/services/internal/status"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
 
@@ -34,6 +35,17 @@ type env struct {
 	// items: the item hashes of each manifest stored, by surface hash,
 	// which a fingerprint of it carries as the fingerprint service's do.
 	items sync.Map
+	// legacy: manifests are fingerprinted in form mcpdrift/v1, as the
+	// fingerprint service did before forms were named.
+	legacy bool
+}
+
+// form is the form the env's fingerprints are made in.
+func (e *env) form() surface.Form {
+	if e.legacy {
+		return surface.FormV1
+	}
+	return surface.FormLatest
 }
 
 // stored remembers a stored manifest's item hashes for its fingerprints.
@@ -92,7 +104,7 @@ func (e *env) manifest(path string) string {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	s, err := surface.Parse(raw, surface.Options{})
+	s, err := surface.Parse(raw, surface.Options{Form: e.form()})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -105,7 +117,7 @@ func (e *env) manifest(path string) string {
 
 func (e *env) publish(server, eventID, hash, errCode string, at time.Time, msgID string) {
 	e.t.Helper()
-	fp := &mcpdriftv1.Fingerprint{EventId: eventID, Tenant: "acme", Server: server, Variant: "v0", Proxy: "p1",
+	fp := &mcpdriftv1.Fingerprint{CanonicalForm: status.FormName(e.form()), EventId: eventID, Tenant: "acme", Server: server, Variant: "v0", Proxy: "p1",
 		ObservedAtUnixMs: at.UnixMilli(), SurfaceHash: hash, ErrorCode: errCode, Items: e.itemsOf(hash)}
 	data, err := proto.Marshal(fp)
 	if err != nil {
@@ -376,7 +388,7 @@ func TestPoisonIsDeadLettered(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A body that names another server than its subject.
-	other, _ := proto.Marshal(&mcpdriftv1.Fingerprint{EventId: "o0", Tenant: "acme", Server: "victim", Variant: "v0", SurfaceHash: a})
+	other, _ := proto.Marshal(&mcpdriftv1.Fingerprint{CanonicalForm: surface.FormLatest.String(), EventId: "o0", Tenant: "acme", Server: "victim", Variant: "v0", SurfaceHash: a})
 	if _, err := bus.Publish(context.Background(), e.js, bus.FingerprintSubject("acme", "x"), other, "o0"); err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ func TestSameInstructions(t *testing.T) {
 		if instructions != "" {
 			init += `,"instructions":"` + instructions + `"`
 		}
-		sf, err := surface.Parse([]byte(`{"initialize":`+init+`},"tools":{"pages":[{"tools":[`+tools+`]}]}}`), surface.Options{})
+		sf, err := surface.Parse([]byte(`{"initialize":`+init+`},"tools":{"pages":[{"tools":[`+tools+`]}]}}`), surface.Options{Form: surface.FormLatest})
 		if err != nil {
 			t.Fatal(err)
 		}

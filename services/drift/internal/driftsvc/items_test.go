@@ -23,11 +23,16 @@ func itemsOfFixture(t *testing.T, path string) *status.Items {
 
 func parseFixture(t *testing.T, path string) *surface.Surface {
 	t.Helper()
+	return parseFixtureForm(t, path, surface.FormLatest)
+}
+
+func parseFixtureForm(t *testing.T, path string, form surface.Form) *surface.Surface {
+	t.Helper()
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sf, err := surface.Parse(raw, surface.Options{})
+	sf, err := surface.Parse(raw, surface.Options{Form: form})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,6 +113,7 @@ func TestRecordCarriesFingerprintItems(t *testing.T) {
 // the stored manifest.
 func TestUpgradeFillsInItems(t *testing.T) {
 	e := newEnv(t)
+	e.legacy = true // the records of an earlier drift service are of form v1
 	a, b := e.manifest(fixA), e.manifest(fixB)
 	ctx := context.Background()
 	put := func(server string, rec map[string]any) {
@@ -135,7 +141,7 @@ func TestUpgradeFillsInItems(t *testing.T) {
 
 	e.publish("verified", "o1", a, "", time.Now(), "")
 	r := e.waitVariant(svc, "verified", "v0", func(r *state.Record) bool { return r.BaselineItems != nil })
-	if !sameItems(r.BaselineItems, itemsOfFixture(t, fixA)) || !r.Serve() || r.Status != state.Verified || r.BaselineVersion != 1 {
+	if !sameItems(r.BaselineItems, status.ItemsOf(parseFixtureForm(t, fixA, surface.FormV1))) || !r.Serve() || r.Status != state.Verified || r.BaselineVersion != 1 {
 		t.Fatalf("filled in: %+v", r)
 	}
 	poll.Eventually(t, wait, e.hasVerdict("server verified, serve true", func(v map[string]any) bool {
@@ -146,7 +152,7 @@ func TestUpgradeFillsInItems(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := v.Variants[0]; !sameItems(e.baselineItems(t, &got), itemsOfFixture(t, fixB)) || !got.Serve() {
+	if got := v.Variants[0]; !sameItems(e.baselineItems(t, &got), status.ItemsOf(parseFixtureForm(t, fixB, surface.FormV1))) || !got.Serve() {
 		t.Fatalf("approved without live items in the record: baseline items %+v serve %v", e.baselineItems(t, &got), got.Serve())
 	}
 }

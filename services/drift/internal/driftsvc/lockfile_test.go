@@ -56,7 +56,7 @@ func (e *env) knows(path string) string {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	sf, err := surface.Parse(raw, surface.Options{})
+	sf, err := surface.Parse(raw, surface.Options{Form: surface.FormLatest})
 	if err != nil {
 		e.t.Fatal(err)
 	}

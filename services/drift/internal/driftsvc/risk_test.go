@@ -26,7 +26,7 @@ func TestFirstSightRisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sf, err := surface.Parse(raw, surface.Options{})
+	sf, err := surface.Parse(raw, surface.Options{Form: surface.FormLatest})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestFirstSightRiskFromFingerprint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sf, err := surface.Parse(raw, surface.Options{})
+	sf, err := surface.Parse(raw, surface.Options{Form: surface.FormLatest})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestFirstSightRiskFromFingerprint(t *testing.T) {
 			e := newEnv(t)
 			a := e.manifest(fixA)
 			svc, _ := e.start(Config{})
-			fp := &mcpdriftv1.Fingerprint{EventId: "o1", Tenant: "acme", Server: "s1", Variant: "v0", Proxy: "p1",
+			fp := &mcpdriftv1.Fingerprint{CanonicalForm: surface.FormLatest.String(), EventId: "o1", Tenant: "acme", Server: "s1", Variant: "v0", Proxy: "p1",
 				ObservedAtUnixMs: time.Now().UnixMilli(), SurfaceHash: a, Items: e.itemsOf(a),
 				Risk: &mcpdriftv1.SurfaceRisk{Band: tc.band, Reasons: []string{"carried by the fingerprint"}}}
 			data, err := proto.Marshal(fp)

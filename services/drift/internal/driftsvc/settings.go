@@ -15,6 +15,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
 	"github.com/mcpdrift/mcpdrift/services/internal/coded"
 	"github.com/mcpdrift/mcpdrift/services/internal/policy"
+	"github.com/mcpdrift/mcpdrift/services/internal/settings"
 	"github.com/mcpdrift/mcpdrift/services/internal/status"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
@@ -23,14 +24,14 @@ import (
 // resolves them over the service's flags (package settings).
 func (s *Service) settingsOf(tenant, server string) state.Policy {
 	if s.pol == nil {
-		return s.cfg.Policy
+		return settings.Drift(nil, server, s.cfg.Policy)
 	}
 	return s.pol.Drift(tenant, server, s.cfg.Policy)
 }
 
 // fingerprintHashing is the hashing a fingerprint was made with.
 func fingerprintHashing(fp *mcpdriftv1.Fingerprint) (status.Hashing, error) {
-	return status.HashingOf(fp.SurfaceHash, !fp.AnnotationsExcluded)
+	return status.HashingOf(fp.SurfaceHash, !fp.AnnotationsExcluded, fp.CanonicalForm)
 }
 
 // surfaceUnder returns the manifest stored under stored, parsed with the

@@ -38,7 +38,7 @@ func (e *env) tools(specs ...string) string {
 			"inputSchema": map[string]any{"type": "object", "properties": props, "required": []string{"x"}}})
 	}
 	raw, _ := json.Marshal(map[string]any{"tools": tl})
-	sf, err := surface.Parse(raw, surface.Options{})
+	sf, err := surface.Parse(raw, surface.Options{Form: surface.FormLatest})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func (e *env) tools(specs ...string) string {
 // publishV publishes a fingerprint of one listing variant.
 func (e *env) publishV(server, variant, eventID, hash string, at time.Time) {
 	e.t.Helper()
-	fp := &mcpdriftv1.Fingerprint{EventId: eventID, Tenant: "acme", Server: server, Variant: variant, Proxy: "p1",
+	fp := &mcpdriftv1.Fingerprint{CanonicalForm: surface.FormLatest.String(), EventId: eventID, Tenant: "acme", Server: server, Variant: variant, Proxy: "p1",
 		ObservedAtUnixMs: at.UnixMilli(), SurfaceHash: hash, Items: e.itemsOf(hash)}
 	data, err := proto.Marshal(fp)
 	if err != nil {

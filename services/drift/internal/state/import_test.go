@@ -5,12 +5,11 @@ import (
 	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/coded"
-	"github.com/mcpdrift/mcpdrift/services/internal/status"
 )
 
 // imported is a lockfile's baseline of hash, approved at second at.
 func imported(hash string, at int) Imported {
-	return Imported{Hash: hash, Items: &Items{Surface: hash}, Hashing: status.DefaultHashing,
+	return Imported{Hash: hash, Items: &Items{Surface: hash}, Hashing: discover.Hashing(), // the records' hashing (form v1: the policies here name none)
 		CapturedAtMs: t0.UnixMilli(), ApprovedAtMs: t0.Add(time.Duration(at) * time.Second).UnixMilli(),
 		ApprovedBy: "alice", Version: 7, KeyID: "34750f98bd59fcfc946da45aaabe933be154a4b5094e1c4abf42866505f3c97e"}
 }

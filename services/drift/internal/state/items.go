@@ -34,30 +34,32 @@ var (
 // ItemRef names an item as an admin names it for a per-item approve:
 // KIND:NAME with the fingerprint engine's kind names (tool:search_notes,
 // prompt:summarize, resource:ui://notes/view.html,
-// resourceTemplate:file:///{path}), and "instructions" alone for the
-// server's instructions, which have no name.
+// resourceTemplate:file:///{path}), and "instructions" and "server" alone
+// for the server's instructions and its own description (form v2), which
+// have no name.
 type ItemRef struct {
 	Kind, Name string
 }
 
 func (r ItemRef) String() string {
-	if r.Kind == surface.KindInstructions.String() {
+	if r.Kind == surface.KindInstructions.String() || r.Kind == surface.KindServer.String() {
 		return r.Kind
 	}
 	return r.Kind + ":" + r.Name
 }
 
 // ParseItemRef reads KIND:NAME (the name is everything after the first
-// colon, colons included) or "instructions".
+// colon, colons included), "instructions" or "server".
 func ParseItemRef(s string) (ItemRef, error) {
 	kind, name, hasName := strings.Cut(s, ":")
 	k, ok := surface.KindNamed(kind)
+	unnamed := k == surface.KindInstructions || k == surface.KindServer
 	switch {
 	case !ok:
-		return ItemRef{}, coded.Errorf(ErrItemInvalid.Code, "%q: want KIND:NAME with KIND one of tool, prompt, resource, resourceTemplate, or instructions", clip(s))
-	case k == surface.KindInstructions && hasName:
-		return ItemRef{}, coded.Errorf(ErrItemInvalid.Code, "%q: the instructions have no name; name them as instructions", clip(s))
-	case k != surface.KindInstructions && name == "":
+		return ItemRef{}, coded.Errorf(ErrItemInvalid.Code, "%q: want KIND:NAME with KIND one of tool, prompt, resource, resourceTemplate, or instructions or server", clip(s))
+	case unnamed && hasName:
+		return ItemRef{}, coded.Errorf(ErrItemInvalid.Code, "%q: the %s has no name; name it as %s", clip(s), kind, kind)
+	case !unnamed && name == "":
 		return ItemRef{}, coded.Errorf(ErrItemInvalid.Code, "%q: want %s:NAME, the %s's name", clip(s), kind, kind)
 	}
 	return ItemRef{Kind: kind, Name: name}, nil

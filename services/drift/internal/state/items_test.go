@@ -24,6 +24,8 @@ func TestParseItemRef(t *testing.T) {
 		{"instructions", ItemRef{"instructions", ""}, false},
 		{"instructions:", ItemRef{}, true},
 		{"instructions:x", ItemRef{}, true},
+		{"server", ItemRef{"server", ""}, false},
+		{"server:x", ItemRef{}, true},
 		{"tool:", ItemRef{}, true},
 		{"tool", ItemRef{}, true},
 		{"tools:x", ItemRef{}, true},
@@ -70,6 +72,7 @@ func TestPickItems(t *testing.T) {
 	c := it("tool", "c", "sha256:c")
 	p := it("prompt", "p", "sha256:p")
 	ins1, ins2 := it("instructions", "", "sha256:i1"), it("instructions", "", "sha256:i2")
+	srv1, srv2 := it("server", "", "sha256:s1"), it("server", "", "sha256:s2")
 	tests := []struct {
 		name       string
 		base, live *Items
@@ -97,6 +100,10 @@ func TestPickItems(t *testing.T) {
 			[]Item{a1}, tools, nil, nil},
 		{"instructions", items(tools, ins1, a1), items(tools, ins2, a2), []ItemRef{{"instructions", ""}},
 			[]Item{a1, ins2}, tools, []string{"tool a"}, nil},
+		{"server", items(tools, srv1, a1), items(tools, srv2, a2), []ItemRef{{"server", ""}},
+			[]Item{a1, srv2}, tools, []string{"tool a"}, nil},
+		{"server_gone", items(tools, srv1, a1), items(tools, a1), []ItemRef{{"server", ""}},
+			[]Item{a1}, tools, nil, nil},
 		{"unchanged", items(tools, a1, b1), items(tools, a1, b2), []ItemRef{{"tool", "a"}}, nil, nil, nil, ErrItemUnchanged},
 		{"unknown", items(tools, a1), items(tools, a2), []ItemRef{{"tool", "zzz"}}, nil, nil, nil, ErrItemUnknown},
 		{"unknown_kind_of_name", items(tools, a1), items(tools, a2), []ItemRef{{"prompt", "a"}}, nil, nil, nil, ErrItemUnknown},

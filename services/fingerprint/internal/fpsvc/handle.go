@@ -113,7 +113,7 @@ func (s *Service) fingerprint(obs *mcpdriftv1.ListObservation) ([]byte, *memoEnt
 }
 
 // CodeUnknownHashing is the Fingerprint error_code when the server's
-// settings name a hash algorithm this service does not know: nothing is
+// settings name a hash algorithm (or canonical form) this service does not know: nothing is
 // hashed by a setting it does not understand (fail closed).
 const CodeUnknownHashing = "unknown_hashing"
 
@@ -132,7 +132,7 @@ func (s *Service) hashing(obs *mcpdriftv1.ListObservation) status.Hashing {
 // surface with markers, and encodes the result fields.
 func compute(capture []byte, h status.Hashing, markers *surface.MarkerMemo) (*memoEntry, error) {
 	e := &memoEntry{capture: capture, hashing: h}
-	res := &mcpdriftv1.Fingerprint{AnnotationsExcluded: !h.Annotations}
+	res := &mcpdriftv1.Fingerprint{AnnotationsExcluded: !h.Annotations, CanonicalForm: h.Form}
 	opt, err := h.Options()
 	var surf *surface.Surface
 	if err == nil {
@@ -145,6 +145,9 @@ func compute(capture []byte, h status.Hashing, markers *surface.MarkerMemo) (*me
 			code = CodeUnfingerprintable
 		}
 		if _, ok := surface.AlgNamed(h.Hash); !ok {
+			code = CodeUnknownHashing
+		}
+		if _, ok := status.FormOf(h.Form); !ok {
 			code = CodeUnknownHashing
 		}
 		res.ErrorCode = code
@@ -173,7 +176,7 @@ func parse(capture []byte, opt surface.Options) (s *surface.Surface, err error) 
 			s, err = nil, fmt.Errorf("the fingerprint engine panicked: %v", r)
 		}
 	}()
-	pool := &builders[opt.Hash][boolIndex(opt.ExcludeAnnotations)]
+	pool := &builders[opt.Hash][boolIndex(opt.ExcludeAnnotations)][opt.Form]
 	b, _ := pool.Get().(*surface.Builder)
 	if b == nil {
 		b = surface.NewBuilder(opt)
@@ -183,8 +186,8 @@ func parse(capture []byte, opt surface.Options) (s *surface.Surface, err error) 
 }
 
 // builders keeps the engine's buffers between captures (one per worker at
-// a time), by hash algorithm and annotations switch.
-var builders [surface.SHA512 + 1][2]sync.Pool
+// a time), by hash algorithm, annotations switch and canonical form.
+var builders [surface.SHA512 + 1][2][surface.FormV2 + 1]sync.Pool
 
 func boolIndex(b bool) int {
 	if b {

@@ -481,8 +481,14 @@ func (s *Session) hashOptions() surface.Options {
 	if o := s.hashing.Load(); o != nil {
 		return *o
 	}
-	return surface.Options{}
+	return defaultHashing
 }
+
+// defaultHashing is what a session hashes with before it knows the
+// server's record: the hashing a server first seen gets
+// (status.DefaultHashing: the newest canonical form), so that what it
+// hashes then matches what the pipeline makes of the same listing.
+var defaultHashing = surface.Options{Form: surface.FormLatest}
 
 // adoptHashing makes o the session's hashing when it differs: every item
 // hash the session holds (its live items, its last listings) is made again
@@ -502,9 +508,9 @@ func (s *Session) adoptHashing(o surface.Options) {
 	s.hashing.Store(&o)
 	clear(s.live)
 	if s.initRes != nil {
-		b := surface.NewBuilder(o)
-		s.initKnown = b.AddInitialize(s.initRes) == nil
-		s.initItems, s.initWith = b.LastPage(), o
+		var err error
+		s.initItems, err = initItemsOf(o, s.initRes)
+		s.initKnown, s.initWith = err == nil, o
 	}
 	for k := surface.KindTool; k <= surface.KindResourceTemplate; k++ {
 		ks := &s.kinds[k]
@@ -907,7 +913,7 @@ type publication struct {
 // where it passes.
 func (s *Session) publish(variant string, c capture, sum summary) {
 	v, known := s.gateNow(variant)
-	opts := surface.Options{}
+	opts := defaultHashing
 	if known {
 		opts = v.Hashing
 	}
@@ -917,7 +923,7 @@ func (s *Session) publish(variant string, c capture, sum summary) {
 	if sum.ok && sum.with == opts {
 		// The items were hashed as their pages passed, with the settings
 		// the surface is hashed with: the surface hash is made of them.
-		hash, err = surface.HashOf(opts, sum.listed, sum.items)
+		hash, err = surface.HashItemsForm(opts.Hash, opts.Form, sum.items, sum.listed)
 	} else {
 		var sf *surface.Surface
 		if sf, err = surface.Parse(c.bytes(), opts); err == nil {
@@ -1040,7 +1046,7 @@ type summary struct {
 	ok     bool
 	with   surface.Options
 	listed []surface.Kind
-	items  []surface.PageItem
+	items  []surface.Item
 }
 
 // captureLocked takes what the capture document of what the session has
@@ -1060,7 +1066,9 @@ func (s *Session) captureLocked() (capture, summary) {
 			sum.ok = false
 		}
 		use(s.initWith)
-		sum.items = append(sum.items, s.initItems...)
+		for _, it := range s.initItems {
+			sum.items = append(sum.items, surface.Item{Kind: it.Kind, Name: it.Name, Hash: it.Hash})
+		}
 	}
 	for _, k := range []surface.Kind{surface.KindTool, surface.KindPrompt, surface.KindResource, surface.KindResourceTemplate} {
 		ks := &s.kinds[k]
@@ -1073,8 +1081,11 @@ func (s *Session) captureLocked() (capture, summary) {
 		use(ks.itemsWith)
 		sum.listed = append(sum.listed, k)
 		for name, h := range ks.lastItems {
-			sum.items = append(sum.items, surface.PageItem{Kind: k, Name: name, Hash: h})
+			sum.items = append(sum.items, surface.Item{Kind: k, Name: name, Hash: h})
 		}
+	}
+	if !slices.Contains(sum.listed, surface.KindTool) {
+		sum.ok = false // a capture without tools is no surface (missing_tools): let the parse say
 	}
 	c := capture{init: s.initRes}
 	size := len(c.init) + 64
@@ -1149,11 +1160,12 @@ func (s *Session) pinInstructions(ctx context.Context, variant string, m *jsonrp
 	} else {
 		err = b.AddInitialize(m.Result)
 	}
-	items := b.LastPage()
+	items := b.LastPage() // the instructions, and in form v2 the server item
 	s.mu.Lock()
 	s.initItems, s.initWith, s.initKnown = items, hashedWith, err == nil
 	s.mu.Unlock()
-	if err == nil && len(items) == 0 {
+	ins, has := instructionsOf(items)
+	if err == nil && !has {
 		return m.Raw // no instructions
 	}
 	var se *surface.Error
@@ -1167,13 +1179,13 @@ func (s *Session) pinInstructions(ctx context.Context, variant string, m *jsonrp
 		v, ok := s.view(ctx, variant, false)
 		if ok && v.Hashing != hashedWith {
 			b = surface.NewBuilder(v.Hashing)
-			if b.AddInitialize(m.Result) == nil && len(b.LastPage()) == 1 {
-				items = b.LastPage()
+			if b.AddInitialize(m.Result) == nil {
+				ins, ok = instructionsOf(b.LastPage())
 			} else {
 				ok = false
 			}
 		}
-		if ok && v.Serve && (v.Alert || v.Items[ItemKey{surface.KindInstructions, ""}] == items[0].Hash) {
+		if ok && v.Serve && (v.Alert || v.Items[ItemKey{surface.KindInstructions, ""}] == ins.Hash) {
 			return m.Raw // approved, or served whole under the alert posture
 		}
 	}
@@ -1185,6 +1197,31 @@ func (s *Session) pinInstructions(ctx context.Context, variant string, m *jsonrp
 		return Reply(m.ID, DropUnreadable, "mcpdrift proxy: the server's initialize result could not be read; it is withheld")
 	}
 	return out
+}
+
+// initItemsOf hashes the items of an initialize result with o: the
+// instructions, and in form v2 the server item.
+func initItemsOf(o surface.Options, result []byte) ([]surface.PageItem, error) {
+	b := surface.NewBuilder(o)
+	if err := b.AddInitialize(result); err != nil {
+		return nil, err
+	}
+	items := b.LastPage()
+	if err := b.AddServer(result); err != nil {
+		return nil, err
+	}
+	return append(items, b.LastPage()...), nil
+}
+
+// instructionsOf picks the instructions item out of an initialize
+// result's items.
+func instructionsOf(items []surface.PageItem) (surface.PageItem, bool) {
+	for _, it := range items {
+		if it.Kind == surface.KindInstructions {
+			return it, true
+		}
+	}
+	return surface.PageItem{}, false
 }
 
 // object parses raw (params or a result, passed on and never canonicalized,

@@ -54,7 +54,7 @@ func (o *fakeObs) Listing(l Listed, capture []byte) {
 		// The hash the session made of the items it hashed as they passed
 		// is the hash of the capture parsed whole, with the gate's settings.
 		o.gate.mu.Lock()
-		opts := surface.Options{}
+		opts := defaultHashing // what the session hashes with before it knows the record
 		if o.gate.ok {
 			opts = o.gate.v.Hashing
 		}
