@@ -115,7 +115,7 @@ func TestRunErrors(t *testing.T) {
 			want: []string{"reading initialize result: server closed stdout before answering (exit status 3)"},
 		},
 		{
-			name:      "stalled_server_times_out",
+			name: "stalled_server_times_out",
 			mode: "stall",
 			// Long enough for a loaded machine to carry the initialize
 			// there and the server's line back before the deadline.
