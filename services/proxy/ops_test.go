@@ -54,12 +54,14 @@ func namesServerOnce(t *testing.T, logs string) int {
 // surface as its baseline.
 func approve(t *testing.T, b *natstest.Bus, obs *mcpdriftv1.ListObservation) {
 	t.Helper()
-	sf, err := surface.Parse(obs.Capture, surface.Options{})
+	// As the drift service approves a server first seen: in the newest
+	// canonical form.
+	sf, err := surface.Parse(obs.Capture, surface.Options{Form: surface.FormLatest})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec, err := json.Marshal(status.Record{Tenant: obs.Tenant, Server: obs.Server, Variant: obs.Variant, Status: status.Verified,
-		Policy: status.Policy{Posture: status.Discovery, OnDrift: status.Block}, BaselineVersion: 1,
+		Policy: status.Policy{Posture: status.Discovery, OnDrift: status.Block, Form: status.FormLatest}, BaselineVersion: 1,
 		BaselineHash: sf.Hash.String(), BaselineItems: status.ItemsOf(sf)})
 	if err != nil {
 		t.Fatal(err)
