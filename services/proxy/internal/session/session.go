@@ -366,7 +366,18 @@ func (s *Session) ListAll() error {
 	s.assembling = len(kinds) > 0
 	s.mu.Unlock()
 	for _, k := range kinds {
-		if err := s.relistSoon(k, false); err != nil {
+		// Whatever is in flight: ListAll comes at the session's start,
+		// with new credentials, and on the monitor's rounds, never from
+		// the server's word, and a listing in flight may be one the
+		// transport could not deliver (a refused request).
+		s.mu.Lock()
+		ks := &s.kinds[k]
+		if ks.dropped && ks.relisting == nil {
+			ks.relisting = make(chan struct{}) // distrusted until listed (relistDropped)
+		}
+		ks.inFlight, ks.dirty, ks.dropped, ks.since = true, false, false, time.Now()
+		s.mu.Unlock()
+		if err := s.relist(k, ""); err != nil {
 			return err
 		}
 	}
