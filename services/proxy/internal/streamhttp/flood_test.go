@@ -1,0 +1,123 @@
+package streamhttp
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
+)
+
+// TestListChangedFloodStreamable: a server floods its session's GET stream
+// with 10,000 tools/list_changed, and answers the proxy's re-listings only
+// once the proxy has read the flood (as a server that does not read while
+// it writes). The proxy re-lists at most twice (one in flight, one owed),
+// the agent hears of the change, an agent's tools/call sent during the
+// flood is answered, and the approved surface is served after it.
+func TestListChangedFloodStreamable(t *testing.T) {
+	const burst = 10000
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r := newHostileRig(t, Config{})
+	var relists atomic.Int64
+	read := make(chan struct{}) // closed once the proxy has read the whole flood
+	r.setScript(func(w http.ResponseWriter, req *http.Request, m rpc) {
+		switch m.Method {
+		case "tools/list":
+			if strings.HasPrefix(string(m.ID), `"mcpdrift-`) {
+				relists.Add(1)
+				select {
+				case <-read:
+				case <-req.Context().Done():
+					return
+				}
+			}
+			writeJSONRPC(w, m.ID, cleanTools)
+		case "tools/call":
+			writeJSONRPC(w, m.ID, `{"content":[{"type":"text","text":"echoed"}]}`)
+		default:
+			writeJSONRPC(w, m.ID, `{}`)
+		}
+	})
+	r.up.mu.Lock()
+	r.up.get = func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		for range burst {
+			_, _ = io.WriteString(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n")
+		}
+		w.(http.Flusher).Flush()
+		<-req.Context().Done()
+	}
+	r.up.mu.Unlock()
+
+	// The agent's GET stream: it counts the list_changed it gets.
+	get, err := http.NewRequestWithContext(ctx, http.MethodGet, r.url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range r.h() {
+		get.Header.Set(k, v)
+	}
+	get.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(get)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var heard atomic.Int64
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "list_changed") {
+				heard.Add(1)
+			}
+		}
+	}()
+
+	// A call during the flood: answered (after the re-listing).
+	called := make(chan string, 1)
+	go func() {
+		_, body := post(t, r.url, r.h(), `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
+		called <- body
+	}()
+	poll.Eventually(t, time.Minute, func() error {
+		if n := r.meter.Drops(session.DropCoalesced); n < burst-1 {
+			return fmt.Errorf("%d of %d list_changed read and coalesced", n, burst-1)
+		}
+		return nil
+	})
+	close(read)
+	select {
+	case body := <-called:
+		if !strings.Contains(body, "echoed") {
+			t.Fatalf("tools/call during the flood: %s", body)
+		}
+	case <-ctx.Done():
+		t.Fatal("tools/call during the flood not answered before the deadline")
+	}
+	poll.Eventually(t, time.Minute, func() error {
+		if heard.Load() == 0 {
+			return fmt.Errorf("the agent heard of no change")
+		}
+		return nil
+	})
+	if n := relists.Load(); n < 1 || n > 2 {
+		t.Errorf("the server saw %d re-listings for %d list_changed, want 1 or 2", n, burst)
+	}
+	if n := heard.Load(); n > 2 {
+		t.Errorf("the agent got %d list_changed, want 1 or 2", n)
+	}
+	_, body := post(t, r.url, r.h(), `{"jsonrpc":"2.0","id":8,"method":"tools/list"}`)
+	if !strings.Contains(body, `"name":"echo"`) {
+		t.Fatalf("listing after the flood: %s", body)
+	}
+	t.Logf("%d list_changed: %d re-listings, the agent heard %d, drops %s", burst, relists.Load(), heard.Load(), r.meter)
+}
