@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -201,5 +202,48 @@ func TestListChangedFloodStdio(t *testing.T) {
 	}
 	if meter.Drops(session.DropServerBacklog) != 0 {
 		t.Errorf("%d messages of the proxy's own dropped: coalesced re-listings never fill the queue", meter.Drops(session.DropServerBacklog))
+	}
+}
+
+// TestOwnQueueBounded: the proxy's own messages to a server that does not
+// read are queued up to the bound and refused past it
+// (session.ErrServerBacklog), never waited for; once the server reads,
+// they go out in order and the queue says it drained.
+func TestOwnQueueBounded(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, w := io.Pipe()
+	p := newPipes(io.Discard, w)
+	drained := make(chan struct{})
+	p.own.drained = func() { close(drained) }
+	var accepted []string
+	for i := range maxOwnBacklog + 10 {
+		msg := fmt.Sprintf(`{"n":%d}`, i)
+		err := p.ToServer([]byte(msg))
+		if err == nil {
+			accepted = append(accepted, msg)
+			continue
+		}
+		if !errors.Is(err, session.ErrServerBacklog) {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	// One taken by the writer, blocked on the pipe, and the queue full.
+	if sent := len(accepted); sent < maxOwnBacklog || sent > maxOwnBacklog+1 {
+		t.Fatalf("%d queued, want the bound %d (and one being written)", sent, maxOwnBacklog)
+	}
+	sc := bufio.NewScanner(r)
+	for i, want := range accepted {
+		if !sc.Scan() {
+			t.Fatalf("line %d: %v", i, sc.Err())
+		}
+		if sc.Text() != want {
+			t.Fatalf("line %d: %s, want %s", i, sc.Text(), want)
+		}
+	}
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		t.Fatal("the queue never said it drained")
 	}
 }
