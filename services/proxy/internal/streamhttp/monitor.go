@@ -16,6 +16,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/lockorder"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/ordered"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
 
@@ -598,6 +599,12 @@ func (f *front) feed(ctx context.Context, sess *session.Session, resp *http.Resp
 	case mediaSSE:
 		rd := newSSEReader(b.r, f.p.cfg.MaxMessage)
 		defer rd.release()
+		// Nothing of it reaches a client; the decisions that wait (a
+		// list_changed held until the proxy has re-listed) are made off
+		// the reader, so that a burst of list_changed is coalesced rather
+		// than re-listed one at a time (package ordered).
+		q := ordered.New(func([]byte) error { return nil })
+		defer func() { _ = q.Wait() }()
 		for {
 			ev, err := rd.next()
 			if err != nil {
@@ -609,7 +616,7 @@ func (f *front) feed(ctx context.Context, sess *session.Session, resp *http.Resp
 			if inspect != nil {
 				inspect(ev.Data)
 			}
-			if err := ownAnswer(ctx, sess, ev.Data); err != nil {
+			if err := q.Push(ctx, sess.Server(ctx, ev.Data), nil); err != nil {
 				f.log.Warn().Err(err).Msg("re-listing the server")
 			}
 			if m, err := jsonrpc.Parse(ev.Data, jsonrpc.Limits{}); untilResponse && err == nil && m.Kind == jsonrpc.KindResponse {
