@@ -128,9 +128,9 @@ const (
 	// the proxy has re-listed already covers: not delivered, the one held
 	// says the same once the same re-listing is done.
 	DropCoalesced Code = "list_changed_coalesced"
-	// DropBacklog: a notification found the messages waiting to be
-	// delivered to the client in order over their bound (behind a
-	// decision that waits): not delivered.
+	// DropBacklog: a notification or a request of the server's found the
+	// messages waiting to be delivered to the client in order over their
+	// bound (behind a decision that waits): not delivered.
 	DropBacklog Code = "client_backlog"
 )
 

@@ -114,3 +114,32 @@ func TestRelistDroppedFailsClosed(t *testing.T) {
 		return nil
 	})
 }
+
+// What a serial transport may shed past its backlog bound: notifications
+// decided at once and the server's requests, never a response or a
+// list_changed held for the re-listing.
+func TestShedOnlyWhatNobodyWaitsFor(t *testing.T) {
+	r := newRig(t)
+	meter := &sessiontest.Meter[Code]{}
+	r.newSession(Config{Server: "fs", Meter: meter, Timeout: time.Minute}, r.gate)
+	r.gate.v, r.gate.ok = baseline(readTool), true
+	ctx := t.Context()
+	cases := []struct {
+		msg  string
+		shed bool
+	}{
+		{`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}`, true},
+		{`{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{}}`, true},
+		{`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`, false},
+		{`{"jsonrpc":"2.0","id":1,"result":{}}`, false},
+	}
+	r.client(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	for _, c := range cases {
+		if got := r.s.Server(ctx, []byte(c.msg)).Shed(); got != c.shed {
+			t.Errorf("%s: shed %v, want %v", c.msg, got, c.shed)
+		}
+	}
+	if n := meter.Drops(DropBacklog); n != 2 {
+		t.Errorf("%d shed counted, want 2 (%s)", n, meter)
+	}
+}

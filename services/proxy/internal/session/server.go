@@ -72,18 +72,21 @@ func (j Judged) Decide(ctx context.Context) ([]byte, error) {
 // observer; call it once the message is delivered.
 func (j Judged) Report() { j.seen.Report() }
 
-// Shed drops the message, when it is a notification decided at once, for
-// a transport whose backlog to the client is over its bound (package
-// ordered): it is counted (DropBacklog) and never delivered. false: the
-// message is not one to shed (a response, a request, a decision that
-// waits), and must be delivered.
+// Shed drops the message, when it is a notification decided at once or a
+// request of the server's, for a transport whose backlog to the client is
+// over its bound (package ordered): it is counted (DropBacklog) and never
+// delivered (a request so dropped gets no answer: the server waits for one
+// as for a client that does not answer). false: the message is not one to
+// shed (a response, which the client waits for, a list_changed held for
+// the re-listing), and must be delivered.
 func (j Judged) Shed() bool {
-	if j.later != nil || !j.seen.notice {
+	switch {
+	case !j.seen.request && (!j.seen.notice || j.later != nil):
 		return false
+	case j.later == nil && j.out == nil:
+		return true // nothing to deliver: nothing lost
 	}
-	if j.out != nil {
-		j.seen.s.Dropped(DropBacklog)
-	}
+	j.seen.s.Dropped(DropBacklog)
 	return true
 }
 
@@ -100,9 +103,10 @@ func (j Judged) Wait(ctx context.Context) ([]byte, Seen, error) {
 // publishing, and may wake its publisher, which the answer need not wait
 // for.
 type Seen struct {
-	s      *Session
-	calls  []Call
-	notice bool // the message is one notification
+	s       *Session
+	calls   []Call
+	notice  bool // the message is one notification
+	request bool // the message is one request of the server's
 }
 
 // Report hands what was seen to the observer; call it once.
@@ -140,7 +144,7 @@ func (s *Session) judgeServer(ctx context.Context, raw []byte, mayWait bool) (ou
 		return s.unreadable(raw, perr), nil, seen, nil
 	}
 	if !batch {
-		seen.notice = msgs[0].Kind == jsonrpc.KindNotification
+		seen.notice, seen.request = msgs[0].Kind == jsonrpc.KindNotification, msgs[0].Kind == jsonrpc.KindRequest
 		out, later, err := s.serverMessage(ctx, msgs[0], mayWait, &seen)
 		return out, later, seen, err
 	}

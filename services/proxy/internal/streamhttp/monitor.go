@@ -45,6 +45,7 @@ type monitor struct {
 	headers http.Header // version, authorization, the session id a server may hand out
 
 	params paramBook // the x-mcp-header bindings of the tools it was listed
+	own    ownBound  // its own requests in flight
 
 	// authRefused: the server refused the monitor's requests for want of
 	// authorization; a client's request with other credentials lends them
@@ -319,8 +320,9 @@ func (f *front) newMonitor(r *http.Request, o opening) *monitor {
 	}
 	cfg.ToolsPage = mon.params.note
 	mon.s = session.New(cfg, f.up.Gate, f.up.Observer, func(b []byte) error {
-		f.p.spawn(func(ctx context.Context) { mon.refusedAuth(f.own(ctx, mon.s, mon.ownHeaders(), b)) })
-		return nil
+		return mon.own.send(f, func() *session.Session { return mon.s }, func(ctx context.Context) {
+			mon.refusedAuth(f.own(ctx, mon.s, mon.ownHeaders(), b))
+		})
 	})
 	// The session learns its variant from the opening message now, so that
 	// the first stateless request is judged in it; its listing is on the

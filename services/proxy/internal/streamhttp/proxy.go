@@ -246,6 +246,7 @@ type tracked struct {
 	headers http.Header // what the proxy's own requests carry: version, authorization
 
 	params paramBook // the x-mcp-header bindings of the tools it was listed
+	own    ownBound  // the proxy's own requests in flight
 
 	gate getGate // the client's requests behind its GET stream (order.go)
 
@@ -314,13 +315,12 @@ func (f *front) newTracked(agent string) *tracked {
 	cfg.Agent = agent
 	cfg.ToolsPage = t.params.note
 	t.s = session.New(cfg, f.up.Gate, f.up.Observer, func(b []byte) error {
-		f.p.spawn(func(ctx context.Context) {
+		return t.own.send(f, func() *session.Session { return t.s }, func(ctx context.Context) {
 			h := t.ownHeaders()
 			if t.ownRefused(h, f.own(ctx, t.s, h, b)) {
 				t.relistAuthorized(f)
 			}
 		})
-		return nil
 	})
 	return t
 }
