@@ -3,6 +3,7 @@ package streamhttp
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -120,4 +121,40 @@ func TestListChangedFloodStreamable(t *testing.T) {
 		t.Fatalf("listing after the flood: %s", body)
 	}
 	t.Logf("%d list_changed: %d re-listings, the agent heard %d, drops %s", burst, relists.Load(), heard.Load(), r.meter)
+}
+
+// TestOwnInFlightBounded: a session's own requests in flight upstream are
+// bounded; past the bound one is refused (session.ErrServerBacklog, which
+// the session counts and fails closed on), and once those in flight have
+// ended the session is told, to list again what was refused.
+func TestOwnInFlightBounded(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p := &Proxy{done: make(chan struct{})}
+	f := &front{p: p}
+	var b ownBound
+	release := make(chan struct{})
+	var ran atomic.Int64
+	do := func(context.Context) { <-release; ran.Add(1) }
+	drained := make(chan struct{})
+	sess := session.New(session.Config{}, nil, nil, func([]byte) error { return nil })
+	told := func() *session.Session { close(drained); return sess }
+	for i := range maxOwnInFlight {
+		if err := b.send(f, told, do); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	if err := b.send(f, told, do); !errors.Is(err, session.ErrServerBacklog) {
+		t.Fatalf("past the bound: %v, want ErrServerBacklog", err)
+	}
+	close(release)
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		t.Fatal("the session was never told the requests in flight ended")
+	}
+	p.wg.Wait()
+	if n := ran.Load(); n != maxOwnInFlight {
+		t.Fatalf("%d ran, want %d", n, maxOwnInFlight)
+	}
 }
