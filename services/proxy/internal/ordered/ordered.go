@@ -1,10 +1,12 @@
-// Package ordered delivers what a serial transport reads (stdio and
-// HTTP+SSE, where every message of the server comes on one reader) in the
-// order the server sent it, while a decision that must wait (a verdict
-// that is due, the proxy's own re-listing) is made off the reader, so that
-// the reader goes on reading the server's next messages meanwhile, the
-// proxy's own listing among them (docs/adr/0007-fail-closed-by-construction.md).
-// The goroutines it starts are its own: Wait joins them.
+// Package ordered delivers what a serial transport reads (stdio, HTTP+SSE
+// and each event stream of Streamable HTTP, where the server's messages
+// come one after another on one reader) in the order the server sent it,
+// while a decision that must wait (a verdict that is due, the proxy's own
+// re-listing) is made off the reader, so that the reader goes on reading
+// the server's next messages meanwhile, the proxy's own listing among them
+// (docs/adr/0007-fail-closed-by-construction.md). What is read behind a
+// decision that waits is bounded (maxBacklog): past the bound, what may be
+// shed is (Shedder). The goroutines it starts are its own: Wait joins them.
 package ordered
 
 import (
