@@ -11,8 +11,9 @@ import (
 //
 //   - what the proxy sends the server of its own (a re-listing, an answer
 //     in the client's stead) is handed to the transport's toServer, which
-//     never blocks: HTTP sends each on a request of its own, stdio queues
-//     it (bounded) for a writer goroutine of its own, so that the
+//     never blocks: HTTP sends each on a request of its own (at most 64
+//     of a session's in flight), stdio queues it (at most 64) for a
+//     writer goroutine of its own, so that the
 //     goroutine that reads from the server never blocks on a write to that
 //     same server (on stdio, a server that does not read its stdin until
 //     its stdout is drained would otherwise hold both pipes full);
