@@ -2,18 +2,25 @@ package streamhttp
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session/sessiontest"
 )
 
 // TestListChangedFloodStreamable: a server floods its session's GET stream
@@ -157,4 +164,75 @@ func TestOwnInFlightBounded(t *testing.T) {
 	if n := ran.Load(); n != maxOwnInFlight {
 		t.Fatalf("%d ran, want %d", n, maxOwnInFlight)
 	}
+}
+
+// TestListChangedFloodMonitor: a stateless 2026-07-28 server floods the
+// monitor's change stream (subscriptions/listen) with 10,000
+// tools/list_changed and answers the proxy's re-listings only once the
+// proxy has read the flood. The monitor re-lists at most twice beyond its
+// first listing, and stateless calls and listings are served after.
+func TestListChangedFloodMonitor(t *testing.T) {
+	const burst = 10000
+	srv := newCapServer()
+	meter := &sessiontest.Meter[session.Code]{}
+	var own atomic.Int64
+	read := make(chan struct{})
+	var flooded atomic.Bool
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var m rpc
+		_ = json.Unmarshal(body, &m)
+		switch {
+		case m.Method == "subscriptions/listen" && !flooded.Swap(true):
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(http.StatusOK)
+			for range burst {
+				_, _ = io.WriteString(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n")
+			}
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+			return
+		case m.Method == "tools/list" && strings.HasPrefix(string(m.ID), `"mcpdrift-`):
+			if own.Add(1) > 1 {
+				select {
+				case <-read:
+				case <-r.Context().Done():
+					return
+				}
+			}
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		srv.ServeHTTP(w, r)
+	}))
+	t.Cleanup(up.Close)
+	g := newTofu()
+	p, err := New(Config{Relist: time.Minute, Log: zerolog.New(zerolog.NewTestWriter(t))},
+		[]Upstream{{ID: "ev", URL: up.URL + "/mcp", Gate: g, Observer: g, Session: session.Config{Timeout: 5 * time.Second, Meter: meter}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httptest.NewServer(p)
+	t.Cleanup(func() { proxy.Close(); p.Close() })
+	c := &capClient{t: t, url: proxy.URL + "/ev/mcp", caps: `{}`}
+	c.tools() // starts the monitor of the client's variant
+	poll.Eventually(t, time.Minute, func() error {
+		if n := meter.Drops(session.DropCoalesced); n < burst-1 {
+			return fmt.Errorf("%d of %d list_changed read and coalesced", n, burst-1)
+		}
+		return nil
+	})
+	close(read)
+	poll.Eventually(t, time.Minute, func() error {
+		if names := c.tools(); !slices.Contains(names, "basic") {
+			return fmt.Errorf("served %v", names)
+		}
+		return nil
+	})
+	if text, refusal := c.call("basic"); refusal != "" {
+		t.Fatalf("a call after the flood: %q %s", text, refusal)
+	}
+	if n := own.Load(); n < 2 || n > 3 {
+		t.Errorf("the server saw %d listings of the proxy's own for %d list_changed, want 2 or 3 (the first, then at most two)", n, burst)
+	}
+	t.Logf("%d list_changed on the change stream: %d listings of the proxy's own, drops %s", burst, own.Load(), meter)
 }
