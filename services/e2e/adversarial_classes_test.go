@@ -518,7 +518,67 @@ func listChangedCases() []advCase {
 		}
 		return c
 	}
+	// flood: the upstream sends 10,000 tools/list_changed unasked while
+	// the agent calls a tool; the proxy must not deadlock, must not
+	// re-list once per notification, must answer the call, and must serve
+	// the approved surface after (docs/services/proxy.md, "Floods").
+	flood := func(name, transport string) advCase {
+		return advCase{name: name, transport: transport, client: "ts", class: "list_changed flood",
+			run: func(x *advRun) {
+				own := func() int {
+					n := 0
+					for _, m := range x.u.messages() {
+						if m.Method == "tools/list" && bytes.HasPrefix(m.ID, []byte(`"`)) {
+							n++
+						}
+					}
+					return n
+				}
+				before := own()
+				const burst = 10000
+				pushed := make(chan struct{})
+				go func() {
+					defer close(pushed)
+					for range burst {
+						x.u.push(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
+					}
+				}()
+				text, isErr, err := x.a.call("read")
+				x.Logf("read during the flood: %q %v %v", text, isErr, err)
+				if err != nil {
+					x.Errorf("the agent's call during the flood was not answered: %v", err)
+				}
+				select {
+				case <-pushed:
+				case <-time.After(60 * time.Second):
+					x.Errorf("the flood was not read within 60s: the proxy is stuck")
+					return
+				}
+				deadline := time.Now().Add(10 * time.Second)
+				for {
+					tools, err := x.a.listTools()
+					if tools["read"] != "" {
+						break
+					}
+					if time.Now().After(deadline) {
+						x.Errorf("the approved surface is not served after the flood: %v %v", tools, err)
+						break
+					}
+					time.Sleep(200 * time.Millisecond)
+				}
+				n := own() - before
+				x.Logf("%d tools/list_changed cost %d re-listings", burst, n)
+				// One in flight and one owed at any time: the count depends on
+				// how many round trips the flood lasts, never on its size.
+				if n > burst/100 {
+					x.Errorf("%d re-listings for %d list_changed", n, burst)
+				}
+			}}
+	}
 	return []advCase{
+		flood("list_changed_flood_stdio", advStdio),
+		flood("list_changed_flood_http", advHTTP),
+		flood("list_changed_flood_sse", advSSE),
 		slow("list_changed_slow_relist_stdio", advStdio, "ts", 6*time.Second),
 		slow("list_changed_slow_relist_http", advHTTP, "ts", 6*time.Second),
 		slow("list_changed_slow_relist_sse", advSSE, "ts", 6*time.Second),

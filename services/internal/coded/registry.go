@@ -123,6 +123,7 @@ var registry = []Entry{
 	{Code: "capture_failed", Uses: use(AreaDriftctl, "driftctl capture could not capture the server.")},
 	{Code: "clickhouse_error", Uses: use(AreaAudit, "ClickHouse refused an audit query or a row could not be read.")},
 	{Code: "clickhouse_unreachable", Uses: use(AreaAudit, "ClickHouse could not be reached.")},
+	{Code: "client_backlog", Uses: use(AreaProxy, "A notification or a request of the server's found the messages waiting to be delivered to the agent in order (behind a decision that waits) over their bound: dropped.")},
 	{Code: "config_changed", Uses: use(AreaDriftctl, "driftctl wrap/unwrap: the configuration changed since the last wrap in a way the backup cannot undo; nothing was written.")},
 	{Code: "config_invalid", Uses: use(AreaDriftctl, "driftctl wrap/unwrap: the host's MCP configuration is not JSON of the host's shape, or names a server the proxy cannot front.")},
 	{Code: "config_unreadable", Uses: use(AreaDriftctl, "driftctl wrap/unwrap: the host's MCP configuration file could not be read.")},
@@ -165,6 +166,7 @@ var registry = []Entry{
 	{Code: "jetstream_unavailable", Uses: use(AreaDriftctl, "JetStream is not enabled for this NATS account.")},
 	{Code: "jsonrpc_error", Uses: use(AreaEngine, "A JSON-RPC response that carries an error, not a listing.")},
 	{Code: "key_invalid", Uses: use(AreaDriftctl, "driftctl baseline: a key file that is not an ed25519 key in PEM (a private key where a public one is expected, or the other way round); the drift service refuses to start on such a --baseline-keys file.")},
+	{Code: "list_changed_coalesced", Uses: use(AreaProxy, "A list_changed of the server's while one of the same listings is held until the proxy has re-listed: dropped, the one held is delivered once the same re-listing is done.")},
 	{Code: "listing_invalid", Tool: true, RPC: rpcInternal, Uses: use(AreaProxy, "The server's last tools listing could not be assembled (a hostile or broken page, a duplicate name, past the page limit, a repeated cursor), whatever the verdict: its calls are refused; a page the proxy cannot read as a client would is withheld whole with this error.")},
 	{Code: "listing_pending", Tool: true, RPC: rpcInvalidRequest, Uses: use(AreaProxy, "The server announced a change of what it offers and the proxy's own re-listing did not complete within the first-sight bound.")},
 	{Code: "lockfile_hash_mismatch", Uses: []Use{
@@ -259,6 +261,7 @@ var registry = []Entry{
 	{Code: "response_unmatched", Uses: use(AreaProxy, "A response from the server to no request the agent has pending: dropped.")},
 	{Code: "retries_exhausted", Uses: use(AreaBus, "A transient failure outlasted the consumer's deliveries.")},
 	{Code: "secret_unreadable", Uses: use(AreaNotify, "The --secret-file cannot be read, or is empty.")},
+	{Code: "server_backlog", Uses: use(AreaProxy, "A message of the proxy's own to the server (a re-listing, an answer in the agent's stead) found its queue full (stdio: a server that does not read its input) or its requests in flight at their bound (HTTP): not sent; a listing it was for is distrusted until listed again.")},
 	{Code: "server_changed", Tool: true, RPC: rpcInvalidRequest, Uses: use(AreaProxy, "The server's listing differs from the approved baseline (or its status is changed); under on_drift withhold_changed: its instructions changed, or the request names no item.")},
 	{Code: "server_closed", RPC: rpcInternal, Uses: use(AreaProxy, "A notification of any kind or a request of a server whose status does not serve (closed: a closed server is silent on every channel): dropped and counted; a request gets this error in the agent's stead (a ping, the proxy's own empty answer).")},
 	{Code: "server_id_conflict", Uses: use(AreaDriftctl, "driftctl wrap: two server entries would get the same proxy server id.")},

@@ -14,6 +14,7 @@ type (
 	QueueWriting    struct{} // ordered.Queue.writing
 	BoundMu         struct{} // stdio.Bound.mu
 	LineWriterMu    struct{} // stdio.lineWriter.mu
+	OwnQueueMu      struct{} // stdio.ownQueue.mu
 	PublisherMu     struct{} // fleet.Publisher.mu
 	PublisherWarnMu struct{} // fleet.Publisher.warnMu
 	OutboxMu        struct{} // fleet.outbox.mu
@@ -37,6 +38,7 @@ func (QueueMu) LockClass() string         { return "ordered.Queue.mu" }
 func (QueueWriting) LockClass() string    { return "ordered.Queue.writing" }
 func (BoundMu) LockClass() string         { return "stdio.Bound.mu" }
 func (LineWriterMu) LockClass() string    { return "stdio.lineWriter.mu" }
+func (OwnQueueMu) LockClass() string      { return "stdio.ownQueue.mu" }
 func (PublisherMu) LockClass() string     { return "fleet.Publisher.mu" }
 func (PublisherWarnMu) LockClass() string { return "fleet.Publisher.warnMu" }
 func (OutboxMu) LockClass() string        { return "fleet.outbox.mu" }
@@ -50,7 +52,7 @@ func (EdgeReloadMu) LockClass() string    { return "edgeauth.Edge.mu" }
 
 // Classes are every class, in the order session/LOCKS.md lists the leaves.
 var Classes = []Class{SessionMu{}, SessionPubMu{}, ParamBookMu{}, FrontMu{}, TrackedMu{}, MonitorMu{}, LegacySessionMu{},
-	QueueMu{}, QueueWriting{}, BoundMu{}, LineWriterMu{}, PublisherMu{}, PublisherWarnMu{}, OutboxMu{}, GateMu{}, GateCopyMu{},
+	QueueMu{}, QueueWriting{}, BoundMu{}, LineWriterMu{}, OwnQueueMu{}, PublisherMu{}, PublisherWarnMu{}, OutboxMu{}, GateMu{}, GateCopyMu{},
 	PolicyCopyMu{}, StatusWatchMu{}, StatusWatchNeed{}, ApprovalsMu{}, EdgeReloadMu{}}
 
 // Nesting is a lock taken while another is held: Outer first.

@@ -1,10 +1,12 @@
-// Package ordered delivers what a serial transport reads (stdio and
-// HTTP+SSE, where every message of the server comes on one reader) in the
-// order the server sent it, while a decision that must wait (a verdict
-// that is due, the proxy's own re-listing) is made off the reader, so that
-// the reader goes on reading the server's next messages meanwhile, the
-// proxy's own listing among them (docs/adr/0007-fail-closed-by-construction.md).
-// The goroutines it starts are its own: Wait joins them.
+// Package ordered delivers what a serial transport reads (stdio, HTTP+SSE
+// and each event stream of Streamable HTTP, where the server's messages
+// come one after another on one reader) in the order the server sent it,
+// while a decision that must wait (a verdict that is due, the proxy's own
+// re-listing) is made off the reader, so that the reader goes on reading
+// the server's next messages meanwhile, the proxy's own listing among them
+// (docs/adr/0007-fail-closed-by-construction.md). What is read behind a
+// decision that waits is bounded (maxBacklog): past the bound, what may be
+// shed is (Shedder). The goroutines it starts are its own: Wait joins them.
 package ordered
 
 import (
@@ -28,6 +30,24 @@ type Decision interface {
 	Report()
 }
 
+// Shedder is a Decision the queue may drop rather than keep while its
+// backlog is over the bound (a notification decided at once, behind a
+// decision that waits): Shed drops it, counted by its owner, and reports
+// whether it could (false: it must be delivered).
+type Shedder interface {
+	Shed() bool
+}
+
+// The backlog bound: messages read and not yet delivered, because one
+// read before them waits for its decision. A Shedder pushed while the
+// backlog is at the bound is shed; what cannot be shed is kept (a
+// response, bounded by the client's requests; a decision that waits,
+// bounded by the session: one list_changed held per listing).
+const (
+	maxBacklog      = 1024
+	maxBacklogBytes = 32 << 20
+)
+
 // Queue delivers the decisions pushed to it with write, in the order they
 // were pushed.
 type Queue struct {
@@ -35,6 +55,7 @@ type Queue struct {
 
 	mu    lockorder.Mutex[lockorder.QueueMu]
 	slots []*slot
+	bytes int   // of the messages settled in slots
 	err   error // the first write that failed: nothing more is written
 	first error // the first error of a write or of a decision made off the reader (Wait)
 	fresh error // decisions' errors Push has not returned yet
@@ -65,6 +86,15 @@ func (q *Queue) Push(ctx context.Context, d Decision, frame func([]byte) []byte)
 	}
 	sl := &slot{d: d}
 	q.mu.Lock()
+	over := len(q.slots) >= maxBacklog || q.bytes >= maxBacklogBytes
+	if over {
+		q.mu.Unlock()
+		if sh, ok := d.(Shedder); ok && sh.Shed() {
+			_, _, err := d.Now()
+			return errors.Join(err, q.failed())
+		}
+		q.mu.Lock()
+	}
 	q.slots = append(q.slots, sl)
 	q.mu.Unlock()
 	out, waits, err := d.Now()
@@ -127,6 +157,7 @@ func (q *Queue) settle(sl *slot, out []byte, err error) {
 	q.record(err, false)
 	q.mu.Lock()
 	sl.done, sl.out = true, out
+	q.bytes += len(out)
 	q.mu.Unlock()
 	q.writing.Lock()
 	defer q.writing.Unlock()
@@ -139,6 +170,7 @@ func (q *Queue) settle(sl *slot, out []byte, err error) {
 		head := q.slots[0]
 		q.slots[0] = nil
 		q.slots = q.slots[1:]
+		q.bytes -= len(head.out)
 		failed := q.err != nil
 		q.mu.Unlock()
 		if len(head.out) > 0 && !failed {

@@ -121,3 +121,54 @@ func TestWriteFailureStops(t *testing.T) {
 		t.Fatalf("Wait = %v", err)
 	}
 }
+
+// notice is a decision made at once that the queue may shed.
+type notice struct {
+	decision
+	shed *int
+}
+
+func (n notice) Shed() bool { *n.shed++; return true }
+
+// TestBacklogBounded: behind a decision that waits, the messages read
+// meanwhile are kept up to the bound; notifications past it are shed (and
+// counted by their owner), what cannot be shed is kept, and the order of
+// what is delivered holds.
+func TestBacklogBounded(t *testing.T) {
+	var mu sync.Mutex
+	var written, reported []string
+	q := New(func(b []byte) error {
+		mu.Lock()
+		defer mu.Unlock()
+		written = append(written, string(b))
+		return nil
+	})
+	ctx := context.Background()
+	release := make(chan struct{})
+	if err := q.Push(ctx, decision{out: "held", release: release, reported: &reported, mu: &mu}, nil); err != nil {
+		t.Fatal(err)
+	}
+	shed := 0
+	const flood = 3 * maxBacklog
+	for i := range flood {
+		if err := q.Push(ctx, notice{decision{out: fmt.Sprint("n", i), reported: &reported, mu: &mu}, &shed}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A response past the bound is kept: it cannot be shed.
+	if err := q.Push(ctx, decision{out: "answer", reported: &reported, mu: &mu}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if want := flood - (maxBacklog - 1); shed != want {
+		t.Fatalf("%d shed, want %d (the bound %d, one place held)", shed, want, maxBacklog)
+	}
+	close(release)
+	if err := q.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(written) != maxBacklog+1 || written[0] != "held" || written[len(written)-1] != "answer" {
+		t.Fatalf("wrote %d: first %q last %q", len(written), written[0], written[len(written)-1])
+	}
+}

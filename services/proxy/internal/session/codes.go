@@ -121,7 +121,20 @@ const (
 	// every channel (logging, progress, resource updates, list_changed,
 	// sampling, elicitation, roots, ping).
 	DropServerClosed Code = "server_closed"
+	// DropServerBacklog: a message of the proxy's own to the server (a
+	// re-listing, an answer in the agent's stead) found the queue to the
+	// server full (a server that does not read what it is sent): not
+	// sent; a listing it was for is distrusted until listed again.
+	DropServerBacklog Code = "server_backlog"
+	// DropCoalesced: a list_changed of listings a list_changed held until
+	// the proxy has re-listed already covers: not delivered, the one held
+	// says the same once the same re-listing is done.
+	DropCoalesced Code = "list_changed_coalesced"
+	// DropBacklog: a notification or a request of the server's found the
+	// messages waiting to be delivered to the client in order over their
+	// bound (behind a decision that waits): not delivered.
+	DropBacklog Code = "client_backlog"
 )
 
 // DropCodes lists every drop code.
-var DropCodes = []Code{DropUnreadable, DropAmbiguous, DropUnmatched, DropFraming, DropServerClosed}
+var DropCodes = []Code{DropUnreadable, DropAmbiguous, DropUnmatched, DropFraming, DropServerClosed, DropServerBacklog, DropCoalesced, DropBacklog}

@@ -72,6 +72,24 @@ func (j Judged) Decide(ctx context.Context) ([]byte, error) {
 // observer; call it once the message is delivered.
 func (j Judged) Report() { j.seen.Report() }
 
+// Shed drops the message, when it is a notification decided at once or a
+// request of the server's, for a transport whose backlog to the client is
+// over its bound (package ordered): it is counted (DropBacklog) and never
+// delivered (a request so dropped gets no answer: the server waits for one
+// as for a client that does not answer). false: the message is not one to
+// shed (a response, which the client waits for, a list_changed held for
+// the re-listing), and must be delivered.
+func (j Judged) Shed() bool {
+	switch {
+	case !j.seen.request && (!j.seen.notice || j.later != nil):
+		return false
+	case j.later == nil && j.out == nil:
+		return true // nothing to deliver: nothing lost
+	}
+	j.seen.s.Dropped(DropBacklog)
+	return true
+}
+
 // Wait is Now and Decide at once, for a transport that may wait on its
 // reader (each answer on its own stream): the bytes to deliver, what to
 // report once they are, and every error.
@@ -85,8 +103,10 @@ func (j Judged) Wait(ctx context.Context) ([]byte, Seen, error) {
 // publishing, and may wake its publisher, which the answer need not wait
 // for.
 type Seen struct {
-	s     *Session
-	calls []Call
+	s       *Session
+	calls   []Call
+	notice  bool // the message is one notification
+	request bool // the message is one request of the server's
 }
 
 // Report hands what was seen to the observer; call it once.
@@ -124,6 +144,7 @@ func (s *Session) judgeServer(ctx context.Context, raw []byte, mayWait bool) (ou
 		return s.unreadable(raw, perr), nil, seen, nil
 	}
 	if !batch {
+		seen.notice, seen.request = msgs[0].Kind == jsonrpc.KindNotification, msgs[0].Kind == jsonrpc.KindRequest
 		out, later, err := s.serverMessage(ctx, msgs[0], mayWait, &seen)
 		return out, later, seen, err
 	}
@@ -321,13 +342,10 @@ func (s *Session) poison(why string) {
 	j.lastTools, j.drifted, j.listErr = nil, true, why
 	// One re-listing at a time: a server that answers it with what the
 	// proxy cannot read again does not start another.
-	relist := j.initRes != nil && slices.Contains(j.declared, surface.KindTool) && j.kinds[surface.KindTool].relisting == nil
+	relist := j.initRes != nil && slices.Contains(j.declared, surface.KindTool) && !j.kinds[surface.KindTool].inFlight
 	j.mu.Unlock()
 	if relist {
-		j.beginRelist(surface.KindTool)
-		if err := j.relist(surface.KindTool, ""); err != nil {
-			j.endRelist(surface.KindTool)
-		}
+		_ = j.relistSoon(surface.KindTool, true)
 	}
 }
 
@@ -383,14 +401,20 @@ func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message, mayWait
 		kinds := listChanged[m.Method]
 		j := s.judge() // a stateless client's change stream: the session that judges it re-lists
 		for _, k := range kinds {
-			j.beginRelist(k)
-			if err := j.relist(k, ""); err != nil {
-				j.endRelist(k)
+			// One re-listing in flight and one owed, however many come
+			// (flood.go).
+			if err := j.relistSoon(k, true); err != nil {
 				return raw, nil, err
 			}
 		}
 		if len(kinds) == 0 || !mayWait {
 			return s.whileOpen(ctx, m, mayWait, func() ([]byte, error) { return nil, nil })
+		}
+		if !j.holdChange(kinds) {
+			// One of the same listings is held already: delivered once
+			// the same re-listing is done, it says all this one would.
+			s.Dropped(DropCoalesced)
+			return nil, nil, nil
 		}
 		// Judged before it is forwarded: the client hears of the change
 		// once the proxy has re-listed, so that what it lists or calls next
@@ -398,6 +422,7 @@ func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message, mayWait
 		// open: a closed server's list_changed is the proxy's business.
 		variant := s.currentVariant()
 		return nil, func(ctx context.Context) ([]byte, error) {
+			defer j.releaseChange(kinds)
 			for _, k := range kinds {
 				j.waitRelisted(ctx, k)
 			}
@@ -610,7 +635,8 @@ func (s *Session) relist(k surface.Kind, cursor string) error {
 	if cursor == "" {
 		s.startListing(k, byProxy)
 	}
-	s.own[id] = pendingReq{method: method, kind: k, gen: s.kinds[k].gen, own: true}
+	gen := s.kinds[k].gen
+	s.own[id] = pendingReq{method: method, kind: k, gen: gen, own: true}
 	meta := s.cfg.OwnMeta
 	s.mu.Unlock()
 	b := []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":{`)
@@ -624,7 +650,21 @@ func (s *Session) relist(k surface.Kind, cursor string) error {
 		}
 		b = canonjson.AppendString(append(b, `"cursor":`...), cursor)
 	}
-	return s.toServer(append(b, "}}"...))
+	err := s.send(append(b, "}}"...))
+	if err != nil {
+		// Never sent: the listing is not trusted until the proxy has
+		// listed it again (flood.go).
+		s.mu.Lock()
+		delete(s.own, id)
+		s.mu.Unlock()
+		why := "the proxy's re-listing could not be written to the server: " + err.Error()
+		if errors.Is(err, ErrServerBacklog) {
+			s.Dropped(DropServerBacklog)
+			why, err = "the proxy's re-listing could not be queued for the server ("+string(DropServerBacklog)+")", nil
+		}
+		s.relistDropped(k, gen, why)
+	}
+	return err
 }
 
 func (s *Session) ownResponse(p pendingReq, m *jsonrpc.Message) error {
@@ -666,33 +706,40 @@ func (s *Session) ownResponse(p pendingReq, m *jsonrpc.Message) error {
 	return nil
 }
 
-// beginRelist marks a re-listing of k under way on the server's word that
-// it changed: decisions on k wait for it (waitRelisted).
-func (s *Session) beginRelist(k surface.Kind) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.kinds[k].relisting == nil {
-		s.kinds[k].relisting = make(chan struct{})
-	}
-}
-
-// endRelist ends the wait for a re-listing of k.
+// endRelist ends the proxy's own listing of k: the one owed is sent
+// (relistSoon), or else the wait for a re-listing of k ends.
 func (s *Session) endRelist(k surface.Kind) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if ch := s.kinds[k].relisting; ch != nil {
-		close(ch)
-		s.kinds[k].relisting = nil
+	ks := &s.kinds[k]
+	if ks.inFlight && ks.dirty && !ks.dropped {
+		ks.dirty, ks.since = false, time.Now()
+		s.mu.Unlock()
+		_ = s.relist(k, "") // a write that failed is returned by the next send, on the reader
+		return
 	}
+	ks.inFlight, ks.dirty = false, false
+	if ch := ks.relisting; ch != nil {
+		close(ch)
+		ks.relisting = nil
+	}
+	s.mu.Unlock()
 }
 
 // waitRelisted waits, at most Config.Timeout, for a re-listing of kind
-// under way (kind 0: of any kind), and reports whether none is left.
+// under way (kind 0: of any kind), and reports whether none is left (false
+// too while a re-listing of it was dropped: relistDropped).
 func (s *Session) waitRelisted(ctx context.Context, kind surface.Kind) bool {
 	var chans []chan struct{}
 	s.mu.Lock()
 	for k := range s.kinds {
-		if ch := s.kinds[k].relisting; ch != nil && (kind == 0 || surface.Kind(k) == kind) {
+		if kind != 0 && surface.Kind(k) != kind {
+			continue
+		}
+		if s.kinds[k].dropped {
+			s.mu.Unlock()
+			return false // its re-listing never reached the server
+		}
+		if ch := s.kinds[k].relisting; ch != nil {
 			chans = append(chans, ch)
 		}
 	}

@@ -188,7 +188,8 @@ type Session struct {
 	id       string // ID
 	gate     Gate
 	obs      Observer
-	toServer func([]byte) error
+	toServer func([]byte) error // sendOwn
+	send     func([]byte) error // the transport's (New)
 
 	mu        lockorder.Mutex[lockorder.SessionMu]
 	variant   string
@@ -261,8 +262,11 @@ var nameKey = map[surface.Kind]string{
 }
 
 // New returns a session; toServer writes one message of the proxy's own to
-// the server (a listing, an error in the client's stead). What reaches the
-// client is what the transport delivers of Client and Server.
+// the server (a listing, an error in the client's stead). The session
+// calls it on the goroutine that reads the server too (Server), so it must
+// not block on the server: a transport queues, and returns
+// ErrServerBacklog for what its queue cannot take (flood.go). What reaches
+// the client is what the transport delivers of Client and Server.
 func New(cfg Config, gate Gate, obs Observer, toServer func([]byte) error) *Session {
 	if cfg.MaxPages <= 0 {
 		cfg.MaxPages = 1000
@@ -272,9 +276,11 @@ func New(cfg Config, gate Gate, obs Observer, toServer func([]byte) error) *Sess
 	}
 	var nonce [8]byte
 	_, _ = rand.Read(nonce[:]) // never fails (crypto/rand)
-	return &Session{cfg: cfg, id: hex.EncodeToString(nonce[:]), gate: gate, obs: obs, toServer: toServer,
+	s := &Session{cfg: cfg, id: hex.EncodeToString(nonce[:]), gate: gate, obs: obs, send: toServer,
 		pending: map[string]pendingReq{}, own: map[string]pendingReq{}, live: map[ItemKey]surface.Digest{},
 		toolsListed: make(chan struct{})}
+	s.toServer = s.sendOwn
+	return s
 }
 
 // ID is the session's id for the audit trail (Listed.Session): random,
@@ -360,6 +366,17 @@ func (s *Session) ListAll() error {
 	s.assembling = len(kinds) > 0
 	s.mu.Unlock()
 	for _, k := range kinds {
+		// Whatever is in flight: ListAll comes at the session's start,
+		// with new credentials, and on the monitor's rounds, never from
+		// the server's word, and a listing in flight may be one the
+		// transport could not deliver (a refused request).
+		s.mu.Lock()
+		ks := &s.kinds[k]
+		if ks.dropped && ks.relisting == nil {
+			ks.relisting = make(chan struct{}) // distrusted until listed (relistDropped)
+		}
+		ks.inFlight, ks.dirty, ks.dropped, ks.since = true, false, false, time.Now()
+		s.mu.Unlock()
 		if err := s.relist(k, ""); err != nil {
 			return err
 		}
@@ -397,6 +414,14 @@ type kindState struct {
 	lastItems map[string]surface.Digest // the items of the last complete listing
 	itemsWith surface.Options           // what lastItems were hashed with
 	relisting chan struct{}             // closed when the re-listing list_changed asked for is done
+	// The proxy's own listing of the kind (flood.go): one in flight since
+	// since, and dirty when another is owed after it; dropped when its
+	// request did not reach the server, and the kind is distrusted until
+	// it is listed again; held counts the list_changed held until it is
+	// done (holdChange).
+	inFlight, dirty, dropped bool
+	since                    time.Time
+	held                     int
 }
 
 // startListing starts k's listing by by afresh; s.mu held.
@@ -624,7 +649,7 @@ func (s *Session) judgePage(ctx context.Context, k surface.Kind, m *jsonrpc.Mess
 			f.driftSeen = v.BaselineHash
 			f.mu.Unlock()
 		}
-		if rerr := f.relist(surface.KindTool, ""); rerr != nil {
+		if rerr := f.relistSoon(surface.KindTool, false); rerr != nil {
 			relistErr = fmt.Errorf("re-listing the server's tools: %w", rerr)
 		}
 	}

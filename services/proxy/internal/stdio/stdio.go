@@ -62,6 +62,9 @@ type Bound struct {
 // to pipes.ToServer too (session.New).
 func Bind(s *session.Session, pipes *Pipes) *Bound {
 	ctx, stop := context.WithCancel(context.Background())
+	pipes.own.mu.Lock()
+	pipes.own.drained = s.Drained
+	pipes.own.mu.Unlock()
 	return &Bound{s: s, pipes: pipes, q: ordered.New(pipes.ToClient), heldCtx: ctx, stopHeld: stop}
 }
 
@@ -105,7 +108,7 @@ func (b *Bound) deliver(o session.Outcome) error {
 		}
 	}
 	if o.Forward != nil {
-		if err := b.pipes.ToServer(o.Forward); err != nil {
+		if err := b.pipes.forward(o.Forward); err != nil {
 			return err
 		}
 	}
@@ -165,13 +168,89 @@ type Config struct {
 type Pipes struct {
 	client *lineWriter
 	server *lineWriter
+	own    *ownQueue
 }
 
 // ToClient writes one message to the agent.
 func (p *Pipes) ToClient(b []byte) error { return p.client.write(b) }
 
-// ToServer writes one message to the upstream server.
-func (p *Pipes) ToServer(b []byte) error { return p.server.write(b) }
+// ToServer sends one message of the proxy's own to the upstream server (the
+// session's toServer): it is queued and written by a goroutine of its own,
+// never on the caller's, which may be the one reading the server, so that
+// a server that does not read its input until its output is read cannot
+// hold both pipes full. What the queue cannot take (maxOwnBacklog) is
+// refused with session.ErrServerBacklog; a write that failed is returned
+// by every later call.
+func (p *Pipes) ToServer(b []byte) error { return p.own.send(b) }
+
+// forward writes one message of the agent's to the upstream server, on the
+// agent's reader: a server that does not read holds the agent back, never
+// the reading of the server.
+func (p *Pipes) forward(b []byte) error { return p.server.write(b) }
+
+// maxOwnBacklog bounds the proxy's own messages queued for the server: a
+// re-listing takes at most one place per kind of listing (the session
+// coalesces them), the rest is answers to the server's requests in the
+// agent's stead.
+const maxOwnBacklog = 64
+
+// ownQueue writes the proxy's own messages to the server, in order, off
+// the caller's goroutine.
+type ownQueue struct {
+	write   func([]byte) error
+	drained func() // told when the queue drained after it refused a message (session.Session.Drained)
+
+	mu      lockorder.Mutex[lockorder.OwnQueueMu]
+	queue   [][]byte
+	running bool  // a writer goroutine runs
+	refused bool  // a message was refused since the queue last drained
+	err     error // the first write that failed: nothing more is written
+}
+
+// send queues b; it never waits.
+func (q *ownQueue) send(b []byte) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch {
+	case q.err != nil:
+		return q.err
+	case len(q.queue) >= maxOwnBacklog:
+		q.refused = true
+		return session.ErrServerBacklog
+	}
+	q.queue = append(q.queue, bytes.Clone(b))
+	if !q.running {
+		q.running = true
+		go q.drain()
+	}
+	return nil
+}
+
+// drain writes what is queued until the queue is empty, then ends.
+func (q *ownQueue) drain() {
+	for {
+		q.mu.Lock()
+		if len(q.queue) == 0 || q.err != nil {
+			q.running = false
+			refused, drained := q.refused && q.err == nil, q.drained
+			q.refused = false
+			q.mu.Unlock()
+			if refused && drained != nil {
+				drained()
+			}
+			return
+		}
+		b := q.queue[0]
+		q.queue[0] = nil
+		q.queue = q.queue[1:]
+		q.mu.Unlock()
+		if err := q.write(b); err != nil {
+			q.mu.Lock()
+			q.err, q.queue = err, nil
+			q.mu.Unlock()
+		}
+	}
+}
 
 // lineWriter writes each message as one line, in one write.
 type lineWriter struct {
@@ -206,6 +285,12 @@ func (l *lineWriter) write(b []byte) error {
 		l.buf = nil // a rare long message: let its buffer go
 	}
 	return err
+}
+
+func newPipes(client, server io.Writer) *Pipes {
+	p := &Pipes{client: newLineWriter(client), server: newLineWriter(server)}
+	p.own = &ownQueue{write: p.server.write}
+	return p
 }
 
 // Proxy is a running upstream child with its pipes: Start launches it,
@@ -247,7 +332,7 @@ func Start(cfg Config, client io.Writer, stderr io.Writer) (*Proxy, error) {
 		return nil, fmt.Errorf("starting upstream %q: %w", cfg.Command, err)
 	}
 	return &Proxy{cfg: cfg, cmd: cmd, stdout: out, stdin: in, stderr: stderr,
-		pipes: &Pipes{client: newLineWriter(client), server: newLineWriter(in)}, exited: make(chan struct{})}, nil
+		pipes: newPipes(client, in), exited: make(chan struct{})}, nil
 }
 
 // Running reports whether the upstream child has not exited yet.

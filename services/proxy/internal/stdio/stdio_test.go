@@ -19,6 +19,7 @@ import (
 
 // TestMain lets the test binary act as an upstream MCP server over stdio.
 func TestMain(m *testing.M) {
+	floodMain()
 	mcptest.Main()
 	os.Exit(m.Run())
 }

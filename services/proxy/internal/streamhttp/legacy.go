@@ -27,6 +27,7 @@ type legacySession struct {
 	q        *ordered.Queue // what the session delivers, in the order the server sent it
 	endpoint string         // the upstream's message URL
 	headers  http.Header    // what the proxy's own requests carry (authorization)
+	own      ownBound       // the proxy's own requests in flight
 
 	mu     lockorder.Mutex[lockorder.LegacySessionMu] // one writer of the client's stream at a time
 	w      http.ResponseWriter
@@ -100,8 +101,7 @@ func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 	scfg := f.up.Session
 	scfg.Agent = l.agent
 	l.s = session.New(scfg, f.up.Gate, f.up.Observer, func(b []byte) error {
-		f.p.spawn(func(ctx context.Context) { f.legacySend(ctx, l, b) })
-		return nil
+		return l.own.send(f, func() *session.Session { return l.s }, func(ctx context.Context) { f.legacySend(ctx, l, b) })
 	})
 	f.mu.Lock()
 	f.legacy[l.id] = l

@@ -16,6 +16,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/lockorder"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/ordered"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
 
@@ -44,6 +45,7 @@ type monitor struct {
 	headers http.Header // version, authorization, the session id a server may hand out
 
 	params paramBook // the x-mcp-header bindings of the tools it was listed
+	own    ownBound  // its own requests in flight
 
 	// authRefused: the server refused the monitor's requests for want of
 	// authorization; a client's request with other credentials lends them
@@ -318,8 +320,9 @@ func (f *front) newMonitor(r *http.Request, o opening) *monitor {
 	}
 	cfg.ToolsPage = mon.params.note
 	mon.s = session.New(cfg, f.up.Gate, f.up.Observer, func(b []byte) error {
-		f.p.spawn(func(ctx context.Context) { mon.refusedAuth(f.own(ctx, mon.s, mon.ownHeaders(), b)) })
-		return nil
+		return mon.own.send(f, func() *session.Session { return mon.s }, func(ctx context.Context) {
+			mon.refusedAuth(f.own(ctx, mon.s, mon.ownHeaders(), b))
+		})
 	})
 	// The session learns its variant from the opening message now, so that
 	// the first stateless request is judged in it; its listing is on the
@@ -598,6 +601,12 @@ func (f *front) feed(ctx context.Context, sess *session.Session, resp *http.Resp
 	case mediaSSE:
 		rd := newSSEReader(b.r, f.p.cfg.MaxMessage)
 		defer rd.release()
+		// Nothing of it reaches a client; the decisions that wait (a
+		// list_changed held until the proxy has re-listed) are made off
+		// the reader, so that a burst of list_changed is coalesced rather
+		// than re-listed one at a time (package ordered).
+		q := ordered.New(func([]byte) error { return nil })
+		defer func() { _ = q.Wait() }()
 		for {
 			ev, err := rd.next()
 			if err != nil {
@@ -609,7 +618,7 @@ func (f *front) feed(ctx context.Context, sess *session.Session, resp *http.Resp
 			if inspect != nil {
 				inspect(ev.Data)
 			}
-			if err := ownAnswer(ctx, sess, ev.Data); err != nil {
+			if err := q.Push(ctx, sess.Server(ctx, ev.Data), nil); err != nil {
 				f.log.Warn().Err(err).Msg("re-listing the server")
 			}
 			if m, err := jsonrpc.Parse(ev.Data, jsonrpc.Limits{}); untilResponse && err == nil && m.Kind == jsonrpc.KindResponse {

@@ -48,6 +48,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/edgeauth"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/lockorder"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/ordered"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
 
@@ -256,6 +257,7 @@ type tracked struct {
 	headers http.Header // what the proxy's own requests carry: version, authorization
 
 	params paramBook // the x-mcp-header bindings of the tools it was listed
+	own    ownBound  // the proxy's own requests in flight
 
 	gate getGate // the client's requests behind its GET stream (order.go)
 
@@ -324,13 +326,12 @@ func (f *front) newTracked(agent string) *tracked {
 	cfg.Agent = agent
 	cfg.ToolsPage = t.params.note
 	t.s = session.New(cfg, f.up.Gate, f.up.Observer, func(b []byte) error {
-		f.p.spawn(func(ctx context.Context) {
+		return t.own.send(f, func() *session.Session { return t.s }, func(ctx context.Context) {
 			h := t.ownHeaders()
 			if t.ownRefused(h, f.own(ctx, t.s, h, b)) {
 				t.relistAuthorized(f)
 			}
 		})
-		return nil
 	})
 	return t
 }
@@ -808,10 +809,25 @@ func (f *front) pipeSSE(w http.ResponseWriter, ctx context.Context, body io.Read
 	defer rd.release()
 	head := startLateHead(rc)
 	defer head.stop() // before net/http ends the response
+	// The server's messages are delivered in the order it sent them, the
+	// decisions that wait (a list_changed held until the proxy has
+	// re-listed, a page whose verdict is due) made off the reader, which
+	// reads on meanwhile: a burst of list_changed is coalesced by the
+	// session rather than re-listed one at a time (package ordered).
+	q := ordered.New(func(b []byte) error {
+		head.stop()
+		if _, err := w.Write(b); err != nil {
+			return fmt.Errorf("%w: %v", errClientGone, err)
+		}
+		_ = rc.Flush()
+		return nil
+	})
+	defer func() { _ = q.Wait() }() // before the handler returns: nothing is written after
 	resumable := false
 	for {
 		ev, err := rd.next()
 		if err != nil {
+			_ = q.Wait() // what was read is delivered first
 			if ctx.Err() != nil {
 				if !resumable {
 					sess.Unanswered(ids) // the client went away: nobody waits for these
@@ -838,20 +854,14 @@ func (f *front) pipeSSE(w http.ResponseWriter, ctx context.Context, body io.Read
 			}
 			return
 		}
-		var seen session.Seen
-		buf, seen = f.relay(buf[:0], ctx, sess, ev)
-		if len(buf) == 0 {
-			seen.Report()
-			continue
-		}
 		resumable = resumable || (ev.HasID && len(ev.ID) > 0 && cleanID(ev.ID))
-		head.stop()
-		if _, err := w.Write(buf); err != nil {
-			seen.Report()
+		err = f.relay(ctx, q, sess, ev)
+		switch {
+		case errors.Is(err, errClientGone):
 			return // the client went away
+		case err != nil:
+			f.log.Warn().Err(err).Msg("re-listing the server")
 		}
-		_ = rc.Flush()
-		seen.Report()
 	}
 }
 
@@ -894,41 +904,48 @@ func (h *lateHead) stop() {
 	h.mu.Unlock()
 }
 
-// relay appends what the client gets of one upstream event, re-emitted
-// from its parsed fields, never its original bytes: the message sess
-// returns for its data (the bytes sess judged), with the event's id; when
-// sess keeps or drops the message, only the event's id and retry (so
-// resumption still counts it); a comment as an empty keep-alive. An event
-// with data under a name no client takes for a message is dropped
-// (framing_invalid). What the message showed is the caller's to report
-// once the event is sent. (HTTP+SSE has its own loop: legacyStream.)
-func (f *front) relay(buf []byte, ctx context.Context, sess *session.Session, ev *event) ([]byte, session.Seen) {
+// relay pushes to q what the client gets of one upstream event,
+// re-emitted from its parsed fields, never its original bytes: the
+// message sess returns for its data (the bytes sess judged), with the
+// event's id; when sess keeps or drops the message, only the event's id
+// and retry (so resumption still counts it); a comment as an empty
+// keep-alive. An event with data under a name no client takes for a
+// message is dropped (framing_invalid). What the message showed is
+// reported once the event is sent (ordered). (HTTP+SSE has its own loop:
+// legacyStream.)
+func (f *front) relay(ctx context.Context, q *ordered.Queue, sess *session.Session, ev *event) error {
 	if len(ev.Data) == 0 {
 		// No data, or empty data: a priming event for resumption (the Go
 		// SDK skips it; nothing in it to judge).
-		n := len(buf)
-		if buf = appendIDOnly(buf, ev); len(buf) == n && ev.Comment {
-			buf = appendKeepAlive(buf)
+		b := appendIDOnly(nil, ev)
+		if len(b) == 0 && ev.Comment {
+			b = appendKeepAlive(b)
 		}
-		return buf, session.Seen{}
+		return q.Push(ctx, decided(b), nil)
 	}
 	if !isMessageName(ev.Name) {
 		f.dropEvent(sess, "an event with data under a name no client reads as a message", ev)
-		return appendIDOnly(buf, ev), session.Seen{}
+		return q.Push(ctx, decided(appendIDOnly(nil, ev)), nil)
 	}
-	out, seen, err := sess.Server(ctx, ev.Data).Wait(ctx)
-	if err != nil {
-		f.log.Warn().Err(err).Msg("re-listing the server")
-	}
-	switch {
-	case out == nil:
-		return appendIDOnly(buf, ev), seen
-	case !frameable(out):
-		f.dropEvent(sess, "a message that an event cannot carry unchanged", ev)
-		return appendIDOnly(buf, ev), seen
-	}
-	return appendEvent(buf, ev, out), seen
+	return q.Push(ctx, sess.Server(ctx, ev.Data), func(out []byte) []byte {
+		switch {
+		case out == nil:
+			return appendIDOnly(nil, ev)
+		case !frameable(out):
+			f.dropEvent(sess, "a message that an event cannot carry unchanged", ev)
+			return appendIDOnly(nil, ev)
+		}
+		return appendEvent(nil, ev, out)
+	})
 }
+
+// decided is what the client gets of an event that holds no message to
+// judge, in its place in the stream (ordered.Decision).
+type decided []byte
+
+func (d decided) Now() ([]byte, bool, error)             { return d, false, nil }
+func (d decided) Decide(context.Context) ([]byte, error) { return d, nil }
+func (decided) Report()                                  {}
 
 // dropEvent counts and logs an event the proxy does not deliver.
 func (f *front) dropEvent(sess *session.Session, why string, ev *event) {
