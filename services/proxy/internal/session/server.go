@@ -404,7 +404,9 @@ func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message, mayWait
 			// One re-listing in flight and one owed, however many come
 			// (flood.go).
 			if err := j.relistSoon(k, true); err != nil {
-				return raw, nil, err
+				// Delivered only as any notification is: while open.
+				out, _, _ := s.whileOpen(ctx, m, false, func() ([]byte, error) { return nil, nil })
+				return out, nil, err
 			}
 		}
 		if len(kinds) == 0 || !mayWait {
