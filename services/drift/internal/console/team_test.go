@@ -143,7 +143,10 @@ func TestSessionEndsWithItsToken(t *testing.T) {
 
 // hashingWanted waits until the policy's hashing settings are waiting on
 // tenant/server (the live hash by them is known) and returns that hash.
-func (s *stack) hashingWanted(tenant, server string) string {
+// The policy reaches the drift service through its watch, at a moment of
+// its own: until it has, the surface hash is observed again, as a proxy's
+// next listing would be, so that one observation comes after it.
+func (s *stack) hashingWanted(tenant, server, hash string) string {
 	s.t.Helper()
 	var want string
 	poll.Eventually(s.t, 10*time.Second, func() error {
@@ -153,6 +156,7 @@ func (s *stack) hashingWanted(tenant, server string) string {
 		}
 		rec := v.Variants[0]
 		if rec.PolicyWants == nil || rec.PolicyWantsLiveHash == "" {
+			s.observe(tenant, server, hash)
 			return fmt.Errorf("%s/%s: policy wants %v, live hash by it %q", tenant, server, rec.PolicyWants, rec.PolicyWantsLiveHash)
 		}
 		want = rec.PolicyWantsLiveHash
@@ -189,7 +193,7 @@ func TestRebaselineAndRiskForms(t *testing.T) {
 		t.Fatalf("PUT /v1/policy: HTTP %d", resp.StatusCode)
 	}
 	s.observe("acme", "notes", h) // a listing after the change: hashed again by the new settings
-	wanted := s.hashingWanted("acme", "notes")
+	wanted := s.hashingWanted("acme", "notes", h)
 	if !strings.HasPrefix(wanted, "sha512:") {
 		t.Fatalf("the policy's live hash %q", wanted)
 	}
