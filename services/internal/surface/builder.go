@@ -303,24 +303,30 @@ func (b *Builder) addResult(raw []byte, kind Kind) error {
 // parsed already, as the value n of d (see AddPageIn): the instructions,
 // and in form v2 the server item (AddInitialize and AddServer at once).
 func (b *Builder) AddInitializeIn(d *canonjson.Doc, n canonjson.NodeID) error {
-	raw := d.Raw(n)
 	if b.lim.MaxDepth < canonjson.DefaultLimits.MaxDepth-1 || !b.readsInPlace(d) {
-		// As in AddPageIn: its own parse.
-		if err := b.AddInitialize(raw); err != nil {
-			return err
-		}
-		from := b.lastFrom
-		err := b.AddServer(raw)
-		b.lastFrom = from
-		return err
+		return b.initialize(d.Raw(n), nil, 0) // as in AddPageIn: its own parse
 	}
+	return b.initialize(d.Raw(n), d, n)
+}
+
+// AddInitializeResult is AddInitializeIn for a result given as its bytes:
+// every item of it from one parse.
+func (b *Builder) AddInitializeResult(raw []byte) error { return b.initialize(raw, nil, 0) }
+
+// initialize adds every item of the initialize result raw, read as the
+// value n of d, or parsed by b when d is nil.
+func (b *Builder) initialize(raw []byte, d *canonjson.Doc, n canonjson.NodeID) error {
 	if err := b.take(len(raw)); err != nil {
 		return err
 	}
 	var err error
-	if len(raw) > b.lim.MaxBytes {
+	switch {
+	case d == nil:
+		err = b.doc.Parse(raw, b.opt.jsonLimits())
+		d, n = &b.doc, canonjson.Root
+	case len(raw) > b.lim.MaxBytes:
 		err = &canonjson.Error{Code: canonjson.CodeTooLarge, Msg: "the result is " + itoa(len(raw)) + " bytes, over the limit of " + itoa(b.lim.MaxBytes)}
-	} else {
+	default:
 		err = d.StrictIn(n)
 	}
 	if err != nil {

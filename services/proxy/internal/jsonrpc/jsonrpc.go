@@ -67,10 +67,9 @@ type Message struct {
 	// off is where Raw starts in the source the message was split from.
 	off int
 	// doc is the parse the message came from when the caller kept it
-	// (SplitIn); node, result and params are its nodes (result and params
-	// 0 when absent).
-	doc                  *canonjson.Doc
-	node, result, params canonjson.NodeID
+	// (SplitIn); result and params are its nodes (0 when absent).
+	doc            *canonjson.Doc
+	result, params canonjson.NodeID
 }
 
 // Span is a byte range [Start, End) in the source a message was split from.
@@ -93,7 +92,7 @@ func fromDoc(d *canonjson.Doc, n canonjson.NodeID, raw []byte) (*Message, error)
 	if d.Kind(n) != canonjson.Object {
 		return nil, fmt.Errorf("%w: a JSON-RPC message is an object, not a %s", ErrInvalid, d.Kind(n))
 	}
-	m := &Message{Raw: d.Raw(n), off: d.Offset(n), node: n, doc: d}
+	m := &Message{Raw: d.Raw(n), off: d.Offset(n), doc: d}
 	if a, b, twin := d.FoldTwin(n); twin {
 		return nil, fmt.Errorf("%w: members %q and %q differ only in case", ErrAmbiguous, a, b)
 	}
@@ -221,26 +220,20 @@ func (m *Message) Parsed() (d *canonjson.Doc, result canonjson.NodeID, ok bool) 
 // split in when it kept one (SplitIn), else in a parse of the params
 // alone. ok is false when m has no params or they are not an object.
 func (m *Message) ParamsObject() (d *canonjson.Doc, n canonjson.NodeID, ok bool) {
-	return m.object(m.params, m.Params)
+	return m.object(m.params, m.Params, m.paramsOff)
 }
 
 // ResultObject is ParamsObject for m's result.
 func (m *Message) ResultObject() (d *canonjson.Doc, n canonjson.NodeID, ok bool) {
-	return m.object(m.result, m.Result)
+	return m.object(m.result, m.Result, m.resultOff)
 }
 
-func (m *Message) object(node canonjson.NodeID, raw []byte) (*canonjson.Doc, canonjson.NodeID, bool) {
+func (m *Message) object(node canonjson.NodeID, raw []byte, rawOff int) (*canonjson.Doc, canonjson.NodeID, bool) {
 	if raw == nil {
 		return nil, 0, false
 	}
-	d, n := m.doc, node
-	if d == nil {
-		d, n = new(canonjson.Doc), canonjson.Root
-		if d.Parse(raw, Limits{MaxBytes: len(raw) + 1, LaxNumbers: true}) != nil {
-			return nil, 0, false
-		}
-	}
-	if d.Kind(n) != canonjson.Object {
+	d, n, _, err := m.value(node, raw, rawOff)
+	if err != nil || d.Kind(n) != canonjson.Object {
 		return nil, 0, false
 	}
 	return d, n, true

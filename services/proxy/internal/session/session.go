@@ -257,10 +257,6 @@ var listChanged = map[string][]surface.Kind{
 	jsonrpc.MethodResourcesListChanged: {surface.KindResource, surface.KindResourceTemplate},
 }
 
-var nameKey = map[surface.Kind]string{
-	surface.KindTool: "name", surface.KindPrompt: "name", surface.KindResource: "uri", surface.KindResourceTemplate: "uriTemplate",
-}
-
 // New returns a session; toServer writes one message of the proxy's own to
 // the server (a listing, an error in the client's stead). The session
 // calls it on the goroutine that reads the server too (Server), so it must
@@ -945,13 +941,15 @@ func (s *Session) publish(variant string, c capture, sum summary) {
 	l := Listed{Variant: variant, Agent: s.cfg.Agent, Session: s.id}
 	var hash surface.Digest
 	var err error
+	var doc []byte // the capture document, written once when needed
 	if sum.ok && sum.with == opts {
 		// The items were hashed as their pages passed, with the settings
 		// the surface is hashed with: the surface hash is made of them.
 		hash, err = surface.HashItemsForm(opts.Hash, opts.Form, sum.items, sum.listed)
 	} else {
 		var sf *surface.Surface
-		if sf, err = surface.Parse(c.bytes(), opts); err == nil {
+		doc = c.bytes()
+		if sf, err = surface.Parse(doc, opts); err == nil {
 			hash = sf.Hash
 		}
 	}
@@ -974,7 +972,10 @@ func (s *Session) publish(variant string, c capture, sum summary) {
 		}
 		s.lastPub[variant] = publication{hash: l.Hash, at: time.Now()}
 	}
-	s.obs.Listing(l, c.bytes())
+	if doc == nil {
+		doc = c.bytes()
+	}
+	s.obs.Listing(l, doc)
 }
 
 // observe reports a call, as made by the session's agent.
@@ -1095,10 +1096,16 @@ func (s *Session) captureLocked() (capture, summary) {
 			sum.items = append(sum.items, surface.Item{Kind: it.Kind, Name: it.Name, Hash: it.Hash})
 		}
 	}
-	for _, k := range []surface.Kind{surface.KindTool, surface.KindPrompt, surface.KindResource, surface.KindResourceTemplate} {
+	c := capture{init: s.initRes}
+	size := len(c.init) + 64
+	for k := surface.KindTool; k <= surface.KindResourceTemplate; k++ {
 		ks := &s.kinds[k]
 		if len(ks.complete) == 0 {
 			continue
+		}
+		c.pages[k] = ks.complete // pages are never changed once kept; the slice may be replaced
+		for _, p := range c.pages[k] {
+			size += len(p) + 1
 		}
 		if ks.lastItems == nil {
 			sum.ok = false // a listing that failed: no surface
@@ -1111,14 +1118,6 @@ func (s *Session) captureLocked() (capture, summary) {
 	}
 	if !slices.Contains(sum.listed, surface.KindTool) {
 		sum.ok = false // a capture without tools is no surface (missing_tools): let the parse say
-	}
-	c := capture{init: s.initRes}
-	size := len(c.init) + 64
-	for k := surface.KindTool; k <= surface.KindResourceTemplate; k++ {
-		c.pages[k] = s.kinds[k].complete // pages are never changed once kept; the slice may be replaced
-		for _, p := range c.pages[k] {
-			size += len(p) + 1
-		}
 	}
 	if size+256 > surface.DefaultLimits.MaxBytes {
 		sum.ok = false // near the size a parse of the capture refuses: let the parse say
@@ -1183,7 +1182,7 @@ func (s *Session) pinInstructions(ctx context.Context, variant string, m *jsonrp
 	if d, n, ok := m.Parsed(); ok {
 		err = b.AddInitializeIn(d, n)
 	} else {
-		err = b.AddInitialize(m.Result)
+		err = b.AddInitializeResult(m.Result)
 	}
 	items := b.LastPage() // the instructions, and in form v2 the server item
 	s.mu.Lock()
@@ -1228,14 +1227,10 @@ func (s *Session) pinInstructions(ctx context.Context, variant string, m *jsonrp
 // instructions, and in form v2 the server item.
 func initItemsOf(o surface.Options, result []byte) ([]surface.PageItem, error) {
 	b := surface.NewBuilder(o)
-	if err := b.AddInitialize(result); err != nil {
+	if err := b.AddInitializeResult(result); err != nil {
 		return nil, err
 	}
-	items := b.LastPage()
-	if err := b.AddServer(result); err != nil {
-		return nil, err
-	}
-	return append(items, b.LastPage()...), nil
+	return b.LastPage(), nil
 }
 
 // instructionsOf picks the instructions item out of an initialize
