@@ -91,6 +91,15 @@ func TestStatusWatchOneConsumer(t *testing.T) {
 				t.Error("a gate made after Run started: nil error")
 			}
 			stop()
+			// The watch's consumer goes with it; the server deletes it
+			// after the watch stopped, so wait for that before the next
+			// subtest counts again.
+			poll.Eventually(t, 30*time.Second, func() error {
+				if got := statusConsumers(t, b.JS); got != before {
+					return fmt.Errorf("%d status consumers after the watch stopped, want %d", got, before)
+				}
+				return nil
+			})
 		})
 	}
 
