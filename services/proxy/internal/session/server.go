@@ -459,7 +459,7 @@ func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message, mayWait
 		s.initRes = bytes.Clone(m.Result)
 		s.declared = declaredKinds(m)
 		s.mu.Unlock()
-		return s.pinInstructions(ctx, s.currentVariant(), m), nil, nil
+		return s.pinInit(ctx, s.currentVariant(), m), nil, nil
 	case p.kind != 0:
 		return s.listPage(ctx, p.kind, m, mayWait)
 	case p.method == jsonrpc.MethodToolsCall:
