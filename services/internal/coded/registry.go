@@ -123,7 +123,7 @@ var registry = []Entry{
 	{Code: "capture_failed", Uses: use(AreaDriftctl, "driftctl capture could not capture the server.")},
 	{Code: "clickhouse_error", Uses: use(AreaAudit, "ClickHouse refused an audit query or a row could not be read.")},
 	{Code: "clickhouse_unreachable", Uses: use(AreaAudit, "ClickHouse could not be reached.")},
-	{Code: "client_backlog", Uses: use(AreaProxy, "A notification or a request of the server's found the messages waiting to be delivered to the agent in order (behind a decision that waits) over their bound: dropped.")},
+	{Code: "client_backlog", Uses: use(AreaProxy, "A notification or a request of the server's found the messages waiting to be delivered to the agent in order (behind a decision that waits) over their bound: dropped (a request so dropped is answered with this code in the agent's stead).")},
 	{Code: "config_changed", Uses: use(AreaDriftctl, "driftctl wrap/unwrap: the configuration changed since the last wrap in a way the backup cannot undo; nothing was written.")},
 	{Code: "config_invalid", Uses: use(AreaDriftctl, "driftctl wrap/unwrap: the host's MCP configuration is not JSON of the host's shape, or names a server the proxy cannot front.")},
 	{Code: "config_unreadable", Uses: use(AreaDriftctl, "driftctl wrap/unwrap: the host's MCP configuration file could not be read.")},
