@@ -126,7 +126,10 @@ async function connect(cmd) {
       }
     }
   });
-  await client.connect(transport, { timeout });
+  // Connecting starts the proxy (and on stdio the server behind it): on a
+  // loaded machine that takes longer than a request, so it gets the Go
+  // agent's bound (10 s) or the command's, whichever is longer.
+  await client.connect(transport, { timeout: Math.max(timeout, 10000) });
   return {
     initialize: {
       serverInfo: client.getServerVersion() ?? null,
