@@ -40,6 +40,11 @@ const (
 	// initialize or server/discover result, version left out), one per
 	// surface like the instructions; canonical form mcpdrift/v2 only.
 	KindServer
+	// KindUIContent is what a resources/read of a ui:// resource returns
+	// (MCP Apps: the HTML a host renders, and each content's _meta), one
+	// item per resource uri; canonical form mcpdrift/v2 only, and only the
+	// contents of resources the surface lists (docs/canonical-form.md).
+	KindUIContent
 	numKinds = iota
 )
 
@@ -54,10 +59,11 @@ var kindInfo = [...]struct {
 	KindResourceTemplate: {"resourceTemplate", "resourceTemplates", "uriTemplate"},
 	KindInstructions:     {"instructions", "instructions", ""},
 	KindServer:           {"server", "server", ""},
+	KindUIContent:        {"uiContent", "uiContents", "uri"},
 }
 
 func (k Kind) String() string {
-	if k >= KindTool && k <= KindServer {
+	if k >= KindTool && k <= KindUIContent {
 		return kindInfo[k].name
 	}
 	return fmt.Sprintf("kind(%d)", k)
@@ -84,7 +90,8 @@ const (
 	// on: icons, tool execution, resource and template annotations, _meta
 	// of every item (its volatile keys left out), and the server's own
 	// description (serverInfo but its version) as the item KindServer
-	// (docs/adr/0015).
+	// (docs/adr/0015), and the read contents of the ui:// resources a
+	// capture carries as the items KindUIContent.
 	FormV2
 	numForms = iota
 )
