@@ -1,6 +1,9 @@
 package surface
 
 import (
+	"bytes"
+	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
@@ -196,4 +199,27 @@ func uiContentText(v any) any {
 		out = append(out, kept)
 	}
 	return map[string]any{"contents": out}
+}
+
+// UILinksOfTool returns the UI links of one tool definition given as its
+// raw JSON object (as a server sent it: a span of a tools/list page), each
+// once, sorted: what UILinks returns for the tool's item, without hashing
+// it. A definition that does not decode links nothing (the listing that
+// carries it fails on its own).
+func UILinksOfTool(raw []byte) []string {
+	if !bytes.Contains(raw, []byte("resourceUri")) && !bytes.Contains(raw, []byte(metaOpenAITemplate)) && !bytes.Contains(raw, []byte(`\u`)) {
+		return nil // most tools link nothing: no decode
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return nil
+	}
+	var out []string
+	for _, l := range uiLinksOf(v) {
+		out = append(out, l.uri)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
