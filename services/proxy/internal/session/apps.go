@@ -374,7 +374,7 @@ func (s *Session) uiAnswer(ctx context.Context, p pendingReq, m *jsonrpc.Message
 		return m.Raw // served whole; the drift service hears of the contents (keepRead)
 	}
 	s.Withheld(surface.KindUIContent)
-	return Reply(m.ID, RefuseUIContentNotApproved, fmt.Sprintf("mcpdrift withheld this read: the UI server %q returned for %q is not the approved one (new or changed). An admin must review and approve it first.", s.cfg.Server, uri))
+	return Reply(m.ID, RefuseUIContentNotApproved, fmt.Sprintf("mcpdrift withheld this read: the UI that server %q returned for %q is not the approved one (new or changed). An admin must review and approve it first.", s.cfg.Server, uri))
 }
 
 // Withheld counts one item of kind withheld from the client.
