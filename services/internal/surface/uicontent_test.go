@@ -1,6 +1,8 @@
 package surface
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -174,5 +176,41 @@ func TestUIContentNoFalseMarkers(t *testing.T) {
 		if strings.HasPrefix(c.Kind, MarkerPrefix) {
 			t.Fatalf("marker on an ordinary app: %+v", c)
 		}
+	}
+}
+
+// TestUIContentRealAppSDK: the HTML of a real app as the Apps SDK's
+// examples ship it (vite-plugin-singlefile: the SDK's App client inlined
+// as a module script) raises no marker and no risk. The bundle is the
+// installed @modelcontextprotocol/ext-apps (scripts/npm-peers); without
+// it the test is skipped.
+func TestUIContentRealAppSDK(t *testing.T) {
+	dir := os.Getenv("MCPDRIFT_NPM_PEERS")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "..", ".data", "npm-peers")
+	}
+	bundle, err := os.ReadFile(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "ext-apps", "dist", "src", "app-with-deps.js"))
+	if err != nil {
+		t.Skipf("the Apps SDK is not installed (scripts/deps.d/npm-peers.sh): %v", err)
+	}
+	html := `<!DOCTYPE html><html lang="en"><head><meta charset="UTF-8"><title>Get Time App</title><script type="module" crossorigin>` +
+		string(bundle) + `</script></head><body><main><code id="server-time">Loading...</code><button id="get-time-btn">Get Server Time</button></main></body></html>`
+	v2 := Options{Form: FormV2}
+	s := mustParse(t, appCapture(timeURI, readResult(timeURI, html, `{"ui":{"csp":{"connectDomains":[]}}}`)), v2)
+	if sev, reasons := Rate(s); slices.ContainsFunc(reasons, func(r string) bool { return strings.Contains(r, "uiContent") }) {
+		t.Fatalf("risk %s: %v", sev, reasons)
+	}
+	bare := mustParse(t, strings.Replace(appCapture(timeURI, "{}"), `,"uiContents":{"`+timeURI+`":{}}`, "", 1), v2)
+	for _, c := range Diff(bare, s).Added[0].Changes {
+		if strings.HasPrefix(c.Kind, MarkerPrefix) {
+			t.Fatalf("marker on the Apps SDK's own bundle: %+v", c)
+		}
+	}
+	// Scanned as text, the same bundle would raise markers: why the body is
+	// left out of the scan.
+	if ms := scanValue(nil, "", html); len(ms) == 0 {
+		t.Log("the bundle raises no marker even as text")
+	} else {
+		t.Logf("as text the bundle would raise %d markers, the first %s %q", len(ms), ms[0].Kind, ms[0].Match)
 	}
 }

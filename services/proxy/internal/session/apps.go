@@ -413,7 +413,19 @@ func (s *Session) keepRead(uri string, result []byte, h surface.Digest, o surfac
 	if ui.results == nil {
 		ui.results, ui.hashes = map[string][]byte{}, map[string]surface.Digest{}
 	}
-	ui.results[uri], ui.hashes[uri] = bytes.Clone(result), h
+	total := len(result)
+	for u, r := range ui.results {
+		if u != uri {
+			total += len(r)
+		}
+	}
+	if total > MaxUIReadBytes {
+		s.Dropped(DropUIReadLimit)
+		ui.results[uri] = placeholder(fmt.Sprintf("%s: the UI resources' contents add up to more than %d bytes", DropUIReadLimit, MaxUIReadBytes))
+		delete(ui.hashes, uri)
+	} else {
+		ui.results[uri], ui.hashes[uri] = bytes.Clone(result), h
+	}
 	if ui.waiting > 0 {
 		ui.due = true
 		s.mu.Unlock()
