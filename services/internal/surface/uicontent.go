@@ -14,8 +14,12 @@ import (
 // item of the surface in form v2 (KindUIContent).
 const UIScheme = "ui://"
 
-// IsUIResource reports whether uri names an MCP Apps UI resource.
-func IsUIResource(uri string) bool { return strings.HasPrefix(uri, UIScheme) }
+// IsUIResource reports whether uri names an MCP Apps UI resource: its
+// scheme is ui, in any case (RFC 3986 schemes are case-insensitive, and a
+// host may read "UI://" as "ui://").
+func IsUIResource(uri string) bool {
+	return len(uri) >= len(UIScheme) && strings.EqualFold(uri[:len(UIScheme)], UIScheme)
+}
 
 // contentFields are the members of one content of a resources/read result
 // that a UI content item covers, with the JSON kind each must have: what

@@ -54,17 +54,44 @@ type uiState struct {
 	links   map[string][]string // the UI links of each tool's live definition
 }
 
-// uiURIs are the ui:// resources of the last complete resources listing,
-// sorted; s.mu held.
+// uiURIs are the UI resources of the last complete resources listing,
+// sorted: those whose scheme is ui (surface.IsUIResource), and any other
+// a tool's UI link names (an OpenAI Apps SDK template may have another
+// scheme, and a host renders it all the same); s.mu held.
 func (s *Session) uiURIs() []string {
 	var out []string
 	for uri := range s.kinds[surface.KindResource].lastItems {
-		if surface.IsUIResource(uri) {
+		if s.isUILocked(uri) {
 			out = append(out, uri)
 		}
 	}
 	slices.Sort(out)
 	return out
+}
+
+// isUILocked reports whether uri is a UI resource: its scheme is ui, or a
+// tool's UI link names it; s.mu held.
+func (s *Session) isUILocked(uri string) bool {
+	if surface.IsUIResource(uri) {
+		return true
+	}
+	for _, links := range s.ui.links {
+		if slices.Contains(links, uri) {
+			return true
+		}
+	}
+	return false
+}
+
+// isUI is isUILocked on the session that judges this one's requests.
+func (s *Session) isUI(uri string) bool {
+	if uri == "" {
+		return false
+	}
+	judge := s.judge()
+	judge.mu.Lock()
+	defer judge.mu.Unlock()
+	return judge.isUILocked(uri)
 }
 
 // uiReadsDue reports whether the whole surface waits for the proxy's own

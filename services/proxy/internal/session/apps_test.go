@@ -282,3 +282,51 @@ func TestAppsReadFailsClosed(t *testing.T) {
 		}
 	})
 }
+
+// TestAppsUIByLink: a resource is a UI when a tool's UI link names it,
+// whatever its scheme (an Apps SDK template over https, "UI://" in
+// capitals): the proxy reads it, and an agent's read of it is judged.
+func TestAppsUIByLink(t *testing.T) {
+	for _, uri := range []string{"https://notes.example/view.html", "UI://notes/view.html"} {
+		t.Run(strings.ReplaceAll(strings.ReplaceAll(uri, "/", "_"), ":", ""), func(t *testing.T) {
+			sub := func(s string) string { return strings.ReplaceAll(s, appURI, uri) }
+			tool := sub(strings.Replace(viewTool, `"_meta":{"ui":{"resourceUri"`, `"_meta":{"openai/outputTemplate":"`+appURI+`","ui":{"resourceUri"`, 1))
+			opt := surface.Options{Form: surface.FormV2}
+			capture := `{"initialize":{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"resources":{}},"serverInfo":{"name":"notes","version":"1"}},` +
+				`"tools":{"pages":[{"tools":[` + tool + `]}]},"resources":{"pages":[{"resources":[` + sub(appResource) + `]}]},"resourceTemplates":{"pages":[{"resourceTemplates":[]}]},` +
+				`"uiContents":{"` + uri + `":` + sub(appRead(approvedApp)) + `}}`
+			sf, err := surface.Parse([]byte(capture), opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := View{Status: "verified", Serve: true, BaselineHash: sf.Hash.String(), Hashing: opt, Items: map[ItemKey]surface.Digest{}}
+			for _, it := range sf.Items {
+				v.Items[ItemKey{it.Kind, it.Name}] = it.Hash
+			}
+			r := newRig(t)
+			r.gate.v, r.gate.ok = v, true
+			r.client(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}`)
+			r.server(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"resources":{}},"serverInfo":{"name":"notes","version":"1"}}}`)
+			r.client(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+			id, _ := r.ownRequest("tools/list")
+			r.server(`{"jsonrpc":"2.0","id":` + id + `,"result":{"tools":[` + tool + `]}}`)
+			id, _ = r.ownRequest("resources/templates/list")
+			r.server(`{"jsonrpc":"2.0","id":` + id + `,"result":{"resourceTemplates":[]}}`)
+			id, _ = r.ownRequest("resources/list")
+			r.server(`{"jsonrpc":"2.0","id":` + id + `,"result":{"resources":[` + sub(appResource) + `]}}`)
+			id, params := r.ownRequest("resources/read")
+			if params["uri"] != uri {
+				t.Fatalf("the proxy read %v, want %s", params["uri"], uri)
+			}
+			r.server(`{"jsonrpc":"2.0","id":` + id + `,"result":` + sub(appRead(approvedApp)) + `}`)
+			if pub := r.published(1); pub[0].Hash != v.BaselineHash {
+				t.Fatalf("published %s, want %s", pub[0].Hash, v.BaselineHash)
+			}
+			r.client(`{"jsonrpc":"2.0","id":5,"method":"resources/read","params":{"uri":"` + uri + `"}}`)
+			r.server(`{"jsonrpc":"2.0","id":5,"result":` + sub(appRead(swappedApp)) + `}`)
+			if got := r.lastClient(); strings.Contains(got, "evil.example") {
+				t.Fatalf("the swapped UI reached the agent: %s", got)
+			}
+		})
+	}
+}

@@ -167,7 +167,7 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) verdict
 		}
 		p := pendingReq{method: m.Method}
 		if m.Method == jsonrpc.MethodResourcesRead {
-			if uri := stringParam(m, "uri"); surface.IsUIResource(uri) {
+			if uri := stringParam(m, "uri"); s.isUI(uri) {
 				p.read = uri // its answer shows a UI: judged (uiAnswer)
 			}
 		}
@@ -264,7 +264,7 @@ func (s *Session) decide(ctx context.Context, kind surface.Kind, name string) (c
 		// does not list (read through a template) is the server's data,
 		// but for a UI (ui://), which a host renders: only one the
 		// baseline lists is ever served.
-		if seen && (!inBaseline || live != approved) || !inBaseline && surface.IsUIResource(name) {
+		if seen && (!inBaseline || live != approved) || !inBaseline && s.isUI(name) {
 			refused = RefuseResourceNotApproved
 		}
 	}
@@ -338,7 +338,7 @@ func (s *Session) decideWithheld(ctx context.Context, v View, kind surface.Kind,
 		}
 	case surface.KindResource:
 		known := onPage || listed || inBaseline
-		if known && !kept || !known && (!s.templatesKept(v) || surface.IsUIResource(name)) {
+		if known && !kept || !known && (!s.templatesKept(v) || s.isUI(name)) {
 			refused = RefuseResourceNotApproved
 		}
 	default:
