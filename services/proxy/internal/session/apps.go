@@ -167,7 +167,7 @@ func (s *Session) sendReads(reqs [][]byte) {
 		return
 	}
 	s.mu.Lock()
-	round := s.ui.round
+	round := s.own[ownID(reqs[0])].gen // the round the reads were made for, not one started since
 	s.mu.Unlock()
 	for _, b := range reqs {
 		if err := s.sendOwn(b); err != nil {

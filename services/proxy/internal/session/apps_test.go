@@ -232,6 +232,24 @@ func TestAppsReadFailsClosed(t *testing.T) {
 			t.Fatalf("published %s for a UI that could not be read", pub[0].Hash)
 		}
 	})
+	t.Run("never_answered", func(t *testing.T) {
+		r := newRig(t)
+		r.s.cfg.Timeout = 100 * time.Millisecond
+		r.gate.v, r.gate.ok = appsBaseline(t, viewTool), true
+		r.client(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}`)
+		r.server(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"resources":{}},"serverInfo":{"name":"notes","version":"1"}}}`)
+		r.client(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		id, _ := r.ownRequest("tools/list")
+		r.server(`{"jsonrpc":"2.0","id":` + id + `,"result":{"tools":[` + viewTool + `]}}`)
+		id, _ = r.ownRequest("resources/templates/list")
+		r.server(`{"jsonrpc":"2.0","id":` + id + `,"result":{"resourceTemplates":[]}}`)
+		id, _ = r.ownRequest("resources/list")
+		r.server(`{"jsonrpc":"2.0","id":` + id + `,"result":{"resources":[` + appResource + `]}}`)
+		r.ownRequest("resources/read") // never answered
+		if pub := r.published(1); pub[0].Hash != "" {
+			t.Fatalf("published %s for a UI the server never returned", pub[0].Hash)
+		}
+	})
 	t.Run("not_a_read_result", func(t *testing.T) {
 		r := newRig(t)
 		r.gate.v, r.gate.ok = appsBaseline(t, viewTool), true
