@@ -91,21 +91,21 @@ const (
 	MarkerPrefix             = "marker_" // marker_hidden_instructions, marker_secret_path, ...
 
 	// Form v2 (docs/adr/0015).
-	ChangeIcons          = "icons_changed"
-	ChangeExecution      = "execution_changed"
-	ChangeWebsite        = "website_changed"
-	ChangeMeta           = "meta_changed"          // a member of _meta no rule below names
-	ChangeUILinkAdded    = "ui_link_added"         // a tool now links a UI (MCP Apps, OpenAI Apps SDK): a new surface a host renders
-	ChangeUILinkChanged  = "ui_link_changed"       // the UI a tool links is another resource
-	ChangeUILinkRemoved  = "ui_link_removed"       // a tool no longer links a UI
-	ChangeUIVisibility   = "ui_visibility_changed" // who may call a tool (the model, the app) changed
-	ChangeUIPolicy       = "ui_policy_changed"     // a UI resource's sandbox (csp, permissions, domain) changed
-	ChangeUIMeta         = "ui_meta_changed"       // another member of _meta.ui or an openai/ key changed
-	ChangeUILinkUnlisted = "ui_link_unlisted"      // a tool links a UI resource the surface does not list
-	ChangeUIContentAdded   = "ui_content_added"   // the read contents of a UI resource, new: a UI a host renders
-	ChangeUIContentChanged = "ui_content_changed" // what a host renders for a UI resource changed (its HTML, a content added or removed)
-	ChangeUIContentRemoved = "ui_content_removed" // the contents of a UI resource are no longer part of the surface
-	ChangeFormChanged    = "form_changed"          // the two surfaces were hashed in different canonical forms
+	ChangeIcons            = "icons_changed"
+	ChangeExecution        = "execution_changed"
+	ChangeWebsite          = "website_changed"
+	ChangeMeta             = "meta_changed"          // a member of _meta no rule below names
+	ChangeUILinkAdded      = "ui_link_added"         // a tool now links a UI (MCP Apps, OpenAI Apps SDK): a new surface a host renders
+	ChangeUILinkChanged    = "ui_link_changed"       // the UI a tool links is another resource
+	ChangeUILinkRemoved    = "ui_link_removed"       // a tool no longer links a UI
+	ChangeUIVisibility     = "ui_visibility_changed" // who may call a tool (the model, the app) changed
+	ChangeUIPolicy         = "ui_policy_changed"     // a UI resource's sandbox (csp, permissions, domain) changed
+	ChangeUIMeta           = "ui_meta_changed"       // another member of _meta.ui or an openai/ key changed
+	ChangeUILinkUnlisted   = "ui_link_unlisted"      // a tool links a UI resource the surface does not list
+	ChangeUIContentAdded   = "ui_content_added"      // the read contents of a UI resource, new: a UI a host renders
+	ChangeUIContentChanged = "ui_content_changed"    // what a host renders for a UI resource changed (its HTML, a content added or removed)
+	ChangeUIContentRemoved = "ui_content_removed"    // the contents of a UI resource are no longer part of the surface
+	ChangeFormChanged      = "form_changed"          // the two surfaces were hashed in different canonical forms
 )
 
 var severityOf = map[string]Severity{
