@@ -348,3 +348,30 @@ func TestAppsUIByLink(t *testing.T) {
 		})
 	}
 }
+
+// TestAppsWithholdChanged: under withhold_changed, while the server
+// differs from its baseline, the approved UI is still served and a
+// changed one is withheld.
+func TestAppsWithholdChanged(t *testing.T) {
+	r := newRig(t)
+	r.gate.v, r.gate.ok = appsBaseline(t, viewTool), true
+	r.openApp([]string{viewTool}, []string{appResource}, appRead(approvedApp))
+	r.gate.mu.Lock()
+	r.gate.v.Withhold, r.gate.v.Status = true, "changed"
+	r.gate.mu.Unlock()
+	read := `{"jsonrpc":"2.0","id":5,"method":"resources/read","params":{"uri":"` + appURI + `"}}`
+	sent := len(r.toServer)
+	r.client(read)
+	if len(r.toServer) != sent+1 {
+		t.Fatalf("the read of the approved UI was not forwarded: %s", r.lastClient())
+	}
+	r.server(`{"jsonrpc":"2.0","id":5,"result":` + appRead(approvedApp) + `}`)
+	if got := r.lastClient(); !strings.Contains(got, "<h1>Notes</h1>") {
+		t.Fatalf("the approved UI under withhold_changed: %s", got)
+	}
+	r.client(strings.Replace(read, `"id":5`, `"id":6`, 1))
+	r.server(`{"jsonrpc":"2.0","id":6,"result":` + appRead(swappedApp) + `}`)
+	if got := r.lastClient(); strings.Contains(got, "evil.example") || !strings.Contains(got, string(RefuseUIContentNotApproved)) {
+		t.Fatalf("the swapped UI under withhold_changed: %s", got)
+	}
+}
