@@ -5,7 +5,7 @@ package e2e
 // registerAppResource, testdata/apps-server.cjs) and the Go SDK, each
 // serving a tool whose UI is ui://notes/view.html, behind the real proxy
 // on the real pipeline, with real agents (the TypeScript and Go SDK
-// clients) over stdio and Streamable HTTP. The server swaps the UI's HTML
+// clients) over stdio, Streamable HTTP and HTTP+SSE. The server swaps the UI's HTML
 // (a file it reads at every read) and keeps its listing: the agent gets the
 // approved HTML before the swap and never the swapped HTML, the tool's
 // call goes through, and the drift service reports the change.
@@ -85,6 +85,7 @@ func TestAppsSDKServers(t *testing.T) {
 		{"ts_server_http", "ts", advHTTP, "go"},
 		{"go_server_stdio", "go", advStdio, "go"},
 		{"go_server_http", "go", advHTTP, "ts"},
+		{"go_server_sse", "go", advSSE, "ts"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -134,6 +135,12 @@ func runAppsSDK(x *advRun, server, node, script string) {
 		url := startAppsTSHTTP(x, node, script, htmlFile)
 		x.proxyURL = x.startHTTPProxy(x.serverID + "=" + url)
 		x.ep = agentEndpoint{Transport: "http", URL: x.proxyURL + "/" + x.serverID + "/mcp"}
+	case x.c.transport == advSSE:
+		s := appsGoServer(htmlFile)
+		srv := httptest.NewServer(mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s }, nil))
+		x.Cleanup(srv.Close)
+		x.proxyURL = x.startHTTPProxy(x.serverID + "=sse:" + srv.URL)
+		x.ep = agentEndpoint{Transport: "sse", URL: x.proxyURL + "/" + x.serverID + "/sse"}
 	default:
 		s := appsGoServer(htmlFile)
 		srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
@@ -159,6 +166,7 @@ func runAppsSDK(x *advRun, server, node, script string) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	x.Logf("the approved UI: %.120s", got)
 	if text, isErr, err := x.a.call("show-notes"); isErr || err != nil || !strings.Contains(text, "notes shown") {
 		x.Errorf("the call of the tool linking the approved UI: %q isError=%v err=%v", text, isErr, err)
 	}
@@ -168,6 +176,7 @@ func runAppsSDK(x *advRun, server, node, script string) {
 		x.Fatalf("%v", err)
 	}
 	got, err = x.a.readResource(sdkViewURI)
+	x.Logf("the read after the swap: %.200s %v", got, err)
 	if err == nil || !strings.Contains(err.Error()+got, "is not the approved one") {
 		x.Errorf("the read after the swap: %.300s %v; want ui_content_not_approved", got, err)
 	}
