@@ -1,7 +1,8 @@
 // Package surface is the fingerprint engine: it turns what an MCP server
 // advertises (tools, prompts, resources, resource templates, the
 // initialize instructions and, in form mcpdrift/v2, the server's own
-// description), as the raw bytes the server sent, into canonical
+// description and what its MCP Apps UI resources return when read), as the
+// raw bytes the server sent, into canonical
 // items with SHA-256 (or SHA-512) hashes, and classifies the difference between two such
 // surfaces.
 //
