@@ -214,3 +214,18 @@ func TestUIContentRealAppSDK(t *testing.T) {
 		t.Logf("as text the bundle would raise %d markers, the first %s %q", len(ms), ms[0].Kind, ms[0].Match)
 	}
 }
+
+// BenchmarkHashReadResult: what the proxy spends on an agent's read of a
+// UI of 512 KiB (an app with its bundle inlined) before passing it on.
+func BenchmarkHashReadResult(b *testing.B) {
+	html := strings.Repeat(`<div class="row"><span>note</span><script>const a = {"k": [1, 2, 3]};</script></div>`+"\n", 512<<10/87)
+	raw := []byte(readResult(timeURI, html, `{"ui":{"csp":{"connectDomains":[]}}}`))
+	opt := Options{Form: FormV2}
+	b.SetBytes(int64(len(raw)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok, err := HashReadResult(opt, timeURI, raw); err != nil || !ok {
+			b.Fatal(err)
+		}
+	}
+}
