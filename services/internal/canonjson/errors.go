@@ -15,7 +15,7 @@ const (
 	CodeLoneSurrogate    Code = "lone_surrogate"      // a \u escape is half a surrogate pair
 	CodeTooDeep          Code = "too_deep"            // nesting past Limits.MaxDepth
 	CodeTooLarge         Code = "too_large"           // input past Limits.MaxBytes
-	CodeNumberOutOfRange Code = "number_out_of_range" // overflows to infinity or underflows to zero
+	CodeNumberOutOfRange Code = "number_out_of_range" // overflows to infinity, underflows to zero, or is subnormal
 	CodeNumberInexact    Code = "number_inexact"      // a number, in any notation, whose exact value is not the double it reads as
 )
 

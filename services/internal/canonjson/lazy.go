@@ -183,7 +183,7 @@ func (p *parser) skim(i, depth int, set bool) (int, bool) {
 			(j == len(src) || (src[j] != '.' && src[j] != 'e' && src[j] != 'E' && (src[j] < '0' || src[j] > '9'))) {
 			return j, true
 		}
-		j, flags, err := scanNumber(src, i)
+		j, flags, err := scanNumber(src, i, true)
 		return j, err == nil && flags&flagCanonical != 0
 	}
 }

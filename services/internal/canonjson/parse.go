@@ -579,7 +579,7 @@ func hex4(src []byte, i int) (rune, bool) {
 }
 
 func (p *parser) number(i int) (int, error) {
-	j, flags, err := scanNumber(p.src, i)
+	j, flags, err := scanNumber(p.src, i, p.lax)
 	if err != nil {
 		var e *Error
 		if !p.lax || !errors.As(err, &e) || (e.Code != CodeNumberInexact && e.Code != CodeNumberOutOfRange) {
@@ -609,7 +609,7 @@ func skipNumber(src []byte, i int) int {
 // that of the shortest form of the double it converts to, which is what
 // RFC 8785 writes (number_inexact otherwise; docs/canonical-form.md). The
 // comparison runs only for a literal that is not that form byte for byte.
-func scanNumber(src []byte, i int) (end int, flags uint8, err error) {
+func scanNumber(src []byte, i int, lax bool) (end int, flags uint8, err error) {
 	start := i
 	if src[i] == '-' {
 		i++
@@ -660,9 +660,15 @@ func scanNumber(src []byte, i int) (end int, flags uint8, err error) {
 		// Every integer below 10^15 is an exact double, and ES6 prints it as is.
 		return i, flagCanonical, nil
 	}
+	if belowNormal(lit) {
+		// Told from the digits, before ParseFloat: converting a subnormal
+		// takes strconv's slow path, hundreds of times the cost of any
+		// other literal, which a hostile server would send by the million.
+		return start, 0, numberErr(lax, CodeNumberOutOfRange, start, "number %s is below the smallest normal double, 2.2250738585072014e-308", lit)
+	}
 	f, _ := strconv.ParseFloat(unsafe.String(unsafe.SliceData(lit), len(lit)), 64)
 	if math.IsInf(f, 0) {
-		return start, 0, errAt(CodeNumberOutOfRange, start, "number %s overflows a double", clip(lit))
+		return start, 0, numberErr(lax, CodeNumberOutOfRange, start, "number %s overflows a double", lit)
 	}
 	var buf [32]byte
 	short := AppendNumber(buf[:0], f)
@@ -672,7 +678,7 @@ func scanNumber(src []byte, i int) (end int, flags uint8, err error) {
 		flags = flagCanonical
 	case f == 0:
 		if hasNonZeroMantissa(lit) {
-			return start, 0, errAt(CodeNumberOutOfRange, start, "number %s underflows to zero", clip(lit))
+			return start, 0, numberErr(lax, CodeNumberOutOfRange, start, "number %s underflows to zero", lit)
 		}
 		// A zero written otherwise (-0.0, 0e10, 0.000): written 0. Zero and
 		// negative zero compare equal in every reader's arithmetic and in
@@ -683,6 +689,9 @@ func scanNumber(src []byte, i int) (end int, flags uint8, err error) {
 		// keep numbers exact (Python's int and Decimal, Go's json.Number,
 		// BigInt and BigDecimal parsers) and readers that use doubles
 		// would disagree about what the hashed form means.
+		if lax {
+			return start, 0, errLaxInexact
+		}
 		return start, 0, errAt(CodeNumberInexact, start, "number %s is not exactly the double it reads as, %s", clip(lit), string(short))
 	}
 	return i, flags, nil
@@ -784,6 +793,58 @@ func readExponent(s []byte) int {
 		return -e
 	}
 	return e
+}
+
+// errLaxInexact and errLaxOutOfRange are what scanNumber returns for a
+// literal LaxNumbers lets through: the parse records where it is and goes
+// on (StrictIn scans it again for the message), so a page of a million of
+// them costs no message each.
+var (
+	errLaxInexact    = &Error{Code: CodeNumberInexact}
+	errLaxOutOfRange = &Error{Code: CodeNumberOutOfRange}
+)
+
+// numberErr is a number_out_of_range error, the shared one when lax.
+func numberErr(lax bool, code Code, off int, format string, lit []byte) error {
+	if lax {
+		return errLaxOutOfRange
+	}
+	return errAt(code, off, format, clip(lit))
+}
+
+// minNormal is the significant digits of the smallest normal double's
+// shortest form, 2.2250738585072014e-308.
+const minNormal = "22250738585072014"
+
+// belowNormal reports whether the decimal literal lit is not zero and its
+// magnitude is below 2.2250738585072014e-308, read from its digits alone: a
+// subnormal, or a number that underflows to zero. (Between the smallest
+// normal double's exact value and its shortest form lie only literals that
+// are not the shortest form of the double they read as, which are refused
+// anyway.)
+func belowNormal(lit []byte) bool {
+	v := readDecimal(lit)
+	switch {
+	case v.first < 0 || v.exp > -308:
+		return false
+	case v.exp < -308:
+		return true
+	}
+	k := 0
+	for i := v.first; i <= v.last; i++ {
+		c := lit[i]
+		if c == '.' {
+			continue
+		}
+		if k == len(minNormal) {
+			return false // the same digits and more: above
+		}
+		if c != minNormal[k] {
+			return c < minNormal[k]
+		}
+		k++
+	}
+	return k < len(minNormal) // a prefix of them: below
 }
 
 func hasNonZeroMantissa(lit []byte) bool {

@@ -20,7 +20,7 @@ func (d *Doc) StrictIn(n NodeID) error {
 	if i == len(d.lax) || d.lax[i] >= end {
 		return nil
 	}
-	_, _, err := scanNumber(d.src, int(d.lax[i]))
+	_, _, err := scanNumber(d.src, int(d.lax[i]), false)
 	if err == nil { // cannot happen: the offset was recorded because it failed
 		return errAt(CodeInvalidJSON, int(d.lax[i]), "a number the parse let through")
 	}

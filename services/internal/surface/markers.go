@@ -1,6 +1,7 @@
 package surface
 
 import (
+	"encoding/base64"
 	"regexp"
 	"slices"
 	"strings"
@@ -213,9 +214,27 @@ func scanValue(dst []Marker, path string, v any) []Marker {
 func scanValueWith(dst []Marker, path string, v any, scan textScanner) []Marker {
 	switch v := v.(type) {
 	case string:
-		if utf8.ValidString(v) {
-			dst = scan(dst, path, v)
+		if !utf8.ValidString(v) {
+			break
 		}
+		if media, payload, ok := imageDataURI(v); ok {
+			// An image given inline (an icon): its base64 is no text that
+			// hides text, so the media type is scanned and, for SVG, the
+			// markup the payload decodes to; a payload that does not
+			// decode is scanned as it is.
+			img, err := base64.StdEncoding.DecodeString(payload)
+			if err != nil {
+				img, err = base64.RawStdEncoding.DecodeString(payload)
+			}
+			if err == nil {
+				dst = scan(dst, path, media)
+				if strings.HasPrefix(strings.ToLower(media), "data:image/svg+xml") && utf8.Valid(img) {
+					dst = scan(dst, path+"(svg)", string(img))
+				}
+				break
+			}
+		}
+		dst = scan(dst, path, v)
 	case []any:
 		for _, e := range v {
 			dst = scanValueWith(dst, path+"[]", e, scan)
@@ -235,6 +254,21 @@ func scanValueWith(dst []Marker, path string, v any, scan textScanner) []Marker 
 		}
 	}
 	return dst
+}
+
+// imageDataURI splits a data: URI of an image in base64 (RFC 2397, as MCP
+// icons carry them inline) into its media part ("data:image/png;base64,")
+// and its payload.
+func imageDataURI(s string) (media, payload string, ok bool) {
+	const prefix = "data:image/"
+	if len(s) < len(prefix) || !strings.EqualFold(s[:len(prefix)], prefix) {
+		return "", "", false
+	}
+	comma := strings.IndexByte(s, ',')
+	if comma < 0 || !strings.HasSuffix(strings.ToLower(s[:comma]), ";base64") {
+		return "", "", false
+	}
+	return s[:comma+1], s[comma+1:], true
 }
 
 // MarkerMemo remembers the markers found in each string it scanned, by the

@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
@@ -406,6 +407,57 @@ func RemoveResultMember(m *Message, key string) (out []byte, removed bool, err e
 	b.Write(m.Raw[:m.resultOff+start])
 	b.Write(m.Raw[m.resultOff+end:])
 	return b.Bytes(), true, nil
+}
+
+// EditResult rewrites a successful response's result object member by
+// member: a member named in edits is removed (a nil value) or given the
+// value (valid JSON the caller made); every other member keeps its bytes,
+// and so do the id and the rest of the response. Only the white space
+// between the result's members may change. A name in edits the result does
+// not have adds nothing.
+func EditResult(m *Message, edits map[string][]byte) ([]byte, error) {
+	if m.Kind != KindResponse || m.Result == nil {
+		return nil, fmt.Errorf("%w: not a successful response", ErrInvalid)
+	}
+	d, root, shift, err := m.value(m.result, m.Result, m.resultOff)
+	if err != nil {
+		return nil, err
+	}
+	if d.Kind(root) != canonjson.Object {
+		return nil, fmt.Errorf("%w: the result is not an object", ErrInvalid)
+	}
+	start := shift + d.Offset(root)
+	end := start + len(d.Raw(root))
+	b := make([]byte, 0, len(m.Raw))
+	b = append(b, m.Raw[:start]...)
+	b = append(b, '{')
+	// The parse keeps members sorted by name; write them in the order the
+	// server did.
+	members := make([][2]canonjson.NodeID, d.Len(root))
+	for i := range members {
+		members[i][0], members[i][1] = d.Member(root, i)
+	}
+	slices.SortFunc(members, func(a, b [2]canonjson.NodeID) int { return d.Offset(a[0]) - d.Offset(b[0]) })
+	first := true
+	for _, kv := range members {
+		k, v := kv[0], kv[1]
+		value, edited := edits[string(d.Decoded(k))]
+		if edited && value == nil {
+			continue
+		}
+		if !edited {
+			value = d.Raw(v)
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = append(b, d.Raw(k)...)
+		b = append(b, ':')
+		b = append(b, value...)
+	}
+	b = append(b, '}')
+	return append(b, m.Raw[end:]...), nil
 }
 
 // ReplaceParamsMember returns m's bytes with the value of the member key

@@ -245,3 +245,42 @@ func TestReplaceParamsMember(t *testing.T) {
 		t.Error("a member the params lack was added")
 	}
 }
+
+// EditResult removes and replaces members of a result, keeps the others'
+// bytes and the envelope's, reads escaped member names decoded, and does
+// the same from a kept parse (SplitIn) as from its own.
+func TestEditResult(t *testing.T) {
+	tests := []struct{ name, raw, want string }{
+		{"both", `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25", "instructions" : "x" ,"serverInfo":{"name":"a","title":"PWNED"},"capabilities":{ }}}`,
+			`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25","serverInfo":{"name":"a"},"capabilities":{ }}}`},
+		{"escaped_key", `{"id":1,"jsonrpc":"2.0","result":{"instruction\u0073":"x","serverInfo":{}}}`,
+			`{"id":1,"jsonrpc":"2.0","result":{"serverInfo":{"name":"a"}}}`},
+		{"absent", `{"jsonrpc":"2.0","id":1,"result":{"b":2}}`, `{"jsonrpc":"2.0","id":1,"result":{"b":2}}`},
+		{"only", `{"jsonrpc":"2.0","id":1,"result":{"instructions":"x"}}`, `{"jsonrpc":"2.0","id":1,"result":{}}`},
+	}
+	edits := map[string][]byte{"instructions": nil, "serverInfo": []byte(`{"name":"a"}`)}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := Parse([]byte(tt.raw), Limits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := EditResult(m, edits)
+			if err != nil || string(out) != tt.want || !json.Valid(out) {
+				t.Fatalf("got %s (%v), want %s", out, err, tt.want)
+			}
+			batch := []byte(`[` + tt.raw + `]`)
+			msgs, _, err := SplitIn(new(canonjson.Doc), batch, Limits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out, err := EditResult(msgs[0], edits); err != nil || string(out) != tt.want {
+				t.Fatalf("from a kept parse: got %s (%v), want %s", out, err, tt.want)
+			}
+		})
+	}
+	m, _ := Parse([]byte(`{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"x"}}`), Limits{})
+	if _, err := EditResult(m, edits); err == nil {
+		t.Error("an error response was edited")
+	}
+}

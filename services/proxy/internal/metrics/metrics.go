@@ -117,9 +117,7 @@ func New(reg prometheus.Registerer, ups []Upstream) *Metrics {
 		m.alerts[code] = alerts.WithLabelValues(string(code))
 	}
 	for k := surface.KindTool; k <= surface.KindUIContent; k++ {
-		if k != surface.KindServer { // never withheld: the server item is not taken out of anything
-			m.withheld[k] = withheld.WithLabelValues(k.String())
-		}
+		m.withheld[k] = withheld.WithLabelValues(k.String())
 	}
 	for _, code := range session.DropCodes {
 		m.dropped[code] = dropped.WithLabelValues(string(code))
@@ -185,7 +183,7 @@ func (o observer) Call(c session.Call) {
 
 // Withheld implements session.Meter.
 func (m *Metrics) Withheld(kind surface.Kind, n int) {
-	if m != nil && kind >= surface.KindTool && kind <= surface.KindUIContent && m.withheld[kind] != nil {
+	if m != nil && kind >= surface.KindTool && kind <= surface.KindUIContent {
 		m.withheld[kind].Add(float64(n))
 	}
 }

@@ -142,4 +142,13 @@ func TestShedOnlyWhatNobodyWaitsFor(t *testing.T) {
 	if n := meter.Drops(DropBacklog); n != 2 {
 		t.Errorf("%d shed counted, want 2 (%s)", n, meter)
 	}
+	// The shed request is answered in the client's stead: the server does
+	// not wait for an answer that cannot come.
+	answered := false
+	for _, m := range r.toServer {
+		answered = answered || strings.Contains(m, `"id":"s1"`) && strings.Contains(m, `"error"`) && strings.Contains(m, string(DropBacklog))
+	}
+	if !answered {
+		t.Errorf("the shed request got no answer; the server got %q", r.toServer)
+	}
 }

@@ -75,8 +75,9 @@ func (j Judged) Report() { j.seen.Report() }
 // Shed drops the message, when it is a notification decided at once or a
 // request of the server's, for a transport whose backlog to the client is
 // over its bound (package ordered): it is counted (DropBacklog) and never
-// delivered (a request so dropped gets no answer: the server waits for one
-// as for a client that does not answer). false: the message is not one to
+// delivered; a request so dropped is answered in the client's stead with
+// an error (DropBacklog), so that the server does not wait for an answer
+// that cannot come. false: the message is not one to
 // shed (a response, which the client waits for, a list_changed held for
 // the re-listing), and must be delivered.
 func (j Judged) Shed() bool {
@@ -87,6 +88,11 @@ func (j Judged) Shed() bool {
 		return true // nothing to deliver: nothing lost
 	}
 	j.seen.s.Dropped(DropBacklog)
+	if j.seen.request {
+		// Best effort: a queue to the server that is full too drops the
+		// answer like any of the proxy's own messages (ErrServerBacklog).
+		_ = j.seen.s.toServer(Reply(j.seen.id, DropBacklog, "mcpdrift proxy: the client is not reading; the server's request was dropped"))
+	}
 	return true
 }
 
@@ -105,8 +111,9 @@ func (j Judged) Wait(ctx context.Context) ([]byte, Seen, error) {
 type Seen struct {
 	s       *Session
 	calls   []Call
-	notice  bool // the message is one notification
-	request bool // the message is one request of the server's
+	notice  bool   // the message is one notification
+	request bool   // the message is one request of the server's ...
+	id      []byte // ... with this id
 }
 
 // Report hands what was seen to the observer; call it once.
@@ -145,6 +152,9 @@ func (s *Session) judgeServer(ctx context.Context, raw []byte, mayWait bool) (ou
 	}
 	if !batch {
 		seen.notice, seen.request = msgs[0].Kind == jsonrpc.KindNotification, msgs[0].Kind == jsonrpc.KindRequest
+		if seen.request {
+			seen.id = bytes.Clone(msgs[0].ID)
+		}
 		out, later, err := s.serverMessage(ctx, msgs[0], mayWait, &seen)
 		return out, later, seen, err
 	}
@@ -462,7 +472,7 @@ func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message, mayWait
 		s.initRes = bytes.Clone(m.Result)
 		s.declared = declaredKinds(m)
 		s.mu.Unlock()
-		return s.pinInstructions(ctx, s.currentVariant(), m), nil, nil
+		return s.pinInit(ctx, s.currentVariant(), m), nil, nil
 	case p.kind != 0:
 		return s.listPage(ctx, p.kind, m, mayWait)
 	case p.read != "":
