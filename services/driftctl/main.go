@@ -67,7 +67,8 @@ error, variant_ambiguous, names them):
   approve      re-baseline to the live manifest, naming the hash you reviewed
                (the variant live at that hash); lifts a quarantine. With
                --item KIND:NAME (repeatable: tool:NAME, prompt:NAME,
-               resource:URI, resourceTemplate:URI_TEMPLATE, instructions, server)
+               resource:URI, resourceTemplate:URI_TEMPLATE, uiContent:URI,
+               instructions, server)
                only those items' live definitions are approved; the server
                stays changed while other differences remain
   quarantine   withhold a server, every variant present and future, until an

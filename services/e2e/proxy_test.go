@@ -19,12 +19,13 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	pipeRelayMain() // a stdio relay (proxy_bench_test.go), before the server it may relay to
-	mcptest.Main()  // the upstream MCP server the proxies run
-	pagedMain()     // the paginating one (proxy_pagination_test.go)
-	relayMain()     // a TCP relay (http_bench_test.go)
-	floorMain()     // the minimal net/http proxy (http_bench_test.go)
-	advRelayMain()  // the adversarial suite's stdio relay (adversarial_upstream_test.go)
+	pipeRelayMain()    // a stdio relay (proxy_bench_test.go), before the server it may relay to
+	mcptest.Main()     // the upstream MCP server the proxies run
+	pagedMain()        // the paginating one (proxy_pagination_test.go)
+	relayMain()        // a TCP relay (http_bench_test.go)
+	floorMain()        // the minimal net/http proxy (http_bench_test.go)
+	advRelayMain()     // the adversarial suite's stdio relay (adversarial_upstream_test.go)
+	appsGoServerMain() // the Go SDK's MCP Apps server (apps_sdk_test.go)
 	// Stops the ClickHouse server of the audit tests, then removes the
 	// commands built.
 	os.Exit(cmdtest.Main(func() int { return chtest.Main(m) }))

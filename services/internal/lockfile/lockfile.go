@@ -343,14 +343,25 @@ func shortID(id string) string {
 
 // Capture returns the variant's definitions as a capture (the format the
 // fingerprint engine reads from proxies): a listing of each kind listed,
-// one page each, and the instructions and the server item (form v2: the
-// serverInfo it covers) in an initialize result. Parsed
+// one page each, the instructions and the server item (form v2: the
+// serverInfo it covers) in an initialize result, and the UI contents (form
+// v2) under uiContents, each as the read result its definition is. Parsed
 // with the variant's hashing it is the approved surface; the drift
 // service stores it under the baseline hash for diffs.
 func (v *Variant) Capture() ([]byte, error) {
 	init := map[string]json.RawMessage{}
 	byKind := map[string][]json.RawMessage{}
+	ui := map[string]json.RawMessage{}
 	for _, it := range v.Items {
+		if it.Kind == surface.KindUIContent.String() {
+			// A UI content's definition is its canonical form, itself a
+			// resources/read result that hashes to the same item.
+			if ui[it.Name] != nil {
+				return nil, coded.Errorf(CodeHashMismatch, "variant %s: %s %q given twice", v.Variant, it.Kind, it.Name)
+			}
+			ui[it.Name] = it.Definition
+			continue
+		}
 		if member, ok := initMembers[it.Kind]; ok {
 			if init[member] != nil {
 				return nil, coded.Errorf(CodeHashMismatch, "variant %s: %s given twice", v.Variant, it.Kind)
@@ -371,7 +382,7 @@ func (v *Variant) Capture() ([]byte, error) {
 	}
 	for _, name := range v.Listed {
 		k, ok := surface.KindNamed(name)
-		if !ok || k == surface.KindInstructions || k == surface.KindServer {
+		if !ok || k > surface.KindResourceTemplate {
 			return nil, coded.Errorf(CodeHashMismatch, "variant %s: listed kind %q has no listing", v.Variant, name)
 		}
 		if _, dup := c[k.ListKey()]; dup {
@@ -382,6 +393,9 @@ func (v *Variant) Capture() ([]byte, error) {
 			items = []json.RawMessage{}
 		}
 		c[k.ListKey()] = map[string]any{"pages": []any{map[string]any{k.ListKey(): items}}}
+	}
+	if len(ui) > 0 {
+		c[surface.KindUIContent.ListKey()] = ui
 	}
 	out, err := json.Marshal(c)
 	if err != nil {

@@ -893,7 +893,8 @@ func (b *Builder) Surface() (*Surface, error) {
 
 // appendSurfaceDoc writes the surface document: a canonical JSON object with a
 // member per listed kind mapping each item name to its hash, "instructions"
-// and "server" mapping to the hash of those items, and "surface" naming the
+// and "server" mapping to the hash of those items, "uiContents" mapping each
+// UI resource's uri to the hash of its read contents, and "surface" naming the
 // version of the form (Form.String), so that a change to the canonical form
 // can never collide with an earlier one. Members and names are in RFC 8785
 // order by construction.
@@ -909,7 +910,7 @@ func appendSurfaceDoc(dst []byte, s *Surface) []byte {
 		dst = append(dst, ':')
 	}
 	// RFC 8785 order of the member names: instructions < prompts <
-	// resourceTemplates < resources < server < surface < tools.
+	// resourceTemplates < resources < server < surface < tools < uiContents.
 	if ins := s.Of(KindInstructions); len(ins) == 1 {
 		member("instructions")
 		dst = append(dst, '"')
@@ -937,6 +938,22 @@ func appendSurfaceDoc(dst []byte, s *Surface) []byte {
 		member(k.ListKey())
 		dst = append(dst, '{')
 		for i, it := range s.Of(k) {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = canonjson.AppendString(dst, it.Name)
+			dst = append(dst, ':', '"')
+			dst = it.Hash.AppendText(dst)
+			dst = append(dst, '"')
+		}
+		dst = append(dst, '}')
+	}
+	// Form v2: the read contents of the UI resources, a member only when
+	// there are some, so that a surface without any hashes as before.
+	if ui := s.Of(KindUIContent); len(ui) > 0 {
+		member(KindUIContent.ListKey())
+		dst = append(dst, '{')
+		for i, it := range ui {
 			if i > 0 {
 				dst = append(dst, ',')
 			}

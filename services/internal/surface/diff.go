@@ -91,18 +91,21 @@ const (
 	MarkerPrefix             = "marker_" // marker_hidden_instructions, marker_secret_path, ...
 
 	// Form v2 (docs/adr/0015).
-	ChangeIcons          = "icons_changed"
-	ChangeExecution      = "execution_changed"
-	ChangeWebsite        = "website_changed"
-	ChangeMeta           = "meta_changed"          // a member of _meta no rule below names
-	ChangeUILinkAdded    = "ui_link_added"         // a tool now links a UI (MCP Apps, OpenAI Apps SDK): a new surface a host renders
-	ChangeUILinkChanged  = "ui_link_changed"       // the UI a tool links is another resource
-	ChangeUILinkRemoved  = "ui_link_removed"       // a tool no longer links a UI
-	ChangeUIVisibility   = "ui_visibility_changed" // who may call a tool (the model, the app) changed
-	ChangeUIPolicy       = "ui_policy_changed"     // a UI resource's sandbox (csp, permissions, domain) changed
-	ChangeUIMeta         = "ui_meta_changed"       // another member of _meta.ui or an openai/ key changed
-	ChangeUILinkUnlisted = "ui_link_unlisted"      // a tool links a UI resource the surface does not list
-	ChangeFormChanged    = "form_changed"          // the two surfaces were hashed in different canonical forms
+	ChangeIcons            = "icons_changed"
+	ChangeExecution        = "execution_changed"
+	ChangeWebsite          = "website_changed"
+	ChangeMeta             = "meta_changed"          // a member of _meta no rule below names
+	ChangeUILinkAdded      = "ui_link_added"         // a tool now links a UI (MCP Apps, OpenAI Apps SDK): a new surface a host renders
+	ChangeUILinkChanged    = "ui_link_changed"       // the UI a tool links is another resource
+	ChangeUILinkRemoved    = "ui_link_removed"       // a tool no longer links a UI
+	ChangeUIVisibility     = "ui_visibility_changed" // who may call a tool (the model, the app) changed
+	ChangeUIPolicy         = "ui_policy_changed"     // a UI resource's sandbox (csp, permissions, domain) changed
+	ChangeUIMeta           = "ui_meta_changed"       // another member of _meta.ui or an openai/ key changed
+	ChangeUILinkUnlisted   = "ui_link_unlisted"      // a tool links a UI resource the surface does not list
+	ChangeUIContentAdded   = "ui_content_added"      // the read contents of a UI resource, new: a UI a host renders
+	ChangeUIContentChanged = "ui_content_changed"    // what a host renders for a UI resource changed (its HTML, a content added or removed)
+	ChangeUIContentRemoved = "ui_content_removed"    // the contents of a UI resource are no longer part of the surface
+	ChangeFormChanged      = "form_changed"          // the two surfaces were hashed in different canonical forms
 )
 
 var severityOf = map[string]Severity{
@@ -152,6 +155,9 @@ var severityOf = map[string]Severity{
 	ChangeUIPolicy:           SeverityHigh,
 	ChangeUIMeta:             SeverityMedium,
 	ChangeUILinkUnlisted:     SeverityCritical,
+	ChangeUIContentAdded:     SeverityMedium,
+	ChangeUIContentChanged:   SeverityHigh,
+	ChangeUIContentRemoved:   SeverityLow,
 	ChangeFormChanged:        SeverityInfo,
 }
 
@@ -213,9 +219,9 @@ func Diff(old, new *Surface) *Report {
 		r.Changed = append(r.Changed, finish(ItemDiff{Kind: "surface", Changes: []Change{change(ChangeFormChanged, "",
 			old.form.String()+" → "+new.form.String()+": the hashes are not comparable; the items below differ in what each form covers")}}))
 	}
-	for k := KindTool; k <= KindServer; k++ {
+	for k := KindTool; k <= KindUIContent; k++ {
 		olds, news := old.Of(k), new.Of(k)
-		if old.listed[k] != new.listed[k] && k != KindInstructions && k != KindServer {
+		if old.listed[k] != new.listed[k] && k <= KindResourceTemplate {
 			c := change(ChangeListingRemoved, "", "")
 			if new.listed[k] {
 				c = change(ChangeListingAdded, "", "")
@@ -285,11 +291,17 @@ func addedItem(it Item) ItemDiff {
 	d := ItemDiff{Kind: it.Kind.String(), Name: it.Name, NewHash: digestPtr(it.Hash)}
 	kind := it.Kind.String() + "_" + ChangeItemAdded
 	sev := SeverityLow
-	if it.Kind == KindInstructions || it.Kind == KindServer {
+	switch it.Kind {
+	case KindInstructions, KindServer:
 		sev = SeverityMedium // new text in the model's context, or the name a person trusts
+	case KindUIContent:
+		kind, sev = ChangeUIContentAdded, severityOf[ChangeUIContentAdded]
 	}
 	d.Changes = append(d.Changes, Change{Kind: kind, Severity: sev})
 	v := decode(it)
+	if it.Kind == KindUIContent {
+		v = uiContentText(v)
+	}
 	if it.Kind == KindTool && explicitlyDestructive(v) {
 		d.Changes = append(d.Changes, Change{Kind: ChangeDestructiveAdded, Path: "annotations", Severity: severityOf[ChangeDestructiveAdded],
 			Detail: "the new tool declares itself destructive"})
@@ -304,8 +316,12 @@ func addedItem(it Item) ItemDiff {
 }
 
 func removedItem(it Item) ItemDiff {
+	kind := it.Kind.String() + "_" + ChangeItemRemoved
+	if it.Kind == KindUIContent {
+		kind = ChangeUIContentRemoved
+	}
 	return finish(ItemDiff{Kind: it.Kind.String(), Name: it.Name, OldHash: digestPtr(it.Hash),
-		Changes: []Change{{Kind: it.Kind.String() + "_" + ChangeItemRemoved, Severity: SeverityLow}}})
+		Changes: []Change{{Kind: kind, Severity: SeverityLow}}})
 }
 
 func explicitlyDestructive(v any) bool {
@@ -328,6 +344,9 @@ func changedItem(o, n Item) ItemDiff {
 	switch n.Kind {
 	case KindInstructions:
 		cs = append(cs, change(ChangeInstructions, "", ""))
+	case KindUIContent:
+		cs = diffUIContent(cs, asMap(ov), asMap(nv))
+		ov, nv = uiContentText(ov), uiContentText(nv)
 	default:
 		cs = diffItem(n.Kind, ov.(map[string]any), nv.(map[string]any))
 	}
@@ -1256,4 +1275,57 @@ func attachTo(list []ItemDiff, tool string, c Change) bool {
 		}
 	}
 	return false
+}
+
+// diffUIContent classifies the change of a UI resource's read contents:
+// what a host renders (a content's text or blob, a content added or
+// removed) is ui_content_changed, its mime type mime_type_changed, and its
+// _meta as a resource's (the sandbox: ui_policy_changed). Contents are
+// matched by position: a host renders them in order.
+func diffUIContent(cs []Change, o, n map[string]any) []Change {
+	ol, _ := o["contents"].([]any)
+	nl, _ := n["contents"].([]any)
+	if len(ol) != len(nl) {
+		cs = append(cs, change(ChangeUIContentChanged, "contents", fmt.Sprintf("%d contents → %d", len(ol), len(nl))))
+	}
+	for i := range min(len(ol), len(nl)) {
+		a, b := asMap(ol[i]), asMap(nl[i])
+		p := "contents[" + strconv.Itoa(i) + "]"
+		for _, key := range unionKeys(a, b) {
+			x, y := a[key], b[key]
+			if reflect.DeepEqual(x, y) {
+				continue
+			}
+			switch key {
+			case "text", "blob":
+				cs = append(cs, change(ChangeUIContentChanged, p+"."+key, sizeDelta(x, y)))
+			case "mimeType":
+				cs = append(cs, change(ChangeMimeType, p+"."+key, textDelta(x, y)))
+			case "uri":
+				cs = append(cs, change(ChangeUIContentChanged, p+"."+key, textDelta(x, y)))
+			case "_meta":
+				for _, c := range diffMeta(nil, KindResource, asMap(x), asMap(y)) {
+					c.Path = p + "." + c.Path
+					cs = append(cs, c)
+				}
+			default:
+				cs = append(cs, change(ChangeUnclassified, p+"."+key, "no rule for this field"))
+			}
+		}
+	}
+	return cs
+}
+
+// sizeDelta says how a rendered body changed, by its size: the bodies
+// themselves are documents, not a line for a report.
+func sizeDelta(a, b any) string {
+	sa, _ := a.(string)
+	sb, _ := b.(string)
+	switch {
+	case a == nil:
+		return fmt.Sprintf("added (%d characters)", len(sb))
+	case b == nil:
+		return fmt.Sprintf("removed (%d characters)", len(sa))
+	}
+	return fmt.Sprintf("%d characters → %d", len(sa), len(sb))
 }

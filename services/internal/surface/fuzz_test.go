@@ -21,6 +21,8 @@ var parseSeeds = []string{
 	`{"resources":[{"uri":"file:///x","name":"x"}]}`,
 	`{"tools":[{"name":"a"},{"name":"a"}]}`,
 	`{"tools":[{"name":"a","description":"\ud800"}]}`,
+	`{"tools":{"pages":[{"tools":[{"name":"v","_meta":{"ui":{"resourceUri":"ui://a"}}}]}]},"resources":{"pages":[{"resources":[{"uri":"ui://a","name":"a"}]}]},` +
+		`"uiContents":{"ui://a":{"contents":[{"uri":"ui://a","mimeType":"text/html","text":"<p>x</p>","_meta":{"ui":{"csp":{}},"progressToken":1}},{"uri":"ui://a","blob":"AA=="}]}}}`,
 }
 
 // FuzzParse: any bytes either parse or fail with a stable code; a surface

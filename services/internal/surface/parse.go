@@ -15,8 +15,9 @@ import (
 //   - an initialize or server/discover result (or its response), for the
 //     instructions alone;
 //   - a capture: {"initialize": R, "tools": {"pages": [R, ...]},
-//     "prompts": {...}, "resources": {...}, "resourceTemplates": {...}},
-//     every key but "tools" optional, each R a result object exactly as
+//     "prompts": {...}, "resources": {...}, "resourceTemplates": {...},
+//     "uiContents": {"ui://...": R, ...}}, every key but "tools" optional,
+//     each R a result object exactly as
 //     a client read it (never a response: a result carrying a "jsonrpc"
 //     member is refused, CodeAmbiguousEnvelope).
 func Parse(raw []byte, opt Options) (*Surface, error) {
@@ -99,6 +100,12 @@ func (b *Builder) addCapture(root canonjson.NodeID) error {
 			}
 			continue
 		}
+		if key == KindUIContent.ListKey() {
+			if err := b.addUIContents(v); err != nil {
+				return err
+			}
+			continue
+		}
 		kind := Kind(0)
 		for c := KindTool; c <= KindResourceTemplate; c++ {
 			if c.ListKey() == key {
@@ -106,7 +113,7 @@ func (b *Builder) addCapture(root canonjson.NodeID) error {
 			}
 		}
 		if kind == 0 {
-			return fail(CodeInvalidCapture, "unknown capture member %s; want initialize, tools, prompts, resources or resourceTemplates", quote(key))
+			return fail(CodeInvalidCapture, "unknown capture member %s; want initialize, tools, prompts, resources, resourceTemplates or uiContents", quote(key))
 		}
 		pages, ok := canonjson.NodeID(0), false
 		if d.Kind(v) == canonjson.Object {
@@ -146,4 +153,25 @@ func clipText(s string) string {
 		cut--
 	}
 	return s[:cut] + "..."
+}
+
+// addUIContents adds the capture member uiContents: an object mapping each
+// ui:// resource's uri to the resources/read result the server returned
+// for it (form v2; a v1 surface carries none, and the member is ignored).
+func (b *Builder) addUIContents(v canonjson.NodeID) error {
+	d := b.d
+	if d.Kind(v) != canonjson.Object {
+		return &Error{Code: CodeInvalidCapture, Kind: KindUIContent, Msg: "want {\"<uri>\": <read result>, ...}"}
+	}
+	if b.opt.Form < FormV2 {
+		return nil
+	}
+	for i := range d.Len(v) {
+		k, r := d.Member(v, i)
+		if err := b.addReadResult(d.Text(k), r); err != nil {
+			err.Kind, err.Item = KindUIContent, d.Text(k)
+			return err
+		}
+	}
+	return nil
 }

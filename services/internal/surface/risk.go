@@ -55,6 +55,9 @@ func rate(s *Surface, scan textScanner) (Severity, []string) {
 	}
 	for _, it := range s.Items {
 		v := decode(it)
+		if it.Kind == KindUIContent {
+			v = uiContentText(v) // markup is code a browser runs, not text the model reads
+		}
 		what := it.Kind.String()
 		if it.Name != "" {
 			what += " " + it.Name

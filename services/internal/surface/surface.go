@@ -1,7 +1,8 @@
 // Package surface is the fingerprint engine: it turns what an MCP server
 // advertises (tools, prompts, resources, resource templates, the
 // initialize instructions and, in form mcpdrift/v2, the server's own
-// description), as the raw bytes the server sent, into canonical
+// description and what its MCP Apps UI resources return when read), as the
+// raw bytes the server sent, into canonical
 // items with SHA-256 (or SHA-512) hashes, and classifies the difference between two such
 // surfaces.
 //
@@ -40,6 +41,11 @@ const (
 	// initialize or server/discover result, version left out), one per
 	// surface like the instructions; canonical form mcpdrift/v2 only.
 	KindServer
+	// KindUIContent is what a resources/read of a ui:// resource returns
+	// (MCP Apps: the HTML a host renders, and each content's _meta), one
+	// item per resource uri; canonical form mcpdrift/v2 only, and only the
+	// contents of resources the surface lists (docs/canonical-form.md).
+	KindUIContent
 	numKinds = iota
 )
 
@@ -54,10 +60,11 @@ var kindInfo = [...]struct {
 	KindResourceTemplate: {"resourceTemplate", "resourceTemplates", "uriTemplate"},
 	KindInstructions:     {"instructions", "instructions", ""},
 	KindServer:           {"server", "server", ""},
+	KindUIContent:        {"uiContent", "uiContents", "uri"},
 }
 
 func (k Kind) String() string {
-	if k >= KindTool && k <= KindServer {
+	if k >= KindTool && k <= KindUIContent {
 		return kindInfo[k].name
 	}
 	return fmt.Sprintf("kind(%d)", k)
@@ -84,7 +91,8 @@ const (
 	// on: icons, tool execution, resource and template annotations, _meta
 	// of every item (its volatile keys left out), and the server's own
 	// description (serverInfo but its version) as the item KindServer
-	// (docs/adr/0015).
+	// (docs/adr/0015), and the read contents of the ui:// resources a
+	// capture carries as the items KindUIContent.
 	FormV2
 	numForms = iota
 )

@@ -26,6 +26,8 @@ func TestParseItemRef(t *testing.T) {
 		{"instructions:x", ItemRef{}, true},
 		{"server", ItemRef{"server", ""}, false},
 		{"server:x", ItemRef{}, true},
+		{"uiContent:ui://notes/view.html", ItemRef{"uiContent", "ui://notes/view.html"}, false},
+		{"uiContent", ItemRef{}, true},
 		{"tool:", ItemRef{}, true},
 		{"tool", ItemRef{}, true},
 		{"tools:x", ItemRef{}, true},

@@ -143,6 +143,7 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) verdict
 		s.mu.Unlock()
 	case m.Method == jsonrpc.MethodToolsCall:
 		code, text, alert, risk, partial := s.decide(ctx, surface.KindTool, tool)
+		code, text, alert, risk, partial = s.checkLinks(ctx, tool, code, text, alert, risk, partial)
 		if code != "" {
 			s.observe(Call{Tool: tool, Refused: true, RefusalCode: code, ArgsDigest: digest, Arguments: args})
 			return verdict{refusal: ToolError(m.ID, code, text)}
@@ -164,8 +165,14 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) verdict
 		if code, text := s.decideOther(ctx, m); code != "" {
 			return verdict{refusal: Reply(m.ID, code, text)}
 		}
+		p := pendingReq{method: m.Method}
+		if m.Method == jsonrpc.MethodResourcesRead {
+			if uri := stringParam(m, "uri"); s.isUI(uri) {
+				p.read = uri // its answer shows a UI: judged (uiAnswer)
+			}
+		}
 		s.mu.Lock()
-		s.pending[string(m.ID)] = pendingReq{method: m.Method}
+		s.pending[string(m.ID)] = p
 		s.mu.Unlock()
 	}
 	return verdict{}
@@ -254,8 +261,10 @@ func (s *Session) decide(ctx context.Context, kind surface.Kind, name string) (c
 		}
 	case surface.KindResource:
 		// A resource the server lists is served only as approved; one it
-		// does not list (read through a template) is the server's data.
-		if seen && (!inBaseline || live != approved) {
+		// does not list (read through a template) is the server's data,
+		// but for a UI (ui://), which a host renders: only one the
+		// baseline lists is ever served.
+		if seen && (!inBaseline || live != approved) || !inBaseline && s.isUI(name) {
 			refused = RefuseResourceNotApproved
 		}
 	}
@@ -329,7 +338,7 @@ func (s *Session) decideWithheld(ctx context.Context, v View, kind surface.Kind,
 		}
 	case surface.KindResource:
 		known := onPage || listed || inBaseline
-		if known && !kept || !known && !s.templatesKept(v) {
+		if known && !kept || !known && (!s.templatesKept(v) || s.isUI(name)) {
 			refused = RefuseResourceNotApproved
 		}
 	default:

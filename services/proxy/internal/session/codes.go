@@ -32,6 +32,13 @@ const (
 	// RefuseResourceNotApproved: resources/read (or subscribe) of a
 	// resource the server lists but the baseline does not approve.
 	RefuseResourceNotApproved Code = "resource_not_approved"
+	// RefuseUIContentNotApproved: resources/read of a ui:// resource
+	// (MCP Apps) whose returned contents are not the approved ones (new or
+	// changed), or cannot be judged.
+	RefuseUIContentNotApproved Code = "ui_content_not_approved"
+	// RefuseUILinkNotApproved: tools/call of a tool whose UI link names a
+	// resource the baseline does not approve or the server does not list.
+	RefuseUILinkNotApproved Code = "ui_link_not_approved"
 	// RefuseListingInvalid: the server's last tools listing could not be
 	// assembled, whatever the verdict; also what a listing page the proxy
 	// cannot read as a client would is withheld with.
@@ -90,13 +97,13 @@ func RefuseServer(status string) Code { return Code("server_" + status) }
 
 // RefusalCodes are the codes a tools/call is refused with.
 var RefusalCodes = []Code{RefuseServerChanged, RefuseServerPending, RefuseServerQuarantined, RefuseServerUnknown,
-	RefuseToolNotApproved, RefuseListingInvalid, RefuseListingPending, RefuseAmbiguous,
+	RefuseToolNotApproved, RefuseUILinkNotApproved, RefuseListingInvalid, RefuseListingPending, RefuseAmbiguous,
 	PolicyDeny, PolicyRiskBlock, PolicyUnreadableArguments, PolicyApprovalDenied, PolicyApprovalTimeout,
 	PolicyApprovalUnavailable, PolicyApprovalInBatch, PolicyUnknown, PolicyInvalid, PolicySanitizeFailed}
 
 // AlertCodes are the refusals the alert posture forwards a call despite
 // (Call.AlertCode).
-var AlertCodes = []Code{RefuseServerChanged, RefuseToolNotApproved}
+var AlertCodes = []Code{RefuseServerChanged, RefuseToolNotApproved, RefuseUILinkNotApproved}
 
 // Drops: why a message from upstream is dropped rather than delivered (the
 // error a pending request gets instead carries the code).
@@ -134,7 +141,13 @@ const (
 	// messages waiting to be delivered to the client in order over their
 	// bound (behind a decision that waits): not delivered.
 	DropBacklog Code = "client_backlog"
+	// DropUIReadLimit: the proxy's own reads of the server's UI resources
+	// went past their bound (MaxUIReads resources, MaxUIReadBytes bytes):
+	// what is past it is not read, and the surface published fails (its
+	// capture holds a placeholder the engine refuses), so the server is
+	// held.
+	DropUIReadLimit Code = "ui_read_limit"
 )
 
 // DropCodes lists every drop code.
-var DropCodes = []Code{DropUnreadable, DropAmbiguous, DropUnmatched, DropFraming, DropServerClosed, DropServerBacklog, DropCoalesced, DropBacklog}
+var DropCodes = []Code{DropUnreadable, DropAmbiguous, DropUnmatched, DropFraming, DropServerClosed, DropServerBacklog, DropCoalesced, DropBacklog, DropUIReadLimit}

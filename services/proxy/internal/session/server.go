@@ -228,6 +228,9 @@ func (s *Session) unreadableAnswer(id []byte, code Code, why string) (answer []b
 	s.mu.Unlock()
 	switch {
 	case isOwn:
+		if own.read != "" {
+			s.readDone(own, nil, why)
+		}
 		if own.kind != 0 {
 			s.failListing(own.kind, refOf(own), why, true)
 		}
@@ -472,6 +475,8 @@ func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message, mayWait
 		return s.pinInit(ctx, s.currentVariant(), m), nil, nil
 	case p.kind != 0:
 		return s.listPage(ctx, p.kind, m, mayWait)
+	case p.read != "":
+		return s.uiAnswer(ctx, p, m), nil, nil
 	case p.method == jsonrpc.MethodToolsCall:
 		seen.calls = append(seen.calls, Call{Tool: p.tool, Error: m.Error != nil || isToolError(m.Result), Latency: time.Since(p.start), ArgsDigest: p.digest, AlertCode: p.alert, Arguments: p.args, Policy: p.policy})
 	}
@@ -631,13 +636,7 @@ func (s *Session) listPage(ctx context.Context, k surface.Kind, m *jsonrpc.Messa
 // no client can guess, so that no client request is taken for it.
 func (s *Session) relist(k surface.Kind, cursor string) error {
 	s.mu.Lock()
-	if s.ownPrefix == "" {
-		var b [6]byte
-		_, _ = rand.Read(b[:])
-		s.ownPrefix = "mcpdrift-" + hex.EncodeToString(b[:]) + "-"
-	}
-	s.ownSeq++
-	id := `"` + s.ownPrefix + strconv.Itoa(s.ownSeq) + `"`
+	id := s.ownIDLocked()
 	method := ""
 	for m, kk := range listKinds {
 		if kk == k {
@@ -679,7 +678,27 @@ func (s *Session) relist(k surface.Kind, cursor string) error {
 	return err
 }
 
+// ownIDLocked returns the id of a new request of the proxy's own; s.mu
+// held.
+func (s *Session) ownIDLocked() string {
+	if s.ownPrefix == "" {
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		s.ownPrefix = "mcpdrift-" + hex.EncodeToString(b[:]) + "-"
+	}
+	s.ownSeq++
+	return `"` + s.ownPrefix + strconv.Itoa(s.ownSeq) + `"`
+}
+
 func (s *Session) ownResponse(p pendingReq, m *jsonrpc.Message) error {
+	if p.read != "" {
+		if m.Result == nil {
+			s.readDone(p, nil, "the server answered the proxy's read with an error")
+		} else {
+			s.readDone(p, m.Result, "")
+		}
+		return nil
+	}
 	if p.kind == 0 {
 		return nil
 	}

@@ -220,6 +220,8 @@ type Session struct {
 	// Hashing (adoptHashing); followers use their leader's.
 	hashing atomic.Pointer[surface.Options]
 
+	ui uiState // MCP Apps: the UI resources' contents, the tools' UI links (apps.go)
+
 	pubMu   lockorder.Mutex[lockorder.SessionPubMu]
 	lastPub map[string]publication // by variant: what this session published last (publish)
 }
@@ -239,8 +241,11 @@ type pendingReq struct {
 	// rawArgs: the call's arguments during its decision only (a slice of
 	// the transport's buffer, never kept).
 	rawArgs []byte
-	gen     int  // the proxy's own listing a page request belongs to
+	gen     int  // the proxy's own listing a page request belongs to (a read: its round)
 	own     bool // a request of the proxy's own
+	// read is the ui:// resource a resources/read reads (the proxy's own,
+	// or an agent's whose answer is judged: uiAnswer).
+	read string
 }
 
 var listKinds = map[string]surface.Kind{
@@ -553,6 +558,15 @@ func (s *Session) adoptHashing(o surface.Options) {
 			}
 		}
 	}
+	if ui := &s.ui; len(ui.results) > 0 {
+		ui.with = o
+		clear(ui.hashes)
+		for u, r := range ui.results {
+			if h, ok, err := surface.HashReadResult(o, u, r); err == nil && ok {
+				ui.hashes[u] = h
+			}
+		}
+	}
 }
 
 // itemsOf hashes the items of a listing's raw pages with o.
@@ -789,6 +803,18 @@ func (s *Session) addPage(k surface.Kind, by owner, m *jsonrpc.Message) (page, b
 		}
 		f.mu.Unlock()
 	}
+	if k == surface.KindTool {
+		src := result
+		if d, _, ok := m.Parsed(); ok && pg.spans {
+			src = d.Source()
+		}
+		s.noteUILinks(items, src)
+		if f := s.cfg.Follow; f != nil && (s.variant == "" || s.variant == f.currentVariant()) {
+			f.mu.Lock()
+			f.noteUILinks(items, src)
+			f.mu.Unlock()
+		}
+	}
 	if k == surface.KindTool && s.cfg.ToolsPage != nil {
 		names := make([]string, len(items))
 		for i, it := range items {
@@ -895,15 +921,14 @@ func (s *Session) finishListing(k surface.Kind, by owner) {
 			return
 		}
 	}
-	c, sum := s.captureLocked()
-	variant := s.variant
-	if s.published == nil {
-		s.published = map[string]bool{}
+	if reads := s.uiReadsDue(by == byProxy && k == surface.KindResource); len(reads) > 0 || s.ui.waiting > 0 {
+		// The UI resources' contents are part of the surface: the last of
+		// the proxy's reads publishes it (apps.go).
+		s.mu.Unlock()
+		s.sendReads(reads)
+		return
 	}
-	s.published[variant] = true
-	s.assembling = false
-	s.mu.Unlock()
-	s.publish(variant, c, sum)
+	s.publishWholeLocked() // unlocks
 }
 
 // publication is the surface a session last published whole in a variant.
@@ -1116,6 +1141,7 @@ func (s *Session) captureLocked() (capture, summary) {
 			sum.items = append(sum.items, surface.Item{Kind: k, Name: name, Hash: h})
 		}
 	}
+	size += s.uiCapture(&c, &sum)
 	if !slices.Contains(sum.listed, surface.KindTool) {
 		sum.ok = false // a capture without tools is no surface (missing_tools): let the parse say
 	}
@@ -1131,6 +1157,7 @@ func (s *Session) captureLocked() (capture, summary) {
 type capture struct {
 	init  []byte
 	pages [surface.KindResourceTemplate + 1][][]byte
+	ui    map[string][]byte // the UI resources' read results, by uri (form v2)
 }
 
 // bytes writes the capture document.
@@ -1158,6 +1185,24 @@ func (c capture) bytes() []byte {
 		b.WriteString(`{"pages":[`)
 		b.Write(bytes.Join(c.pages[k], []byte{','}))
 		b.WriteString(`]}`)
+	}
+	if len(c.ui) > 0 {
+		member(surface.KindUIContent.ListKey())
+		b.WriteByte('{')
+		uris := make([]string, 0, len(c.ui))
+		for u := range c.ui {
+			uris = append(uris, u)
+		}
+		slices.Sort(uris)
+		for i, u := range uris {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.Write(canonjson.AppendString(nil, u))
+			b.WriteByte(':')
+			b.Write(c.ui[u])
+		}
+		b.WriteByte('}')
 	}
 	b.WriteByte('}')
 	return b.Bytes()
