@@ -399,7 +399,7 @@ func (p *Publisher) enqueue(ev *event) {
 				switch {
 				case !batched(ev.kind) || p.cfg.Linger <= 0 || len(p.queue) >= batchEvents || queued >= batchBytes:
 					p.roundNow()
-				case p.armed.CompareAndSwap(false, true):
+				case !p.armed.Load() && p.armed.CompareAndSwap(false, true): // read first: callers at once do not contend for it
 					p.timer.Reset(p.cfg.Linger)
 				}
 				return
