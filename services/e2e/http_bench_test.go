@@ -63,6 +63,10 @@ const profileEnv = "MCPDRIFT_BENCH_PROXY_PROFILE"
 // proxy command write an execution trace of its run to (--trace).
 const traceEnv = "MCPDRIFT_BENCH_PROXY_TRACE"
 
+// allocsEnv names a file that BenchmarkHTTPProxyCommandOverhead has the
+// proxy command write its allocation profile to (--alloc-profile).
+const allocsEnv = "MCPDRIFT_BENCH_PROXY_ALLOCS"
+
 // relayEnv names the environment variable that makes the test binary a
 // TCP relay to the address it holds (relayMain).
 const relayEnv = "MCPDRIFT_E2E_RELAY_TO"
@@ -314,6 +318,9 @@ func benchHTTPCommand(b *testing.B, upstream, tool string, args map[string]any) 
 	}
 	if f := os.Getenv(traceEnv); f != "" {
 		pargs = append(pargs, "--trace", f)
+	}
+	if f := os.Getenv(allocsEnv); f != "" {
+		pargs = append(pargs, "--alloc-profile", f)
 	}
 	base, proxyPID := runHTTPProxyProc(b, "bench", pargs...)
 	// dials counts the connections each path's client opens: a call whose
