@@ -413,6 +413,9 @@ func (p *Publisher) enqueue(ev *event) {
 
 // roundNow has Run start a publish round without waiting for the timer.
 func (p *Publisher) roundNow() {
+	if len(p.urgent) > 0 {
+		return // one is due already (read first: a full queue's callers do not contend for the channel)
+	}
 	select {
 	case p.urgent <- struct{}{}:
 	default: // one is due already
