@@ -63,6 +63,10 @@ const profileEnv = "MCPDRIFT_BENCH_PROXY_PROFILE"
 // proxy command write an execution trace of its run to (--trace).
 const traceEnv = "MCPDRIFT_BENCH_PROXY_TRACE"
 
+// allocsEnv names a file that BenchmarkHTTPProxyCommandOverhead has the
+// proxy command write its allocation profile to (--alloc-profile).
+const allocsEnv = "MCPDRIFT_BENCH_PROXY_ALLOCS"
+
 // relayEnv names the environment variable that makes the test binary a
 // TCP relay to the address it holds (relayMain).
 const relayEnv = "MCPDRIFT_E2E_RELAY_TO"
@@ -315,9 +319,22 @@ func benchHTTPCommand(b *testing.B, upstream, tool string, args map[string]any) 
 	if f := os.Getenv(traceEnv); f != "" {
 		pargs = append(pargs, "--trace", f)
 	}
+	if f := os.Getenv(allocsEnv); f != "" {
+		pargs = append(pargs, "--alloc-profile", f)
+	}
 	base, proxyPID := runHTTPProxyProc(b, "bench", pargs...)
-	connect := func(endpoint string) *mcp.ClientSession {
-		tr := &http.Transport{MaxIdleConns: 2 * workers, MaxIdleConnsPerHost: 2 * workers, IdleConnTimeout: time.Minute}
+	// dials counts the connections each path's client opens: a call whose
+	// caller ends its context before the answer's stream has ended (the Go
+	// SDK's CallTool returns on the answer, before the end of its stream)
+	// loses its connection, and the next one dials.
+	var dials [numPaths]atomic.Int64
+	connect := func(endpoint string, k int) *mcp.ClientSession {
+		d := &net.Dialer{}
+		tr := &http.Transport{MaxIdleConns: 2 * workers, MaxIdleConnsPerHost: 2 * workers, IdleConnTimeout: time.Minute,
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				dials[k].Add(1)
+				return d.DialContext(ctx, network, addr)
+			}}
 		b.Cleanup(tr.CloseIdleConnections)
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(context.Background(),
 			&mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: tr}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
@@ -341,7 +358,7 @@ func benchHTTPCommand(b *testing.B, upstream, tool string, args map[string]any) 
 	}
 	relayURL, relayPID := startRelay(b, upstream)
 	floorURL, floorPID := startFloor(b, upstream)
-	direct, relay, floor, via := connect(upstream), connect(relayURL), connect(floorURL), connect(base+"/up/mcp")
+	direct, relay, floor, via := connect(upstream, pathDirect), connect(relayURL, pathRelay), connect(floorURL, pathFloor), connect(base+"/up/mcp", pathProxy)
 	// The first listing becomes the baseline; go on once the proxy serves.
 	poll.Eventually(b, 30*time.Second, func() error { return call(via) })
 	concurrent := func(cs *mcp.ClientSession, calls int) time.Duration {
@@ -368,8 +385,15 @@ func benchHTTPCommand(b *testing.B, upstream, tool string, args map[string]any) 
 	for _, cs := range paths {
 		concurrent(cs, 1000) // warm up
 	}
+	for k := range dials {
+		dials[k].Store(0)
+	}
 	b.ResetTimer()
 	measureFloorPaths(b, n, rounds, total/rounds, [numPaths]int{pathRelay: relayPID, pathFloor: floorPID, pathProxy: proxyPID},
 		func(k, _ int) error { return call(paths[k]) },
 		func(k, calls int) time.Duration { return concurrent(paths[k], calls) })
+	calls := float64(n + total)
+	b.ReportMetric(1000*float64(dials[pathDirect].Load())/calls, "direct-dials/kcall")
+	b.ReportMetric(1000*float64(dials[pathFloor].Load())/calls, "floor-dials/kcall")
+	b.ReportMetric(1000*float64(dials[pathProxy].Load())/calls, "proxy-dials/kcall")
 }

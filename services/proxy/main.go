@@ -83,6 +83,9 @@ type Config struct {
 	// CPUProfile, when set, is where a CPU profile of the whole run is
 	// written (--cpu-profile).
 	CPUProfile string
+	// AllocProfile, when set, is where the allocation profile of the
+	// whole run is written when the proxy stops (--alloc-profile).
+	AllocProfile string
 	// Trace, when set, is where an execution trace of the whole run is
 	// written (--trace).
 	Trace string
@@ -243,6 +246,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	opts = append(opts,
 		options.Opt("agent", "MCPDRIFT_AGENT", "NAME", "stdio: the agent's name in call and listing observations; without it stdio:uid=<uid>, the user the agent runs the proxy as", options.String(&cfg.Agent)),
 		options.Opt("cpu-profile", "MCPDRIFT_CPU_PROFILE", "FILE", "write a CPU profile (pprof) of the whole run to FILE when the proxy stops, for finding where its time goes", options.String(&cfg.CPUProfile)),
+		options.Opt("alloc-profile", "MCPDRIFT_ALLOC_PROFILE", "FILE", "write the allocation profile (pprof allocs, sampled) of the whole run to FILE when the proxy stops, for finding what it allocates and where", options.String(&cfg.AllocProfile)),
 		options.Opt("trace", "MCPDRIFT_TRACE", "FILE", "write an execution trace (runtime/trace) of the whole run to FILE, for finding where its latency goes (go tool trace FILE); large: megabytes a second under load", options.String(&cfg.Trace)),
 		options.Opt("ops-token-file", "MCPDRIFT_OPS_TOKEN_FILE", "FILE", "a file holding a secret (at least 16 bytes) that the ops listener's /metrics and /readyz's details require as Authorization: Bearer; /healthz and /readyz's status stay open for probes", options.String(&opsTokenFile)),
 	)
@@ -339,6 +343,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	if cfg.CPUProfile != "" {
 		stop, err := startCPUProfile(cfg.CPUProfile)
+		if err != nil {
+			return options.ExitFailure, err
+		}
+		defer stop()
+	}
+	if cfg.AllocProfile != "" {
+		stop, err := startAllocProfile(cfg.AllocProfile)
 		if err != nil {
 			return options.ExitFailure, err
 		}
@@ -541,6 +552,19 @@ func startFleet(bg context.Context, wg *sync.WaitGroup, js jetstream.JetStream, 
 		}
 	})
 	return gates, pubs, stopped, nil
+}
+
+// startAllocProfile creates file, and stop writes the allocation profile
+// of the run so far to it (sampled: pprof allocs).
+func startAllocProfile(file string) (stop func(), err error) {
+	f, err := os.Create(file)
+	if err != nil {
+		return nil, fmt.Errorf("--alloc-profile: %w", err)
+	}
+	return func() {
+		_ = pprof.Lookup("allocs").WriteTo(f, 0)
+		_ = f.Close()
+	}, nil
 }
 
 // startTrace traces the process's execution into file until stop is

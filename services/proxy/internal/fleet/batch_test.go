@@ -197,19 +197,18 @@ func TestOutboxHoldsBatches(t *testing.T) {
 }
 
 // TestPublisherLingers: a round of calls waits for more calls to join it,
-// and a listing ends the wait at once.
+// and a listing ends the wait at once. The calls wait in the queue (a
+// round collects them when it starts; queuing them wakes nobody), so both
+// are still queued and none published until the listing comes.
 func TestPublisherLingers(t *testing.T) {
 	b := natstest.StartBus(t)
 	p := newPublisher(t, b.JS, t.TempDir(), func(c *Config) { c.Linger = time.Minute })
 	runInBackground(t, p.Run)
 	p.Call(session.Call{Tool: "first"})
-	poll.Eventually(t, 10*time.Second, func() error {
-		if st := p.Stats(); st.Queued != 0 {
-			return statsSeen("Queued == 0", st)
-		}
-		return nil
-	})
 	p.Call(session.Call{Tool: "second"})
+	if st := p.Stats(); st.Queued != 2 || st.Published != 0 {
+		t.Fatalf("before the listing: %+v, want both calls queued, none published", st)
+	}
 	p.Listing(session.Listed{}, []byte(`{"tools":{"pages":[{"tools":[]}]}}`))
 	// Well within the minute: the listing ended the wait.
 	poll.Eventually(t, 10*time.Second, func() error {

@@ -189,6 +189,14 @@ type Publisher struct {
 
 	queue      chan *event
 	queueBytes atomic.Int64
+	// A publish round starts when the first event queued after the last
+	// round has waited Linger (timer, armed by that event's enqueue), or
+	// at once when an event cannot wait (urgent: a whole listing, a full
+	// round, no linger). Queuing any other event wakes nobody: the round
+	// collects it from queue when it starts.
+	timer  *time.Timer
+	armed  atomic.Bool   // the timer runs for the events queued since the last round began
+	urgent chan struct{} // 1 slot: a round is due now
 
 	mu       lockorder.RWMutex[lockorder.PublisherMu] // held for reading while an event is queued
 	draining bool                                     // Run is flushing or has returned: events go to the outbox
@@ -227,7 +235,10 @@ func NewPublisher(cfg Config, d Deps) (*Publisher, error) {
 		// lives of the same proxy apart, the sequence the events of one.
 		idPrefix: cfg.Proxy + "-" + strconv.FormatInt(d.Now().UnixNano(), 36) + hex.EncodeToString(nonce[:]) + "-",
 		queue:    make(chan *event, cfg.QueueEvents),
+		timer:    time.NewTimer(time.Hour),
+		urgent:   make(chan struct{}, 1),
 	}
+	p.timer.Stop()
 	ob, err := openOutbox(cfg.Dir, cfg.MaxEvents, cfg.MaxBytes, p.noteDrop)
 	if err != nil {
 		return nil, err
@@ -370,15 +381,27 @@ func (p *Publisher) nextID() string {
 
 // enqueue hands an event to Run without waiting: into the in-memory queue,
 // or, when the queue is full or Run is shutting down, into the outbox (a
-// local disk write, never a network wait).
+// local disk write, never a network wait). An event that may linger wakes
+// no goroutine: the first one of a round arms the round's timer, later ones
+// join it; one that cannot wait (a whole listing, a full round, no linger)
+// starts the round at once.
 func (p *Publisher) enqueue(ev *event) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if !p.draining {
 		size := int64(len(ev.data))
-		if p.queueBytes.Add(size) <= p.cfg.QueueBytes {
+		if queued := p.queueBytes.Add(size); queued <= p.cfg.QueueBytes {
 			select {
 			case p.queue <- ev:
+				// Queued first, armed after: a round that began before
+				// this event (and disarmed) was not too early to collect
+				// it, or this event arms the next one.
+				switch {
+				case !batched(ev.kind) || p.cfg.Linger <= 0 || len(p.queue) >= batchEvents || queued >= batchBytes:
+					p.roundNow()
+				case !p.armed.Load() && p.armed.CompareAndSwap(false, true): // read first: callers at once do not contend for it
+					p.timer.Reset(p.cfg.Linger)
+				}
 				return
 			default:
 			}
@@ -386,6 +409,17 @@ func (p *Publisher) enqueue(ev *event) {
 		p.queueBytes.Add(-size)
 	}
 	p.spool([]*event{ev}, errOverflow)
+}
+
+// roundNow has Run start a publish round without waiting for the timer.
+func (p *Publisher) roundNow() {
+	if len(p.urgent) > 0 {
+		return // one is due already (read first: a full queue's callers do not contend for the channel)
+	}
+	select {
+	case p.urgent <- struct{}{}:
+	default: // one is due already
+	}
 }
 
 // Run publishes queued events and replays the outbox until ctx ends, then
@@ -434,67 +468,69 @@ func (p *Publisher) connected() bool {
 	return nc != nil && nc.Status() == nats.CONNECTED
 }
 
-// drain publishes the in-memory queue until ctx ends, then flushes it.
+// drain publishes the in-memory queue in rounds until ctx ends, then
+// flushes it. A round starts when its timer fires (the first of its events
+// has waited Linger) or when one is due at once (enqueue), and takes what
+// is queued, up to one batch; what a full round left starts the next at
+// once.
 func (p *Publisher) drain(ctx context.Context) {
-	linger := time.NewTimer(time.Hour)
-	linger.Stop()
+	full := false
 	for {
-		select {
-		case <-ctx.Done():
-			p.flush(ctx)
-			return
-		case ev := <-p.queue:
-			batch := p.collect(ctx, ev, linger)
-			if n, _ := p.ob.depth(); n > 0 || !p.connected() {
-				// Behind older spooled events, or nowhere to send: keep the order.
-				p.spool(batch, errBehind)
-				continue
+		if !full {
+			select {
+			case <-ctx.Done():
+				p.flush(ctx)
+				return
+			case <-p.timer.C:
+			case <-p.urgent:
 			}
-			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.PublishTimeout)
-			failed, err := p.publish(pctx, mergeBatches(batch, p.mergeLimit()))
-			cancel()
-			p.spool(failed, err)
 		}
+		batch := p.collect()
+		full = len(batch) >= batchEvents || batchSize(batch) >= batchBytes
+		if len(batch) == 0 {
+			continue // a round already taken by the one before it
+		}
+		if n, _ := p.ob.depth(); n > 0 || !p.connected() {
+			// Behind older spooled events, or nowhere to send: keep the order.
+			p.spool(batch, errBehind)
+			continue
+		}
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.PublishTimeout)
+		failed, err := p.publish(pctx, mergeBatches(batch, p.mergeLimit()))
+		cancel()
+		p.spool(failed, err)
 	}
 }
 
-// collect takes ev and whatever else is queued, up to one batch. A round
-// made only of batched kinds (calls, compact listings) then waits up to
-// Linger (on t) for more to join it; a whole listing, a full round or the
-// end of ctx ends the wait.
-func (p *Publisher) collect(ctx context.Context, ev *event, t *time.Timer) []*event {
+// collect begins a round: it disarms the timer, so that the next event
+// queued arms it for the next round, then takes what is queued, up to one
+// batch.
+func (p *Publisher) collect() []*event {
+	p.timer.Stop()
+	p.armed.Store(false)
 	var batch []*event
-	size, onlyBatched := 0, true
-	var lingered <-chan time.Time // set once the round waits
-	for next := ev; ; {
-		p.queueBytes.Add(-int64(len(next.data)))
-		batch = append(batch, next)
-		size += len(next.data)
-		onlyBatched = onlyBatched && batched(next.kind)
-		if len(batch) >= batchEvents || size >= batchBytes {
-			return batch
-		}
+	size := 0
+	for len(batch) < batchEvents && size < batchBytes {
 		select {
-		case next = <-p.queue:
+		case ev := <-p.queue:
+			p.queueBytes.Add(-int64(len(ev.data)))
+			batch = append(batch, ev)
+			size += len(ev.data)
 			continue
 		default:
 		}
-		if !onlyBatched || p.cfg.Linger <= 0 {
-			return batch
-		}
-		if lingered == nil {
-			t.Reset(p.cfg.Linger)
-			defer t.Stop()
-			lingered = t.C
-		}
-		select {
-		case next = <-p.queue:
-		case <-lingered:
-			return batch
-		case <-ctx.Done():
-			return batch
-		}
+		break
 	}
+	return batch
+}
+
+// batchSize is the bytes of evs.
+func batchSize(evs []*event) int {
+	n := 0
+	for _, ev := range evs {
+		n += len(ev.data)
+	}
+	return n
 }
 
 // flush stops the queue and publishes what it holds within ShutdownTimeout,
