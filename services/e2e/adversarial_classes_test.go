@@ -411,13 +411,8 @@ func scopeCases() []advCase {
 				// stead: its answer reaching the upstream is the clock.
 				var m struct{ ID json.RawMessage }
 				_ = json.Unmarshal([]byte(request), &m)
-				deadline := time.Now().Add(15 * time.Second)
-				for transport != advStateless && !x.upstreamGot(string(m.ID)) {
-					if time.Now().After(deadline) {
-						x.Errorf("the server's request %s was never answered", m.ID)
-						break
-					}
-					time.Sleep(20 * time.Millisecond)
+				if transport != advStateless {
+					x.awaitAnswerUpstream(string(m.ID))
 				}
 				_, _ = x.a.listTools() // flushes what the proxy would have delivered
 			}}

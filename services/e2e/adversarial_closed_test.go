@@ -32,15 +32,10 @@ func closedCases() []advCase {
 					x.u.push(n)
 				}
 				x.u.push(`{"jsonrpc":"2.0","id":"closed-clock","method":"ping","params":{"_meta":{"note":"PWNED"}}}`)
-				deadline := time.Now().Add(15 * time.Second)
 				// A stateless upstream's GET stream is the proxy's own
 				// (its change monitor): no agent session to answer into.
-				for transport != advStateless && !x.upstreamGot(`"closed-clock"`) {
-					if time.Now().After(deadline) {
-						x.Errorf("the upstream's ping was never answered (a closed server's ping is the proxy's to answer)")
-						break
-					}
-					time.Sleep(20 * time.Millisecond)
+				if transport != advStateless {
+					x.awaitAnswerUpstream(`"closed-clock"`)
 				}
 				tools, err := x.a.listTools()
 				x.Logf("listed after the notifications: %v %v", tools, err)
@@ -60,13 +55,22 @@ func closedCases() []advCase {
 	}
 }
 
-// upstreamGot reports whether a response with the id (as JSON) reached the
-// upstream.
-func (x *advRun) upstreamGot(id string) bool {
-	for _, m := range x.u.messages() {
-		if m.Method == "" && bytes.Equal(bytes.TrimSpace(m.ID), []byte(id)) {
-			return true
+// awaitAnswerUpstream waits until a response with the id (as JSON) has
+// reached the upstream: the proxy's answer in the agent's stead to a
+// request of the server's, which it makes in the order the server sent
+// its messages.
+func (x *advRun) awaitAnswerUpstream(id string) {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		for _, m := range x.u.messages() {
+			if m.Method == "" && bytes.Equal(bytes.TrimSpace(m.ID), []byte(id)) {
+				return
+			}
 		}
+		if time.Now().After(deadline) {
+			x.Errorf("the server's request %s was never answered in the agent's stead", id)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	return false
 }
