@@ -61,7 +61,7 @@ func (s *Session) relistSoon(k surface.Kind, wait bool) error {
 	if (wait || ks.dropped) && ks.relisting == nil {
 		ks.relisting = make(chan struct{})
 	}
-	if ks.inFlight && time.Now().Sub(ks.since) < s.cfg.Timeout {
+	if ks.inFlight && time.Since(ks.since) < s.cfg.Timeout {
 		ks.dirty = true
 		s.mu.Unlock()
 		return nil
