@@ -152,6 +152,21 @@ func (s *Session) isNoArgPrompt(name string) bool {
 	return judge.ui.noArgs[name]
 }
 
+// pinsMessages reports whether the baseline of the session's variant pins
+// the messages of the prompt name: a get of it is judged even when the
+// session has not seen the prompt's definition (fail closed).
+func (s *Session) pinsMessages(ctx context.Context, name string) bool {
+	if name == "" {
+		return false
+	}
+	v, ok := s.view(ctx, s.currentVariant(), false)
+	if !ok {
+		return false
+	}
+	_, pinned := v.Items[ItemKey{surface.KindPromptMessages, name}]
+	return pinned
+}
+
 // notePrompts records whether each prompt of a page declares no
 // arguments (src: the bytes its items' spans are offsets in); s.mu held.
 func (s *Session) notePrompts(items []surface.PageItem, src []byte) {

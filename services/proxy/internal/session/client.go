@@ -172,7 +172,7 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) verdict
 				p.got = gotKey{surface.KindUIContent, uri} // its answer shows a UI: judged (uiAnswer)
 			}
 		case jsonrpc.MethodPromptsGet:
-			if name := stringParam(m, "name"); s.isNoArgPrompt(name) {
+			if name := stringParam(m, "name"); s.isNoArgPrompt(name) || s.pinsMessages(ctx, name) {
 				p.got = gotKey{surface.KindPromptMessages, name} // its messages are pinned: judged (uiAnswer)
 			}
 		}
