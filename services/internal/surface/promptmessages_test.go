@@ -124,3 +124,17 @@ func containsPrefix(list []string, p string) bool {
 	}
 	return false
 }
+
+// BenchmarkHashGetResult: what the proxy spends judging one agent's get of
+// an argument-less prompt (a one-message text prompt of about 1 KiB).
+func BenchmarkHashGetResult(b *testing.B) {
+	raw := []byte(getResult(strings.Repeat("Say hello to the user, warmly. ", 32)))
+	opt := Options{Form: FormV2}
+	b.SetBytes(int64(len(raw)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok, err := HashGetResult(opt, "hello", raw); err != nil || !ok {
+			b.Fatal(err)
+		}
+	}
+}
