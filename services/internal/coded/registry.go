@@ -292,7 +292,7 @@ var registry = []Entry{
 	{Code: "trailing_data", Uses: use(AreaEngine, "Bytes after the top-level JSON value.")},
 	{Code: "ui_content_not_approved", RPC: rpcInvalidRequest, Uses: use(AreaProxy, "resources/read of a ui:// resource (MCP Apps) whose returned contents (the HTML a host renders, each content's _meta) are not the approved ones, new or changed, or cannot be judged; under on_drift alert they are passed on and published.")},
 	{Code: "ui_link_not_approved", Tool: true, Uses: use(AreaProxy, "tools/call of a tool whose UI link (_meta.ui.resourceUri, ui/resourceUri, openai/outputTemplate) names a resource the baseline does not approve or the server's last listing does not list as approved.")},
-	{Code: "ui_read_limit", Uses: use(AreaProxy, "The proxy's own reads of a server's ui:// resources went past their bound (32 resources, 16 MiB): what is past it is not read, and the surface published fails, so the server is held.")},
+	{Code: "ui_read_limit", Uses: use(AreaProxy, "The proxy's own reads of a server's ui:// resources went past their bound (32 resources, or 16 MiB shared with the prompts/get of prompts that take no arguments): what is past it is not read, and the surface published fails, so the server is held.")},
 	{Code: "unauthenticated", Uses: use(AreaAdmin, "A valid bearer token (or console session) is required.")},
 	{Code: "unavailable", Uses: use(AreaAdmin, "A part of the drift service the request needs is not running (the verdict stream, the audit queries).")},
 	{Code: "unfingerprintable", Uses: []Use{
