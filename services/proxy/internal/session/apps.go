@@ -225,9 +225,9 @@ func (s *Session) uiReadsDue(fresh bool) [][]byte {
 	count := map[surface.Kind]int{}
 	for _, k := range keys {
 		count[k.kind]++
-		if max, code, what := limitOf(k.kind); count[k.kind] > max {
+		if bound, code, what := limitOf(k.kind); count[k.kind] > bound {
 			s.Dropped(code)
-			ui.results[k] = placeholder(fmt.Sprintf("%s: the server lists more than %d %s; the proxy gets at most that many", code, max, what))
+			ui.results[k] = placeholder(fmt.Sprintf("%s: the server lists more than %d %s; the proxy gets at most that many", code, bound, what))
 			continue
 		}
 		reqs = append(reqs, s.ownReadLocked(k))
