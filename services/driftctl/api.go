@@ -223,7 +223,7 @@ func runAPI(ctx context.Context, cmd string, args []string, getenv func(string) 
 	fs := command(name, synopsis, options.Interleaved, conn.options(
 		options.Opt("json", "", "", "print the API's JSON instead of a table (status)", options.Bool(&asJSON)),
 		options.Opt("hash", "", "HASH", "the live manifest hash you reviewed and approve; the variant live at it is approved (approve); the live hash with the settings the policy asks for (rebaseline)", options.String(&hash)),
-		options.Opt("item", "", "KIND:NAME", "approve only this item's live definition, the rest staying as approved (approve); repeat for more: tool:NAME, prompt:NAME, resource:URI, resourceTemplate:URI_TEMPLATE, uiContent:URI (what a ui:// resource read returns), instructions, server", (*itemsValue)(&items)),
+		options.Opt("item", "", "KIND:NAME", "approve only this item's live definition, the rest staying as approved (approve); repeat for more: tool:NAME, prompt:NAME, resource:URI, resourceTemplate:URI_TEMPLATE, uiContent:URI (what a ui:// resource read returns), promptMessages:NAME (what a prompts/get of an argument-less prompt returns), instructions, server", (*itemsValue)(&items)),
 		options.Opt("reason", "", "TEXT", "why (quarantine, risk set)", options.String(&reason)),
 		options.Opt("band", "", "BAND", "the risk band: low, medium, high or critical (risk set)", options.String(&band)),
 		options.Opt("mode", "", "MODE", "the enforcement mode: allow, quarantine or block (risk set)", options.String(&mode)),

@@ -68,7 +68,7 @@ error, variant_ambiguous, names them):
                (the variant live at that hash); lifts a quarantine. With
                --item KIND:NAME (repeatable: tool:NAME, prompt:NAME,
                resource:URI, resourceTemplate:URI_TEMPLATE, uiContent:URI,
-               instructions, server)
+               promptMessages:NAME, instructions, server)
                only those items' live definitions are approved; the server
                stays changed while other differences remain
   quarantine   withhold a server, every variant present and future, until an

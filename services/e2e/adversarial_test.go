@@ -15,7 +15,7 @@ import (
 // the upstream.
 func TestAdversarial(t *testing.T) {
 	runAdversarial(t, slices.Concat(parserCases(), matchingCases(), envelopeCases(), framingCases(),
-		sessionCases(), clientCases(), scopeCases(), listChangedCases(), statusCases(), appsCases(), serverInfoCases(), closedCases()))
+		sessionCases(), clientCases(), scopeCases(), listChangedCases(), statusCases(), appsCases(), serverInfoCases(), closedCases(), promptsCases()))
 }
 
 // The surfaces the hostile answers are made of.

@@ -344,22 +344,28 @@ func shortID(id string) string {
 // Capture returns the variant's definitions as a capture (the format the
 // fingerprint engine reads from proxies): a listing of each kind listed,
 // one page each, the instructions and the server item (form v2: the
-// serverInfo it covers) in an initialize result, and the UI contents (form
-// v2) under uiContents, each as the read result its definition is. Parsed
+// serverInfo it covers) in an initialize result, the UI contents (form v2)
+// under uiContents, each as the read result its definition is, and the
+// prompts' messages (form v2) under promptMessages, each as the
+// prompts/get result its definition is. Parsed
 // with the variant's hashing it is the approved surface; the drift
 // service stores it under the baseline hash for diffs.
 func (v *Variant) Capture() ([]byte, error) {
 	init := map[string]json.RawMessage{}
 	byKind := map[string][]json.RawMessage{}
-	ui := map[string]json.RawMessage{}
+	got := map[string]map[string]json.RawMessage{}
 	for _, it := range v.Items {
-		if it.Kind == surface.KindUIContent.String() {
-			// A UI content's definition is its canonical form, itself a
-			// resources/read result that hashes to the same item.
-			if ui[it.Name] != nil {
+		if it.Kind == surface.KindUIContent.String() || it.Kind == surface.KindPromptMessages.String() {
+			// A UI content's or prompt's messages' definition is its
+			// canonical form, itself a resources/read (prompts/get) result
+			// that hashes to the same item.
+			if got[it.Kind][it.Name] != nil {
 				return nil, coded.Errorf(CodeHashMismatch, "variant %s: %s %q given twice", v.Variant, it.Kind, it.Name)
 			}
-			ui[it.Name] = it.Definition
+			if got[it.Kind] == nil {
+				got[it.Kind] = map[string]json.RawMessage{}
+			}
+			got[it.Kind][it.Name] = it.Definition
 			continue
 		}
 		if member, ok := initMembers[it.Kind]; ok {
@@ -394,8 +400,10 @@ func (v *Variant) Capture() ([]byte, error) {
 		}
 		c[k.ListKey()] = map[string]any{"pages": []any{map[string]any{k.ListKey(): items}}}
 	}
-	if len(ui) > 0 {
-		c[surface.KindUIContent.ListKey()] = ui
+	for _, k := range []surface.Kind{surface.KindUIContent, surface.KindPromptMessages} {
+		if m := got[k.String()]; len(m) > 0 {
+			c[k.ListKey()] = m
+		}
 	}
 	out, err := json.Marshal(c)
 	if err != nil {

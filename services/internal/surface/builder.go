@@ -894,7 +894,9 @@ func (b *Builder) Surface() (*Surface, error) {
 // appendSurfaceDoc writes the surface document: a canonical JSON object with a
 // member per listed kind mapping each item name to its hash, "instructions"
 // and "server" mapping to the hash of those items, "uiContents" mapping each
-// UI resource's uri to the hash of its read contents, and "surface" naming the
+// UI resource's uri to the hash of its read contents, "promptMessages"
+// mapping each argument-less prompt's name to the hash of what its
+// prompts/get returns, and "surface" naming the
 // version of the form (Form.String), so that a change to the canonical form
 // can never collide with an earlier one. Members and names are in RFC 8785
 // order by construction.
@@ -909,13 +911,30 @@ func appendSurfaceDoc(dst []byte, s *Surface) []byte {
 		dst = canonjson.AppendString(dst, key)
 		dst = append(dst, ':')
 	}
-	// RFC 8785 order of the member names: instructions < prompts <
-	// resourceTemplates < resources < server < surface < tools < uiContents.
+	// RFC 8785 order of the member names: instructions < promptMessages <
+	// prompts < resourceTemplates < resources < server < surface < tools <
+	// uiContents.
 	if ins := s.Of(KindInstructions); len(ins) == 1 {
 		member("instructions")
 		dst = append(dst, '"')
 		dst = ins[0].Hash.AppendText(dst)
 		dst = append(dst, '"')
+	}
+	// Form v2: the messages of the argument-less prompts, a member only
+	// when there are some, so that a surface without any hashes as before.
+	if pm := s.Of(KindPromptMessages); len(pm) > 0 {
+		member(KindPromptMessages.ListKey())
+		dst = append(dst, '{')
+		for i, it := range pm {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = canonjson.AppendString(dst, it.Name)
+			dst = append(dst, ':', '"')
+			dst = it.Hash.AppendText(dst)
+			dst = append(dst, '"')
+		}
+		dst = append(dst, '}')
 	}
 	for _, k := range []Kind{KindPrompt, KindResourceTemplate, KindResource, KindServer, 0, KindTool} {
 		if k == 0 {

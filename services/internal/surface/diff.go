@@ -106,59 +106,67 @@ const (
 	ChangeUIContentChanged = "ui_content_changed"    // what a host renders for a UI resource changed (its HTML, a content added or removed)
 	ChangeUIContentRemoved = "ui_content_removed"    // the contents of a UI resource are no longer part of the surface
 	ChangeFormChanged      = "form_changed"          // the two surfaces were hashed in different canonical forms
+
+	// Prompt messages (docs/adr/0017).
+	ChangePromptMessagesAdded   = "prompt_messages_added"   // the got messages of an argument-less prompt, new
+	ChangePromptMessagesChanged = "prompt_messages_changed" // what a host puts into the model's context for a prompt changed
+	ChangePromptMessagesRemoved = "prompt_messages_removed" // the messages of a prompt are no longer part of the surface
 )
 
 var severityOf = map[string]Severity{
-	ChangeListingAdded:       SeverityInfo,
-	ChangeListingRemoved:     SeverityLow,
-	ChangeDestructiveAdded:   SeverityHigh,
-	ChangeBecameDestructive:  SeverityCritical,
-	ChangeDescription:        SeverityMedium,
-	ChangeTitle:              SeverityLow,
-	ChangeInstructions:       SeverityMedium,
-	ChangeParamAddedOptional: SeverityInfo,
-	ChangeParamAddedRequired: SeverityHigh,
-	ChangeParamRemoved:       SeverityMedium,
-	ChangeRequiredExpanded:   SeverityHigh,
-	ChangeRequiredRelaxed:    SeverityLow,
-	ChangeTypeChanged:        SeverityMedium,
-	ChangeEnumRemoved:        SeverityMedium,
-	ChangeEnumAdded:          SeverityLow,
-	ChangeEnumReordered:      SeverityInfo,
-	ChangeConstraintNarrowed: SeverityMedium,
-	ChangeConstraintWidened:  SeverityLow,
-	ChangeConstraintChanged:  SeverityMedium,
-	ChangeDefault:            SeverityMedium,
-	ChangeExamples:           SeverityLow,
-	ChangeSchemaMetadata:     SeverityLow,
-	ChangeAnnotationRaised:   SeverityHigh,
-	ChangeAnnotationLowered:  SeverityMedium,
-	ChangeAnnotation:         SeverityLow,
-	ChangeOutputAdded:        SeverityMedium,
-	ChangeOutputChanged:      SeverityMedium,
-	ChangeOutputRemoved:      SeverityLow,
-	ChangeArgAddedOptional:   SeverityInfo,
-	ChangeArgAddedRequired:   SeverityHigh,
-	ChangeArgRemoved:         SeverityMedium,
-	ChangeMimeType:           SeverityLow,
-	ChangeName:               SeverityLow,
-	ChangeRepresentation:     SeverityInfo,
-	ChangeUnclassified:       SeverityCritical,
-	ChangeIcons:              SeverityLow,
-	ChangeExecution:          SeverityMedium,
-	ChangeWebsite:            SeverityMedium,
-	ChangeMeta:               SeverityMedium,
-	ChangeUILinkAdded:        SeverityHigh,
-	ChangeUILinkChanged:      SeverityHigh,
-	ChangeUILinkRemoved:      SeverityLow,
-	ChangeUIVisibility:       SeverityMedium,
-	ChangeUIPolicy:           SeverityHigh,
-	ChangeUIMeta:             SeverityMedium,
-	ChangeUILinkUnlisted:     SeverityCritical,
-	ChangeUIContentAdded:     SeverityMedium,
-	ChangeUIContentChanged:   SeverityHigh,
-	ChangeUIContentRemoved:   SeverityLow,
-	ChangeFormChanged:        SeverityInfo,
+	ChangeListingAdded:          SeverityInfo,
+	ChangeListingRemoved:        SeverityLow,
+	ChangeDestructiveAdded:      SeverityHigh,
+	ChangeBecameDestructive:     SeverityCritical,
+	ChangeDescription:           SeverityMedium,
+	ChangeTitle:                 SeverityLow,
+	ChangeInstructions:          SeverityMedium,
+	ChangeParamAddedOptional:    SeverityInfo,
+	ChangeParamAddedRequired:    SeverityHigh,
+	ChangeParamRemoved:          SeverityMedium,
+	ChangeRequiredExpanded:      SeverityHigh,
+	ChangeRequiredRelaxed:       SeverityLow,
+	ChangeTypeChanged:           SeverityMedium,
+	ChangeEnumRemoved:           SeverityMedium,
+	ChangeEnumAdded:             SeverityLow,
+	ChangeEnumReordered:         SeverityInfo,
+	ChangeConstraintNarrowed:    SeverityMedium,
+	ChangeConstraintWidened:     SeverityLow,
+	ChangeConstraintChanged:     SeverityMedium,
+	ChangeDefault:               SeverityMedium,
+	ChangeExamples:              SeverityLow,
+	ChangeSchemaMetadata:        SeverityLow,
+	ChangeAnnotationRaised:      SeverityHigh,
+	ChangeAnnotationLowered:     SeverityMedium,
+	ChangeAnnotation:            SeverityLow,
+	ChangeOutputAdded:           SeverityMedium,
+	ChangeOutputChanged:         SeverityMedium,
+	ChangeOutputRemoved:         SeverityLow,
+	ChangeArgAddedOptional:      SeverityInfo,
+	ChangeArgAddedRequired:      SeverityHigh,
+	ChangeArgRemoved:            SeverityMedium,
+	ChangeMimeType:              SeverityLow,
+	ChangeName:                  SeverityLow,
+	ChangeRepresentation:        SeverityInfo,
+	ChangeUnclassified:          SeverityCritical,
+	ChangeIcons:                 SeverityLow,
+	ChangeExecution:             SeverityMedium,
+	ChangeWebsite:               SeverityMedium,
+	ChangeMeta:                  SeverityMedium,
+	ChangeUILinkAdded:           SeverityHigh,
+	ChangeUILinkChanged:         SeverityHigh,
+	ChangeUILinkRemoved:         SeverityLow,
+	ChangeUIVisibility:          SeverityMedium,
+	ChangeUIPolicy:              SeverityHigh,
+	ChangeUIMeta:                SeverityMedium,
+	ChangeUILinkUnlisted:        SeverityCritical,
+	ChangeUIContentAdded:        SeverityMedium,
+	ChangeUIContentChanged:      SeverityHigh,
+	ChangeUIContentRemoved:      SeverityLow,
+	ChangeFormChanged:           SeverityInfo,
+	ChangePromptMessagesAdded:   SeverityMedium,
+	ChangePromptMessagesChanged: SeverityHigh,
+	ChangePromptMessagesRemoved: SeverityLow,
 }
 
 // benignKinds are the changes the guard posture may accept on its own: new
@@ -219,7 +227,7 @@ func Diff(old, new *Surface) *Report {
 		r.Changed = append(r.Changed, finish(ItemDiff{Kind: "surface", Changes: []Change{change(ChangeFormChanged, "",
 			old.form.String()+" → "+new.form.String()+": the hashes are not comparable; the items below differ in what each form covers")}}))
 	}
-	for k := KindTool; k <= KindUIContent; k++ {
+	for k := KindTool; k <= KindPromptMessages; k++ {
 		olds, news := old.Of(k), new.Of(k)
 		if old.listed[k] != new.listed[k] && k <= KindResourceTemplate {
 			c := change(ChangeListingRemoved, "", "")
@@ -296,6 +304,8 @@ func addedItem(it Item) ItemDiff {
 		sev = SeverityMedium // new text in the model's context, or the name a person trusts
 	case KindUIContent:
 		kind, sev = ChangeUIContentAdded, severityOf[ChangeUIContentAdded]
+	case KindPromptMessages:
+		kind, sev = ChangePromptMessagesAdded, severityOf[ChangePromptMessagesAdded]
 	}
 	d.Changes = append(d.Changes, Change{Kind: kind, Severity: sev})
 	v := decode(it)
@@ -317,8 +327,11 @@ func addedItem(it Item) ItemDiff {
 
 func removedItem(it Item) ItemDiff {
 	kind := it.Kind.String() + "_" + ChangeItemRemoved
-	if it.Kind == KindUIContent {
+	switch it.Kind {
+	case KindUIContent:
 		kind = ChangeUIContentRemoved
+	case KindPromptMessages:
+		kind = ChangePromptMessagesRemoved
 	}
 	return finish(ItemDiff{Kind: it.Kind.String(), Name: it.Name, OldHash: digestPtr(it.Hash),
 		Changes: []Change{{Kind: kind, Severity: SeverityLow}}})
@@ -347,6 +360,8 @@ func changedItem(o, n Item) ItemDiff {
 	case KindUIContent:
 		cs = diffUIContent(cs, asMap(ov), asMap(nv))
 		ov, nv = uiContentText(ov), uiContentText(nv)
+	case KindPromptMessages:
+		cs = diffPromptMessages(cs, asMap(ov), asMap(nv))
 	default:
 		cs = diffItem(n.Kind, ov.(map[string]any), nv.(map[string]any))
 	}

@@ -23,6 +23,8 @@ var parseSeeds = []string{
 	`{"tools":[{"name":"a","description":"\ud800"}]}`,
 	`{"tools":{"pages":[{"tools":[{"name":"v","_meta":{"ui":{"resourceUri":"ui://a"}}}]}]},"resources":{"pages":[{"resources":[{"uri":"ui://a","name":"a"}]}]},` +
 		`"uiContents":{"ui://a":{"contents":[{"uri":"ui://a","mimeType":"text/html","text":"<p>x</p>","_meta":{"ui":{"csp":{}},"progressToken":1}},{"uri":"ui://a","blob":"AA=="}]}}}`,
+	`{"tools":{"pages":[{"tools":[]}]},"prompts":{"pages":[{"prompts":[{"name":"p"}]}]},` +
+		`"promptMessages":{"p":{"description":"d","messages":[{"role":"user","content":{"type":"text","text":"hi"}},{"role":"assistant","content":{"type":"image","data":"AA==","mimeType":"image/png"}}],"_meta":{"progressToken":1}}}}`,
 }
 
 // FuzzParse: any bytes either parse or fail with a stable code; a surface

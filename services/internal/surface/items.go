@@ -8,9 +8,9 @@ import (
 )
 
 // KindNamed returns the kind whose String is name ("tool", "prompt",
-// "resource", "resourceTemplate", "instructions", "server", "uiContent").
+// "resource", "resourceTemplate", "instructions", "server", "uiContent", "promptMessages").
 func KindNamed(name string) (Kind, bool) {
-	for k := KindTool; k <= KindUIContent; k++ {
+	for k := KindTool; k <= KindPromptMessages; k++ {
 		if kindInfo[k].name == name {
 			return k, true
 		}
@@ -28,9 +28,9 @@ func HashItems(alg Alg, items []Item, listed []Kind) (Digest, error) {
 // the kinds listed: the Hash a Surface with those items and listings has.
 // It is how a reader of item hashes published by the pipeline checks that
 // they are the items of the surface hash they claim to be, without the
-// manifest. Instructions, the server item and UI contents are never
-// listed: such an item is there or not (the server item and UI contents
-// only in form v2). It fails on an
+// manifest. Instructions, the server item, UI contents and prompt messages are never
+// listed: such an item is there or not (the server item, UI contents and
+// prompt messages only in form v2). It fails on an
 // item whose kind is not listed, on a kind listed that has no listing, on
 // two items of one kind and name, and on an item hashed with another
 // algorithm than alg.
@@ -57,9 +57,9 @@ func HashItemsForm(alg Alg, form Form, items []Item, listed []Kind) (Digest, err
 			if it.Name != "" {
 				return Digest{}, fmt.Errorf("%s named %q: it has no name", it.Kind, it.Name)
 			}
-		case it.Kind == KindUIContent && form >= FormV2:
+		case (it.Kind == KindUIContent || it.Kind == KindPromptMessages) && form >= FormV2:
 			if it.Name == "" {
-				return Digest{}, fmt.Errorf("%s with no uri", it.Kind)
+				return Digest{}, fmt.Errorf("%s with no name", it.Kind)
 			}
 		case it.Kind < KindTool || it.Kind > KindResourceTemplate:
 			return Digest{}, fmt.Errorf("item %q of unknown kind %s", it.Name, it.Kind)

@@ -16,7 +16,8 @@ import (
 //     instructions alone;
 //   - a capture: {"initialize": R, "tools": {"pages": [R, ...]},
 //     "prompts": {...}, "resources": {...}, "resourceTemplates": {...},
-//     "uiContents": {"ui://...": R, ...}}, every key but "tools" optional,
+//     "uiContents": {"ui://...": R, ...}, "promptMessages": {"name": R, ...}},
+//     every key but "tools" optional,
 //     each R a result object exactly as
 //     a client read it (never a response: a result carrying a "jsonrpc"
 //     member is refused, CodeAmbiguousEnvelope).
@@ -106,6 +107,12 @@ func (b *Builder) addCapture(root canonjson.NodeID) error {
 			}
 			continue
 		}
+		if key == KindPromptMessages.ListKey() {
+			if err := b.addPromptMessages(v); err != nil {
+				return err
+			}
+			continue
+		}
 		kind := Kind(0)
 		for c := KindTool; c <= KindResourceTemplate; c++ {
 			if c.ListKey() == key {
@@ -113,7 +120,7 @@ func (b *Builder) addCapture(root canonjson.NodeID) error {
 			}
 		}
 		if kind == 0 {
-			return fail(CodeInvalidCapture, "unknown capture member %s; want initialize, tools, prompts, resources, resourceTemplates or uiContents", quote(key))
+			return fail(CodeInvalidCapture, "unknown capture member %s; want initialize, tools, prompts, resources, resourceTemplates, uiContents or promptMessages", quote(key))
 		}
 		pages, ok := canonjson.NodeID(0), false
 		if d.Kind(v) == canonjson.Object {
@@ -170,6 +177,28 @@ func (b *Builder) addUIContents(v canonjson.NodeID) error {
 		k, r := d.Member(v, i)
 		if err := b.addReadResult(d.Text(k), r); err != nil {
 			err.Kind, err.Item = KindUIContent, d.Text(k)
+			return err
+		}
+	}
+	return nil
+}
+
+// addPromptMessages adds the capture member promptMessages: an object
+// mapping each argument-less prompt's name to the prompts/get result the
+// server returned for it (form v2; a v1 surface carries none, and the
+// member is ignored).
+func (b *Builder) addPromptMessages(v canonjson.NodeID) error {
+	d := b.d
+	if d.Kind(v) != canonjson.Object {
+		return &Error{Code: CodeInvalidCapture, Kind: KindPromptMessages, Msg: "want {\"<name>\": <prompts/get result>, ...}"}
+	}
+	if b.opt.Form < FormV2 {
+		return nil
+	}
+	for i := range d.Len(v) {
+		k, r := d.Member(v, i)
+		if err := b.addGetResult(d.Text(k), r); err != nil {
+			err.Kind, err.Item = KindPromptMessages, d.Text(k)
 			return err
 		}
 	}

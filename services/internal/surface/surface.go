@@ -46,6 +46,11 @@ const (
 	// item per resource uri; canonical form mcpdrift/v2 only, and only the
 	// contents of resources the surface lists (docs/canonical-form.md).
 	KindUIContent
+	// KindPromptMessages is what a prompts/get of a listed prompt that
+	// declares no arguments returns (the messages a host puts into the
+	// model's context, and the result's description), one item per prompt
+	// name; canonical form mcpdrift/v2 only (docs/adr/0017).
+	KindPromptMessages
 	numKinds = iota
 )
 
@@ -61,10 +66,11 @@ var kindInfo = [...]struct {
 	KindInstructions:     {"instructions", "instructions", ""},
 	KindServer:           {"server", "server", ""},
 	KindUIContent:        {"uiContent", "uiContents", "uri"},
+	KindPromptMessages:   {"promptMessages", "promptMessages", "name"},
 }
 
 func (k Kind) String() string {
-	if k >= KindTool && k <= KindUIContent {
+	if k >= KindTool && k <= KindPromptMessages {
 		return kindInfo[k].name
 	}
 	return fmt.Sprintf("kind(%d)", k)
@@ -92,7 +98,8 @@ const (
 	// of every item (its volatile keys left out), and the server's own
 	// description (serverInfo but its version) as the item KindServer
 	// (docs/adr/0015), and the read contents of the ui:// resources a
-	// capture carries as the items KindUIContent.
+	// capture carries as the items KindUIContent, and the messages of its
+	// argument-less prompts as the items KindPromptMessages.
 	FormV2
 	numForms = iota
 )

@@ -35,7 +35,8 @@ var (
 // KIND:NAME with the fingerprint engine's kind names (tool:search_notes,
 // prompt:summarize, resource:ui://notes/view.html,
 // resourceTemplate:file:///{path}, uiContent:ui://notes/view.html for what
-// a UI resource's read returns), and "instructions" and "server" alone
+// a UI resource's read returns, promptMessages:greet for what a prompts/get
+// of an argument-less prompt returns), and "instructions" and "server" alone
 // for the server's instructions and its own description (form v2), which
 // have no name.
 type ItemRef struct {
@@ -57,7 +58,7 @@ func ParseItemRef(s string) (ItemRef, error) {
 	unnamed := k == surface.KindInstructions || k == surface.KindServer
 	switch {
 	case !ok:
-		return ItemRef{}, coded.Errorf(ErrItemInvalid.Code, "%q: want KIND:NAME with KIND one of tool, prompt, resource, resourceTemplate, uiContent, or instructions or server", clip(s))
+		return ItemRef{}, coded.Errorf(ErrItemInvalid.Code, "%q: want KIND:NAME with KIND one of tool, prompt, resource, resourceTemplate, uiContent, promptMessages, or instructions or server", clip(s))
 	case unnamed && hasName:
 		return ItemRef{}, coded.Errorf(ErrItemInvalid.Code, "%q: the %s has no name; name it as %s", clip(s), kind, kind)
 	case !unnamed && name == "":

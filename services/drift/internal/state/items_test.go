@@ -28,6 +28,8 @@ func TestParseItemRef(t *testing.T) {
 		{"server:x", ItemRef{}, true},
 		{"uiContent:ui://notes/view.html", ItemRef{"uiContent", "ui://notes/view.html"}, false},
 		{"uiContent", ItemRef{}, true},
+		{"promptMessages:summarize", ItemRef{"promptMessages", "summarize"}, false},
+		{"promptMessages", ItemRef{}, true},
 		{"tool:", ItemRef{}, true},
 		{"tool", ItemRef{}, true},
 		{"tools:x", ItemRef{}, true},

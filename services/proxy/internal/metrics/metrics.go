@@ -66,7 +66,7 @@ type Metrics struct {
 	alerts                      map[session.Code]prometheus.Counter
 	listings                    prometheus.Counter
 	compact                     prometheus.Counter
-	withheld                    [surface.KindUIContent + 1]prometheus.Counter
+	withheld                    [surface.KindPromptMessages + 1]prometheus.Counter
 	dropped                     map[session.Code]prometheus.Counter
 	decisions, shadow           *prometheus.CounterVec // by action; nil until AddPolicy
 }
@@ -116,7 +116,7 @@ func New(reg prometheus.Registerer, ups []Upstream) *Metrics {
 	for _, code := range alertLabels {
 		m.alerts[code] = alerts.WithLabelValues(string(code))
 	}
-	for k := surface.KindTool; k <= surface.KindUIContent; k++ {
+	for k := surface.KindTool; k <= surface.KindPromptMessages; k++ {
 		m.withheld[k] = withheld.WithLabelValues(k.String())
 	}
 	for _, code := range session.DropCodes {
@@ -183,7 +183,7 @@ func (o observer) Call(c session.Call) {
 
 // Withheld implements session.Meter.
 func (m *Metrics) Withheld(kind surface.Kind, n int) {
-	if m != nil && kind >= surface.KindTool && kind <= surface.KindUIContent {
+	if m != nil && kind >= surface.KindTool && kind <= surface.KindPromptMessages {
 		m.withheld[kind].Add(float64(n))
 	}
 }

@@ -15,43 +15,78 @@ import (
 
 // MCP Apps (docs/adr/0016): the HTML a host renders for a tool is what a
 // resources/read of its ui:// resource returns, so those contents are
-// items of the surface (surface.KindUIContent, form v2).
+// items of the surface (surface.KindUIContent, form v2). Prompts
+// (docs/adr/0017): the messages a prompts/get of a prompt that declares
+// no arguments returns are a function of nothing the client sends, so
+// they are items too (surface.KindPromptMessages, form v2), got by the
+// same machinery: the proxy's own gets per round, their bounds, their
+// placeholders, and the agent's answers judged against the approved item.
 //
 //   - When the session has the whole surface to publish and it lists ui://
 //     resources, it reads each of them on its own account first (at most
 //     MaxUIReads, of at most MaxUIReadBytes in all; past that a read's
 //     place in the capture holds a placeholder the engine refuses, so the
 //     surface fails closed: DropUIReadLimit) and publishes the contents
-//     with the listings (the capture's uiContents). A re-listing of the
-//     resources by the proxy reads them all again; any other listing
-//     publishes the contents last read.
+//     with the listings (the capture's uiContents). Likewise it gets each
+//     listed prompt that declares no arguments (at most MaxPromptGets; the
+//     bytes count against the same MaxUIReadBytes: DropPromptGetLimit) and
+//     publishes the messages (the capture's promptMessages). A re-listing
+//     of the resources or the prompts by the proxy gets them all again;
+//     any other listing publishes what was last got.
 //   - An agent's read of a ui:// resource is passed on only when the
 //     contents the server returned hash to the approved item's, and the
 //     server is served (RefuseUIContentNotApproved otherwise; the alert
 //     posture forwards and reports them). Contents that differ from the
 //     ones the session published are kept and the surface is published
 //     again, so that the drift service sees the change.
+//   - An agent's prompts/get of a prompt whose live definition declares no
+//     arguments is judged the same way (RefusePromptMessagesNotApproved),
+//     whatever arguments the agent passes: the answer is hashed, not the
+//     request.
 //   - A tools/call of a tool whose UI link names a resource the baseline
 //     does not approve, or the server's last listing does not list as
 //     approved, is refused (RefuseUILinkNotApproved).
 
-// The bounds of the proxy's own reads of UI resources, per publication.
+// The bounds of the proxy's own gets, per publication: reads of UI
+// resources, gets of argument-less prompts, and the bytes of both
+// together (one bound shared by the two kinds).
 const (
 	MaxUIReads     = 32
+	MaxPromptGets  = 32
 	MaxUIReadBytes = 16 << 20
 )
 
-// uiState is what a session holds of the UI resources; s.mu guards it.
+// gotKey names what one of the proxy's own gets (or an agent's judged one)
+// gets: the read contents of a UI resource (surface.KindUIContent, by
+// uri) or the messages of an argument-less prompt
+// (surface.KindPromptMessages, by name). The zero key gets nothing.
+type gotKey struct {
+	kind surface.Kind
+	name string
+}
+
+// hashGot hashes the result raw of the get k as its item, made with o.
+func hashGot(o surface.Options, k gotKey, raw []byte) (surface.Digest, bool, error) {
+	if k.kind == surface.KindPromptMessages {
+		return surface.HashGetResult(o, k.name, raw)
+	}
+	return surface.HashReadResult(o, k.name, raw)
+}
+
+// uiState is what a session holds of what its own gets got (the UI
+// resources' contents, the argument-less prompts' messages), of the tools'
+// UI links and of the prompts' arguments; s.mu guards it.
 type uiState struct {
-	round   int  // the proxy's own reads under way belong to this round
-	waiting int  // own reads of the round not answered yet
+	round   int  // the proxy's own gets under way belong to this round
+	waiting int  // own gets of the round not answered yet
 	due     bool // the whole surface is to be published once the round is done
-	// results are the read results the capture carries, by uri: of the
-	// last round, or an agent's read since that returned other contents.
-	results map[string][]byte
-	hashes  map[string]surface.Digest // their item hashes, made with with (absent: a placeholder)
+	// results are the results the capture carries, by key: of the last
+	// round, or an agent's get since that returned others.
+	results map[gotKey][]byte
+	hashes  map[gotKey]surface.Digest // their item hashes, made with with (absent: a placeholder)
 	with    surface.Options
 	links   map[string][]string // the UI links of each tool's live definition
+	noArgs  map[string]bool     // whether each prompt's live definition declares no arguments
 }
 
 // uiURIs are the UI resources of the last complete resources listing,
@@ -83,6 +118,69 @@ func (s *Session) isUILocked(uri string) bool {
 	return false
 }
 
+// gotTargets are what the proxy gets on its own account, sorted: the UI
+// resources (uiURIs), then the prompts of the last complete prompts
+// listing whose live definition declares no arguments; s.mu held.
+func (s *Session) gotTargets() []gotKey {
+	var out []gotKey
+	for _, u := range s.uiURIs() {
+		out = append(out, gotKey{surface.KindUIContent, u})
+	}
+	var names []string
+	for name := range s.kinds[surface.KindPrompt].lastItems {
+		if s.ui.noArgs[name] {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		out = append(out, gotKey{surface.KindPromptMessages, n})
+	}
+	return out
+}
+
+// isNoArgPrompt reports whether the prompt name's live definition, as the
+// session that judges this one's requests last saw it, declares no
+// arguments: its messages are pinned.
+func (s *Session) isNoArgPrompt(name string) bool {
+	if name == "" {
+		return false
+	}
+	judge := s.judge()
+	judge.mu.Lock()
+	defer judge.mu.Unlock()
+	return judge.ui.noArgs[name]
+}
+
+// pinsMessages reports whether the baseline of the session's variant pins
+// the messages of the prompt name: a get of it is judged even when the
+// session has not seen the prompt's definition (fail closed).
+func (s *Session) pinsMessages(ctx context.Context, name string) bool {
+	if name == "" {
+		return false
+	}
+	v, ok := s.view(ctx, s.currentVariant(), false)
+	if !ok {
+		return false
+	}
+	_, pinned := v.Items[ItemKey{surface.KindPromptMessages, name}]
+	return pinned
+}
+
+// notePrompts records whether each prompt of a page declares no
+// arguments (src: the bytes its items' spans are offsets in); s.mu held.
+func (s *Session) notePrompts(items []surface.PageItem, src []byte) {
+	for _, it := range items {
+		if it.Start < 0 || it.End > len(src) || it.Start > it.End {
+			continue
+		}
+		if s.ui.noArgs == nil {
+			s.ui.noArgs = map[string]bool{}
+		}
+		s.ui.noArgs[it.Name] = surface.PromptTakesNoArguments(src[it.Start:it.End])
+	}
+}
+
 // isUI is isUILocked on the session that judges this one's requests.
 func (s *Session) isUI(uri string) bool {
 	if uri == "" {
@@ -95,11 +193,12 @@ func (s *Session) isUI(uri string) bool {
 }
 
 // uiReadsDue reports whether the whole surface waits for the proxy's own
-// reads of its UI resources before it is published, and starts them
-// (their requests are returned, to be sent once s.mu is released): always
-// after the proxy's own resources listing, and whenever a listed UI
-// resource has not been read. s.mu held; fresh says the resources were
-// just listed by the proxy.
+// gets (reads of its UI resources, gets of its argument-less prompts)
+// before it is published, and starts them (their requests are returned,
+// to be sent once s.mu is released): always after the proxy's own
+// resources or prompts listing, and whenever a listed target has not been
+// got. s.mu held; fresh says the resources or prompts were just listed by
+// the proxy.
 func (s *Session) uiReadsDue(fresh bool) [][]byte {
 	ui := &s.ui
 	if ui.waiting > 0 {
@@ -109,31 +208,42 @@ func (s *Session) uiReadsDue(fresh bool) [][]byte {
 	if s.hashOptions().Form < surface.FormV2 {
 		return nil // form v1 pins no contents
 	}
-	uris := s.uiURIs()
+	keys := s.gotTargets()
 	missing := false
-	for _, u := range uris {
-		if _, ok := ui.results[u]; !ok {
+	for _, k := range keys {
+		if _, ok := ui.results[k]; !ok {
 			missing = true
 		}
 	}
-	if len(uris) == 0 || !fresh && !missing {
+	if len(keys) == 0 || !fresh && !missing {
 		return nil
 	}
 	ui.round++
 	ui.due = true
-	ui.results, ui.hashes, ui.with = map[string][]byte{}, map[string]surface.Digest{}, s.hashOptions()
+	ui.results, ui.hashes, ui.with = map[gotKey][]byte{}, map[gotKey]surface.Digest{}, s.hashOptions()
 	var reqs [][]byte
-	for i, u := range uris {
-		if i >= MaxUIReads {
-			s.Dropped(DropUIReadLimit)
-			ui.results[u] = placeholder(fmt.Sprintf("%s: the server lists more than %d UI resources; the proxy reads at most that many", DropUIReadLimit, MaxUIReads))
+	count := map[surface.Kind]int{}
+	for _, k := range keys {
+		count[k.kind]++
+		if bound, code, what := limitOf(k.kind); count[k.kind] > bound {
+			s.Dropped(code)
+			ui.results[k] = placeholder(fmt.Sprintf("%s: the server lists more than %d %s; the proxy gets at most that many", code, bound, what))
 			continue
 		}
-		reqs = append(reqs, s.ownReadLocked(u))
+		reqs = append(reqs, s.ownReadLocked(k))
 		ui.waiting++
 	}
 	s.assembling = true
 	return reqs
+}
+
+// limitOf returns the bound of the proxy's own gets of kind per round, the
+// drop code past it, and what they are.
+func limitOf(kind surface.Kind) (int, Code, string) {
+	if kind == surface.KindPromptMessages {
+		return MaxPromptGets, DropPromptGetLimit, "prompts that take no arguments"
+	}
+	return MaxUIReads, DropUIReadLimit, "UI resources"
 }
 
 // placeholder stands in a capture for a read result the proxy could not
@@ -144,17 +254,22 @@ func placeholder(why string) []byte {
 	return []byte(`{"mcpdrift/unreadable":` + strconv.Quote(why) + `}`)
 }
 
-// ownReadLocked registers the proxy's own resources/read of uri in the
+// ownReadLocked registers the proxy's own get k (a resources/read of a UI
+// resource's uri, a prompts/get of a prompt's name, no arguments) in the
 // current round and returns the request; s.mu held.
-func (s *Session) ownReadLocked(uri string) []byte {
+func (s *Session) ownReadLocked(k gotKey) []byte {
 	id := s.ownIDLocked()
-	s.own[id] = pendingReq{method: jsonrpc.MethodResourcesRead, own: true, read: uri, gen: s.ui.round}
-	b := []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"` + jsonrpc.MethodResourcesRead + `","params":{`)
+	method, param := jsonrpc.MethodResourcesRead, `"uri":`
+	if k.kind == surface.KindPromptMessages {
+		method, param = jsonrpc.MethodPromptsGet, `"name":`
+	}
+	s.own[id] = pendingReq{method: method, own: true, got: k, gen: s.ui.round}
+	b := []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":{`)
 	if meta := s.cfg.OwnMeta; meta != nil {
 		b = append(strconv.AppendQuote(b, jsonrpc.MetaKey), ':')
 		b = append(append(b, meta...), ',')
 	}
-	b = canonjson.AppendString(append(b, `"uri":`...), uri)
+	b = canonjson.AppendString(append(b, param...), k.name)
 	return append(b, "}}"...)
 }
 
@@ -190,7 +305,7 @@ func (s *Session) expireReads(round int) {
 	s.mu.Lock()
 	var ids []string
 	for id, p := range s.own {
-		if p.read != "" && p.gen == round {
+		if p.got.kind != 0 && p.gen == round {
 			ids = append(ids, id)
 		}
 	}
@@ -218,7 +333,7 @@ func (s *Session) ownReadFailed(id, why string) {
 func (s *Session) readDone(p pendingReq, result []byte, why string) {
 	s.mu.Lock()
 	ui := &s.ui
-	if p.read == "" || p.gen != ui.round || ui.waiting == 0 {
+	if p.got.kind == 0 || p.gen != ui.round || ui.waiting == 0 {
 		s.mu.Unlock()
 		return // of a round superseded
 	}
@@ -228,14 +343,15 @@ func (s *Session) readDone(p pendingReq, result []byte, why string) {
 	}
 	switch {
 	case result == nil:
-		ui.results[p.read] = placeholder(why)
+		ui.results[p.got] = placeholder(why)
 	case total+len(result) > MaxUIReadBytes:
-		s.Dropped(DropUIReadLimit)
-		ui.results[p.read] = placeholder(fmt.Sprintf("%s: the UI resources' contents add up to more than %d bytes", DropUIReadLimit, MaxUIReadBytes))
+		_, code, _ := limitOf(p.got.kind)
+		s.Dropped(code)
+		ui.results[p.got] = placeholder(fmt.Sprintf("%s: the UI resources' contents and the prompts' messages add up to more than %d bytes", code, MaxUIReadBytes))
 	default:
-		ui.results[p.read] = bytes.Clone(result)
-		if h, ok, err := surface.HashReadResult(ui.with, p.read, result); err == nil && ok {
-			ui.hashes[p.read] = h
+		ui.results[p.got] = bytes.Clone(result)
+		if h, ok, err := hashGot(ui.with, p.got, result); err == nil && ok {
+			ui.hashes[p.got] = h
 		}
 	}
 	ui.waiting--
@@ -274,29 +390,30 @@ func (s *Session) publishWholeLocked() {
 	s.publish(variant, c, sum)
 }
 
-// uiCapture adds the UI contents to a capture being written: those of the
-// resources the last complete listing lists; s.mu held.
+// uiCapture adds what the proxy's gets got to a capture being written:
+// the contents of the UI resources and the messages of the argument-less
+// prompts the last complete listings list; s.mu held.
 func (s *Session) uiCapture(c *capture, sum *summary) int {
 	if s.hashOptions().Form < surface.FormV2 || len(s.ui.results) == 0 {
 		return 0
 	}
 	size := 0
-	for _, u := range s.uiURIs() {
-		r, ok := s.ui.results[u]
+	for _, k := range s.gotTargets() {
+		r, ok := s.ui.results[k]
 		if !ok {
 			continue
 		}
-		if c.ui == nil {
-			c.ui = map[string][]byte{}
+		if c.got == nil {
+			c.got = map[gotKey][]byte{}
 		}
-		c.ui[u] = r
-		size += len(u) + len(r) + 4
-		h, hashed := s.ui.hashes[u]
+		c.got[k] = r
+		size += len(k.name) + len(r) + 4
+		h, hashed := s.ui.hashes[k]
 		if !hashed || s.ui.with != sum.with {
 			sum.ok = false // a placeholder, or hashed otherwise: let the parse say
 			continue
 		}
-		sum.items = append(sum.items, surface.Item{Kind: surface.KindUIContent, Name: u, Hash: h})
+		sum.items = append(sum.items, surface.Item{Kind: k.kind, Name: k.name, Hash: h})
 	}
 	return size
 }
@@ -369,16 +486,17 @@ func (s *Session) checkLinks(ctx context.Context, tool string, code Code, text s
 	return RefuseUILinkNotApproved, fmt.Sprintf("mcpdrift withheld this call: tool %q of server %q links the UI %q, which the server does not list as an approved resource: a host would render a UI nobody reviewed. An admin must review and approve it first.", tool, s.cfg.Server, u), "", "", false
 }
 
-// uiAnswer decides on the server's answer to an agent's read of the UI
-// resource p.read: passed on only when its contents hash to the approved
-// item's and the server is served (the alert posture passes them and
-// reports); otherwise the agent gets RefuseUIContentNotApproved. Contents
-// other than those the session published are published.
+// uiAnswer decides on the server's answer to an agent's get p.got (a read
+// of a UI resource, a prompts/get of an argument-less prompt): passed on
+// only when the result hashes to the approved item's and the server is
+// served (the alert posture passes it and reports); otherwise the agent
+// gets RefuseUIContentNotApproved (RefusePromptMessagesNotApproved).
+// Results other than those the session published are published.
 func (s *Session) uiAnswer(ctx context.Context, p pendingReq, m *jsonrpc.Message) []byte {
 	if m.Result == nil {
-		return m.Raw // an error shows no UI
+		return m.Raw // an error shows no UI, puts no message in the context
 	}
-	uri := p.read
+	k := p.got
 	v, ok := s.view(ctx, s.currentVariant(), false)
 	if ok && v.Hashing.Form < surface.FormV2 {
 		return m.Raw // form v1 pins no contents
@@ -387,21 +505,25 @@ func (s *Session) uiAnswer(ctx context.Context, p pendingReq, m *jsonrpc.Message
 	if ok {
 		opts = v.Hashing
 	}
-	h, hashed, err := surface.HashReadResult(opts, uri, m.Result)
-	if err != nil || !hashed {
-		s.Withheld(surface.KindUIContent)
-		return Reply(m.ID, RefuseUIContentNotApproved, fmt.Sprintf("mcpdrift withheld this read: the contents server %q returned for %q could not be judged (%s).", s.cfg.Server, uri, codeOf(err)))
+	code, what, act := RefuseUIContentNotApproved, "the UI", "read"
+	if k.kind == surface.KindPromptMessages {
+		code, what, act = RefusePromptMessagesNotApproved, "the prompt messages", "prompt"
 	}
-	s.judge().keepRead(uri, m.Result, h, opts)
-	approved, inBaseline := v.Items[ItemKey{surface.KindUIContent, uri}]
+	h, hashed, err := hashGot(opts, k, m.Result)
+	if err != nil || !hashed {
+		s.Withheld(k.kind)
+		return Reply(m.ID, code, fmt.Sprintf("mcpdrift withheld this %s: %s server %q returned for %q could not be judged (%s).", act, what, s.cfg.Server, k.name, codeOf(err)))
+	}
+	s.judge().keepRead(k, m.Result, h, opts)
+	approved, inBaseline := v.Items[ItemKey{k.kind, k.name}]
 	switch {
 	case ok && v.Serve && inBaseline && approved == h:
 		return m.Raw
 	case ok && v.Serve && v.Alert:
-		return m.Raw // served whole; the drift service hears of the contents (keepRead)
+		return m.Raw // served whole; the drift service hears of the result (keepRead)
 	}
-	s.Withheld(surface.KindUIContent)
-	return Reply(m.ID, RefuseUIContentNotApproved, fmt.Sprintf("mcpdrift withheld this read: the UI that server %q returned for %q is not the approved one (new or changed). An admin must review and approve it first.", s.cfg.Server, uri))
+	s.Withheld(k.kind)
+	return Reply(m.ID, code, fmt.Sprintf("mcpdrift withheld this %s: %s that server %q returned for %q is not the approved one (new or changed). An admin must review and approve it first.", act, what, s.cfg.Server, k.name))
 }
 
 // Withheld counts one item of kind withheld from the client.
@@ -411,14 +533,14 @@ func (s *Session) Withheld(kind surface.Kind) {
 	}
 }
 
-// keepRead records an agent's read of uri whose contents hash to h (made
-// with o): when they differ from the contents the session published, they
-// become the session's, and the whole surface is published again, so that
-// the drift service judges them.
-func (s *Session) keepRead(uri string, result []byte, h surface.Digest, o surface.Options) {
+// keepRead records an agent's get uri whose result hashes to h (made with
+// o): when it differs from the result the session published, it becomes
+// the session's, and the whole surface is published again, so that the
+// drift service judges it.
+func (s *Session) keepRead(uri gotKey, result []byte, h surface.Digest, o surface.Options) {
 	s.mu.Lock()
 	ui := &s.ui
-	if old, ok := ui.hashes[uri]; (ok && old == h && ui.with == o) || !slices.Contains(s.uiURIs(), uri) || !s.published[s.variant] {
+	if old, ok := ui.hashes[uri]; (ok && old == h && ui.with == o) || !slices.Contains(s.gotTargets(), uri) || !s.published[s.variant] {
 		s.mu.Unlock()
 		return // the same, or not a listed UI resource, or nothing published to set it in
 	}
@@ -426,7 +548,7 @@ func (s *Session) keepRead(uri string, result []byte, h surface.Digest, o surfac
 		// Hashed otherwise than the session's: hash them all again.
 		ui.with = o
 		for u, r := range ui.results {
-			if hh, ok, err := surface.HashReadResult(o, u, r); err == nil && ok {
+			if hh, ok, err := hashGot(o, u, r); err == nil && ok {
 				ui.hashes[u] = hh
 			} else {
 				delete(ui.hashes, u)
@@ -438,7 +560,7 @@ func (s *Session) keepRead(uri string, result []byte, h surface.Digest, o surfac
 		}
 	}
 	if ui.results == nil {
-		ui.results, ui.hashes = map[string][]byte{}, map[string]surface.Digest{}
+		ui.results, ui.hashes = map[gotKey][]byte{}, map[gotKey]surface.Digest{}
 	}
 	total := len(result)
 	for u, r := range ui.results {
@@ -447,8 +569,9 @@ func (s *Session) keepRead(uri string, result []byte, h surface.Digest, o surfac
 		}
 	}
 	if total > MaxUIReadBytes {
-		s.Dropped(DropUIReadLimit)
-		ui.results[uri] = placeholder(fmt.Sprintf("%s: the UI resources' contents add up to more than %d bytes", DropUIReadLimit, MaxUIReadBytes))
+		_, code, _ := limitOf(uri.kind)
+		s.Dropped(code)
+		ui.results[uri] = placeholder(fmt.Sprintf("%s: the UI resources' contents and the prompts' messages add up to more than %d bytes", code, MaxUIReadBytes))
 		delete(ui.hashes, uri)
 	} else {
 		ui.results[uri], ui.hashes[uri] = bytes.Clone(result), h

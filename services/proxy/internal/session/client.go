@@ -166,9 +166,14 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) verdict
 			return verdict{refusal: Reply(m.ID, code, text)}
 		}
 		p := pendingReq{method: m.Method}
-		if m.Method == jsonrpc.MethodResourcesRead {
+		switch m.Method {
+		case jsonrpc.MethodResourcesRead:
 			if uri := stringParam(m, "uri"); s.isUI(uri) {
-				p.read = uri // its answer shows a UI: judged (uiAnswer)
+				p.got = gotKey{surface.KindUIContent, uri} // its answer shows a UI: judged (uiAnswer)
+			}
+		case jsonrpc.MethodPromptsGet:
+			if name := stringParam(m, "name"); s.isNoArgPrompt(name) || s.pinsMessages(ctx, name) {
+				p.got = gotKey{surface.KindPromptMessages, name} // its messages are pinned: judged (uiAnswer)
 			}
 		}
 		s.mu.Lock()

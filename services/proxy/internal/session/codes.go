@@ -36,6 +36,10 @@ const (
 	// (MCP Apps) whose returned contents are not the approved ones (new or
 	// changed), or cannot be judged.
 	RefuseUIContentNotApproved Code = "ui_content_not_approved"
+	// RefusePromptMessagesNotApproved: prompts/get of a prompt that
+	// declares no arguments whose returned messages are not the approved
+	// ones (new or changed), or cannot be judged.
+	RefusePromptMessagesNotApproved Code = "prompt_messages_not_approved"
 	// RefuseUILinkNotApproved: tools/call of a tool whose UI link names a
 	// resource the baseline does not approve or the server does not list.
 	RefuseUILinkNotApproved Code = "ui_link_not_approved"
@@ -147,7 +151,12 @@ const (
 	// capture holds a placeholder the engine refuses), so the server is
 	// held.
 	DropUIReadLimit Code = "ui_read_limit"
+	// DropPromptGetLimit: the proxy's own gets of the server's
+	// argument-less prompts went past their bound (MaxPromptGets prompts,
+	// or MaxUIReadBytes bytes shared with the UI reads): what is past it is
+	// not got, and the surface published fails, so the server is held.
+	DropPromptGetLimit Code = "prompt_get_limit"
 )
 
 // DropCodes lists every drop code.
-var DropCodes = []Code{DropUnreadable, DropAmbiguous, DropUnmatched, DropFraming, DropServerClosed, DropServerBacklog, DropCoalesced, DropBacklog, DropUIReadLimit}
+var DropCodes = []Code{DropUnreadable, DropAmbiguous, DropUnmatched, DropFraming, DropServerClosed, DropServerBacklog, DropCoalesced, DropBacklog, DropUIReadLimit, DropPromptGetLimit}

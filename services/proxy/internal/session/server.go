@@ -228,7 +228,7 @@ func (s *Session) unreadableAnswer(id []byte, code Code, why string) (answer []b
 	s.mu.Unlock()
 	switch {
 	case isOwn:
-		if own.read != "" {
+		if own.got.kind != 0 {
 			s.readDone(own, nil, why)
 		}
 		if own.kind != 0 {
@@ -475,7 +475,7 @@ func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message, mayWait
 		return s.pinInit(ctx, s.currentVariant(), m), nil, nil
 	case p.kind != 0:
 		return s.listPage(ctx, p.kind, m, mayWait)
-	case p.read != "":
+	case p.got.kind != 0:
 		return s.uiAnswer(ctx, p, m), nil, nil
 	case p.method == jsonrpc.MethodToolsCall:
 		seen.calls = append(seen.calls, Call{Tool: p.tool, Error: m.Error != nil || isToolError(m.Result), Latency: time.Since(p.start), ArgsDigest: p.digest, AlertCode: p.alert, Arguments: p.args, Policy: p.policy})
@@ -691,9 +691,9 @@ func (s *Session) ownIDLocked() string {
 }
 
 func (s *Session) ownResponse(p pendingReq, m *jsonrpc.Message) error {
-	if p.read != "" {
+	if p.got.kind != 0 {
 		if m.Result == nil {
-			s.readDone(p, nil, "the server answered the proxy's read with an error")
+			s.readDone(p, nil, "the server answered the proxy's get with an error")
 		} else {
 			s.readDone(p, m.Result, "")
 		}

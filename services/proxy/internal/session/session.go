@@ -243,9 +243,11 @@ type pendingReq struct {
 	rawArgs []byte
 	gen     int  // the proxy's own listing a page request belongs to (a read: its round)
 	own     bool // a request of the proxy's own
-	// read is the ui:// resource a resources/read reads (the proxy's own,
-	// or an agent's whose answer is judged: uiAnswer).
-	read string
+	// got is what a resources/read or prompts/get gets whose answer is
+	// pinned (the proxy's own, or an agent's whose answer is judged:
+	// uiAnswer): a UI resource's contents, an argument-less prompt's
+	// messages.
+	got gotKey
 }
 
 var listKinds = map[string]surface.Kind{
@@ -562,7 +564,7 @@ func (s *Session) adoptHashing(o surface.Options) {
 		ui.with = o
 		clear(ui.hashes)
 		for u, r := range ui.results {
-			if h, ok, err := surface.HashReadResult(o, u, r); err == nil && ok {
+			if h, ok, err := hashGot(o, u, r); err == nil && ok {
 				ui.hashes[u] = h
 			}
 		}
@@ -815,6 +817,18 @@ func (s *Session) addPage(k surface.Kind, by owner, m *jsonrpc.Message) (page, b
 			f.mu.Unlock()
 		}
 	}
+	if k == surface.KindPrompt {
+		src := result
+		if d, _, ok := m.Parsed(); ok && pg.spans {
+			src = d.Source()
+		}
+		s.notePrompts(items, src)
+		if f := s.cfg.Follow; f != nil && (s.variant == "" || s.variant == f.currentVariant()) {
+			f.mu.Lock()
+			f.notePrompts(items, src)
+			f.mu.Unlock()
+		}
+	}
 	if k == surface.KindTool && s.cfg.ToolsPage != nil {
 		names := make([]string, len(items))
 		for i, it := range items {
@@ -921,9 +935,10 @@ func (s *Session) finishListing(k surface.Kind, by owner) {
 			return
 		}
 	}
-	if reads := s.uiReadsDue(by == byProxy && k == surface.KindResource); len(reads) > 0 || s.ui.waiting > 0 {
-		// The UI resources' contents are part of the surface: the last of
-		// the proxy's reads publishes it (apps.go).
+	if reads := s.uiReadsDue(by == byProxy && (k == surface.KindResource || k == surface.KindPrompt)); len(reads) > 0 || s.ui.waiting > 0 {
+		// The UI resources' contents and the argument-less prompts'
+		// messages are part of the surface: the last of the proxy's gets
+		// publishes it (apps.go).
 		s.mu.Unlock()
 		s.sendReads(reads)
 		return
@@ -1157,7 +1172,7 @@ func (s *Session) captureLocked() (capture, summary) {
 type capture struct {
 	init  []byte
 	pages [surface.KindResourceTemplate + 1][][]byte
-	ui    map[string][]byte // the UI resources' read results, by uri (form v2)
+	got   map[gotKey][]byte // the UI resources' read results and the prompts' get results (form v2)
 }
 
 // bytes writes the capture document.
@@ -1186,21 +1201,26 @@ func (c capture) bytes() []byte {
 		b.Write(bytes.Join(c.pages[k], []byte{','}))
 		b.WriteString(`]}`)
 	}
-	if len(c.ui) > 0 {
-		member(surface.KindUIContent.ListKey())
-		b.WriteByte('{')
-		uris := make([]string, 0, len(c.ui))
-		for u := range c.ui {
-			uris = append(uris, u)
+	for _, kind := range []surface.Kind{surface.KindUIContent, surface.KindPromptMessages} {
+		var names []string
+		for k := range c.got {
+			if k.kind == kind {
+				names = append(names, k.name)
+			}
 		}
-		slices.Sort(uris)
-		for i, u := range uris {
+		if len(names) == 0 {
+			continue
+		}
+		member(kind.ListKey())
+		b.WriteByte('{')
+		slices.Sort(names)
+		for i, n := range names {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			b.Write(canonjson.AppendString(nil, u))
+			b.Write(canonjson.AppendString(nil, n))
 			b.WriteByte(':')
-			b.Write(c.ui[u])
+			b.Write(c.got[gotKey{kind, n}])
 		}
 		b.WriteByte('}')
 	}
