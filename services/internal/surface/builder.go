@@ -313,12 +313,11 @@ func (b *Builder) AddInitializeIn(d *canonjson.Doc, n canonjson.NodeID) error {
 // every item of it from one parse.
 func (b *Builder) AddInitializeResult(raw []byte) error { return b.initialize(raw, nil, 0) }
 
-// initialize adds every item of the initialize result raw, read as the
-// value n of d, or parsed by b when d is nil.
-func (b *Builder) initialize(raw []byte, d *canonjson.Doc, n canonjson.NodeID) error {
-	if err := b.take(len(raw)); err != nil {
-		return err
-	}
+// readIn returns the value a result is read from: raw parsed by b when d
+// is nil (n is then its root), else n of d, the caller's parse of raw,
+// checked as a parse of raw alone would be (its size, and numbers a lax
+// parse let through).
+func (b *Builder) readIn(raw []byte, d *canonjson.Doc, n canonjson.NodeID) (*canonjson.Doc, canonjson.NodeID, error) {
 	var err error
 	switch {
 	case d == nil:
@@ -329,6 +328,16 @@ func (b *Builder) initialize(raw []byte, d *canonjson.Doc, n canonjson.NodeID) e
 	default:
 		err = d.StrictIn(n)
 	}
+	return d, n, err
+}
+
+// initialize adds every item of the initialize result raw, read as the
+// value n of d, or parsed by b when d is nil.
+func (b *Builder) initialize(raw []byte, d *canonjson.Doc, n canonjson.NodeID) error {
+	if err := b.take(len(raw)); err != nil {
+		return err
+	}
+	d, n, err := b.readIn(raw, d, n)
 	if err != nil {
 		e := jsonFail(err)
 		e.Kind = KindInstructions
@@ -924,17 +933,7 @@ func appendSurfaceDoc(dst []byte, s *Surface) []byte {
 	// when there are some, so that a surface without any hashes as before.
 	if pm := s.Of(KindPromptMessages); len(pm) > 0 {
 		member(KindPromptMessages.ListKey())
-		dst = append(dst, '{')
-		for i, it := range pm {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = canonjson.AppendString(dst, it.Name)
-			dst = append(dst, ':', '"')
-			dst = it.Hash.AppendText(dst)
-			dst = append(dst, '"')
-		}
-		dst = append(dst, '}')
+		dst = appendHashes(dst, pm)
 	}
 	for _, k := range []Kind{KindPrompt, KindResourceTemplate, KindResource, KindServer, 0, KindTool} {
 		if k == 0 {
@@ -955,33 +954,30 @@ func appendSurfaceDoc(dst []byte, s *Surface) []byte {
 			continue
 		}
 		member(k.ListKey())
-		dst = append(dst, '{')
-		for i, it := range s.Of(k) {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = canonjson.AppendString(dst, it.Name)
-			dst = append(dst, ':', '"')
-			dst = it.Hash.AppendText(dst)
-			dst = append(dst, '"')
-		}
-		dst = append(dst, '}')
+		dst = appendHashes(dst, s.Of(k))
 	}
 	// Form v2: the read contents of the UI resources, a member only when
 	// there are some, so that a surface without any hashes as before.
 	if ui := s.Of(KindUIContent); len(ui) > 0 {
 		member(KindUIContent.ListKey())
-		dst = append(dst, '{')
-		for i, it := range ui {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = canonjson.AppendString(dst, it.Name)
-			dst = append(dst, ':', '"')
-			dst = it.Hash.AppendText(dst)
-			dst = append(dst, '"')
+		dst = appendHashes(dst, ui)
+	}
+	return append(dst, '}')
+}
+
+// appendHashes writes items as the surface document lists a kind: an
+// object of their hashes by name (items sorted by name, as Of returns
+// them).
+func appendHashes(dst []byte, items []Item) []byte {
+	dst = append(dst, '{')
+	for i, it := range items {
+		if i > 0 {
+			dst = append(dst, ',')
 		}
-		dst = append(dst, '}')
+		dst = canonjson.AppendString(dst, it.Name)
+		dst = append(dst, ':', '"')
+		dst = it.Hash.AppendText(dst)
+		dst = append(dst, '"')
 	}
 	return append(dst, '}')
 }

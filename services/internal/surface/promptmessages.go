@@ -86,38 +86,9 @@ func (b *Builder) addGetResult(name string, n canonjson.NodeID) *Error {
 		return &Error{Code: CodeTooManyItems, Msg: "more than the limit of " + itoa(b.lim.MaxItems) + " prompt messages"}
 	}
 	off := len(b.arena)
-	b.arena = append(b.arena, '{')
-	wrote := false
-	for j := range d.Len(r) {
-		k, v := d.Member(r, j)
-		want, covered := getFields[string(d.Decoded(k))]
-		if !covered || d.Kind(v) == canonjson.Null {
-			continue
-		}
-		if got := d.Kind(v); got != want {
-			return &Error{Code: CodeInvalidField, Msg: "the result's " + d.Text(k) + " is a " + got.String() + ", want a " + want.String()}
-		}
-		if err := foldedDeep(d, v); err != nil {
-			return err
-		}
-		mark := len(b.arena)
-		if wrote {
-			b.arena = append(b.arena, ',')
-		}
-		b.arena = d.Append(b.arena, k)
-		b.arena = append(b.arena, ':')
-		if d.StringIs(k, "_meta") {
-			var kept bool
-			if b.arena, kept = appendKept(b.arena, d, v, func(k, _ canonjson.NodeID) bool { return volatileMeta(d, k) }); !kept {
-				b.arena = b.arena[:mark] // nothing but volatile members: as absent
-				continue
-			}
-		} else {
-			b.arena = d.Append(b.arena, v)
-		}
-		wrote = true
+	if err := b.appendCovered(r, getFields, "the result's "); err != nil {
+		return err
 	}
-	b.arena = append(b.arena, '}')
 	b.kinds[KindPromptMessages].items++
 	b.pending = append(b.pending, pending{kind: KindPromptMessages, name: name, off: off, end: len(b.arena),
 		start: int32(d.Offset(n)), stop: int32(d.Offset(n) + len(d.Raw(n))), hash: b.opt.Hash.Sum(b.arena[off:])})

@@ -61,16 +61,7 @@ func (b *Builder) readResult(uri string, raw []byte, d *canonjson.Doc, n canonjs
 	if err := b.take(len(raw)); err != nil {
 		return err
 	}
-	var err error
-	switch {
-	case d == nil:
-		err = b.doc.Parse(raw, b.opt.jsonLimits())
-		d, n = &b.doc, canonjson.Root
-	case len(raw) > b.lim.MaxBytes:
-		err = &canonjson.Error{Code: canonjson.CodeTooLarge, Msg: "the result is " + itoa(len(raw)) + " bytes, over the limit of " + itoa(b.lim.MaxBytes)}
-	default:
-		err = d.StrictIn(n)
-	}
+	d, n, err := b.readIn(raw, d, n)
 	if err != nil {
 		e := jsonFail(err)
 		e.Kind, e.Item = KindUIContent, uri
@@ -124,43 +115,56 @@ func (b *Builder) addReadResult(uri string, n canonjson.NodeID) *Error {
 		if i > 0 {
 			b.arena = append(b.arena, ',')
 		}
-		b.arena = append(b.arena, '{')
-		wrote := false
-		for j := range d.Len(el) {
-			k, v := d.Member(el, j)
-			want, covered := contentFields[string(d.Decoded(k))]
-			if !covered || d.Kind(v) == canonjson.Null {
-				continue
-			}
-			if got := d.Kind(v); got != want {
-				return &Error{Code: CodeInvalidField, Msg: "a content's " + d.Text(k) + " is a " + got.String() + ", want a " + want.String()}
-			}
-			if err := foldedDeep(d, v); err != nil {
-				return err
-			}
-			mark := len(b.arena)
-			if wrote {
-				b.arena = append(b.arena, ',')
-			}
-			b.arena = d.Append(b.arena, k)
-			b.arena = append(b.arena, ':')
-			if d.StringIs(k, "_meta") {
-				var kept bool
-				if b.arena, kept = appendKept(b.arena, d, v, func(k, _ canonjson.NodeID) bool { return volatileMeta(d, k) }); !kept {
-					b.arena = b.arena[:mark] // nothing but volatile members: as absent
-					continue
-				}
-			} else {
-				b.arena = d.Append(b.arena, v)
-			}
-			wrote = true
+		if err := b.appendCovered(el, contentFields, "a content's "); err != nil {
+			return err
 		}
-		b.arena = append(b.arena, '}')
 	}
 	b.arena = append(b.arena, "]}"...)
 	b.kinds[KindUIContent].items++
 	b.pending = append(b.pending, pending{kind: KindUIContent, name: uri, off: off, end: len(b.arena),
 		start: int32(d.Offset(n)), stop: int32(d.Offset(n) + len(d.Raw(n))), hash: b.opt.Hash.Sum(b.arena[off:])})
+	return nil
+}
+
+// appendCovered writes the object obj with the members fields covers,
+// each checked to be of its kind and to read one way only (whose names the
+// caller has checked with foldedMembers), in canonical order: a null
+// member is absent, and a _meta member keeps its members but the volatile
+// ones (absent when none is left). what begins a message about a member.
+func (b *Builder) appendCovered(obj canonjson.NodeID, fields map[string]canonjson.Kind, what string) *Error {
+	d := b.d
+	b.arena = append(b.arena, '{')
+	wrote := false
+	for j := range d.Len(obj) {
+		k, v := d.Member(obj, j)
+		want, covered := fields[string(d.Decoded(k))]
+		if !covered || d.Kind(v) == canonjson.Null {
+			continue
+		}
+		if got := d.Kind(v); got != want {
+			return &Error{Code: CodeInvalidField, Msg: what + d.Text(k) + " is a " + got.String() + ", want a " + want.String()}
+		}
+		if err := foldedDeep(d, v); err != nil {
+			return err
+		}
+		mark := len(b.arena)
+		if wrote {
+			b.arena = append(b.arena, ',')
+		}
+		b.arena = d.Append(b.arena, k)
+		b.arena = append(b.arena, ':')
+		if d.StringIs(k, "_meta") {
+			var kept bool
+			if b.arena, kept = appendKept(b.arena, d, v, func(k, _ canonjson.NodeID) bool { return volatileMeta(d, k) }); !kept {
+				b.arena = b.arena[:mark] // nothing but volatile members: as absent
+				continue
+			}
+		} else {
+			b.arena = d.Append(b.arena, v)
+		}
+		wrote = true
+	}
+	b.arena = append(b.arena, '}')
 	return nil
 }
 
