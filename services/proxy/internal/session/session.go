@@ -805,27 +805,25 @@ func (s *Session) addPage(k surface.Kind, by owner, m *jsonrpc.Message) (page, b
 		}
 		f.mu.Unlock()
 	}
-	if k == surface.KindTool {
-		src := result
-		if d, _, ok := m.Parsed(); ok && pg.spans {
-			src = d.Source()
-		}
-		s.noteUILinks(items, src)
-		if f := s.cfg.Follow; f != nil && (s.variant == "" || s.variant == f.currentVariant()) {
-			f.mu.Lock()
-			f.noteUILinks(items, src)
-			f.mu.Unlock()
-		}
+	// What the items' definitions say that later decisions need (the tools'
+	// UI links, which prompts take no arguments), noted here and in the
+	// session this one follows, like the live items above.
+	var note func(*Session, []surface.PageItem, []byte)
+	switch k {
+	case surface.KindTool:
+		note = (*Session).noteUILinks
+	case surface.KindPrompt:
+		note = (*Session).notePrompts
 	}
-	if k == surface.KindPrompt {
+	if note != nil {
 		src := result
 		if d, _, ok := m.Parsed(); ok && pg.spans {
 			src = d.Source()
 		}
-		s.notePrompts(items, src)
+		note(s, items, src)
 		if f := s.cfg.Follow; f != nil && (s.variant == "" || s.variant == f.currentVariant()) {
 			f.mu.Lock()
-			f.notePrompts(items, src)
+			note(f, items, src)
 			f.mu.Unlock()
 		}
 	}
