@@ -19,11 +19,17 @@ write one JSON object to stdout:
    "tools": {"pages": [<result>, ...]},
    "prompts": {"pages": [...]},
    "resources": {"pages": [...]},
-   "resourceTemplates": {"pages": [...]}}
+   "resourceTemplates": {"pages": [...]},
+   "uiContents": {"ui://...": <result>, ...},
+   "promptMessages": {"<prompt>": <result>, ...}}
 
 Each <result> is the server's JSON-RPC result, byte for byte. prompts,
 resources and resourceTemplates appear only when the server advertises the
-capability. The server inherits this environment and working directory; its
+capability. uiContents holds a resources/read of every listed UI resource
+(a ui:// uri, or one a tool's UI link names), promptMessages a prompts/get
+of every listed prompt that takes no arguments: what a proxy pins beside
+the listings, read as it reads them, so that the capture hashes as the
+proxy's surface does (docs/adr/0016, 0017). The server inherits this environment and working directory; its
 stderr is copied to stderr. Nothing is written to stdout unless the capture
 completes.
 

@@ -3,14 +3,18 @@
 //
 // Run starts the server, performs the initialize handshake, then lists every
 // page of tools/list and, when the server advertises the matching capability,
-// of prompts/list, resources/list and resources/templates/list. It writes one
-// JSON object:
+// of prompts/list, resources/list and resources/templates/list, then reads
+// what a proxy pins beside the listings (the contents of every UI resource,
+// the messages of every prompt that takes no arguments; in the order the
+// engine lists them, by name). It writes one JSON object:
 //
 //	{"initialize": <result>,
 //	 "tools": {"pages": [<result>, ...]},
 //	 "prompts": {"pages": [...]},
 //	 "resources": {"pages": [...]},
-//	 "resourceTemplates": {"pages": [...]}}
+//	 "resourceTemplates": {"pages": [...]},
+//	 "uiContents": {"ui://...": <result>, ...},
+//	 "promptMessages": {"<prompt>": <result>, ...}}
 //
 // Each <result> is the "result" member of the server's JSON-RPC response,
 // copied byte for byte: nothing is decoded and re-encoded, so escapes, key
@@ -27,6 +31,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
 
 // Defaults applied by Run to zero-valued Config fields.
@@ -165,6 +171,14 @@ type captured struct {
 	prompts    []json.RawMessage
 	resources  []json.RawMessage
 	templates  []json.RawMessage
+	ui         []named // the UI resources' read results (uiContents)
+	messages   []named // the argument-less prompts' get results (promptMessages)
+}
+
+// named is a result by the name it was asked for.
+type named struct {
+	name   string
+	result json.RawMessage
 }
 
 // encode writes the capture format by hand so every result keeps its bytes.
@@ -192,6 +206,28 @@ func (c *captured) encode() []byte {
 			b.Write(p)
 		}
 		b.WriteString(`]}`)
+	}
+	for _, m := range []struct {
+		key     string
+		results []named
+	}{
+		{"uiContents", c.ui},
+		{"promptMessages", c.messages},
+	} {
+		if len(m.results) == 0 {
+			continue
+		}
+		b.WriteString(`,"` + m.key + `":{`)
+		for i, r := range m.results {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			name, _ := json.Marshal(r.name)
+			b.Write(name)
+			b.WriteByte(':')
+			b.Write(r.result)
+		}
+		b.WriteByte('}')
 	}
 	b.WriteString("}\n")
 	return b.Bytes()
@@ -231,7 +267,51 @@ func (s *session) capture(ctx context.Context, cfg Config) (*captured, error) {
 			return nil, err
 		}
 	}
+	if err := s.contents(ctx, c); err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+// contents gets what a proxy pins beside the listings, as the proxy gets
+// it itself before it publishes a surface (docs/adr/0016 and 0017): the
+// contents of every listed UI resource (a ui:// uri, or one a tool's UI
+// link names) and the messages of every listed prompt that declares no
+// arguments, so that a capture hashes as the proxy's surface does. A
+// listing the engine cannot read has none: the capture is written as it
+// is, and fingerprinting it says why.
+func (s *session) contents(ctx context.Context, c *captured) error {
+	sf, err := surface.Parse(c.encode(), surface.Options{Form: surface.FormV2})
+	if err != nil {
+		return nil
+	}
+	linked := map[string]bool{}
+	for _, t := range sf.Of(surface.KindTool) {
+		for _, u := range surface.UILinks(t) {
+			linked[u] = true
+		}
+	}
+	for _, r := range sf.Of(surface.KindResource) {
+		if !surface.IsUIResource(r.Name) && !linked[r.Name] {
+			continue
+		}
+		res, err := s.call(ctx, "resources/read", map[string]string{"uri": r.Name})
+		if err != nil {
+			return fmt.Errorf("reading the UI resource %s: %w", quoteShort([]byte(r.Name)), err)
+		}
+		c.ui = append(c.ui, named{r.Name, res})
+	}
+	for _, p := range sf.Of(surface.KindPrompt) {
+		if !surface.PromptTakesNoArguments(p.Canonical) {
+			continue
+		}
+		res, err := s.call(ctx, "prompts/get", map[string]string{"name": p.Name})
+		if err != nil {
+			return fmt.Errorf("getting the prompt %s: %w", quoteShort([]byte(p.Name)), err)
+		}
+		c.messages = append(c.messages, named{p.Name, res})
+	}
+	return nil
 }
 
 // list reads every page of a paginated list method.

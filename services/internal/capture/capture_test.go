@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
 
 // fakeConfig returns a Config that runs the test binary as a fake server.
@@ -36,7 +38,8 @@ func TestRunCapturesRawBytes(t *testing.T) {
 		`,"tools":{"pages":[` + fakeTools1 + `,` + fakeTools2 + `,` + fakeTools3 + `]}` +
 		`,"prompts":{"pages":[` + fakePrompts + `]}` +
 		`,"resources":{"pages":[` + fakeResources1 + `,` + fakeResources2 + `]}` +
-		`,"resourceTemplates":{"pages":[` + fakeTemplates + `]}}` + "\n"
+		`,"resourceTemplates":{"pages":[` + fakeTemplates + `]}` +
+		`,"promptMessages":{"greet":` + fakeGreet + `}}` + "\n"
 	if got := out.String(); got != want {
 		t.Errorf("capture differs\ngot:  %s\nwant: %s", got, want)
 	}
@@ -57,6 +60,41 @@ func TestRunCapturesRawBytes(t *testing.T) {
 		if !strings.Contains(stderr.String(), want+"\n") {
 			t.Errorf("server stderr lacks %q; it is:\n%s", want, stderr.String())
 		}
+	}
+}
+
+// A capture holds what a proxy pins beside the listings, got as the proxy
+// gets it: the contents of every UI resource (a ui:// uri, or one a tool's
+// UI link names) and the messages of every prompt that takes no
+// arguments; never a resource that is no UI, nor a prompt with arguments.
+// The engine reads them as items.
+func TestRunCapturesUIContentsAndPromptMessages(t *testing.T) {
+	t.Parallel()
+	var out, stderr bytes.Buffer
+	if err := Run(context.Background(), fakeConfig(t, "apps"), &out, &stderr); err != nil {
+		t.Fatalf("Run: %v\nserver stderr:\n%s", err, stderr.String())
+	}
+	for _, want := range []string{
+		`,"uiContents":{"https://apps.example/widget.html":` + fakeAppsRead("https://apps.example/widget.html") +
+			`,"ui://notes/view.html":` + fakeAppsRead("ui://notes/view.html") + `}`,
+		`,"promptMessages":{"emptyArgs":{"messages":[{"role":"user","content":{"type":"text","text":"prompt emptyArgs"}}]},` +
+			`"plain":{"messages":[{"role":"user","content":{"type":"text","text":"prompt plain"}}]}}}`,
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("capture lacks %s\nit is: %s", want, out.String())
+		}
+	}
+	for _, never := range []string{"fake: read file:///data", "fake: get withArgs"} {
+		if strings.Contains(stderr.String(), never) {
+			t.Errorf("the capture asked for what a proxy does not pin (%s)", never)
+		}
+	}
+	sf, err := surface.Parse(out.Bytes(), surface.Options{Form: surface.FormV2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ui, pm := len(sf.Of(surface.KindUIContent)), len(sf.Of(surface.KindPromptMessages)); ui != 2 || pm != 2 {
+		t.Fatalf("the engine reads %d UI contents and %d prompt messages, want 2 and 2", ui, pm)
 	}
 }
 

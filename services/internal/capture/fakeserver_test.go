@@ -39,6 +39,15 @@ const (
 	fakeResources1 = `{"resources":[{"uri":"file:///a","name":"a"}],"nextCursor":"r2"}`
 	fakeResources2 = `{"resources":[{"uri":"file:///b","name":"b"}]}`
 	fakeTemplates  = `{"resourceTemplates":[{"uriTemplate":"file:///{path}","name":"files"}]}`
+	fakeGreet      = `{"messages":[{"role":"user","content":{"type":"text","text":"Hi <there> \u0026 welcome"}}]}`
+
+	// The apps mode: a ui:// resource, one a tool's UI link names in
+	// another scheme, and one that is no UI; prompts without arguments,
+	// with an empty list of them, and with one.
+	fakeAppsTools     = `{"tools":[{"name":"show","inputSchema":{"type":"object"},"_meta":{"ui":{"resourceUri":"https://apps.example/widget.html"}}}]}`
+	fakeAppsResources = `{"resources":[{"uri":"ui://notes/view.html","name":"view","mimeType":"text/html;profile=mcp-app"},` +
+		`{"uri":"https://apps.example/widget.html","name":"widget"},{"uri":"file:///data","name":"data"}]}`
+	fakeAppsPrompts = `{"prompts":[{"name":"plain"},{"name":"emptyArgs","arguments":[]},{"name":"withArgs","arguments":[{"name":"x"}]}]}`
 )
 
 type fakeRequest struct {
@@ -46,6 +55,8 @@ type fakeRequest struct {
 	Method string          `json:"method"`
 	Params struct {
 		Cursor *string `json:"cursor"`
+		Name   string  `json:"name"`
+		URI    string  `json:"uri"`
 	} `json:"params"`
 }
 
@@ -120,6 +131,8 @@ var fakeModes = map[string]func(f *fakeServer, r fakeRequest, line string) bool{
 			}
 		case "prompts/list":
 			f.respond(r.ID, fakePrompts)
+		case "prompts/get":
+			f.respond(r.ID, fakeGreet)
 		case "resources/list":
 			if cursorOf(r) == "r2" {
 				f.respond(r.ID, fakeResources2)
@@ -128,6 +141,29 @@ var fakeModes = map[string]func(f *fakeServer, r fakeRequest, line string) bool{
 			}
 		case "resources/templates/list":
 			f.respond(r.ID, fakeTemplates)
+		}
+		return true
+	},
+	// apps serves UI resources and prompts (fakeApps*), reporting each
+	// read and get on stderr.
+	"apps": func(f *fakeServer, r fakeRequest, _ string) bool {
+		switch r.Method {
+		case "initialize":
+			f.respond(r.ID, fakeInit)
+		case "tools/list":
+			f.respond(r.ID, fakeAppsTools)
+		case "prompts/list":
+			f.respond(r.ID, fakeAppsPrompts)
+		case "resources/list":
+			f.respond(r.ID, fakeAppsResources)
+		case "resources/templates/list":
+			f.respond(r.ID, `{"resourceTemplates":[]}`)
+		case "resources/read":
+			fmt.Fprintf(os.Stderr, "fake: read %s\n", r.Params.URI)
+			f.respond(r.ID, fakeAppsRead(r.Params.URI))
+		case "prompts/get":
+			fmt.Fprintf(os.Stderr, "fake: get %s\n", r.Params.Name)
+			f.respond(r.ID, `{"messages":[{"role":"user","content":{"type":"text","text":"prompt `+r.Params.Name+`"}}]}`)
 		}
 		return true
 	},
@@ -249,4 +285,9 @@ func runFakeServer(mode string) int {
 			return 0
 		}
 	}
+}
+
+// fakeAppsRead is the apps mode's read result for uri.
+func fakeAppsRead(uri string) string {
+	return `{"contents":[{"uri":"` + uri + `","mimeType":"text/html;profile=mcp-app","text":"<html><body>` + uri + `</body></html>"}]}`
 }
