@@ -134,11 +134,7 @@ func syncParams(h http.Header, msg []byte, book *paramBook) {
 		}
 		switch d.Kind(at) {
 		case canonjson.String:
-			v := d.Text(at)
-			if !headerSafe(v) || v != stringsTrim(v) {
-				v = "=?base64?" + base64.StdEncoding.EncodeToString([]byte(v)) + "?="
-			}
-			h.Set(header, v)
+			h.Set(header, headerValue(d.Text(at)))
 		case canonjson.True:
 			h.Set(header, "true")
 		case canonjson.False:
@@ -161,4 +157,14 @@ func stringsTrim(v string) string {
 		j--
 	}
 	return v[i:j]
+}
+
+// headerValue is v as a request metadata header carries it (Mcp-Name,
+// Mcp-Param-*): as it is when it is visible ASCII without white space at
+// its ends, else in the Base64 sentinel form =?base64?...?=.
+func headerValue(v string) string {
+	if !headerSafe(v) || v != stringsTrim(v) {
+		return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(v)) + "?="
+	}
+	return v
 }

@@ -980,6 +980,16 @@ func (f *front) ownPost(ctx context.Context, target string, h http.Header, body 
 	h.Set("Accept", "application/json, text/event-stream")
 	if m, err := jsonrpc.Parse(body, jsonrpc.Limits{}); err == nil && m.Method != "" {
 		h.Set("Mcp-Method", m.Method)
+		// A request that names an item (the proxy's own reads of UI
+		// resources and gets of prompts) mirrors it in Mcp-Name, which a
+		// 2026-07-28 server requires.
+		if key, ok := nameParam[m.Method]; ok {
+			if d, params, ok := m.ParamsObject(); ok {
+				if v, ok := d.Get(params, key); ok && d.Kind(v) == canonjson.String {
+					h.Set("Mcp-Name", headerValue(d.Text(v)))
+				}
+			}
+		}
 	}
 	resp, err := f.send(ctx, http.MethodPost, target, h, body)
 	if err != nil {
