@@ -176,6 +176,9 @@ func TestAdminAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := nc.Flush(); err != nil { // the server has the subscription before anything is published
+		t.Fatal(err)
+	}
 	fx := "../internal/surface/testdata/real/memory/"
 	t0 := time.Now()
 	a := s.observe("mem", "o1", fx+"2025.8.4.json", t0)

@@ -63,6 +63,11 @@ func TestPolicyAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The server has the subscription before the first action is
+	// published on another connection (it lost the first one now and then).
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	raw, err := os.ReadFile("../internal/policy/testdata/issue14.yaml")
 	if err != nil {
 		t.Fatal(err)

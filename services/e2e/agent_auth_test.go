@@ -282,6 +282,9 @@ func TestAgentClientCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := p.nc.Flush(); err != nil { // the server has the subscription before anything is published
+		t.Fatal(err)
+	}
 	_, upURL := httpUpstream(t, nil)
 	base := runHTTPProxy(t, "mtls", "--nats-url", p.nc.ConnectedUrl(), "--upstream", "web="+upURL,
 		"--tls-cert", pki.ServerCert, "--tls-key", pki.ServerKey, "--client-ca", pki.CA)

@@ -38,6 +38,9 @@ func TestPipelineGuardInvisible(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if err := p.nc.Flush(); err != nil { // the server has the subscription before anything is published
+			t.Fatal(err)
+		}
 		for i, opt := range []bool{false, true} {
 			id := fmt.Sprint(tc.server, "-", i)
 			if _, err := bus.Publish(ctx, p.js, bus.ListObservationSubject("acme", tc.server), observation(t, "acme", tc.server, id, capture(tc.desc, opt)), id); err != nil {

@@ -134,6 +134,9 @@ func TestPipelineDrift(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := p.nc.Flush(); err != nil { // the server has the subscription before anything is published
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	for i, fx := range []string{"2026.1.14", "2026.8.31"} {
 		capture, err := os.ReadFile("../internal/surface/testdata/real/filesystem/" + fx + ".json")

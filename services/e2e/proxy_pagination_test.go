@@ -225,6 +225,9 @@ func TestPaginationEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := p.nc.Flush(); err != nil { // the server has the subscription before anything is published
+		t.Fatal(err)
+	}
 	defer sub.Unsubscribe()
 	a := startPagedProxy(t, p.nc.ConnectedUrl(), "paged", "pages")
 
@@ -307,6 +310,9 @@ func TestPaginationHostile(t *testing.T) {
 		t.Run(tt.mode, func(t *testing.T) {
 			sub, err := p.nc.SubscribeSync(bus.ListObservationSubject("default", tt.mode))
 			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.nc.Flush(); err != nil { // the server has the subscription before anything is published
 				t.Fatal(err)
 			}
 			defer sub.Unsubscribe()

@@ -91,6 +91,9 @@ func TestOpsHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := b.NC.Flush(); err != nil { // the server has the subscription before anything is published
+		t.Fatal(err)
+	}
 	defer sub.Unsubscribe()
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -51,6 +51,9 @@ func TestSetupLeavesWhatIsAsWanted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := nc.Flush(); err != nil { // the server has the subscription before anything is published
+		t.Fatal(err)
+	}
 	if _, err := bus.Setup(ctx, js, bus.Config{}); err != nil {
 		t.Fatal(err)
 	}
@@ -119,6 +122,9 @@ func TestVerdictReadableWithoutGeneratedCode(t *testing.T) {
 	}
 	sub, err := nc.SubscribeSync(bus.Prefix + ".drift.>")
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil { // the server has the subscription before anything is published
 		t.Fatal(err)
 	}
 	v := &mcpdriftv1.Verdict{EventId: "v-1", Tenant: "acme", Server: "fs", Status: mcpdriftv1.Status_STATUS_CHANGED,

@@ -383,6 +383,9 @@ func TestPoisonIsDeadLettered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := e.nc.Flush(); err != nil { // the server has the subscription before anything is published
+		t.Fatal(err)
+	}
 	svc, _ := e.start(Config{})
 	if _, err := bus.Publish(context.Background(), e.js, bus.FingerprintSubject("acme", "x"), []byte("not protobuf \xff"), "junk"); err != nil {
 		t.Fatal(err)

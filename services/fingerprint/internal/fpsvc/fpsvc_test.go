@@ -253,6 +253,9 @@ func terminations(t *testing.T, nc *nats.Conn) *nats.Subscription {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := nc.Flush(); err != nil { // the server has the subscription before anything is published
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
 	return sub
 }
