@@ -102,13 +102,13 @@ func (b *Builder) addCapture(root canonjson.NodeID) error {
 			continue
 		}
 		if key == KindUIContent.ListKey() {
-			if err := b.addUIContents(v); err != nil {
+			if err := b.addNamedResults(v, KindUIContent, `{"<uri>": <read result>, ...}`, (*Builder).addReadResult); err != nil {
 				return err
 			}
 			continue
 		}
 		if key == KindPromptMessages.ListKey() {
-			if err := b.addPromptMessages(v); err != nil {
+			if err := b.addNamedResults(v, KindPromptMessages, `{"<name>": <prompts/get result>, ...}`, (*Builder).addGetResult); err != nil {
 				return err
 			}
 			continue
@@ -162,43 +162,23 @@ func clipText(s string) string {
 	return s[:cut] + "..."
 }
 
-// addUIContents adds the capture member uiContents: an object mapping each
-// ui:// resource's uri to the resources/read result the server returned
-// for it (form v2; a v1 surface carries none, and the member is ignored).
-func (b *Builder) addUIContents(v canonjson.NodeID) error {
+// addNamedResults adds a capture member of results by name (uiContents:
+// each ui:// resource's uri to the resources/read result the server
+// returned for it; promptMessages: each argument-less prompt's name to its
+// prompts/get result), each written by add as an item of kind (form v2; a
+// v1 surface carries none, and the member is ignored).
+func (b *Builder) addNamedResults(v canonjson.NodeID, kind Kind, want string, add func(b *Builder, name string, n canonjson.NodeID) *Error) error {
 	d := b.d
 	if d.Kind(v) != canonjson.Object {
-		return &Error{Code: CodeInvalidCapture, Kind: KindUIContent, Msg: "want {\"<uri>\": <read result>, ...}"}
+		return &Error{Code: CodeInvalidCapture, Kind: kind, Msg: "want " + want}
 	}
 	if b.opt.Form < FormV2 {
 		return nil
 	}
 	for i := range d.Len(v) {
 		k, r := d.Member(v, i)
-		if err := b.addReadResult(d.Text(k), r); err != nil {
-			err.Kind, err.Item = KindUIContent, d.Text(k)
-			return err
-		}
-	}
-	return nil
-}
-
-// addPromptMessages adds the capture member promptMessages: an object
-// mapping each argument-less prompt's name to the prompts/get result the
-// server returned for it (form v2; a v1 surface carries none, and the
-// member is ignored).
-func (b *Builder) addPromptMessages(v canonjson.NodeID) error {
-	d := b.d
-	if d.Kind(v) != canonjson.Object {
-		return &Error{Code: CodeInvalidCapture, Kind: KindPromptMessages, Msg: "want {\"<name>\": <prompts/get result>, ...}"}
-	}
-	if b.opt.Form < FormV2 {
-		return nil
-	}
-	for i := range d.Len(v) {
-		k, r := d.Member(v, i)
-		if err := b.addGetResult(d.Text(k), r); err != nil {
-			err.Kind, err.Item = KindPromptMessages, d.Text(k)
+		if err := add(b, d.Text(k), r); err != nil {
+			err.Kind, err.Item = kind, d.Text(k)
 			return err
 		}
 	}

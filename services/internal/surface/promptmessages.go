@@ -33,26 +33,7 @@ var getNames = []string{"description", "messages", "_meta"}
 // with a messages array of objects, or that reads two ways, fails as a
 // page does.
 func (b *Builder) AddGetResult(name string, raw []byte) error {
-	if b.opt.Form < FormV2 {
-		return b.take(0) // v1 surfaces never carry prompt messages
-	}
-	if err := b.take(len(raw)); err != nil {
-		return err
-	}
-	if err := b.doc.Parse(raw, b.opt.jsonLimits()); err != nil {
-		e := jsonFail(err)
-		e.Kind, e.Item = KindPromptMessages, name
-		b.err = e
-		return e
-	}
-	b.d = &b.doc
-	b.lastFrom = len(b.pending)
-	if e := b.addGetResult(name, canonjson.Root); e != nil {
-		e.Kind, e.Item = KindPromptMessages, name
-		b.err = e
-		return e
-	}
-	return nil
+	return b.namedResult(KindPromptMessages, name, raw, nil, 0, (*Builder).addGetResult)
 }
 
 // addGetResult writes the canonical form of a prompts/get result:

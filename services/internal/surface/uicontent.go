@@ -42,21 +42,26 @@ var contentNames = []string{"uri", "mimeType", "text", "blob", "_meta"}
 // v1 it adds nothing. A result that is not an object with a contents array
 // of objects, or that reads two ways, fails as a page does.
 func (b *Builder) AddReadResult(uri string, raw []byte) error {
-	return b.readResult(uri, raw, nil, 0)
+	return b.namedResult(KindUIContent, uri, raw, nil, 0, (*Builder).addReadResult)
 }
 
 // AddReadResultIn is AddReadResult for a result the caller has parsed
 // already, as the value n of d (see AddPageIn).
 func (b *Builder) AddReadResultIn(uri string, d *canonjson.Doc, n canonjson.NodeID) error {
 	if b.lim.MaxDepth < canonjson.DefaultLimits.MaxDepth-1 || !b.readsInPlace(d) {
-		return b.readResult(uri, d.Raw(n), nil, 0)
+		return b.namedResult(KindUIContent, uri, d.Raw(n), nil, 0, (*Builder).addReadResult)
 	}
-	return b.readResult(uri, d.Raw(n), d, n)
+	return b.namedResult(KindUIContent, uri, d.Raw(n), d, n, (*Builder).addReadResult)
 }
 
-func (b *Builder) readResult(uri string, raw []byte, d *canonjson.Doc, n canonjson.NodeID) error {
+// namedResult adds the result raw (read as n of d, or parsed by b when d
+// is nil) as the item of kind named name, written by add: the shell every
+// result a proxy reads or gets on its own account shares (form v2 only,
+// the byte budget, the strict parse, errors labelled with the item).
+func (b *Builder) namedResult(kind Kind, name string, raw []byte, d *canonjson.Doc, n canonjson.NodeID,
+	add func(b *Builder, name string, n canonjson.NodeID) *Error) error {
 	if b.opt.Form < FormV2 {
-		return b.take(0) // v1 surfaces never carry UI contents
+		return b.take(0) // v1 surfaces never carry them
 	}
 	if err := b.take(len(raw)); err != nil {
 		return err
@@ -64,15 +69,15 @@ func (b *Builder) readResult(uri string, raw []byte, d *canonjson.Doc, n canonjs
 	d, n, err := b.readIn(raw, d, n)
 	if err != nil {
 		e := jsonFail(err)
-		e.Kind, e.Item = KindUIContent, uri
+		e.Kind, e.Item = kind, name
 		b.err = e
 		return e
 	}
 	b.d = d
 	defer func() { b.d = &b.doc }()
 	b.lastFrom = len(b.pending)
-	if e := b.addReadResult(uri, n); e != nil {
-		e.Kind, e.Item = KindUIContent, uri
+	if e := add(b, name, n); e != nil {
+		e.Kind, e.Item = kind, name
 		b.err = e
 		return e
 	}

@@ -146,10 +146,16 @@ func (s *Session) isNoArgPrompt(name string) bool {
 	if name == "" {
 		return false
 	}
+	return s.askJudge(func(j *Session) bool { return j.ui.noArgs[name] })
+}
+
+// askJudge runs ask on the session that judges this one's requests, with
+// its lock held.
+func (s *Session) askJudge(ask func(j *Session) bool) bool {
 	judge := s.judge()
 	judge.mu.Lock()
 	defer judge.mu.Unlock()
-	return judge.ui.noArgs[name]
+	return ask(judge)
 }
 
 // pinsMessages reports whether the baseline of the session's variant pins
@@ -186,10 +192,7 @@ func (s *Session) isUI(uri string) bool {
 	if uri == "" {
 		return false
 	}
-	judge := s.judge()
-	judge.mu.Lock()
-	defer judge.mu.Unlock()
-	return judge.isUILocked(uri)
+	return s.askJudge(func(j *Session) bool { return j.isUILocked(uri) })
 }
 
 // uiReadsDue reports whether the whole surface waits for the proxy's own
