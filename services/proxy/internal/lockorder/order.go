@@ -83,7 +83,7 @@ var Order = []Nesting{
 	{"fleet.outbox.mu", "fleet.Publisher.warnMu",
 		"The outbox reports the events it evicts to make room (`noteDrop`) under its lock."},
 	{"streamhttp.front.mu", "session.Session.mu",
-		"`startMonitor` (under `front.mu`, which keeps one monitor per variant) makes the monitor's session and hands it the opening message (`ownClient`): a session nobody else holds yet, and an opening message, which the session decides without asking its gate."},
+		"`startMonitor` (under `front.mu`, which keeps one monitor per variant) makes the monitor's session and hands it the opening message (`ownClient`): a session nobody else holds yet, and an opening message, which the session decides without asking its gate. `addLocked`, forgetting sessions past the limit, tells each it ended (`Session.End`, which takes only the session's lock)."},
 	{"streamhttp.front.mu", "streamhttp.tracked.mu",
 		"`register` names a tracked session with the id the upstream gave."},
 	{"fleet.Gate.mu", "fleet.StatusWatch.needMu",

@@ -2,6 +2,7 @@ package session
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -297,6 +298,88 @@ func TestAppsReadFailsClosed(t *testing.T) {
 		}
 		if meter.Drops(DropUIReadLimit) != 1 {
 			t.Fatalf("dropped %d, want 1 %s", meter.Drops(DropUIReadLimit), DropUIReadLimit)
+		}
+	})
+}
+
+// TestAppsReadLostIsThisSessions: a get of the proxy's own that its
+// transport lost (OwnFailed: the HTTP request failed, the upstream no
+// longer knew the session), or one still under way when the client's
+// session ended (End), is this session's failure alone, not the server's
+// word: its round publishes nothing (a placeholder would hold the server
+// fleet-wide, a surface without the item would read as drift), and a
+// later listing of a live session reads it again and publishes the whole
+// surface. Before, a client that left while the proxy read its UI or got
+// its prompts made the server "changed" for every agent.
+func TestAppsReadLostIsThisSessions(t *testing.T) {
+	open := func(r *rig) (readID string) {
+		r.client(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}`)
+		r.server(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"resources":{}},"serverInfo":{"name":"notes","version":"1"}}}`)
+		r.client(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		id, _ := r.ownRequest("tools/list")
+		r.server(`{"jsonrpc":"2.0","id":` + id + `,"result":{"tools":[` + viewTool + `]}}`)
+		id, _ = r.ownRequest("resources/templates/list")
+		r.server(`{"jsonrpc":"2.0","id":` + id + `,"result":{"resourceTemplates":[]}}`)
+		id, _ = r.ownRequest("resources/list")
+		r.server(`{"jsonrpc":"2.0","id":` + id + `,"result":{"resources":[` + appResource + `]}}`)
+		readID, _ = r.ownRequest("resources/read")
+		return readID
+	}
+	whole := func(r *rig) int {
+		r.obs.mu.Lock()
+		defer r.obs.mu.Unlock()
+		return len(r.obs.whole)
+	}
+	t.Run("lost", func(t *testing.T) {
+		r := newRig(t)
+		r.gate.v, r.gate.ok = appsBaseline(t, viewTool), true
+		readID := open(r)
+		r.mu.Lock()
+		var req []byte
+		for _, m := range r.toServer {
+			if strings.Contains(m, `"id":`+readID) {
+				req = []byte(m)
+			}
+		}
+		r.mu.Unlock()
+		r.s.OwnFailed(req, errors.New("404 Not Found"))
+		if n := whole(r); n != 0 {
+			t.Fatalf("%d whole listings published after the read was lost, want none", n)
+		}
+		// The answer, should it come after all, is of a read given up.
+		r.server(`{"jsonrpc":"2.0","id":` + readID + `,"result":` + appRead(approvedApp) + `}`)
+		if n := whole(r); n != 0 {
+			t.Fatalf("%d whole listings published on the late answer, want none", n)
+		}
+		// The agent lists the resources: the proxy reads the UI again.
+		sent := len(r.toServer)
+		r.client(`{"jsonrpc":"2.0","id":5,"method":"resources/list"}`)
+		r.server(`{"jsonrpc":"2.0","id":5,"result":{"resources":[` + appResource + `]}}`)
+		poll.Eventually(t, 10*time.Second, func() error {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			for _, m := range r.toServer[sent:] {
+				if strings.Contains(m, `"resources/read"`) {
+					return nil
+				}
+			}
+			return errors.New("the proxy did not read the UI again")
+		})
+		id, _ := r.ownRequest("resources/read")
+		r.server(`{"jsonrpc":"2.0","id":` + id + `,"result":` + appRead(approvedApp) + `}`)
+		pub := r.published(1)
+		if len(pub) != 1 || pub[0].Hash != r.gate.v.BaselineHash {
+			t.Fatalf("published %d, the first %q; want the approved surface %s once", len(pub), pub[0].Hash, r.gate.v.BaselineHash)
+		}
+	})
+	t.Run("ended", func(t *testing.T) {
+		r := newRig(t)
+		r.gate.v, r.gate.ok = appsBaseline(t, viewTool), true
+		readID := open(r)
+		r.s.End()
+		r.server(`{"jsonrpc":"2.0","id":` + readID + `,"error":{"code":-32600,"message":"session gone"}}`)
+		if n := whole(r); n != 0 {
+			t.Fatalf("%d whole listings published by a session that ended, want none", n)
 		}
 	})
 }

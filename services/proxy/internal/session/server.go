@@ -229,7 +229,7 @@ func (s *Session) unreadableAnswer(id []byte, code Code, why string) (answer []b
 	switch {
 	case isOwn:
 		if own.got.kind != 0 {
-			s.readDone(own, nil, why)
+			s.readDone(own, nil, why, false)
 		}
 		if own.kind != 0 {
 			s.failListing(own.kind, refOf(own), why, true)
@@ -693,9 +693,9 @@ func (s *Session) ownIDLocked() string {
 func (s *Session) ownResponse(p pendingReq, m *jsonrpc.Message) error {
 	if p.got.kind != 0 {
 		if m.Result == nil {
-			s.readDone(p, nil, "the server answered the proxy's get with an error")
+			s.readDone(p, nil, "the server answered the proxy's get with an error", false)
 		} else {
-			s.readDone(p, m.Result, "")
+			s.readDone(p, m.Result, "", false)
 		}
 		return nil
 	}

@@ -110,6 +110,7 @@ func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		delete(f.legacy, l.id)
 		f.mu.Unlock()
+		l.s.End()
 		// Decisions still made off the reader (bounded by the first-sight
 		// wait) deliver, in order, before the stream ends.
 		if err := l.q.Wait(); err != nil && !errors.Is(err, errClientGone) {
@@ -303,6 +304,7 @@ func (f *front) legacySend(ctx context.Context, l *legacySession, b []byte) {
 	resp, err := f.ownPost(ctx, endpoint, h, b)
 	if err != nil {
 		f.log.Warn().Err(err).Msg("the proxy's own request failed")
+		l.s.OwnFailed(b, err)
 		return
 	}
 	defer resp.Body.Close()

@@ -321,7 +321,11 @@ func (f *front) newMonitor(r *http.Request, o opening) *monitor {
 	cfg.ToolsPage = mon.params.note
 	mon.s = session.New(cfg, f.up.Gate, f.up.Observer, func(b []byte) error {
 		return mon.own.send(f, func() *session.Session { return mon.s }, func(ctx context.Context) {
-			mon.refusedAuth(f.own(ctx, mon.s, mon.ownHeaders(), b))
+			err := f.own(ctx, mon.s, mon.ownHeaders(), b)
+			if err != nil {
+				mon.s.OwnFailed(b, err)
+			}
+			mon.refusedAuth(err)
 		})
 	})
 	// The session learns its variant from the opening message now, so that

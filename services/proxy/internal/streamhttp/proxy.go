@@ -328,7 +328,11 @@ func (f *front) newTracked(agent string) *tracked {
 	t.s = session.New(cfg, f.up.Gate, f.up.Observer, func(b []byte) error {
 		return t.own.send(f, func() *session.Session { return t.s }, func(ctx context.Context) {
 			h := t.ownHeaders()
-			if t.ownRefused(h, f.own(ctx, t.s, h, b)) {
+			err := f.own(ctx, t.s, h, b)
+			if err != nil {
+				t.s.OwnFailed(b, err)
+			}
+			if t.ownRefused(h, err) {
 				t.relistAuthorized(f)
 			}
 		})
@@ -387,6 +391,7 @@ func (f *front) addLocked(t *tracked) {
 			used := s.used.Load() // once: requests on s write it meanwhile
 			if used < idleSince {
 				delete(f.sessions, id)
+				s.s.End()
 				continue
 			}
 			if oldestID == "" || used < oldestUsed {
@@ -394,16 +399,23 @@ func (f *front) addLocked(t *tracked) {
 			}
 		}
 		if len(f.sessions) >= f.p.cfg.MaxSessions && oldestID != "" {
+			f.sessions[oldestID].s.End()
 			delete(f.sessions, oldestID)
 		}
 	}
 	f.sessions[t.id] = t
 }
 
+// forget forgets the session id, which ended (the client deleted it, or
+// the upstream no longer knows it), and tells its session (Session.End).
 func (f *front) forget(id string) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
+	t := f.sessions[id]
 	delete(f.sessions, id)
+	f.mu.Unlock()
+	if t != nil {
+		t.s.End()
+	}
 }
 
 // firstSightWait bounds a wait for what the proxy has not seen yet.
