@@ -17,14 +17,17 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/lockorder"
 )
 
-// Decision is the judgement of one message read (session.Judged).
-type Decision interface {
-	// Now returns the bytes to deliver when the decision is made at once
-	// (waits false), and the error of what was done meanwhile.
-	Now() (out []byte, waits bool, err error)
-	// Decide makes a decision that waits, and returns the bytes to
-	// deliver and the error of what it sent meanwhile.
-	Decide(ctx context.Context) ([]byte, error)
+// Decision is the judgement of one message read (session.Decision), of
+// type D: its own Wait returns it made.
+type Decision[D any] interface {
+	// Waits reports whether the decision is still to be made: Wait
+	// blocks, and the queue runs it off the reader.
+	Waits() bool
+	// Wait returns the decision made.
+	Wait(ctx context.Context) D
+	// Delivery returns, of a decision made, the bytes to deliver and the
+	// error of what was done meanwhile.
+	Delivery() (out []byte, err error)
 	// Report hands what the message showed to its observer; it is called
 	// once the message is delivered.
 	Report()
@@ -50,11 +53,11 @@ const (
 
 // Queue delivers the decisions pushed to it with write, in the order they
 // were pushed.
-type Queue struct {
+type Queue[D Decision[D]] struct {
 	write func([]byte) error
 
 	mu    lockorder.Mutex[lockorder.QueueMu]
-	slots []*slot
+	slots []*slot[D]
 	bytes int   // of the messages settled in slots
 	err   error // the first write that failed: nothing more is written
 	first error // the first error of a write or of a decision made off the reader (Wait)
@@ -64,47 +67,53 @@ type Queue struct {
 	work    sync.WaitGroup                          // decisions made off the reader
 }
 
-type slot struct {
+type slot[D any] struct {
 	done bool
 	out  []byte
-	d    Decision
+	d    D
 }
 
 // New returns a queue that delivers with write (one message per call).
-func New(write func([]byte) error) *Queue { return &Queue{write: write} }
+func New[D Decision[D]](write func([]byte) error) *Queue[D] { return &Queue[D]{write: write} }
 
 // Push queues d, read after everything pushed before, and delivers in order
 // what is decided. A decision that must wait is made off the caller's
 // goroutine, on ctx. frame, when not nil, wraps the bytes to deliver (an
 // SSE event) and may return nil to deliver nothing. Push returns the error
-// of what was done on the reader, the write to the client that failed (on
+// of a decision made at once, the write to the client that failed (on
 // every Push once one has) and the errors of decisions made off the reader
-// since the last Push (once).
-func (q *Queue) Push(ctx context.Context, d Decision, frame func([]byte) []byte) error {
+// since the last Push (once): a decision that waits carries the error of
+// what was done on the reader too (session.Decision.Wait), returned when
+// it is made.
+func (q *Queue[D]) Push(ctx context.Context, d D, frame func([]byte) []byte) error {
 	if frame == nil {
 		frame = func(b []byte) []byte { return b }
 	}
-	sl := &slot{d: d}
+	sl := &slot[D]{d: d}
 	q.mu.Lock()
 	over := len(q.slots) >= maxBacklog || q.bytes >= maxBacklogBytes
 	if over {
 		q.mu.Unlock()
-		if sh, ok := d.(Shedder); ok && sh.Shed() {
-			_, _, err := d.Now()
+		if sh, ok := any(d).(Shedder); ok && sh.Shed() {
+			_, err := d.Delivery()
 			return errors.Join(err, q.failed())
 		}
 		q.mu.Lock()
 	}
 	q.slots = append(q.slots, sl)
 	q.mu.Unlock()
-	out, waits, err := d.Now()
-	if !waits {
+	var err error
+	if !d.Waits() {
+		var out []byte
+		out, err = d.Delivery()
 		q.settle(sl, frame(out), nil)
 	} else {
+		// Its error, with that of what was done on the reader, is the
+		// made decision's (Wait): returned by a later Push, or Wait.
 		q.work.Add(1)
 		go func(ctx context.Context) {
 			defer q.work.Done()
-			out, err := d.Decide(ctx)
+			out, err := d.Wait(ctx).Delivery()
 			q.settle(sl, frame(out), err)
 		}(ctx)
 	}
@@ -117,7 +126,7 @@ func (q *Queue) Push(ctx context.Context, d Decision, frame func([]byte) []byte)
 // Wait waits for the decisions being made off the reader and returns the
 // first error one of them met or a write met, nil when none did. Call it
 // once the reader has stopped pushing.
-func (q *Queue) Wait() error {
+func (q *Queue[D]) Wait() error {
 	q.work.Wait()
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -126,7 +135,7 @@ func (q *Queue) Wait() error {
 
 // failed returns the failed write to the client (every time) and the
 // errors of decisions made off the reader since it was last asked (once).
-func (q *Queue) failed() error {
+func (q *Queue[D]) failed() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	err := errors.Join(q.err, q.fresh)
@@ -135,7 +144,7 @@ func (q *Queue) failed() error {
 }
 
 // record keeps err (a decision's, or a write's when write is set).
-func (q *Queue) record(err error, write bool) {
+func (q *Queue[D]) record(err error, write bool) {
 	if err == nil {
 		return
 	}
@@ -153,7 +162,7 @@ func (q *Queue) record(err error, write bool) {
 
 // settle records what sl delivers (and the error of its decision) and
 // writes every settled message at the head of the queue, in order.
-func (q *Queue) settle(sl *slot, out []byte, err error) {
+func (q *Queue[D]) settle(sl *slot[D], out []byte, err error) {
 	q.record(err, false)
 	q.mu.Lock()
 	sl.done, sl.out = true, out

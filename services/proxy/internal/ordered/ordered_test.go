@@ -13,28 +13,37 @@ import (
 )
 
 // decision is a Decision whose wait ends when release is closed (nil: made
-// at once).
+// at once); with shed it may be shed (a notification decided at once).
 type decision struct {
 	out      string
 	release  chan struct{}
 	err      error // of the decision made off the reader
 	reported *[]string
 	mu       *sync.Mutex
+	shed     *int
 }
 
-func (d decision) Now() ([]byte, bool, error) {
-	if d.release == nil {
-		return []byte(d.out), false, nil
+func (d decision) Waits() bool { return d.release != nil }
+
+func (d decision) Wait(ctx context.Context) decision {
+	if d.release != nil {
+		select {
+		case <-d.release:
+		case <-ctx.Done():
+		}
+		d.release = nil
 	}
-	return nil, true, nil
+	return d
 }
 
-func (d decision) Decide(ctx context.Context) ([]byte, error) {
-	select {
-	case <-d.release:
-	case <-ctx.Done():
+func (d decision) Delivery() ([]byte, error) { return []byte(d.out), d.err }
+
+func (d decision) Shed() bool {
+	if d.shed == nil {
+		return false
 	}
-	return []byte(d.out), d.err
+	*d.shed++
+	return true
 }
 
 func (d decision) Report() {
@@ -50,7 +59,7 @@ func (d decision) Report() {
 func TestInOrder(t *testing.T) {
 	var mu sync.Mutex
 	var written, reported []string
-	q := New(func(b []byte) error {
+	q := New[decision](func(b []byte) error {
 		mu.Lock()
 		defer mu.Unlock()
 		written = append(written, string(b))
@@ -106,7 +115,7 @@ func TestInOrder(t *testing.T) {
 func TestWriteFailureStops(t *testing.T) {
 	gone := errors.New("the client is gone")
 	n := 0
-	q := New(func([]byte) error { n++; return gone })
+	q := New[decision](func([]byte) error { n++; return gone })
 	var mu sync.Mutex
 	var reported []string
 	for _, out := range []string{"a", "b"} {
@@ -122,14 +131,6 @@ func TestWriteFailureStops(t *testing.T) {
 	}
 }
 
-// notice is a decision made at once that the queue may shed.
-type notice struct {
-	decision
-	shed *int
-}
-
-func (n notice) Shed() bool { *n.shed++; return true }
-
 // TestBacklogBounded: behind a decision that waits, the messages read
 // meanwhile are kept up to the bound; notifications past it are shed (and
 // counted by their owner), what cannot be shed is kept, and the order of
@@ -137,7 +138,7 @@ func (n notice) Shed() bool { *n.shed++; return true }
 func TestBacklogBounded(t *testing.T) {
 	var mu sync.Mutex
 	var written, reported []string
-	q := New(func(b []byte) error {
+	q := New[decision](func(b []byte) error {
 		mu.Lock()
 		defer mu.Unlock()
 		written = append(written, string(b))
@@ -151,7 +152,7 @@ func TestBacklogBounded(t *testing.T) {
 	shed := 0
 	const flood = 3 * maxBacklog
 	for i := range flood {
-		if err := q.Push(ctx, notice{decision{out: fmt.Sprint("n", i), reported: &reported, mu: &mu}, &shed}, nil); err != nil {
+		if err := q.Push(ctx, decision{out: fmt.Sprint("n", i), reported: &reported, mu: &mu, shed: &shed}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -27,7 +27,7 @@ var openMethods = map[string]bool{
 // element), as the transport split it (jsonrpc.Split: what cannot be split
 // is the transport's to refuse, in its own way), and says what to send
 // where: the one way a client's message reaches the server.
-func (s *Session) Client(ctx context.Context, raw []byte, msgs []*jsonrpc.Message, batch bool) Outcome {
+func (s *Session) Client(ctx context.Context, raw []byte, msgs []*jsonrpc.Message, batch bool) Decision {
 	if batch {
 		return s.clientBatch(ctx, raw, msgs)
 	}
@@ -35,22 +35,22 @@ func (s *Session) Client(ctx context.Context, raw []byte, msgs []*jsonrpc.Messag
 	v := s.clientMessage(ctx, m)
 	switch {
 	case v.refusal != nil:
-		return Outcome{Reply: v.refusal}
+		return Decision{ToClient: v.refusal}
 	case v.drop:
-		return Outcome{}
+		return Decision{}
 	case v.held != nil:
-		return Outcome{Held: v.held}
+		return Decision{later: v.held}
 	case v.forward != nil:
-		return Outcome{Forward: v.forward}
+		return Decision{ToServer: v.forward}
 	}
-	o := Outcome{Forward: raw, Opened: m.Kind == jsonrpc.KindNotification && m.Method == jsonrpc.MethodInitialized}
+	o := Decision{ToServer: raw, Opened: m.Kind == jsonrpc.KindNotification && m.Method == jsonrpc.MethodInitialized}
 	if o.Opened {
 		s.WillList()
 	}
 	return o
 }
 
-func (s *Session) clientBatch(ctx context.Context, raw []byte, msgs []*jsonrpc.Message) Outcome {
+func (s *Session) clientBatch(ctx context.Context, raw []byte, msgs []*jsonrpc.Message) Decision {
 	var refusals [][]byte
 	var forward [][]byte
 	opened, dropped, rewritten := false, false, false
@@ -79,14 +79,14 @@ func (s *Session) clientBatch(ctx context.Context, raw []byte, msgs []*jsonrpc.M
 		s.WillList()
 	}
 	if len(refusals) == 0 && !dropped && !rewritten {
-		return Outcome{Forward: raw, Opened: opened} // untouched
+		return Decision{ToServer: raw, Opened: opened} // untouched
 	}
-	o := Outcome{Opened: opened}
+	o := Decision{Opened: opened}
 	if len(refusals) > 0 {
-		o.Reply = joinBatch(refusals)
+		o.ToClient = joinBatch(refusals)
 	}
 	if len(forward) > 0 {
-		o.Forward = joinBatch(forward)
+		o.ToServer = joinBatch(forward)
 	}
 	return o
 }

@@ -307,7 +307,7 @@ func TestListChangedIsJudgedBeforeItIsForwarded(t *testing.T) {
 				}
 			}
 			// A call sent now waits for the new listing.
-			call := make(chan Outcome, 1)
+			call := make(chan Decision, 1)
 			go func() {
 				call <- clientOf(context.Background(), r.s, []byte(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"read"}}`))
 			}()
@@ -318,8 +318,8 @@ func TestListChangedIsJudgedBeforeItIsForwarded(t *testing.T) {
 			}
 			r.server(`{"jsonrpc":"2.0","id":` + r.ownID(-1) + `,"result":{"tools":[` + evilRead + `]}}`)
 			o := <-call
-			if o.Forward != nil || !strings.Contains(string(o.Reply), "server_changed") {
-				t.Fatalf("the call after the rug pull: forwarded %s, reply %s", o.Forward, o.Reply)
+			if o.ToServer != nil || !strings.Contains(string(o.ToClient), "server_changed") {
+				t.Fatalf("the call after the rug pull: forwarded %s, reply %s", o.ToServer, o.ToClient)
 			}
 			<-done
 			// The re-listing found a rug pull: the server is closed, and

@@ -20,7 +20,7 @@ import (
 //   - a re-listing is asked for with relistSoon: at most one of each kind
 //     in flight and one more owed (kindState.dirty), however many
 //     list_changed notifications the server sends meanwhile;
-//   - a list_changed held until the proxy has re-listed (Judged.Decide)
+//   - a list_changed held until the proxy has re-listed (Decision.Wait)
 //     holds every later one of the same listings while it waits: they are
 //     dropped (DropCoalesced), the one held says all they would.
 //

@@ -75,24 +75,12 @@ type Decided struct {
 	ApprovalID, ApprovalOutcome, Who string
 }
 
-// Held is a tools/call under pending_approval: Outcome.Held. The transport
-// calls Wait off its reader (it blocks until an admin decides or the
-// bound ends) and then forwards or replies as the returned Outcome says.
-type Held struct {
-	run func(ctx context.Context) Outcome
-}
-
-// Wait waits for the call's approval and returns what to do with it:
-// Forward (approved) or Reply (a policy refusal). ctx ending (the client
-// went away) refuses it.
-func (h *Held) Wait(ctx context.Context) Outcome { return h.run(ctx) }
-
 // verdict is what clientMessage decides on one message.
 type verdict struct {
-	refusal []byte // answer with this instead of forwarding
-	drop    bool   // neither forward nor answer
-	forward []byte // forward these bytes in place of the message's (sanitize)
-	held    *Held  // wait for an approval first
+	refusal []byte                             // answer with this instead of forwarding
+	drop    bool                               // neither forward nor answer
+	forward []byte                             // forward these bytes in place of the message's (sanitize)
+	held    func(ctx context.Context) Decision // wait for an approval first (Decision.Wait)
 }
 
 // enforce evaluates a tools/call that its server's status lets through
@@ -181,7 +169,7 @@ func (s *Session) policyRefusal(m *jsonrpc.Message, p *pendingReq, code Code, te
 	return verdict{refusal: ToolError(m.ID, code, text)}
 }
 
-// hold makes the Held of a call under pending_approval: the message (or
+// hold makes the decision of a call under pending_approval: the message (or
 // forward, its sanitized form, when not nil) and its pending record are
 // kept (copied: the transport's buffer is reused), and the call is
 // forwarded or refused once the approval ends.
@@ -194,7 +182,7 @@ func (s *Session) hold(m *jsonrpc.Message, forward []byte, p *pendingReq, d poli
 	req := ApprovalRequest{Server: s.cfg.Server, Tool: p.tool, Agent: s.cfg.Agent, Rule: d.Rule, Reason: d.Reason,
 		RiskMode: string(d.Mode), ArgsDigest: p.digest, Arguments: bytes.Clone(p.rawArgs)}
 	held.rawArgs = nil
-	return verdict{held: &Held{run: func(ctx context.Context) Outcome {
+	return verdict{held: func(ctx context.Context) Decision {
 		a := Approval{Outcome: ApprovalUnavailable}
 		if s.cfg.Approvals != nil {
 			a = s.cfg.Approvals.Await(ctx, req)
@@ -206,13 +194,13 @@ func (s *Session) hold(m *jsonrpc.Message, forward []byte, p *pendingReq, d poli
 			// drifted or was quarantined meanwhile.
 			if code, text, _, _, _ := s.decide(ctx, surface.KindTool, held.tool); code != "" {
 				s.observe(Call{Tool: held.tool, Refused: true, RefusalCode: code, ArgsDigest: held.digest, Arguments: held.args, Policy: held.policy})
-				return Outcome{Reply: ToolError(id, code, text)}
+				return Decision{ToClient: ToolError(id, code, text)}
 			}
 			held.start = time.Now()
 			s.mu.Lock()
 			s.pending[string(id)] = held
 			s.mu.Unlock()
-			return Outcome{Forward: raw}
+			return Decision{ToServer: raw}
 		}
 		code, why := PolicyApprovalUnavailable, "the approval request could not be delivered to the drift service"
 		switch a.Outcome {
@@ -229,6 +217,6 @@ func (s *Session) hold(m *jsonrpc.Message, forward []byte, p *pendingReq, d poli
 		}
 		reason := denyReason(d)
 		m := &jsonrpc.Message{ID: id}
-		return Outcome{Reply: s.policyRefusal(m, &held, code, fmt.Sprintf("policy deny: %s; the call needed an admin's approval and %s", reason, why)).refusal}
-	}}}
+		return Decision{ToClient: s.policyRefusal(m, &held, code, fmt.Sprintf("policy deny: %s; the call needed an admin's approval and %s", reason, why)).refusal}
+	}}
 }

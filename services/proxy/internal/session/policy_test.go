@@ -58,13 +58,13 @@ const holdDoc = `rules:
 // call inside a batch is refused.
 func TestPolicyCodes(t *testing.T) {
 	ctx := context.Background()
-	call := func(r *rig, id, tool, args string) Outcome {
+	call := func(r *rig, id, tool, args string) Decision {
 		return clientOf(ctx, r.s, []byte(`{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"`+tool+`","arguments":`+args+`}}`))
 	}
-	refusedWith := func(t *testing.T, o Outcome, code Code) {
+	refusedWith := func(t *testing.T, o Decision, code Code) {
 		t.Helper()
-		if o.Forward != nil || !strings.Contains(string(o.Reply), `"mcpdrift/code":"`+string(code)+`"`) || !strings.Contains(string(o.Reply), `"text":"policy deny: `) {
-			t.Errorf("want a refusal %s, got forward %s reply %s", code, o.Forward, o.Reply)
+		if o.ToServer != nil || !strings.Contains(string(o.ToClient), `"mcpdrift/code":"`+string(code)+`"`) || !strings.Contains(string(o.ToClient), `"text":"policy deny: `) {
+			t.Errorf("want a refusal %s, got forward %s reply %s", code, o.ToServer, o.ToClient)
 		}
 	}
 	t.Run("risk_block", func(t *testing.T) {
@@ -79,11 +79,11 @@ func TestPolicyCodes(t *testing.T) {
 		ap := &approver{outcome: ApprovalApproved}
 		r := policyRig(t, holdDoc, string(policy.ModeQuarantine), ap)
 		o := call(r, "7", "read", `{"path":"/a"}`)
-		if o.Held == nil {
+		if !o.Waits() {
 			t.Fatalf("not held: %+v", o)
 		}
-		got := o.Held.Wait(ctx)
-		if !strings.Contains(string(got.Forward), `"id":7`) || got.Reply != nil || len(ap.asked) != 1 || ap.asked[0].RiskMode != "quarantine" {
+		got := o.Wait(ctx)
+		if !strings.Contains(string(got.ToServer), `"id":7`) || got.ToClient != nil || len(ap.asked) != 1 || ap.asked[0].RiskMode != "quarantine" {
 			t.Fatalf("approved: %+v, asked %+v", got, ap.asked)
 		}
 		// The answer reaches the client, and the call's observation says how.
@@ -101,10 +101,10 @@ func TestPolicyCodes(t *testing.T) {
 		t.Run("held_"+c.outcome, func(t *testing.T) {
 			r := policyRig(t, holdDoc, "", &approver{outcome: c.outcome})
 			o := call(r, "8", "write", `{}`)
-			if o.Held == nil {
+			if !o.Waits() {
 				t.Fatalf("not held: %+v", o)
 			}
-			refusedWith(t, o.Held.Wait(ctx), c.code)
+			refusedWith(t, o.Wait(ctx), c.code)
 		})
 	}
 	t.Run("held_in_batch", func(t *testing.T) {
@@ -112,7 +112,7 @@ func TestPolicyCodes(t *testing.T) {
 		raw := `[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"write","arguments":{}}},` +
 			`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read","arguments":{"path":"/a"}}}]`
 		o := clientOf(ctx, r.s, []byte(raw))
-		if o.Held != nil || !strings.Contains(string(o.Reply), string(PolicyApprovalInBatch)) || !strings.Contains(string(o.Forward), `"id":2`) || strings.Contains(string(o.Forward), `"id":1`) {
+		if o.Waits() || !strings.Contains(string(o.ToClient), string(PolicyApprovalInBatch)) || !strings.Contains(string(o.ToServer), `"id":2`) || strings.Contains(string(o.ToServer), `"id":1`) {
 			t.Errorf("batch: %+v", o)
 		}
 	})
@@ -122,31 +122,31 @@ func TestPolicyCodes(t *testing.T) {
   - {id: redact, tenant: default, tool: read, action: sanitize, redact: [$.token]}
 `, string(policy.ModeQuarantine), ap)
 		o := call(r, "9", "read", `{"path":"/a","token":"hunter2"}`)
-		if o.Held == nil {
+		if !o.Waits() {
 			t.Fatalf("not held: %+v", o)
 		}
-		got := o.Held.Wait(ctx)
-		if strings.Contains(string(got.Forward), "hunter2") || !strings.Contains(string(got.Forward), `"token":"`+policy.Redacted+`"`) ||
+		got := o.Wait(ctx)
+		if strings.Contains(string(got.ToServer), "hunter2") || !strings.Contains(string(got.ToServer), `"token":"`+policy.Redacted+`"`) ||
 			len(ap.asked) != 1 || strings.Contains(string(ap.asked[0].Arguments), "hunter2") {
-			t.Errorf("approved: forward %s, asked %s", got.Forward, ap.asked[0].Arguments)
+			t.Errorf("approved: forward %s, asked %s", got.ToServer, ap.asked[0].Arguments)
 		}
 	})
 	t.Run("approved_after_quarantine", func(t *testing.T) {
 		r := policyRig(t, holdDoc, "", &approver{outcome: ApprovalApproved})
 		o := call(r, "10", "write", `{}`)
-		if o.Held == nil {
+		if !o.Waits() {
 			t.Fatalf("not held: %+v", o)
 		}
 		// An admin quarantines the server while the call waits for its
 		// approval: the approval does not carry it there.
 		r.gate.v.Status, r.gate.v.Serve = "quarantined", false
-		got := o.Held.Wait(ctx)
-		if got.Forward != nil || !strings.Contains(string(got.Reply), `"mcpdrift/code":"`+string(RefuseServer("quarantined"))+`"`) {
-			t.Errorf("approved after a quarantine: forward %s reply %s", got.Forward, got.Reply)
+		got := o.Wait(ctx)
+		if got.ToServer != nil || !strings.Contains(string(got.ToClient), `"mcpdrift/code":"`+string(RefuseServer("quarantined"))+`"`) {
+			t.Errorf("approved after a quarantine: forward %s reply %s", got.ToServer, got.ToClient)
 		}
 	})
 	t.Run("no_approvals", func(t *testing.T) {
 		r := policyRig(t, holdDoc, "", nil)
-		refusedWith(t, call(r, "1", "write", `{}`).Held.Wait(ctx), PolicyApprovalUnavailable)
+		refusedWith(t, call(r, "1", "write", `{}`).Wait(ctx), PolicyApprovalUnavailable)
 	})
 }

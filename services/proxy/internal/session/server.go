@@ -33,75 +33,18 @@ import (
 // bytes from upstream reach a client. It never waits itself: a decision
 // that must wait (a listing page whose verdict is due, a server request on
 // first sight, a list_changed held until the proxy has re-listed) is left
-// to Judged.Decide, which a serial transport runs off its reader
-// (package ordered) and any other transport at once (Judged.Wait).
-func (s *Session) Server(ctx context.Context, raw []byte) Judged {
+// to Decision.Wait, which a serial transport runs off its reader (package
+// ordered) and any other transport where it stands.
+func (s *Session) Server(ctx context.Context, raw []byte) Decision {
 	out, later, seen, err := s.judgeServer(ctx, raw, true)
-	return Judged{out: out, later: later, seen: seen, err: err}
-}
-
-// Judged is the session's decision on one message from the server: the
-// bytes to deliver (the original, a listing with unapproved items taken
-// out, the proxy's own error for the client's pending request, or nothing
-// when the message is dropped or is the proxy's own business), possibly
-// still to be made, and what the message showed, to report once it is
-// delivered.
-type Judged struct {
-	out   []byte
-	later decision
-	seen  Seen
-	err   error
-}
-
-// Now returns the bytes to deliver when the decision is made (waits
-// false), and the error of what the session sent the server meanwhile (a
-// re-listing).
-func (j Judged) Now() (out []byte, waits bool, err error) { return j.out, j.later != nil, j.err }
-
-// Decide makes a decision that waits, bounded by Config.Timeout, and
-// returns the bytes to deliver and the error of what it sent the server;
-// for a decision already made it returns Now's bytes.
-func (j Judged) Decide(ctx context.Context) ([]byte, error) {
-	if j.later == nil {
-		return j.out, nil
+	d := Decision{ToClient: out, Err: err, seen: seen}
+	if later != nil {
+		d.later = func(ctx context.Context) Decision {
+			out, err := later(ctx)
+			return Decision{ToClient: out, Err: err}
+		}
 	}
-	return j.later(ctx)
-}
-
-// Report hands what the message showed (the calls it answered) to the
-// observer; call it once the message is delivered.
-func (j Judged) Report() { j.seen.Report() }
-
-// Shed drops the message, when it is a notification decided at once or a
-// request of the server's, for a transport whose backlog to the client is
-// over its bound (package ordered): it is counted (DropBacklog) and never
-// delivered; a request so dropped is answered in the client's stead with
-// an error (DropBacklog), so that the server does not wait for an answer
-// that cannot come. false: the message is not one to
-// shed (a response, which the client waits for, a list_changed held for
-// the re-listing), and must be delivered.
-func (j Judged) Shed() bool {
-	switch {
-	case !j.seen.request && (!j.seen.notice || j.later != nil):
-		return false
-	case j.later == nil && j.out == nil:
-		return true // nothing to deliver: nothing lost
-	}
-	j.seen.s.Dropped(DropBacklog)
-	if j.seen.request {
-		// Best effort: a queue to the server that is full too drops the
-		// answer like any of the proxy's own messages (ErrServerBacklog).
-		_ = j.seen.s.toServer(Reply(j.seen.id, DropBacklog, "mcpdrift proxy: the client is not reading; the server's request was dropped"))
-	}
-	return true
-}
-
-// Wait is Now and Decide at once, for a transport that may wait on its
-// reader (each answer on its own stream): the bytes to deliver, what to
-// report once they are, and every error.
-func (j Judged) Wait(ctx context.Context) ([]byte, Seen, error) {
-	out, err := j.Decide(ctx)
-	return out, j.seen, errors.Join(j.err, err)
+	return d
 }
 
 // Seen is what handling a server message observed (the calls it answered),

@@ -332,17 +332,6 @@ func (s *Session) Unanswered(ids [][]byte) [][]byte {
 	return out
 }
 
-// Outcome is what the proxy does with one message from the client.
-type Outcome struct {
-	Forward []byte // the bytes to send upstream, or nil
-	Reply   []byte // the proxy's own answer to the client, or nil
-	Opened  bool   // the client opened the session: call ListAll once Forward is sent
-	// Held, when set, is a tools/call waiting for an admin's approval
-	// (Forward and Reply are then nil): the transport waits for it off its
-	// reader and does what its Outcome says.
-	Held *Held
-}
-
 // SetOwnMeta replaces Config.OwnMeta (nil: the proxy's own requests carry
 // no _meta), for a session that falls back to an older protocol version.
 func (s *Session) SetOwnMeta(meta []byte) {

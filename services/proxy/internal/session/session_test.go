@@ -91,18 +91,18 @@ func (o *fakeObs) Call(c Call) {
 type stream struct {
 	s                  *Session
 	toClient, toServer func([]byte) error
-	q                  *ordered.Queue
+	q                  *ordered.Queue[Decision]
 }
 
 func (p *stream) fromClient(ctx context.Context, raw []byte) error {
 	o := clientOf(ctx, p.s, raw)
-	if o.Reply != nil {
-		if err := p.toClient(o.Reply); err != nil {
+	if o.ToClient != nil {
+		if err := p.toClient(o.ToClient); err != nil {
 			return err
 		}
 	}
-	if o.Forward != nil {
-		if err := p.toServer(o.Forward); err != nil {
+	if o.ToServer != nil {
+		if err := p.toServer(o.ToServer); err != nil {
 			return err
 		}
 	}
@@ -116,8 +116,9 @@ func (p *stream) fromServer(ctx context.Context, raw []byte) error {
 	if p.q != nil {
 		return p.q.Push(ctx, p.s.Server(ctx, raw), nil)
 	}
-	out, seen, err := p.s.Server(ctx, raw).Wait(ctx)
-	defer seen.Report()
+	d := p.s.Server(ctx, raw).Wait(ctx)
+	defer d.Report()
+	out, err := d.Delivery()
 	if len(out) > 0 {
 		if werr := p.toClient(out); werr != nil {
 			return werr
@@ -128,23 +129,23 @@ func (p *stream) fromServer(ctx context.Context, raw []byte) error {
 
 // clientOf is what s decides on raw from the client, raw split as a stream
 // transport splits it (stdio.Bound).
-func clientOf(ctx context.Context, s *Session, raw []byte) Outcome {
+func clientOf(ctx context.Context, s *Session, raw []byte) Decision {
 	msgs, batch, err := jsonrpc.Split(raw, jsonrpc.Limits{})
 	if err != nil {
-		return Outcome{Reply: Unreadable(err)}
+		return Decision{ToClient: Unreadable(err)}
 	}
 	return s.Client(ctx, raw, msgs, batch)
 }
 
 // serial makes the stream a serial transport's.
-func (p *stream) serial() { p.q = ordered.New(p.toClient) }
+func (p *stream) serial() { p.q = ordered.New[Decision](p.toClient) }
 
 // serverNow is what the session delivers of raw, decided at once, its
 // observations reported.
 func serverNow(s *Session, raw string) ([]byte, error) {
-	out, seen, err := s.Server(context.Background(), []byte(raw)).Wait(context.Background())
-	seen.Report()
-	return out, err
+	d := s.Server(context.Background(), []byte(raw)).Wait(context.Background())
+	d.Report()
+	return d.Delivery()
 }
 
 type rig struct {
@@ -489,7 +490,7 @@ func TestFollowerJudgedByLeader(t *testing.T) {
 	f.gate = lead.gate
 	f.s = New(Config{Server: "fs", Follow: lead.s}, f.gate, f.obs, func([]byte) error { return nil })
 	o := clientOf(context.Background(), f.s, []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"read"}}`))
-	if o.Forward != nil || !strings.Contains(string(o.Reply), "server_changed") {
+	if o.ToServer != nil || !strings.Contains(string(o.ToClient), "server_changed") {
 		t.Fatalf("a follower of a drifted leader forwarded the call: %+v", o)
 	}
 	clientOf(context.Background(), f.s, []byte(`{"jsonrpc":"2.0","id":8,"method":"tools/list"}`))
@@ -891,7 +892,8 @@ func TestCallObservedAfterDelivery(t *testing.T) {
 	}
 	// Server, for transports that deliver themselves, reports at once.
 	r.client(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read","arguments":{}}}`)
-	out, seen, err := r.s.Server(context.Background(), []byte(`{"jsonrpc":"2.0","id":2,"result":{"content":[]}}`)).Wait(context.Background())
+	seen := r.s.Server(context.Background(), []byte(`{"jsonrpc":"2.0","id":2,"result":{"content":[]}}`)).Wait(context.Background())
+	out, err := seen.Delivery()
 	if err != nil || !strings.Contains(string(out), `"id":2`) || len(obs.sentYet) != 1 {
 		t.Fatalf("ServerLater: %s %v, observed %v before the report", out, err, obs.sentYet)
 	}

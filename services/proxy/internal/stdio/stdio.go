@@ -45,7 +45,7 @@ type Handler interface {
 type Bound struct {
 	s     *session.Session
 	pipes *Pipes
-	q     *ordered.Queue
+	q     *ordered.Queue[session.Decision]
 
 	mu    lockorder.Mutex[lockorder.BoundMu]
 	first error // the first error FromServer returned: it stops the server's pump, which drops it
@@ -65,7 +65,7 @@ func Bind(s *session.Session, pipes *Pipes) *Bound {
 	pipes.own.mu.Lock()
 	pipes.own.drained = s.Drained
 	pipes.own.mu.Unlock()
-	return &Bound{s: s, pipes: pipes, q: ordered.New(pipes.ToClient), heldCtx: ctx, stopHeld: stop}
+	return &Bound{s: s, pipes: pipes, q: ordered.New[session.Decision](pipes.ToClient), heldCtx: ctx, stopHeld: stop}
 }
 
 // FromClient passes one message of the agent's through the session: the
@@ -80,14 +80,14 @@ func (b *Bound) FromClient(ctx context.Context, raw []byte) error {
 		// cannot read: answered as every transport answers it.
 		return b.pipes.ToClient(session.Unreadable(err))
 	}
-	o := b.s.Client(ctx, raw, msgs, batch)
-	if o.Held != nil {
+	d := b.s.Client(ctx, raw, msgs, batch)
+	if d.Waits() {
 		// Held for approval: the agent's next messages, and the server's,
 		// are read meanwhile; the call is forwarded or answered later.
 		b.held.Add(1)
 		go func() {
 			defer b.held.Done()
-			if err := b.deliver(o.Held.Wait(b.heldCtx)); err != nil {
+			if err := b.deliver(d.Wait(b.heldCtx)); err != nil {
 				b.mu.Lock()
 				if b.heldFirst == nil {
 					b.heldFirst = err
@@ -97,22 +97,22 @@ func (b *Bound) FromClient(ctx context.Context, raw []byte) error {
 		}()
 		return nil
 	}
-	return b.deliver(o)
+	return b.deliver(d)
 }
 
 // deliver sends what the session decided on a message of the agent's.
-func (b *Bound) deliver(o session.Outcome) error {
-	if o.Reply != nil {
-		if err := b.pipes.ToClient(o.Reply); err != nil {
+func (b *Bound) deliver(d session.Decision) error {
+	if d.ToClient != nil {
+		if err := b.pipes.ToClient(d.ToClient); err != nil {
 			return err
 		}
 	}
-	if o.Forward != nil {
-		if err := b.pipes.forward(o.Forward); err != nil {
+	if d.ToServer != nil {
+		if err := b.pipes.forward(d.ToServer); err != nil {
 			return err
 		}
 	}
-	if o.Opened {
+	if d.Opened {
 		return b.s.ListAll()
 	}
 	return nil

@@ -24,10 +24,10 @@ type legacySession struct {
 	id       string
 	agent    string // the agent that opened it (agent.go)
 	s        *session.Session
-	q        *ordered.Queue // what the session delivers, in the order the server sent it
-	endpoint string         // the upstream's message URL
-	headers  http.Header    // what the proxy's own requests carry (authorization)
-	own      ownBound       // the proxy's own requests in flight
+	q        *ordered.Queue[session.Decision] // what the session delivers, in the order the server sent it
+	endpoint string                           // the upstream's message URL
+	headers  http.Header                      // what the proxy's own requests carry (authorization)
+	own      ownBound                         // the proxy's own requests in flight
 
 	mu     lockorder.Mutex[lockorder.LegacySessionMu] // one writer of the client's stream at a time
 	w      http.ResponseWriter
@@ -97,7 +97,7 @@ func (f *front) legacyStream(w http.ResponseWriter, r *http.Request) {
 	}
 	// Every server message comes on this one stream: decisions that must
 	// wait are made off it, and delivered in order (package ordered).
-	l.q = ordered.New(l.toClient)
+	l.q = ordered.New[session.Decision](l.toClient)
 	scfg := f.up.Session
 	scfg.Agent = l.agent
 	l.s = session.New(scfg, f.up.Gate, f.up.Observer, func(b []byte) error {
@@ -244,32 +244,29 @@ func (f *front) legacyPost(w http.ResponseWriter, r *http.Request) {
 		refuseMessage(w, session.InvalidMessage, session.Unreadable(err))
 		return
 	}
-	o := l.s.Client(r.Context(), body, msgs, batch)
-	if o.Held != nil {
-		// Held for an admin's approval: this POST waits; the answer comes
-		// on the event stream like any other.
-		o = o.Held.Wait(r.Context())
-	}
-	if o.Reply != nil {
-		if err := l.reply(o.Reply); err != nil {
+	// A call held for an admin's approval waits here, this POST with it;
+	// the answer comes on the event stream like any other.
+	d := l.s.Client(r.Context(), body, msgs, batch).Wait(r.Context())
+	if d.ToClient != nil {
+		if err := l.reply(d.ToClient); err != nil {
 			httpError(w, nil, CodeStreamClosed, err.Error())
 			return
 		}
 	}
-	if o.Forward == nil {
+	if d.ToServer == nil {
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
 	l.mu.Lock()
 	endpoint := l.endpoint
 	l.mu.Unlock()
-	ids := requestIDs(o.Forward, body, msgs)
+	ids := requestIDs(d.ToServer, body, msgs)
 	if endpoint == "" {
 		l.s.Unanswered(ids)
 		httpError(w, nil, CodeNoEndpoint, "the server has not named its message endpoint yet")
 		return
 	}
-	resp, err := f.send(r.Context(), http.MethodPost, endpoint, forwardHeaders(r.Header, !bytes.Equal(o.Forward, body)), o.Forward)
+	resp, err := f.send(r.Context(), http.MethodPost, endpoint, forwardHeaders(r.Header, !bytes.Equal(d.ToServer, body)), d.ToServer)
 	if err != nil {
 		l.s.Unanswered(ids)
 		httpError(w, nil, CodeUpstreamUnreachable, "the MCP server behind this proxy could not be reached")
@@ -286,7 +283,7 @@ func (f *front) legacyPost(w http.ResponseWriter, r *http.Request) {
 	// nobody's to read. Its headers are judged like any answer's.
 	f.copyHeaders(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
-	if o.Opened {
+	if d.Opened {
 		if err := l.s.ListAll(); err != nil {
 			f.log.Warn().Err(err).Msg("listing the server")
 		}

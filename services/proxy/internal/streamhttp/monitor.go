@@ -574,15 +574,15 @@ func ownClient(ctx context.Context, sess *session.Session, msg string) []byte {
 	if err != nil {
 		return nil
 	}
-	return sess.Client(ctx, []byte(msg), msgs, batch).Forward
+	return sess.Client(ctx, []byte(msg), msgs, batch).ToServer
 }
 
 // ownAnswer passes a message of the answer to a request of the proxy's own
 // to sess, which keeps it to itself (nothing of it reaches a client).
 func ownAnswer(ctx context.Context, sess *session.Session, raw []byte) error {
-	_, seen, err := sess.Server(ctx, raw).Wait(ctx)
-	seen.Report()
-	return err
+	d := sess.Server(ctx, raw).Wait(ctx)
+	d.Report()
+	return d.Err
 }
 
 // feed passes the messages of an answer (JSON or an event stream) to sess,
@@ -609,7 +609,7 @@ func (f *front) feed(ctx context.Context, sess *session.Session, resp *http.Resp
 		// list_changed held until the proxy has re-listed) are made off
 		// the reader, so that a burst of list_changed is coalesced rather
 		// than re-listed one at a time (package ordered).
-		q := ordered.New(func([]byte) error { return nil })
+		q := ordered.New[session.Decision](func([]byte) error { return nil })
 		defer func() { _ = q.Wait() }()
 		for {
 			ev, err := rd.next()

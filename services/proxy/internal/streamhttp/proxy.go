@@ -490,21 +490,18 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	o := sess.Client(r.Context(), body, msgs, batch)
-	if o.Held != nil {
-		// Held for an admin's approval: this POST waits (its answer is
-		// the call's), the session's other requests go on.
-		o = o.Held.Wait(r.Context())
-	}
-	if o.Forward == nil {
-		writeJSON(w, http.StatusOK, o.Reply)
+	// A call held for an admin's approval waits here, this POST with it
+	// (its answer is the call's); the session's other requests go on.
+	o := sess.Client(r.Context(), body, msgs, batch).Wait(r.Context())
+	if o.ToServer == nil {
+		writeJSON(w, http.StatusOK, o.ToClient)
 		return
 	}
-	ids := requestIDs(o.Forward, body, msgs)
+	ids := requestIDs(o.ToServer, body, msgs)
 	if t != nil && sid != "" {
 		t.afterOpening(r) // the client's order: its GET stream first
 	}
-	resp, err := f.send(r.Context(), r.Method, f.up.URL, outHeaders(r.Header, body, o.Forward, msgs, batch, book), o.Forward)
+	resp, err := f.send(r.Context(), r.Method, f.up.URL, outHeaders(r.Header, body, o.ToServer, msgs, batch, book), o.ToServer)
 	if err != nil {
 		f.log.Warn().Err(err).Msg("upstream unreachable")
 		sess.Unanswered(ids)
@@ -521,11 +518,11 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case len(nsids) == 0: // a server that keeps no session
 		case len(nsids) > 1 || !validSessionID(nsids[0]):
-			f.refuse(w, sess, batch, o.Reply, ids, http.StatusBadGateway, session.DropFraming,
+			f.refuse(w, sess, batch, o.ToClient, ids, http.StatusBadGateway, session.DropFraming,
 				"the MCP server named its session in an unreadable Mcp-Session-Id header", "unreadable Mcp-Session-Id")
 			return
 		case !f.register(t, nsids[0]):
-			f.refuse(w, sess, batch, o.Reply, ids, http.StatusBadGateway, CodeSessionConflict,
+			f.refuse(w, sess, batch, o.ToClient, ids, http.StatusBadGateway, CodeSessionConflict,
 				"the MCP server named a session that is already open; its answer is not passed on", "session id already tracked")
 			return
 		default:
@@ -535,7 +532,7 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 	if o.Opened && t != nil && resp.StatusCode/100 == 2 {
 		t.expectGet() // before the client hears of it: its next request waits for its GET
 	}
-	f.answer(w, r, resp, sess, batch, o.Reply, ids, named)
+	f.answer(w, r, resp, sess, batch, o.ToClient, ids, named)
 	if o.Opened && resp.StatusCode/100 == 2 {
 		if err := sess.ListAll(); err != nil {
 			f.log.Warn().Err(err).Msg("listing the server")
@@ -584,9 +581,9 @@ func (f *front) answer(w http.ResponseWriter, r *http.Request, resp *http.Respon
 			f.refuse(w, sess, batch, reply, ids, http.StatusOK, session.DropFraming, "the MCP server's answer could not be read: "+err.Error(), err.Error())
 			return
 		}
-		var seen session.Seen
-		out, seen, err = sess.Server(ctx, raw).Wait(ctx)
-		defer seen.Report() // once the answer is written
+		d := sess.Server(ctx, raw).Wait(ctx)
+		defer d.Report() // once the answer is written
+		out, err = d.Delivery()
 		if err != nil {
 			f.log.Warn().Err(err).Msg("re-listing the server")
 		}
@@ -698,8 +695,9 @@ func (f *front) judgedErrors(ctx context.Context, resp *http.Response, sess *ses
 	if err != nil {
 		return nil, nil
 	}
-	out, seen, _ := sess.Server(ctx, raw).Wait(ctx)
-	seen.Report()
+	d := sess.Server(ctx, raw).Wait(ctx)
+	d.Report()
+	out := d.ToClient
 	if out == nil {
 		return nil, nil
 	}
@@ -826,7 +824,7 @@ func (f *front) pipeSSE(w http.ResponseWriter, ctx context.Context, body io.Read
 	// re-listed, a page whose verdict is due) made off the reader, which
 	// reads on meanwhile: a burst of list_changed is coalesced by the
 	// session rather than re-listed one at a time (package ordered).
-	q := ordered.New(func(b []byte) error {
+	q := ordered.New[session.Decision](func(b []byte) error {
 		head.stop()
 		if _, err := w.Write(b); err != nil {
 			return fmt.Errorf("%w: %v", errClientGone, err)
@@ -925,7 +923,7 @@ func (h *lateHead) stop() {
 // message is dropped (framing_invalid). What the message showed is
 // reported once the event is sent (ordered). (HTTP+SSE has its own loop:
 // legacyStream.)
-func (f *front) relay(ctx context.Context, q *ordered.Queue, sess *session.Session, ev *event) error {
+func (f *front) relay(ctx context.Context, q *ordered.Queue[session.Decision], sess *session.Session, ev *event) error {
 	if len(ev.Data) == 0 {
 		// No data, or empty data: a priming event for resumption (the Go
 		// SDK skips it; nothing in it to judge).
@@ -933,11 +931,11 @@ func (f *front) relay(ctx context.Context, q *ordered.Queue, sess *session.Sessi
 		if len(b) == 0 && ev.Comment {
 			b = appendKeepAlive(b)
 		}
-		return q.Push(ctx, decided(b), nil)
+		return q.Push(ctx, session.Decision{ToClient: b}, nil)
 	}
 	if !isMessageName(ev.Name) {
 		f.dropEvent(sess, "an event with data under a name no client reads as a message", ev)
-		return q.Push(ctx, decided(appendIDOnly(nil, ev)), nil)
+		return q.Push(ctx, session.Decision{ToClient: appendIDOnly(nil, ev)}, nil)
 	}
 	return q.Push(ctx, sess.Server(ctx, ev.Data), func(out []byte) []byte {
 		switch {
@@ -950,14 +948,6 @@ func (f *front) relay(ctx context.Context, q *ordered.Queue, sess *session.Sessi
 		return appendEvent(nil, ev, out)
 	})
 }
-
-// decided is what the client gets of an event that holds no message to
-// judge, in its place in the stream (ordered.Decision).
-type decided []byte
-
-func (d decided) Now() ([]byte, bool, error)             { return d, false, nil }
-func (d decided) Decide(context.Context) ([]byte, error) { return d, nil }
-func (decided) Report()                                  {}
 
 // dropEvent counts and logs an event the proxy does not deliver.
 func (f *front) dropEvent(sess *session.Session, why string, ev *event) {

@@ -432,7 +432,7 @@ func TestMonitorVariantIsTheRequests(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if out := follower.Client(context.Background(), []byte(body), msgs, batch); out.Reply == nil {
+			if out := follower.Client(context.Background(), []byte(body), msgs, batch); out.ToClient == nil {
 				t.Fatalf("a call with no verdict was not refused: %+v", out)
 			}
 			g.mu.Lock()
