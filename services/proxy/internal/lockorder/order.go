@@ -68,10 +68,8 @@ type Nesting struct {
 // (go test ./proxy/internal/lockorder -run TestLocksDoc -update), or is not
 // made.
 var Order = []Nesting{
-	{"session.Session.mu", "session.Session.mu",
-		"A follower (a stateless request's session) takes its leader's lock (`Config.Follow`: the monitor's session) under its own: `addPage` writes the leader's live items; `sameVariantAs` and `currentVariant` read the leader's variant. A leader never locks a follower: a leader has no `Config.Follow`, so the same class nests only follower over leader."},
 	{"session.Session.mu", "streamhttp.paramBook.mu",
-		"`addPage` hands each tools page to `Config.ToolsPage` (`paramBook.note`) under the session's lock, so that `ToolListed` true means the book has the page. `ToolsPage` must not block or call the session."},
+		"`addPage` hands each tools page to `Config.ToolsPage` (`paramBook.note`) under the session's lock, so that `ToolListed` true means the book has the page (a follower's leader learns the page from `followPage` only after, under the leader's lock alone). `ToolsPage` must not block or call the session."},
 	{"session.Session.pubMu", "fleet.Publisher.mu",
 		"`publish` reports a listing to the observer (`Listing`, `Seen`) under `pubMu`, so the last publication recorded is the last one published; `Publisher.enqueue` holds `mu` for reading while it queues."},
 	{"session.Session.pubMu", "fleet.outbox.mu",

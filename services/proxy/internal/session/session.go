@@ -763,8 +763,58 @@ func hashPage(b *surface.Builder, k surface.Kind, m *jsonrpc.Message) (page, err
 }
 
 // addPage feeds a page to the listing in progress; last reports that the
-// listing is complete.
+// listing is complete. A following session then tells the session it
+// follows what the page showed (followPage), its own lock released: a
+// session never holds its lock while it takes another's (LOCKS.md).
 func (s *Session) addPage(k surface.Kind, by owner, m *jsonrpc.Message) (page, bool, error) {
+	pg, last, err, shown := s.addPageLocked(k, by, m)
+	if f := s.cfg.Follow; f != nil && shown.items != nil && (shown.variant == "" || shown.variant == f.currentVariant()) {
+		f.followPage(k, shown.items, shown.src)
+	}
+	return pg, last, err
+}
+
+// shownPage is what a page showed of the server's live definitions, for
+// the session a following one follows (followPage): its items, the bytes
+// their spans are offsets in, and the follower's variant then.
+type shownPage struct {
+	items   []surface.PageItem
+	src     []byte
+	variant string
+}
+
+// followPage records what a follower's page of k showed (items, their
+// spans offsets in src): the server's live definitions, for every request
+// this session judges; the notes later decisions need (noteUILinks,
+// notePrompts), as the follower took them for itself.
+func (s *Session) followPage(k surface.Kind, items []surface.PageItem, src []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, it := range items {
+		s.live[ItemKey{k, it.Name}] = it.Hash
+	}
+	if note := noteOf(k); note != nil {
+		note(s, items, src)
+	}
+}
+
+// noteOf is what the items of a page of k say that later decisions need,
+// noted on a session (s.mu held): the tools' UI links, which prompts take
+// no arguments; nil for other kinds.
+func noteOf(k surface.Kind) func(*Session, []surface.PageItem, []byte) {
+	switch k {
+	case surface.KindTool:
+		return (*Session).noteUILinks
+	case surface.KindPrompt:
+		return (*Session).notePrompts
+	}
+	return nil
+}
+
+// addPageLocked is addPage under s.mu; shown is what the page showed, for
+// the session this one follows (its items nil when there is nothing to
+// tell).
+func (s *Session) addPageLocked(k surface.Kind, by owner, m *jsonrpc.Message) (_ page, last bool, _ error, shown shownPage) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a := &s.kinds[k].listing[by]
@@ -778,43 +828,26 @@ func (s *Session) addPage(k surface.Kind, by owner, m *jsonrpc.Message) (page, b
 		// Hostile or broken: nothing of it is served, and the pipeline hears of it.
 		s.kinds[k].complete = a.pages
 		a.builder, a.failure = nil, err.Error()
-		return page{}, true, err
+		return page{}, true, err, shownPage{}
 	}
 	items, cursor := pg.items, pg.cursor
 	for _, it := range items {
 		s.live[ItemKey{k, it.Name}] = it.Hash
 	}
-	if f := s.cfg.Follow; f != nil && (s.variant == "" || s.variant == f.currentVariant()) { // s.mu held: sameVariantAs would lock it
-		// What the server shows a stateless agent is its live definition
-		// for every request the leader judges (lock order: follower, then
-		// leader; a leader never locks its followers: LOCKS.md).
-		f.mu.Lock()
-		for _, it := range items {
-			f.live[ItemKey{k, it.Name}] = it.Hash
-		}
-		f.mu.Unlock()
-	}
 	// What the items' definitions say that later decisions need (the tools'
-	// UI links, which prompts take no arguments), noted here and in the
-	// session this one follows, like the live items above.
-	var note func(*Session, []surface.PageItem, []byte)
-	switch k {
-	case surface.KindTool:
-		note = (*Session).noteUILinks
-	case surface.KindPrompt:
-		note = (*Session).notePrompts
+	// UI links, which prompts take no arguments), noted here and, like the
+	// live items, in the session this one follows (addPage).
+	src := result
+	if d, _, ok := m.Parsed(); ok && pg.spans {
+		src = d.Source()
 	}
-	if note != nil {
-		src := result
-		if d, _, ok := m.Parsed(); ok && pg.spans {
-			src = d.Source()
-		}
+	if note := noteOf(k); note != nil {
 		note(s, items, src)
-		if f := s.cfg.Follow; f != nil && (s.variant == "" || s.variant == f.currentVariant()) {
-			f.mu.Lock()
-			note(f, items, src)
-			f.mu.Unlock()
-		}
+	}
+	if s.cfg.Follow != nil {
+		// What the server shows a stateless agent is its live definition
+		// for every request the leader judges.
+		shown = shownPage{items: items, src: src, variant: s.variant}
 	}
 	if k == surface.KindTool && s.cfg.ToolsPage != nil {
 		names := make([]string, len(items))
@@ -825,9 +858,9 @@ func (s *Session) addPage(k surface.Kind, by owner, m *jsonrpc.Message) (page, b
 	}
 	if cursor != "" && len(a.pages) >= s.cfg.MaxPages {
 		a.failure = fmt.Sprintf("the listing went on past the limit of %d pages", s.cfg.MaxPages)
-		return pg, true, nil
+		return pg, true, nil, shown
 	}
-	return pg, cursor == "", nil
+	return pg, cursor == "", nil, shown
 }
 
 // ToolListed reports whether the session that judges this one's calls

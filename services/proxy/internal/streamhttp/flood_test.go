@@ -33,7 +33,11 @@ func TestListChangedFloodStreamable(t *testing.T) {
 	const burst = 10000
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	r := newHostileRig(t, Config{})
+	// The decision bound outlasts the flood: reading 10,000 events can
+	// take longer than the rig's 5 s on a loaded machine, and a held
+	// list_changed given up at the bound makes the next one held rather
+	// than coalesced (and a re-listing in flight that long, a second).
+	r := newHostileRigBound(t, Config{}, 2*time.Minute)
 	var relists atomic.Int64
 	read := make(chan struct{}) // closed once the proxy has read the whole flood
 	r.setScript(func(w http.ResponseWriter, req *http.Request, m rpc) {

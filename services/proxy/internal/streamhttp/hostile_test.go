@@ -132,6 +132,13 @@ type hostileRig struct {
 
 func newHostileRig(t *testing.T, cfg Config) *hostileRig {
 	t.Helper()
+	return newHostileRigBound(t, cfg, 5*time.Second)
+}
+
+// newHostileRigBound is newHostileRig with the session's decision bound
+// (session.Config.Timeout).
+func newHostileRigBound(t *testing.T, cfg Config, bound time.Duration) *hostileRig {
+	t.Helper()
 	h := &hostile{t: t, sid: "sess-1"}
 	up := httptest.NewServer(h)
 	t.Cleanup(up.Close)
@@ -139,7 +146,7 @@ func newHostileRig(t *testing.T, cfg Config) *hostileRig {
 	meter := &sessiontest.Meter[session.Code]{}
 	cfg.Log = zerolog.New(zerolog.NewTestWriter(t))
 	p, err := New(cfg, []Upstream{{ID: "h", URL: up.URL + "/mcp", Gate: g, Observer: g,
-		Session: session.Config{Timeout: 5 * time.Second, Meter: meter}}})
+		Session: session.Config{Timeout: bound, Meter: meter}}})
 	if err != nil {
 		t.Fatal(err)
 	}
