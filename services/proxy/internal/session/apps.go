@@ -263,12 +263,11 @@ func placeholder(why string) []byte {
 // resource's uri, a prompts/get of a prompt's name, no arguments) in the
 // current round and returns the request; s.mu held.
 func (s *Session) ownReadLocked(k gotKey) []byte {
-	id := s.ownIDLocked()
 	method, param := jsonrpc.MethodResourcesRead, `"uri":`
 	if k.kind == surface.KindPromptMessages {
 		method, param = jsonrpc.MethodPromptsGet, `"name":`
 	}
-	s.own[id] = pendingReq{method: method, own: true, got: k, gen: s.ui.round}
+	id := s.reqs.addOwn(pendingReq{method: method, got: k, gen: s.ui.round})
 	b := []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":{`)
 	if meta := s.cfg.OwnMeta; meta != nil {
 		b = append(strconv.AppendQuote(b, jsonrpc.MetaKey), ':')
@@ -286,9 +285,8 @@ func (s *Session) sendReads(reqs [][]byte) {
 	if len(reqs) == 0 {
 		return
 	}
-	s.mu.Lock()
-	round := s.own[ownID(reqs[0])].gen // the round the reads were made for, not one started since
-	s.mu.Unlock()
+	first, _ := s.reqs.ownOf(ownID(reqs[0]))
+	round := first.gen // the round the reads were made for, not one started since
 	for _, b := range reqs {
 		if err := s.sendOwn(b); err != nil {
 			s.ownReadFailed(ownID(b), "the proxy's read could not be written to the server: "+err.Error(), true)
@@ -307,15 +305,7 @@ func ownID(req []byte) string {
 
 // expireReads gives the reads of round still unanswered a placeholder.
 func (s *Session) expireReads(round int) {
-	s.mu.Lock()
-	var ids []string
-	for id, p := range s.own {
-		if p.got.kind != 0 && p.gen == round {
-			ids = append(ids, id)
-		}
-	}
-	s.mu.Unlock()
-	for _, id := range ids {
+	for _, id := range s.reqs.ownGets(round) {
 		s.ownReadFailed(id, "the server did not answer the proxy's read in time", false)
 	}
 }
@@ -324,11 +314,7 @@ func (s *Session) expireReads(round int) {
 // placeholder saying why, or with local (it failed on the way) nothing
 // (readDone).
 func (s *Session) ownReadFailed(id, why string, local bool) {
-	s.mu.Lock()
-	p, ok := s.own[id]
-	delete(s.own, id)
-	s.mu.Unlock()
-	if ok {
+	if p, ok := s.reqs.takeOwn(id); ok {
 		s.readDone(p, nil, why, local)
 	}
 }
@@ -347,10 +333,7 @@ func (s *Session) OwnFailed(req []byte, err error) {
 	if perr != nil || m.ID == nil {
 		return
 	}
-	s.mu.Lock()
-	p := s.own[string(m.ID)]
-	s.mu.Unlock()
-	if p.got.kind != 0 {
+	if p, _ := s.reqs.ownOf(string(m.ID)); p.got.kind != 0 {
 		s.ownReadFailed(string(m.ID), "the proxy's get did not reach the server or its answer was lost: "+err.Error(), true)
 	}
 }

@@ -132,11 +132,11 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) verdict
 	case m.Method == jsonrpc.MethodInitialize || m.Method == jsonrpc.MethodDiscover:
 		s.mu.Lock()
 		s.variant = variantOf(m)
-		s.pending[string(m.ID)] = pendingReq{method: m.Method}
 		s.mu.Unlock()
+		s.reqs.addClient(m.ID, pendingReq{method: m.Method})
 	case listKinds[m.Method] != 0:
+		s.reqs.addClient(m.ID, pendingReq{method: m.Method, kind: listKinds[m.Method]})
 		s.mu.Lock()
-		s.pending[string(m.ID)] = pendingReq{method: m.Method, kind: listKinds[m.Method]}
 		if stringParam(m, "cursor") == "" {
 			s.startListing(listKinds[m.Method], byClient)
 		}
@@ -157,9 +157,7 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) verdict
 			}
 			p.rawArgs = nil
 		}
-		s.mu.Lock()
-		s.pending[string(m.ID)] = p
-		s.mu.Unlock()
+		s.reqs.addClient(m.ID, p)
 		return v
 	default:
 		if code, text := s.decideOther(ctx, m); code != "" {
@@ -176,9 +174,7 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) verdict
 				p.got = gotKey{surface.KindPromptMessages, name} // its messages are pinned: judged (uiAnswer)
 			}
 		}
-		s.mu.Lock()
-		s.pending[string(m.ID)] = p
-		s.mu.Unlock()
+		s.reqs.addClient(m.ID, p)
 	}
 	return verdict{}
 }

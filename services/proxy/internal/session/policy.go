@@ -197,9 +197,7 @@ func (s *Session) hold(m *jsonrpc.Message, forward []byte, p *pendingReq, d poli
 				return Decision{ToClient: ToolError(id, code, text)}
 			}
 			held.start = time.Now()
-			s.mu.Lock()
-			s.pending[string(id)] = held
-			s.mu.Unlock()
+			s.reqs.addClient(id, held)
 			return Decision{ToServer: raw}
 		}
 		code, why := PolicyApprovalUnavailable, "the approval request could not be delivered to the drift service"

@@ -3,8 +3,6 @@ package session
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -163,22 +161,17 @@ func (s *Session) unreadable(raw []byte, perr error) []byte {
 // when id is not pending, or is the proxy's own; matched says it was one of
 // the two). A listing it answered fails, and is published as failing.
 func (s *Session) unreadableAnswer(id []byte, code Code, why string) (answer []byte, matched bool) {
-	s.mu.Lock()
-	own, isOwn := s.own[string(id)]
-	p, isPending := s.pending[string(id)]
-	delete(s.own, string(id))
-	delete(s.pending, string(id))
-	s.mu.Unlock()
+	p, ok := s.reqs.take(string(id))
 	switch {
-	case isOwn:
-		if own.got.kind != 0 {
-			s.readDone(own, nil, why, false)
+	case ok && p.own:
+		if p.got.kind != 0 {
+			s.readDone(p, nil, why, false)
 		}
-		if own.kind != 0 {
-			s.failListing(own.kind, refOf(own), why, true)
+		if p.kind != 0 {
+			s.failListing(p.kind, refOf(p), why, true)
 		}
 		return nil, true
-	case !isPending:
+	case !ok:
 		return nil, false
 	case p.kind != 0:
 		s.failListing(p.kind, refOf(p), why, true)
@@ -393,18 +386,12 @@ func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message, mayWait
 	case jsonrpc.KindRequest:
 		return s.serverRequest(ctx, m, mayWait)
 	}
-	id := string(m.ID)
-	s.mu.Lock()
-	if p, ok := s.own[id]; ok {
-		delete(s.own, id)
-		s.mu.Unlock()
-		return nil, nil, s.ownResponse(p, m)
-	}
-	p, ok := s.pending[id]
-	delete(s.pending, id)
-	s.mu.Unlock()
-	if !ok {
+	p, ok := s.reqs.take(string(m.ID))
+	switch {
+	case !ok:
 		return s.unmatched(m), nil, nil
+	case p.own:
+		return nil, nil, s.ownResponse(p, m)
 	}
 	switch {
 	case p.method == jsonrpc.MethodInitialize || p.method == jsonrpc.MethodDiscover:
@@ -438,16 +425,7 @@ func (s *Session) unmatched(m *jsonrpc.Message) []byte {
 		s.Dropped(DropUnmatched)
 		return nil
 	}
-	s.mu.Lock()
-	var hit []byte
-	for pid := range s.pending {
-		if k, ok := idKey([]byte(pid)); ok && k == key {
-			hit = []byte(pid)
-			delete(s.pending, pid)
-			break
-		}
-	}
-	s.mu.Unlock()
+	hit := s.reqs.takeClientKeyed(key)
 	if hit == nil {
 		s.Dropped(DropUnmatched)
 		return nil
@@ -579,7 +557,6 @@ func (s *Session) listPage(ctx context.Context, k surface.Kind, m *jsonrpc.Messa
 // no client can guess, so that no client request is taken for it.
 func (s *Session) relist(k surface.Kind, cursor string) error {
 	s.mu.Lock()
-	id := s.ownIDLocked()
 	method := ""
 	for m, kk := range listKinds {
 		if kk == k {
@@ -590,7 +567,7 @@ func (s *Session) relist(k surface.Kind, cursor string) error {
 		s.startListing(k, byProxy)
 	}
 	gen := s.kinds[k].gen
-	s.own[id] = pendingReq{method: method, kind: k, gen: gen, own: true}
+	id := s.reqs.addOwn(pendingReq{method: method, kind: k, gen: gen})
 	meta := s.cfg.OwnMeta
 	s.mu.Unlock()
 	b := []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":{`)
@@ -608,9 +585,7 @@ func (s *Session) relist(k surface.Kind, cursor string) error {
 	if err != nil {
 		// Never sent: the listing is not trusted until the proxy has
 		// listed it again (flood.go).
-		s.mu.Lock()
-		delete(s.own, id)
-		s.mu.Unlock()
+		s.reqs.takeOwn(id)
 		why := "the proxy's re-listing could not be written to the server: " + err.Error()
 		if errors.Is(err, ErrServerBacklog) {
 			s.Dropped(DropServerBacklog)
@@ -619,18 +594,6 @@ func (s *Session) relist(k surface.Kind, cursor string) error {
 		s.relistDropped(k, gen, why)
 	}
 	return err
-}
-
-// ownIDLocked returns the id of a new request of the proxy's own; s.mu
-// held.
-func (s *Session) ownIDLocked() string {
-	if s.ownPrefix == "" {
-		var b [6]byte
-		_, _ = rand.Read(b[:])
-		s.ownPrefix = "mcpdrift-" + hex.EncodeToString(b[:]) + "-"
-	}
-	s.ownSeq++
-	return `"` + s.ownPrefix + strconv.Itoa(s.ownSeq) + `"`
 }
 
 func (s *Session) ownResponse(p pendingReq, m *jsonrpc.Message) error {

@@ -193,9 +193,7 @@ type Session struct {
 
 	mu        lockorder.Mutex[lockorder.SessionMu]
 	variant   string
-	pending   map[string]pendingReq // client requests we answer for, by raw id
-	own       map[string]pendingReq // requests the proxy sent itself
-	ownSeq    int
+	reqs      requests                                    // the requests in flight whose answers the session judges (requests.go)
 	kinds     [surface.KindResourceTemplate + 1]kindState // by the kind of listing
 	initRes   []byte                                      // the raw initialize result
 	initItems []surface.PageItem                          // its items (instructions), hashed with initWith
@@ -214,8 +212,6 @@ type Session struct {
 	published       map[string]bool // variants whose whole surface this session published
 	assembling      bool            // ListAll ran and the whole surface is not published yet
 
-	ownPrefix string // the prefix of the ids of the proxy's own requests
-
 	// hashing is what the session hashes items with: the last View's
 	// Hashing (adoptHashing); followers use their leader's.
 	hashing atomic.Pointer[surface.Options]
@@ -224,30 +220,6 @@ type Session struct {
 
 	pubMu   lockorder.Mutex[lockorder.SessionPubMu]
 	lastPub map[string]publication // by variant: what this session published last (publish)
-}
-
-type pendingReq struct {
-	method string
-	kind   surface.Kind
-	tool   string
-	start  time.Time
-	digest string
-	args   []byte // with Config.FullArguments
-	alert  Code   // the refusal code a call was forwarded despite (alert posture)
-	// partial: forwarded under withhold_changed while the server differs
-	// from its baseline (an unchanged tool): rules see it as drifted.
-	partial bool
-	policy  Decided
-	// rawArgs: the call's arguments during its decision only (a slice of
-	// the transport's buffer, never kept).
-	rawArgs []byte
-	gen     int  // the proxy's own listing a page request belongs to (a read: its round)
-	own     bool // a request of the proxy's own
-	// got is what a resources/read or prompts/get gets whose answer is
-	// pinned (the proxy's own, or an agent's whose answer is judged:
-	// uiAnswer): a UI resource's contents, an argument-less prompt's
-	// messages.
-	got gotKey
 }
 
 var listKinds = map[string]surface.Kind{
@@ -280,7 +252,7 @@ func New(cfg Config, gate Gate, obs Observer, toServer func([]byte) error) *Sess
 	var nonce [8]byte
 	_, _ = rand.Read(nonce[:]) // never fails (crypto/rand)
 	s := &Session{cfg: cfg, id: hex.EncodeToString(nonce[:]), gate: gate, obs: obs, send: toServer,
-		pending: map[string]pendingReq{}, own: map[string]pendingReq{}, live: map[ItemKey]surface.Digest{},
+		live:        map[ItemKey]surface.Digest{},
 		toolsListed: make(chan struct{})}
 	s.toServer = s.sendOwn
 	return s
@@ -313,19 +285,7 @@ func (s *Session) Abandon(id []byte) {
 // the server listed could not be judged, so its tools are not trusted
 // until a listing is (listing_invalid).
 func (s *Session) Unanswered(ids [][]byte) [][]byte {
-	s.mu.Lock()
-	var out [][]byte
-	var lists []surface.Kind
-	for _, id := range ids {
-		if p, ok := s.pending[string(id)]; ok {
-			delete(s.pending, string(id))
-			out = append(out, id)
-			if p.kind != 0 {
-				lists = append(lists, p.kind)
-			}
-		}
-	}
-	s.mu.Unlock()
+	out, lists := s.reqs.unanswered(ids)
 	for _, k := range lists {
 		s.failListing(k, listingRef{}, "the server's answer to the listing could not be judged", false)
 	}
