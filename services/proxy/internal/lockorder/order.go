@@ -6,6 +6,7 @@ type (
 	SessionMu       struct{} // session.Session.mu
 	SessionPubMu    struct{} // session.Session.pubMu
 	RequestsMu      struct{} // session.requests.mu
+	InitPinMu       struct{} // session.initPin.mu
 	ParamBookMu     struct{} // streamhttp.paramBook.mu
 	FrontMu         struct{} // streamhttp.front.mu
 	TrackedMu       struct{} // streamhttp.tracked.mu
@@ -31,6 +32,7 @@ type (
 func (SessionMu) LockClass() string       { return "session.Session.mu" }
 func (SessionPubMu) LockClass() string    { return "session.Session.pubMu" }
 func (RequestsMu) LockClass() string      { return "session.requests.mu" }
+func (InitPinMu) LockClass() string       { return "session.initPin.mu" }
 func (ParamBookMu) LockClass() string     { return "streamhttp.paramBook.mu" }
 func (FrontMu) LockClass() string         { return "streamhttp.front.mu" }
 func (TrackedMu) LockClass() string       { return "streamhttp.tracked.mu" }
@@ -53,7 +55,7 @@ func (ApprovalsMu) LockClass() string     { return "fleet.Approvals.mu" }
 func (EdgeReloadMu) LockClass() string    { return "edgeauth.Edge.mu" }
 
 // Classes are every class, in the order session/LOCKS.md lists the leaves.
-var Classes = []Class{SessionMu{}, SessionPubMu{}, RequestsMu{}, ParamBookMu{}, FrontMu{}, TrackedMu{}, MonitorMu{}, LegacySessionMu{},
+var Classes = []Class{SessionMu{}, SessionPubMu{}, RequestsMu{}, InitPinMu{}, ParamBookMu{}, FrontMu{}, TrackedMu{}, MonitorMu{}, LegacySessionMu{},
 	QueueMu{}, QueueWriting{}, BoundMu{}, LineWriterMu{}, OwnQueueMu{}, PublisherMu{}, PublisherWarnMu{}, OutboxMu{}, GateMu{}, GateCopyMu{},
 	PolicyCopyMu{}, StatusWatchMu{}, StatusWatchNeed{}, ApprovalsMu{}, EdgeReloadMu{}}
 
@@ -72,6 +74,8 @@ type Nesting struct {
 var Order = []Nesting{
 	{"session.Session.mu", "session.requests.mu",
 		"The proxy's own listings and gets are booked (`requests.addOwn`) under the session's lock, with the listing's generation or the round of gets they belong to, so that an answer is never booked against a listing or round begun after it. The book takes nothing under its lock."},
+	{"session.Session.mu", "session.initPin.mu",
+		"`adoptHashing` hashes the initialize result's items again, and `captureLocked` reads them, under the session's lock, with the listings' items, so that a capture's items are all hashed with one setting. The pin takes nothing under its lock."},
 	{"session.Session.mu", "streamhttp.paramBook.mu",
 		"`addPage` hands each tools page to `Config.ToolsPage` (`paramBook.note`) under the session's lock, so that `ToolListed` true means the book has the page (a follower's leader learns the page from `followPage` only after, under the leader's lock alone). `ToolsPage` must not block or call the session."},
 	{"session.Session.pubMu", "fleet.Publisher.mu",

@@ -356,10 +356,7 @@ func (s *Session) decideWithheld(ctx context.Context, v View, kind surface.Kind,
 // baseline's in v: the same item hash, or none in either. An initialize
 // result not seen, or not readable, keeps nothing.
 func (s *Session) instructionsKept(v View) bool {
-	judge := s.judge()
-	judge.mu.Lock()
-	init := judge.initRes
-	judge.mu.Unlock()
+	init := s.judge().init.result()
 	if init == nil {
 		return false
 	}

@@ -77,7 +77,8 @@ func TestRelistDroppedFailsClosed(t *testing.T) {
 	meter := &sessiontest.Meter[Code]{}
 	r.newSession(Config{Server: "fs", Meter: meter}, r.gate)
 	r.gate.v, r.gate.ok = baseline(readTool), true
-	r.s.initRes, r.s.declared = []byte(`{}`), nil
+	r.s.init.set([]byte(`{}`))
+	r.s.declared = nil
 	full := true
 	queue := r.s.send
 	r.s.send = func(b []byte) error {

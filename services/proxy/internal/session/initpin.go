@@ -9,6 +9,7 @@ import (
 	"github.com/mcpdrift/mcpdrift/services/internal/canonjson"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/jsonrpc"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/lockorder"
 )
 
 // An initialize (or server/discover) result carries two things the host
@@ -43,6 +44,62 @@ import (
 // therefore has its instructions and its server description withheld for
 // this session, which fails closed; the verdict, once there, serves them
 // to the sessions that follow.
+// initPin is what a session holds of the server's initialize result: the
+// raw result, and its items (the instructions, and in form v2 the server
+// item) hashed as pinInit last hashed them, or again when the session
+// adopted other hashing settings. Its lock is its own, a leaf, taken under
+// the session's or alone.
+type initPin struct {
+	mu    lockorder.Mutex[lockorder.InitPinMu]
+	res   []byte             // the raw initialize result; nil before it came
+	items []surface.PageItem // its items, hashed with with
+	with  surface.Options
+	known bool // items are res's
+}
+
+// set keeps the initialize result res (the session's, cloned).
+func (p *initPin) set(res []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.res = res
+}
+
+// result is the initialize result kept, nil before it came.
+func (p *initPin) result() []byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.res
+}
+
+// hashed records the items pinInit hashed of the result with with; known
+// false when the result could not be read.
+func (p *initPin) hashed(items []surface.PageItem, with surface.Options, known bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.items, p.with, p.known = items, with, known
+}
+
+// rehash hashes the result's items again with o (adoptHashing).
+func (p *initPin) rehash(o surface.Options) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.res == nil {
+		return
+	}
+	var err error
+	p.items, err = initItemsOf(o, p.res)
+	p.known, p.with = err == nil, o
+}
+
+// captured returns what a capture takes of the pin: the result (nil
+// before it came), its items, what they were hashed with, and whether they
+// are the result's.
+func (p *initPin) captured() (res []byte, items []surface.PageItem, with surface.Options, known bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.res, p.items, p.with, p.known
+}
+
 func (s *Session) pinInit(ctx context.Context, variant string, m *jsonrpc.Message) []byte {
 	hashedWith := s.judge().hashOptions()
 	b := surface.NewBuilder(hashedWith)
@@ -53,9 +110,7 @@ func (s *Session) pinInit(ctx context.Context, variant string, m *jsonrpc.Messag
 		err = b.AddInitializeResult(m.Result)
 	}
 	items := b.LastPage() // the instructions, and in form v2 the server item
-	s.mu.Lock()
-	s.initItems, s.initWith, s.initKnown = items, hashedWith, err == nil
-	s.mu.Unlock()
+	s.init.hashed(items, hashedWith, err == nil)
 	var se *surface.Error
 	if errors.As(err, &se) && (se.Code == surface.CodeAmbiguousEnvelope || se.Code == surface.CodeAmbiguousMember) {
 		// A result that reads two ways: removing "instructions" would

@@ -291,7 +291,7 @@ func (s *Session) poison(why string) {
 	j.lastTools, j.drifted, j.listErr = nil, true, why
 	// One re-listing at a time: a server that answers it with what the
 	// proxy cannot read again does not start another.
-	relist := j.initRes != nil && slices.Contains(j.declared, surface.KindTool) && !j.kinds[surface.KindTool].inFlight
+	relist := j.init.result() != nil && slices.Contains(j.declared, surface.KindTool) && !j.kinds[surface.KindTool].inFlight
 	j.mu.Unlock()
 	if relist {
 		_ = j.relistSoon(surface.KindTool, true)
@@ -398,8 +398,8 @@ func (s *Session) serverMessage(ctx context.Context, m *jsonrpc.Message, mayWait
 		if m.Result == nil {
 			return raw, nil, nil
 		}
+		s.init.set(bytes.Clone(m.Result))
 		s.mu.Lock()
-		s.initRes = bytes.Clone(m.Result)
 		s.declared = declaredKinds(m)
 		s.mu.Unlock()
 		return s.pinInit(ctx, s.currentVariant(), m), nil, nil

@@ -195,10 +195,7 @@ type Session struct {
 	variant   string
 	reqs      requests                                    // the requests in flight whose answers the session judges (requests.go)
 	kinds     [surface.KindResourceTemplate + 1]kindState // by the kind of listing
-	initRes   []byte                                      // the raw initialize result
-	initItems []surface.PageItem                          // its items (instructions), hashed with initWith
-	initWith  surface.Options
-	initKnown bool // initItems are initRes's
+	init      initPin                                     // the initialize result, pinned (initpin.go)
 	live      map[ItemKey]surface.Digest
 	declared  []surface.Kind            // the listings the server's capabilities announce
 	lastTools map[string]surface.Digest // the last complete tools listing
@@ -484,11 +481,7 @@ func (s *Session) adoptHashing(o surface.Options) {
 	}
 	s.hashing.Store(&o)
 	clear(s.live)
-	if s.initRes != nil {
-		var err error
-		s.initItems, err = initItemsOf(o, s.initRes)
-		s.initKnown, s.initWith = err == nil, o
-	}
+	s.init.rehash(o)
 	for k := surface.KindTool; k <= surface.KindResourceTemplate; k++ {
 		ks := &s.kinds[k]
 		if ks.lastItems == nil {
@@ -1107,16 +1100,17 @@ func (s *Session) captureLocked() (capture, summary) {
 			sum.ok = false
 		}
 	}
-	if s.initRes != nil {
-		if !s.initKnown {
+	init, initItems, initWith, initKnown := s.init.captured()
+	if init != nil {
+		if !initKnown {
 			sum.ok = false
 		}
-		use(s.initWith)
-		for _, it := range s.initItems {
+		use(initWith)
+		for _, it := range initItems {
 			sum.items = append(sum.items, surface.Item{Kind: it.Kind, Name: it.Name, Hash: it.Hash})
 		}
 	}
-	c := capture{init: s.initRes}
+	c := capture{init: init}
 	size := len(c.init) + 64
 	for k := surface.KindTool; k <= surface.KindResourceTemplate; k++ {
 		ks := &s.kinds[k]
