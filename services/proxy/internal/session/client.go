@@ -215,8 +215,8 @@ func (s *Session) decide(ctx context.Context, kind surface.Kind, name string) (c
 	variant := judge.variant
 	live, seen := judge.live[ItemKey{kind, name}]
 	awaiting := judge.published[variant] || judge.assembling
-	listErr := judge.listErr
 	judge.mu.Unlock()
+	_, listErr := judge.tools.state()
 	if listErr != "" && kind == surface.KindTool {
 		// Whatever the verdict and the posture: the server's surface is not a surface.
 		return RefuseListingInvalid, fmt.Sprintf("mcpdrift withheld this call: the tools listing of server %q could not be assembled (%s), so none of its tools can be trusted. The server must be fixed; the proxy lists it again when it announces a change.", s.cfg.Server, listErr), "", "", false
@@ -230,7 +230,7 @@ func (s *Session) decide(ctx context.Context, kind surface.Kind, name string) (c
 		live, seen = judge.live[ItemKey{kind, name}]
 		judge.mu.Unlock()
 	}
-	drifted := judge.driftedFrom(v, ok)
+	drifted := judge.tools.driftedFrom(v, ok)
 	switch {
 	case !ok:
 		return RefuseServerUnknown, fmt.Sprintf("mcpdrift withheld this request: there is no verdict on server %q yet, so it is not trusted. Retry shortly (the proxy publishes what the server advertises once the session is initialized and lists it); if it persists an admin must check the drift service.", s.cfg.Server), "", "", false
@@ -303,10 +303,7 @@ func (s *Session) decideWithheld(ctx context.Context, v View, kind surface.Kind,
 	}
 	judge := s.judge()
 	if kind == surface.KindTool {
-		judge.mu.Lock()
-		listed := judge.lastTools != nil || judge.listErr != ""
-		judge.mu.Unlock()
-		if !listed {
+		if last, listErr := judge.tools.state(); last == nil && listErr == "" {
 			// No complete tools listing yet: the one under way says what
 			// is live (ListAll lists every kind once the session opens).
 			wctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
@@ -316,12 +313,13 @@ func (s *Session) decideWithheld(ctx context.Context, v View, kind surface.Kind,
 	}
 	key := ItemKey{kind, name}
 	approved, inBaseline := v.Items[key]
-	judge.mu.Lock()
-	pageHash, onPage := judge.live[key]
 	var last map[string]surface.Digest
 	if kind == surface.KindTool {
-		last = judge.lastTools
-	} else {
+		last, _ = judge.tools.state()
+	}
+	judge.mu.Lock()
+	pageHash, onPage := judge.live[key]
+	if kind != surface.KindTool {
 		last = judge.kinds[kind].lastItems
 	}
 	listedHash, listed := last[name]

@@ -260,7 +260,7 @@ func (s *Session) failListing(k surface.Kind, ref listingRef, why string, publis
 		a.failure, a.builder = why, nil
 		follow := s.cfg.Follow
 		if k == surface.KindTool && follow == nil {
-			s.lastTools, s.drifted, s.listErr = nil, true, why
+			s.tools.failed(why)
 		}
 		s.mu.Unlock()
 		if ref.by == byProxy {
@@ -287,8 +287,8 @@ func (s *Session) failListing(k surface.Kind, ref listingRef, why string, publis
 // which may have been a listing.
 func (s *Session) poison(why string) {
 	j := s.judge()
+	j.tools.failed(why)
 	j.mu.Lock()
-	j.lastTools, j.drifted, j.listErr = nil, true, why
 	// One re-listing at a time: a server that answers it with what the
 	// proxy cannot read again does not start another.
 	relist := j.init.result() != nil && slices.Contains(j.declared, surface.KindTool) && !j.kinds[surface.KindTool].inFlight
@@ -310,13 +310,13 @@ func (s *Session) Oversized() {
 // session's last (items nil: it failed, why says how): the server showed it
 // to an agent in this session's variant, so calls are decided on it.
 func (s *Session) adoptTools(items map[string]surface.Digest, why string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if items == nil {
-		s.lastTools, s.drifted, s.listErr = nil, true, why
+		s.tools.failed(why)
 		return
 	}
-	s.lastTools, s.drifted, s.driftBase, s.listErr = items, false, "", ""
+	s.tools.listed(items)
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for name, h := range items {
 		s.live[ItemKey{surface.KindTool, name}] = h
 	}
@@ -510,7 +510,7 @@ func (s *Session) servedWhole(ctx context.Context, variant string, awaiting bool
 	if !ok {
 		return false, "unknown"
 	}
-	return v.Serve && (v.Alert || v.Status == string(status.Verified) && !s.judge().driftedFrom(v, ok)), v.Status
+	return v.Serve && (v.Alert || v.Status == string(status.Verified) && !s.judge().tools.driftedFrom(v, ok)), v.Status
 }
 
 // listPage decides on the items of one page and returns the message to

@@ -191,18 +191,14 @@ type Session struct {
 	toServer func([]byte) error // sendOwn
 	send     func([]byte) error // the transport's (New)
 
-	mu        lockorder.Mutex[lockorder.SessionMu]
-	variant   string
-	reqs      requests                                    // the requests in flight whose answers the session judges (requests.go)
-	kinds     [surface.KindResourceTemplate + 1]kindState // by the kind of listing
-	init      initPin                                     // the initialize result, pinned (initpin.go)
-	live      map[ItemKey]surface.Digest
-	declared  []surface.Kind            // the listings the server's capabilities announce
-	lastTools map[string]surface.Digest // the last complete tools listing
-	listErr   string                    // why the last tools listing could not be assembled ("" when it could)
-	drifted   bool                      // that listing differed from the baseline ...
-	driftBase string                    // ... whose hash was this ("" not judged yet)
-	driftSeen string                    // a baseline some listing of this session (or a follower's) differed from
+	mu       lockorder.Mutex[lockorder.SessionMu]
+	variant  string
+	reqs     requests                                    // the requests in flight whose answers the session judges (requests.go)
+	kinds    [surface.KindResourceTemplate + 1]kindState // by the kind of listing
+	init     initPin                                     // the initialize result, pinned (initpin.go)
+	live     map[ItemKey]surface.Digest
+	declared []surface.Kind // the listings the server's capabilities announce
+	tools    toolsMemory    // the server's tools against its baselines (tools.go)
 
 	toolsListed     chan struct{} // closed once a tools listing was complete
 	toolsListedOnce sync.Once
@@ -495,11 +491,8 @@ func (s *Session) adoptHashing(o surface.Options) {
 		for name, h := range items {
 			s.live[ItemKey{k, name}] = h
 		}
-		if k == surface.KindTool && s.lastTools != nil {
-			s.lastTools, s.driftBase = items, ""
-			if items == nil {
-				s.drifted = true
-			}
+		if k == surface.KindTool {
+			s.tools.rehashed(items)
 		}
 	}
 	if ui := &s.ui; len(ui.results) > 0 {
@@ -558,7 +551,7 @@ func (s *Session) judgePage(ctx context.Context, k surface.Kind, m *jsonrpc.Mess
 	hashedWith := s.judge().hashOptions() // what the page's items were hashed with
 	v, ok := s.view(ctx, variant, awaiting)
 	serve := ok && v.Serve
-	if serve && v.Withhold && (v.Status != string(status.Verified) || s.judge().driftedFrom(v, ok)) && !s.instructionsKept(v) {
+	if serve && v.Withhold && (v.Status != string(status.Verified) || s.judge().tools.driftedFrom(v, ok)) && !s.instructionsKept(v) {
 		// Under withhold_changed, instructions other than the baseline's
 		// withhold the whole server (decideWithheld).
 		serve = false
@@ -592,16 +585,14 @@ func (s *Session) judgePage(ctx context.Context, k surface.Kind, m *jsonrpc.Mess
 		}
 	}
 	var relistErr error
-	if f := s.cfg.Follow; f != nil && last && k == surface.KindTool && s.sameVariantAs(f) && s.driftedFrom(v, ok) {
+	if f := s.cfg.Follow; f != nil && last && k == surface.KindTool && s.sameVariantAs(f) && s.tools.driftedFrom(v, ok) {
 		// A client's listing shows what the leader's last did not: the
 		// leader holds the server closed against this baseline whatever
 		// its own listings show (a server may show the proxy one surface
 		// and the agent another), and looks again, so the pipeline hears
 		// of the change.
 		if ok && v.BaselineHash != "" {
-			f.mu.Lock()
-			f.driftSeen = v.BaselineHash
-			f.mu.Unlock()
+			f.tools.sawDrift(v.BaselineHash)
 		}
 		if rerr := f.relistSoon(surface.KindTool, false); rerr != nil {
 			relistErr = fmt.Errorf("re-listing the server's tools: %w", rerr)
@@ -660,10 +651,8 @@ func (s *Session) assembles(k surface.Kind) bool {
 	if !ok || k != surface.KindTool {
 		return ok
 	}
-	judge := s.judge()
-	judge.mu.Lock()
-	defer judge.mu.Unlock()
-	return judge.listErr == ""
+	_, listErr := s.judge().tools.state()
+	return listErr == ""
 }
 
 // hasDuplicates reports a page naming an item twice: which of the two a
@@ -843,7 +832,7 @@ func (s *Session) WaitToolsListed(ctx context.Context) bool {
 }
 
 // finishListing publishes the complete listing; whether its tools drifted
-// from the baseline is judged at the next decision (driftedFrom), so that
+// from the baseline is judged at the next decision (toolsMemory.driftedFrom), so that
 // publishing never waits for a verdict, which on first sight waits for
 // this very listing.
 func (s *Session) finishListing(k surface.Kind, by owner) {
@@ -873,13 +862,13 @@ func (s *Session) finishListing(k surface.Kind, by owner) {
 		if failure == "" {
 			// Tools alone against the baseline's tools: the surface hash also
 			// covers other kinds, so compare item sets.
-			s.lastTools = map[string]surface.Digest{}
+			tools := map[string]surface.Digest{}
 			for _, it := range sf.Of(surface.KindTool) {
-				s.lastTools[it.Name] = it.Hash
+				tools[it.Name] = it.Hash
 			}
-			s.drifted, s.driftBase, s.listErr = false, "", ""
+			s.tools.listed(tools)
 		} else {
-			s.lastTools, s.drifted, s.listErr = nil, true, failure
+			s.tools.failed(failure)
 		}
 	}
 	a.builder = nil
@@ -1035,48 +1024,6 @@ func (s *Session) reportFollowed(k surface.Kind, items map[string]surface.Digest
 	ks.complete, ks.lastItems, ks.itemsWith = saved, savedItems, savedWith
 	s.mu.Unlock()
 	s.publish(variant, c, sum)
-}
-
-// driftedFrom reports whether the last complete tools listing differs from
-// the baseline, or any listing since that baseline did, from
-// the baseline in v, judging it when it is new or the baseline moved (an
-// approval) since it was last judged. A listing that could not be read
-// counts as drift.
-func (s *Session) driftedFrom(v View, known bool) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if known && v.Items != nil && s.lastTools != nil && v.BaselineHash != s.driftBase {
-		s.drifted, s.driftBase = !sameTools(s.lastTools, v), v.BaselineHash
-		if s.drifted {
-			s.driftSeen = v.BaselineHash
-		}
-	}
-	if known && v.BaselineHash != "" && v.BaselineHash == s.driftSeen {
-		// Drift never passes by itself: a later listing that matches the
-		// baseline again (the server showing the proxy one surface and an
-		// agent another) does not reopen what one listing closed. A new
-		// baseline (an approval) does.
-		return true
-	}
-	return s.drifted
-}
-
-func sameTools(tools map[string]surface.Digest, v View) bool {
-	n := 0
-	for key := range v.Items {
-		if key.Kind == surface.KindTool {
-			n++
-		}
-	}
-	if n != len(tools) {
-		return false
-	}
-	for name, h := range tools {
-		if b, ok := v.Items[ItemKey{surface.KindTool, name}]; !ok || b != h {
-			return false
-		}
-	}
-	return true
 }
 
 // summary is what a capture's surface hash is made of, when the session
