@@ -409,26 +409,6 @@ func (s *Session) readDone(p pendingReq, result []byte, why string, local bool) 
 	s.publishWholeLocked() // unlocks
 }
 
-// publishWholeLocked publishes the session's whole surface when every
-// declared listing is complete; it releases s.mu.
-func (s *Session) publishWholeLocked() {
-	for _, d := range s.declared {
-		if s.kinds[d].complete == nil {
-			s.mu.Unlock()
-			return
-		}
-	}
-	c, sum := s.captureLocked()
-	variant := s.variant
-	if s.published == nil {
-		s.published = map[string]bool{}
-	}
-	s.published[variant] = true
-	s.assembling = false
-	s.mu.Unlock()
-	s.publish(variant, c, sum)
-}
-
 // uiCapture adds what the proxy's gets got to a capture being written:
 // the contents of the UI resources and the messages of the argument-less
 // prompts the last complete listings list; s.mu held.
