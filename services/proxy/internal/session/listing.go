@@ -24,114 +24,180 @@ import (
 // whole surface (publish.go). The proxy lists on its own account at the
 // session's start (ListAll) and after a list_changed (relist, flood.go).
 
-// owner says whose listing of a kind a page belongs to.
-type owner uint8
+// listPage decides on the items of one page and returns the message to
+// forward: the original bytes, or the page with unapproved items removed.
+// A page whose verdict is due is judged in later when mayWait, so that a
+// serial transport reads on meanwhile.
+func (s *Session) listPage(ctx context.Context, k surface.Kind, m *jsonrpc.Message, mayWait bool) ([]byte, decision, error) {
+	if m.Result == nil {
+		// An error answer lists nothing, and the client learns so; what the
+		// server lists is not trusted until a listing is judged, as when
+		// the transport could not read its answer (Unanswered).
+		s.failListing(k, listingRef{}, errorAnswer, false)
+		return m.Raw, nil, nil
+	}
+	pg, last, err := s.addPage(k, byClient, m)
+	if last {
+		s.finishListing(k, byClient) // published before waiting for a verdict on it
+	}
+	variant := s.currentVariant()
+	if !mayWait || !s.awaits(variant) {
+		// With no verdict due, the gate answers at once; in a batch the
+		// page cannot wait alone.
+		out, jerr := s.judgePage(ctx, k, m, variant, false, pg, last, err)
+		return out, nil, jerr
+	}
+	// The page's bytes may belong to the transport's reader: the decision
+	// keeps a copy of them, and the parse, which reads the copy.
+	m.Detach()
+	return nil, func(ctx context.Context) ([]byte, error) {
+		out, jerr := s.judgePage(ctx, k, m, variant, true, pg, last, err)
+		if d, _, ok := m.Parsed(); ok {
+			// The parse goes back to the pool judgeServer took it from;
+			// the message reads its bytes alone from now on (a second
+			// decision would find no spans, and withhold).
+			m.Forget()
+			canonjson.Return(d)
+		}
+		return out, jerr
+	}, nil
+}
 
-// The two listings of a kind a session assembles, apart, so that the two
-// never mix their pages when they overlap.
-const (
-	byClient owner = iota // the client's own listing
-	byProxy               // the proxy's listing on its own account
-)
+// addPage feeds a page to the listing in progress; last reports that the
+// listing is complete. A following session then tells the session it
+// follows what the page showed (followPage), its own lock released: a
+// session never holds its lock while it takes another's (LOCKS.md).
+func (s *Session) addPage(k surface.Kind, by owner, m *jsonrpc.Message) (page, bool, error) {
+	pg, last, err, shown := s.addPageLocked(k, by, m)
+	if f := s.cfg.Follow; f != nil && shown.items != nil && (shown.variant == "" || shown.variant == f.currentVariant()) {
+		f.followPage(k, shown.items, shown.src)
+	}
+	return pg, last, err
+}
 
-// WillList says that the session is about to list the server's whole
-// surface (ListAll, or the first listing of a stateless server): until it
-// has published it, decisions in its variant await the verdict on it.
-func (s *Session) WillList() {
+// addPageLocked is addPage under s.mu; shown is what the page showed, for
+// the session this one follows (its items nil when there is nothing to
+// tell).
+func (s *Session) addPageLocked(k surface.Kind, by owner, m *jsonrpc.Message) (_ page, last bool, _ error, shown shownPage) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.assembling = true
+	a := &s.kinds[k].listing[by]
+	if a.builder == nil {
+		s.startListing(k, by) // a page without its first: judge it on its own
+	}
+	result := m.Result
+	a.pages = append(a.pages, bytes.Clone(result))
+	pg, err := hashPage(a.builder, k, m)
+	if err != nil {
+		// Hostile or broken: nothing of it is served, and the pipeline hears of it.
+		s.kinds[k].complete = a.pages
+		a.builder, a.failure = nil, err.Error()
+		return page{}, true, err, shownPage{}
+	}
+	items, cursor := pg.items, pg.cursor
+	for _, it := range items {
+		s.live[ItemKey{k, it.Name}] = it.Hash
+	}
+	// What the items' definitions say that later decisions need (the tools'
+	// UI links, which prompts take no arguments), noted here and, like the
+	// live items, in the session this one follows (addPage).
+	src := result
+	if d, _, ok := m.Parsed(); ok && pg.spans {
+		src = d.Source()
+	}
+	if note := noteOf(k); note != nil {
+		note(s, items, src)
+	}
+	if s.cfg.Follow != nil {
+		// What the server shows a stateless agent is its live definition
+		// for every request the leader judges.
+		shown = shownPage{items: items, src: src, variant: s.variant}
+	}
+	if k == surface.KindTool && s.cfg.ToolsPage != nil {
+		names := make([]string, len(items))
+		for i, it := range items {
+			names[i] = it.Name
+		}
+		s.cfg.ToolsPage(names, result)
+	}
+	if cursor != "" && len(a.pages) >= s.cfg.MaxPages {
+		a.failure = fmt.Sprintf("the listing went on past the limit of %d pages", s.cfg.MaxPages)
+		return pg, true, nil, shown
+	}
+	return pg, cursor == "", nil, shown
 }
 
-// ListAll lists every kind the server declared, on the proxy's own account,
-// so that what it publishes is always the whole surface, whatever this
-// client happens to list. It is due once the session is open.
-func (s *Session) ListAll() error {
+// hashPage has b read the page m answers, from m's parse when it kept one.
+func hashPage(b *surface.Builder, k surface.Kind, m *jsonrpc.Message) (page, error) {
+	var pg page
+	var err error
+	if d, n, ok := m.Parsed(); ok {
+		pg.cursor, err = b.AddPageIn(k, d, n)
+		pg.spans = true
+	} else {
+		pg.cursor, err = b.AddPage(k, m.Result)
+	}
+	if err != nil {
+		return page{}, err
+	}
+	pg.items = b.LastPage()
+	start, end := b.LastList()
+	pg.list = jsonrpc.Span{Start: start, End: end}
+	return pg, nil
+}
+
+// page is what the engine read of one page: its items in the order the
+// server sent them, with their hashes and the spans of the bytes each was
+// hashed from, and the span of the list array (spans false when the page
+// was not read from its message's parse: then nothing of it can be
+// spliced, and nothing of it is served).
+type page struct {
+	items  []surface.PageItem
+	list   jsonrpc.Span
+	spans  bool
+	cursor string
+}
+
+// errNoSpans: a page read without its message's parse has no spans to
+// splice by; it is withheld whole (never the case for a page that came
+// through Server).
+var errNoSpans = errors.New("no item spans for the page")
+
+// shownPage is what a page showed of the server's live definitions, for
+// the session a following one follows (followPage): its items, the bytes
+// their spans are offsets in, and the follower's variant then.
+type shownPage struct {
+	items   []surface.PageItem
+	src     []byte
+	variant string
+}
+
+// followPage records what a follower's page of k showed (items, their
+// spans offsets in src): the server's live definitions, for every request
+// this session judges; the notes later decisions need (noteUILinks,
+// notePrompts), as the follower took them for itself.
+func (s *Session) followPage(k surface.Kind, items []surface.PageItem, src []byte) {
 	s.mu.Lock()
-	kinds := slices.Clone(s.declared)
-	s.assembling = len(kinds) > 0
-	s.mu.Unlock()
-	for _, k := range kinds {
-		// Whatever is in flight: ListAll comes at the session's start,
-		// with new credentials, and on the monitor's rounds, never from
-		// the server's word, and a listing in flight may be one the
-		// transport could not deliver (a refused request).
-		s.mu.Lock()
-		ks := &s.kinds[k]
-		if ks.dropped && ks.relisting == nil {
-			ks.relisting = make(chan struct{}) // distrusted until listed (relistDropped)
-		}
-		ks.inFlight, ks.dirty, ks.dropped, ks.since = true, false, false, time.Now()
-		s.mu.Unlock()
-		if err := s.relist(k, ""); err != nil {
-			return err
-		}
+	defer s.mu.Unlock()
+	for _, it := range items {
+		s.live[ItemKey{k, it.Name}] = it.Hash
+	}
+	if note := noteOf(k); note != nil {
+		note(s, items, src)
+	}
+}
+
+// noteOf is what the items of a page of k say that later decisions need,
+// noted on a session (s.mu held): the tools' UI links, which prompts take
+// no arguments; nil for other kinds.
+func noteOf(k surface.Kind) func(*Session, []surface.PageItem, []byte) {
+	switch k {
+	case surface.KindTool:
+		return (*Session).noteUILinks
+	case surface.KindPrompt:
+		return (*Session).notePrompts
 	}
 	return nil
-}
-
-// assembly is one listing in progress: of one kind, by one owner.
-type assembly struct {
-	builder *surface.Builder // nil when none is in progress
-	pages   [][]byte         // the raw result bytes of its pages
-	failure string           // why it cannot be assembled ("" while it can)
-}
-
-// kindState is what a session holds of one kind of listing.
-type kindState struct {
-	listing   [byProxy + 1]assembly     // in progress, by owner
-	cursors   map[string]bool           // cursors the proxy's own listing followed
-	gen       int                       // the proxy's own listing under way: answers of an older one are dropped
-	complete  [][]byte                  // the last complete listing's pages
-	lastItems map[string]surface.Digest // the items of the last complete listing
-	itemsWith surface.Options           // what lastItems were hashed with
-	relisting chan struct{}             // closed when the re-listing list_changed asked for is done
-	// The proxy's own listing of the kind (flood.go): one in flight since
-	// since, and dirty when another is owed after it; dropped when its
-	// request did not reach the server, and the kind is distrusted until
-	// it is listed again; held counts the list_changed held until it is
-	// done (holdChange).
-	inFlight, dirty, dropped bool
-	since                    time.Time
-	held                     int
-}
-
-// startListing starts k's listing by by afresh; s.mu held.
-func (s *Session) startListing(k surface.Kind, by owner) {
-	s.kinds[k].listing[by] = assembly{builder: surface.NewBuilder(s.judge().hashOptions())}
-	if by == byProxy {
-		s.kinds[k].cursors = nil
-		s.kinds[k].gen++
-	}
-}
-
-// itemsOf hashes the items of a listing's raw pages with o.
-func itemsOf(o surface.Options, k surface.Kind, pages [][]byte) (map[string]surface.Digest, error) {
-	b := surface.NewBuilder(o)
-	for _, p := range pages {
-		if _, err := b.AddPage(k, p); err != nil {
-			return nil, err
-		}
-	}
-	sf, err := b.Surface()
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]surface.Digest{}
-	for _, it := range sf.Of(k) {
-		out[it.Name] = it.Hash
-	}
-	return out, nil
-}
-
-// awaits reports whether a verdict on variant is due for the session that
-// judges this one: it published that variant's whole surface, or it is
-// assembling it.
-func (s *Session) awaits(variant string) bool {
-	judge := s.judge()
-	judge.mu.Lock()
-	defer judge.mu.Unlock()
-	return judge.published[variant] || judge.assembling
 }
 
 // judgePage asks the gate about a page's items (waiting for a verdict when
@@ -220,23 +286,14 @@ func (s *Session) judgePage(ctx context.Context, k surface.Kind, m *jsonrpc.Mess
 	return out, relistErr
 }
 
-// sameVariantAs reports whether this following session's requests are in
-// the listing variant of the session f that judges them (a request that
-// names no variant is taken to be).
-func (s *Session) sameVariantAs(f *Session) bool {
-	s.mu.Lock()
-	v := s.variant
-	s.mu.Unlock()
-	return v == "" || v == f.currentVariant()
-}
-
-// codeOf is the stable code of a listing error (surface's, or canonjson's).
-func codeOf(err error) string {
-	var se *surface.Error
-	if errors.As(err, &se) {
-		return string(se.Code)
-	}
-	return "invalid"
+// awaits reports whether a verdict on variant is due for the session that
+// judges this one: it published that variant's whole surface, or it is
+// assembling it.
+func (s *Session) awaits(variant string) bool {
+	judge := s.judge()
+	judge.mu.Lock()
+	defer judge.mu.Unlock()
+	return judge.published[variant] || judge.assembling
 }
 
 // assembles reports that the client's listing of k in progress can still
@@ -267,167 +324,23 @@ func hasDuplicates(items []surface.PageItem) bool {
 	return false
 }
 
-// page is what the engine read of one page: its items in the order the
-// server sent them, with their hashes and the spans of the bytes each was
-// hashed from, and the span of the list array (spans false when the page
-// was not read from its message's parse: then nothing of it can be
-// spliced, and nothing of it is served).
-type page struct {
-	items  []surface.PageItem
-	list   jsonrpc.Span
-	spans  bool
-	cursor string
-}
-
-// errNoSpans: a page read without its message's parse has no spans to
-// splice by; it is withheld whole (never the case for a page that came
-// through Server).
-var errNoSpans = errors.New("no item spans for the page")
-
-// hashPage has b read the page m answers, from m's parse when it kept one.
-func hashPage(b *surface.Builder, k surface.Kind, m *jsonrpc.Message) (page, error) {
-	var pg page
-	var err error
-	if d, n, ok := m.Parsed(); ok {
-		pg.cursor, err = b.AddPageIn(k, d, n)
-		pg.spans = true
-	} else {
-		pg.cursor, err = b.AddPage(k, m.Result)
+// codeOf is the stable code of a listing error (surface's, or canonjson's).
+func codeOf(err error) string {
+	var se *surface.Error
+	if errors.As(err, &se) {
+		return string(se.Code)
 	}
-	if err != nil {
-		return page{}, err
-	}
-	pg.items = b.LastPage()
-	start, end := b.LastList()
-	pg.list = jsonrpc.Span{Start: start, End: end}
-	return pg, nil
+	return "invalid"
 }
 
-// addPage feeds a page to the listing in progress; last reports that the
-// listing is complete. A following session then tells the session it
-// follows what the page showed (followPage), its own lock released: a
-// session never holds its lock while it takes another's (LOCKS.md).
-func (s *Session) addPage(k surface.Kind, by owner, m *jsonrpc.Message) (page, bool, error) {
-	pg, last, err, shown := s.addPageLocked(k, by, m)
-	if f := s.cfg.Follow; f != nil && shown.items != nil && (shown.variant == "" || shown.variant == f.currentVariant()) {
-		f.followPage(k, shown.items, shown.src)
-	}
-	return pg, last, err
-}
-
-// shownPage is what a page showed of the server's live definitions, for
-// the session a following one follows (followPage): its items, the bytes
-// their spans are offsets in, and the follower's variant then.
-type shownPage struct {
-	items   []surface.PageItem
-	src     []byte
-	variant string
-}
-
-// followPage records what a follower's page of k showed (items, their
-// spans offsets in src): the server's live definitions, for every request
-// this session judges; the notes later decisions need (noteUILinks,
-// notePrompts), as the follower took them for itself.
-func (s *Session) followPage(k surface.Kind, items []surface.PageItem, src []byte) {
+// sameVariantAs reports whether this following session's requests are in
+// the listing variant of the session f that judges them (a request that
+// names no variant is taken to be).
+func (s *Session) sameVariantAs(f *Session) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, it := range items {
-		s.live[ItemKey{k, it.Name}] = it.Hash
-	}
-	if note := noteOf(k); note != nil {
-		note(s, items, src)
-	}
-}
-
-// noteOf is what the items of a page of k say that later decisions need,
-// noted on a session (s.mu held): the tools' UI links, which prompts take
-// no arguments; nil for other kinds.
-func noteOf(k surface.Kind) func(*Session, []surface.PageItem, []byte) {
-	switch k {
-	case surface.KindTool:
-		return (*Session).noteUILinks
-	case surface.KindPrompt:
-		return (*Session).notePrompts
-	}
-	return nil
-}
-
-// addPageLocked is addPage under s.mu; shown is what the page showed, for
-// the session this one follows (its items nil when there is nothing to
-// tell).
-func (s *Session) addPageLocked(k surface.Kind, by owner, m *jsonrpc.Message) (_ page, last bool, _ error, shown shownPage) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	a := &s.kinds[k].listing[by]
-	if a.builder == nil {
-		s.startListing(k, by) // a page without its first: judge it on its own
-	}
-	result := m.Result
-	a.pages = append(a.pages, bytes.Clone(result))
-	pg, err := hashPage(a.builder, k, m)
-	if err != nil {
-		// Hostile or broken: nothing of it is served, and the pipeline hears of it.
-		s.kinds[k].complete = a.pages
-		a.builder, a.failure = nil, err.Error()
-		return page{}, true, err, shownPage{}
-	}
-	items, cursor := pg.items, pg.cursor
-	for _, it := range items {
-		s.live[ItemKey{k, it.Name}] = it.Hash
-	}
-	// What the items' definitions say that later decisions need (the tools'
-	// UI links, which prompts take no arguments), noted here and, like the
-	// live items, in the session this one follows (addPage).
-	src := result
-	if d, _, ok := m.Parsed(); ok && pg.spans {
-		src = d.Source()
-	}
-	if note := noteOf(k); note != nil {
-		note(s, items, src)
-	}
-	if s.cfg.Follow != nil {
-		// What the server shows a stateless agent is its live definition
-		// for every request the leader judges.
-		shown = shownPage{items: items, src: src, variant: s.variant}
-	}
-	if k == surface.KindTool && s.cfg.ToolsPage != nil {
-		names := make([]string, len(items))
-		for i, it := range items {
-			names[i] = it.Name
-		}
-		s.cfg.ToolsPage(names, result)
-	}
-	if cursor != "" && len(a.pages) >= s.cfg.MaxPages {
-		a.failure = fmt.Sprintf("the listing went on past the limit of %d pages", s.cfg.MaxPages)
-		return pg, true, nil, shown
-	}
-	return pg, cursor == "", nil, shown
-}
-
-// ToolListed reports whether the session that judges this one's calls
-// has seen tool listed (by any listing of its variant: its own, its
-// client's, a follower's). A transport that keeps something of the tools'
-// definitions (Config.ToolsPage) asks this first, then reads what it kept:
-// the pages that made the judge list the tool itself were handed to
-// ToolsPage under the same lock, before this could be true.
-func (s *Session) ToolListed(tool string) bool {
-	judge := s.judge()
-	judge.mu.Lock()
-	defer judge.mu.Unlock()
-	_, ok := judge.live[ItemKey{surface.KindTool, tool}]
-	return ok
-}
-
-// WaitToolsListed waits until the session that judges this one's calls has
-// seen a complete tools listing, or ctx ends, and reports whether it has.
-func (s *Session) WaitToolsListed(ctx context.Context) bool {
-	judge := s.judge()
-	select {
-	case <-judge.toolsListed:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	v := s.variant
+	s.mu.Unlock()
+	return v == "" || v == f.currentVariant()
 }
 
 // finishListing publishes the complete listing; whether its tools drifted
@@ -540,141 +453,104 @@ func (s *Session) reportFollowed(k surface.Kind, items map[string]surface.Digest
 	s.publish(variant, c, sum)
 }
 
-// failListing records that a listing could not be judged: it fails, and
-// the tools of a failed tools listing are not trusted until one is judged
-// (listing_invalid). With publish (the server sent what the proxy could not
-// read) the listing is published as failing, so that the pipeline holds
-// the server fleet-wide; a placeholder page without its list array stands
-// for the unreadable bytes, which never enter a capture. Without it (the
-// transport refused an answer, or the server answered with an HTTP error)
-// the failure is this session's alone.
-func (s *Session) failListing(k surface.Kind, ref listingRef, why string, publish bool) {
-	s.mu.Lock()
-	if ref.by == byProxy && ref.gen != s.kinds[k].gen {
-		s.mu.Unlock()
-		return // a newer listing of this kind started
-	}
-	a := &s.kinds[k].listing[ref.by]
-	if !publish {
-		a.failure, a.builder = why, nil
-		follow := s.cfg.Follow
-		if k == surface.KindTool && follow == nil {
-			s.tools.failed(why)
-		}
-		s.mu.Unlock()
-		if ref.by == byProxy {
-			s.endRelist(k)
-		}
-		if follow != nil && k == surface.KindTool {
-			follow.adoptTools(nil, why)
-		}
-		return
-	}
-	if a.builder == nil {
-		s.startListing(k, ref.by)
-	}
-	a.pages = append(a.pages, []byte(`{"mcpdrift/unreadable":`+strconv.Quote(why)+`}`))
-	s.kinds[k].complete = a.pages
-	a.failure, a.builder = why, nil
-	s.mu.Unlock()
-	s.finishListing(k, ref.by)
+// owner says whose listing of a kind a page belongs to.
+type owner uint8
+
+// The two listings of a kind a session assembles, apart, so that the two
+// never mix their pages when they overlap.
+const (
+	byClient owner = iota // the client's own listing
+	byProxy               // the proxy's listing on its own account
+)
+
+// assembly is one listing in progress: of one kind, by one owner.
+type assembly struct {
+	builder *surface.Builder // nil when none is in progress
+	pages   [][]byte         // the raw result bytes of its pages
+	failure string           // why it cannot be assembled ("" while it can)
 }
 
-// poison makes the session that judges this one distrust the server's
-// tools until it has judged a complete tools listing again, and asks for
-// one: the server sent something the proxy could not tie to a request,
-// which may have been a listing.
-func (s *Session) poison(why string) {
-	j := s.judge()
-	j.tools.failed(why)
-	j.mu.Lock()
-	// One re-listing at a time: a server that answers it with what the
-	// proxy cannot read again does not start another.
-	relist := j.init.result() != nil && slices.Contains(j.declared, surface.KindTool) && !j.kinds[surface.KindTool].inFlight
-	j.mu.Unlock()
-	if relist {
-		_ = j.relistSoon(surface.KindTool, true)
+// kindState is what a session holds of one kind of listing.
+type kindState struct {
+	listing   [byProxy + 1]assembly     // in progress, by owner
+	cursors   map[string]bool           // cursors the proxy's own listing followed
+	gen       int                       // the proxy's own listing under way: answers of an older one are dropped
+	complete  [][]byte                  // the last complete listing's pages
+	lastItems map[string]surface.Digest // the items of the last complete listing
+	itemsWith surface.Options           // what lastItems were hashed with
+	relisting chan struct{}             // closed when the re-listing list_changed asked for is done
+	// The proxy's own listing of the kind (flood.go): one in flight since
+	// since, and dirty when another is owed after it; dropped when its
+	// request did not reach the server, and the kind is distrusted until
+	// it is listed again; held counts the list_changed held until it is
+	// done (holdChange).
+	inFlight, dirty, dropped bool
+	since                    time.Time
+	held                     int
+}
+
+// startListing starts k's listing by by afresh; s.mu held.
+func (s *Session) startListing(k surface.Kind, by owner) {
+	s.kinds[k].listing[by] = assembly{builder: surface.NewBuilder(s.judge().hashOptions())}
+	if by == byProxy {
+		s.kinds[k].cursors = nil
+		s.kinds[k].gen++
 	}
 }
 
-// Oversized reports a message from the server that the transport dropped
-// for its size: unread, it may have been a listing, so it is handled like
-// a message that could not be read and tied to a request (poison).
-func (s *Session) Oversized() {
-	s.Dropped(DropFraming)
-	s.poison("the server sent a message over the size limit")
+// itemsOf hashes the items of a listing's raw pages with o.
+func itemsOf(o surface.Options, k surface.Kind, pages [][]byte) (map[string]surface.Digest, error) {
+	b := surface.NewBuilder(o)
+	for _, p := range pages {
+		if _, err := b.AddPage(k, p); err != nil {
+			return nil, err
+		}
+	}
+	sf, err := b.Surface()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]surface.Digest{}
+	for _, it := range sf.Of(k) {
+		out[it.Name] = it.Hash
+	}
+	return out, nil
 }
 
-// adoptTools makes a tools listing that a following session judged this
-// session's last (items nil: it failed, why says how): the server showed it
-// to an agent in this session's variant, so calls are decided on it.
-func (s *Session) adoptTools(items map[string]surface.Digest, why string) {
-	if items == nil {
-		s.tools.failed(why)
-		return
-	}
-	s.tools.listed(items)
+// WillList says that the session is about to list the server's whole
+// surface (ListAll, or the first listing of a stateless server): until it
+// has published it, decisions in its variant await the verdict on it.
+func (s *Session) WillList() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for name, h := range items {
-		s.live[ItemKey{surface.KindTool, name}] = h
-	}
+	s.assembling = true
 }
 
-// errorAnswer is why a listing answered with a JSON-RPC error failed.
-const errorAnswer = "the server answered the listing with an error"
-
-// listingRef says which listing a page request belongs to: the client's,
-// or the proxy's own of generation gen.
-type listingRef struct {
-	by  owner
-	gen int
-}
-
-func refOf(p pendingReq) listingRef {
-	if p.own {
-		return listingRef{by: byProxy, gen: p.gen}
-	}
-	return listingRef{by: byClient}
-}
-
-// listPage decides on the items of one page and returns the message to
-// forward: the original bytes, or the page with unapproved items removed.
-// A page whose verdict is due is judged in later when mayWait, so that a
-// serial transport reads on meanwhile.
-func (s *Session) listPage(ctx context.Context, k surface.Kind, m *jsonrpc.Message, mayWait bool) ([]byte, decision, error) {
-	if m.Result == nil {
-		// An error answer lists nothing, and the client learns so; what the
-		// server lists is not trusted until a listing is judged, as when
-		// the transport could not read its answer (Unanswered).
-		s.failListing(k, listingRef{}, errorAnswer, false)
-		return m.Raw, nil, nil
-	}
-	pg, last, err := s.addPage(k, byClient, m)
-	if last {
-		s.finishListing(k, byClient) // published before waiting for a verdict on it
-	}
-	variant := s.currentVariant()
-	if !mayWait || !s.awaits(variant) {
-		// With no verdict due, the gate answers at once; in a batch the
-		// page cannot wait alone.
-		out, jerr := s.judgePage(ctx, k, m, variant, false, pg, last, err)
-		return out, nil, jerr
-	}
-	// The page's bytes may belong to the transport's reader: the decision
-	// keeps a copy of them, and the parse, which reads the copy.
-	m.Detach()
-	return nil, func(ctx context.Context) ([]byte, error) {
-		out, jerr := s.judgePage(ctx, k, m, variant, true, pg, last, err)
-		if d, _, ok := m.Parsed(); ok {
-			// The parse goes back to the pool judgeServer took it from;
-			// the message reads its bytes alone from now on (a second
-			// decision would find no spans, and withhold).
-			m.Forget()
-			canonjson.Return(d)
+// ListAll lists every kind the server declared, on the proxy's own account,
+// so that what it publishes is always the whole surface, whatever this
+// client happens to list. It is due once the session is open.
+func (s *Session) ListAll() error {
+	s.mu.Lock()
+	kinds := slices.Clone(s.declared)
+	s.assembling = len(kinds) > 0
+	s.mu.Unlock()
+	for _, k := range kinds {
+		// Whatever is in flight: ListAll comes at the session's start,
+		// with new credentials, and on the monitor's rounds, never from
+		// the server's word, and a listing in flight may be one the
+		// transport could not deliver (a refused request).
+		s.mu.Lock()
+		ks := &s.kinds[k]
+		if ks.dropped && ks.relisting == nil {
+			ks.relisting = make(chan struct{}) // distrusted until listed (relistDropped)
 		}
-		return out, jerr
-	}, nil
+		ks.inFlight, ks.dirty, ks.dropped, ks.since = true, false, false, time.Now()
+		s.mu.Unlock()
+		if err := s.relist(k, ""); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // relist asks the server for a listing on the proxy's own account, so that
@@ -721,25 +597,6 @@ func (s *Session) relist(k surface.Kind, cursor string) error {
 	return err
 }
 
-// endRelist ends the proxy's own listing of k: the one owed is sent
-// (relistSoon), or else the wait for a re-listing of k ends.
-func (s *Session) endRelist(k surface.Kind) {
-	s.mu.Lock()
-	ks := &s.kinds[k]
-	if ks.inFlight && ks.dirty && !ks.dropped {
-		ks.dirty, ks.since = false, time.Now()
-		s.mu.Unlock()
-		_ = s.relist(k, "") // a write that failed is returned by the next send, on the reader
-		return
-	}
-	ks.inFlight, ks.dirty = false, false
-	if ch := ks.relisting; ch != nil {
-		close(ch)
-		ks.relisting = nil
-	}
-	s.mu.Unlock()
-}
-
 // waitRelisted waits, at most Config.Timeout, for a re-listing of kind
 // under way (kind 0: of any kind), and reports whether none is left (false
 // too while a re-listing of it was dropped: relistDropped).
@@ -774,4 +631,147 @@ func (s *Session) waitRelisted(ctx context.Context, kind surface.Kind) bool {
 		}
 	}
 	return true
+}
+
+// endRelist ends the proxy's own listing of k: the one owed is sent
+// (relistSoon), or else the wait for a re-listing of k ends.
+func (s *Session) endRelist(k surface.Kind) {
+	s.mu.Lock()
+	ks := &s.kinds[k]
+	if ks.inFlight && ks.dirty && !ks.dropped {
+		ks.dirty, ks.since = false, time.Now()
+		s.mu.Unlock()
+		_ = s.relist(k, "") // a write that failed is returned by the next send, on the reader
+		return
+	}
+	ks.inFlight, ks.dirty = false, false
+	if ch := ks.relisting; ch != nil {
+		close(ch)
+		ks.relisting = nil
+	}
+	s.mu.Unlock()
+}
+
+// failListing records that a listing could not be judged: it fails, and
+// the tools of a failed tools listing are not trusted until one is judged
+// (listing_invalid). With publish (the server sent what the proxy could not
+// read) the listing is published as failing, so that the pipeline holds
+// the server fleet-wide; a placeholder page without its list array stands
+// for the unreadable bytes, which never enter a capture. Without it (the
+// transport refused an answer, or the server answered with an HTTP error)
+// the failure is this session's alone.
+func (s *Session) failListing(k surface.Kind, ref listingRef, why string, publish bool) {
+	s.mu.Lock()
+	if ref.by == byProxy && ref.gen != s.kinds[k].gen {
+		s.mu.Unlock()
+		return // a newer listing of this kind started
+	}
+	a := &s.kinds[k].listing[ref.by]
+	if !publish {
+		a.failure, a.builder = why, nil
+		follow := s.cfg.Follow
+		if k == surface.KindTool && follow == nil {
+			s.tools.failed(why)
+		}
+		s.mu.Unlock()
+		if ref.by == byProxy {
+			s.endRelist(k)
+		}
+		if follow != nil && k == surface.KindTool {
+			follow.adoptTools(nil, why)
+		}
+		return
+	}
+	if a.builder == nil {
+		s.startListing(k, ref.by)
+	}
+	a.pages = append(a.pages, []byte(`{"mcpdrift/unreadable":`+strconv.Quote(why)+`}`))
+	s.kinds[k].complete = a.pages
+	a.failure, a.builder = why, nil
+	s.mu.Unlock()
+	s.finishListing(k, ref.by)
+}
+
+// listingRef says which listing a page request belongs to: the client's,
+// or the proxy's own of generation gen.
+type listingRef struct {
+	by  owner
+	gen int
+}
+
+func refOf(p pendingReq) listingRef {
+	if p.own {
+		return listingRef{by: byProxy, gen: p.gen}
+	}
+	return listingRef{by: byClient}
+}
+
+// errorAnswer is why a listing answered with a JSON-RPC error failed.
+const errorAnswer = "the server answered the listing with an error"
+
+// poison makes the session that judges this one distrust the server's
+// tools until it has judged a complete tools listing again, and asks for
+// one: the server sent something the proxy could not tie to a request,
+// which may have been a listing.
+func (s *Session) poison(why string) {
+	j := s.judge()
+	j.tools.failed(why)
+	j.mu.Lock()
+	// One re-listing at a time: a server that answers it with what the
+	// proxy cannot read again does not start another.
+	relist := j.init.result() != nil && slices.Contains(j.declared, surface.KindTool) && !j.kinds[surface.KindTool].inFlight
+	j.mu.Unlock()
+	if relist {
+		_ = j.relistSoon(surface.KindTool, true)
+	}
+}
+
+// Oversized reports a message from the server that the transport dropped
+// for its size: unread, it may have been a listing, so it is handled like
+// a message that could not be read and tied to a request (poison).
+func (s *Session) Oversized() {
+	s.Dropped(DropFraming)
+	s.poison("the server sent a message over the size limit")
+}
+
+// adoptTools makes a tools listing that a following session judged this
+// session's last (items nil: it failed, why says how): the server showed it
+// to an agent in this session's variant, so calls are decided on it.
+func (s *Session) adoptTools(items map[string]surface.Digest, why string) {
+	if items == nil {
+		s.tools.failed(why)
+		return
+	}
+	s.tools.listed(items)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, h := range items {
+		s.live[ItemKey{surface.KindTool, name}] = h
+	}
+}
+
+// ToolListed reports whether the session that judges this one's calls
+// has seen tool listed (by any listing of its variant: its own, its
+// client's, a follower's). A transport that keeps something of the tools'
+// definitions (Config.ToolsPage) asks this first, then reads what it kept:
+// the pages that made the judge list the tool itself were handed to
+// ToolsPage under the same lock, before this could be true.
+func (s *Session) ToolListed(tool string) bool {
+	judge := s.judge()
+	judge.mu.Lock()
+	defer judge.mu.Unlock()
+	_, ok := judge.live[ItemKey{surface.KindTool, tool}]
+	return ok
+}
+
+// WaitToolsListed waits until the session that judges this one's calls has
+// seen a complete tools listing, or ctx ends, and reports whether it has.
+func (s *Session) WaitToolsListed(ctx context.Context) bool {
+	judge := s.judge()
+	select {
+	case <-judge.toolsListed:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

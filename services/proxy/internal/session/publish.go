@@ -20,92 +20,24 @@ import (
 // as the pages passed when they were all made with the settings it is
 // hashed with, else from the document.
 
-// publication is the surface a session last published whole in a variant.
-type publication struct {
-	hash string
-	at   time.Time
-}
-
-// publish reports a complete listing to the observer, once, whole or in
-// the compact form (docs/bus.md, "Compact re-listings"):
-//
-//   - a capture that is not a surface (a listing that failed) goes whole;
-//   - a surface whose hash, made with the variant's record's hashing, is
-//     the hash the record confirms (View.LiveHash: the pipeline hashed it
-//     itself from a whole manifest) goes compact: re-deciding on it would
-//     change nothing;
-//   - a surface whose hash equals the one this session last published
-//     whole in variant (the client's listing after the proxy's own, a
-//     re-listing that found nothing new) goes compact too, since the
-//     pipeline's verdict on it is known or on its way, unless the verdict
-//     needs asking for again: the gate knows none for variant although the
-//     first-sight bound has passed since that publication;
-//   - anything else goes whole, and the pipeline decides on it.
-//
-// The compact form feeds only the audit trail: the fingerprint and drift
-// services never see it, so reporting a hash compact can never make the
-// pipeline adopt it. Judging is not affected: every listing is judged
-// where it passes.
-func (s *Session) publish(variant string, c capture, sum summary) {
-	v, known := s.gateNow(variant)
-	opts := defaultHashing
-	if known {
-		opts = v.Hashing
-	}
-	l := Listed{Variant: variant, Agent: s.cfg.Agent, Session: s.id}
-	var hash surface.Digest
-	var err error
-	var doc []byte // the capture document, written once when needed
-	if sum.ok && sum.with == opts {
-		// The items were hashed as their pages passed, with the settings
-		// the surface is hashed with: the surface hash is made of them.
-		hash, err = surface.HashItemsForm(opts.Hash, opts.Form, sum.items, sum.listed)
-	} else {
-		var sf *surface.Surface
-		doc = c.bytes()
-		if sf, err = surface.Parse(doc, opts); err == nil {
-			hash = sf.Hash
+// publishWholeLocked publishes the session's whole surface when every
+// declared listing is complete; it releases s.mu.
+func (s *Session) publishWholeLocked() {
+	for _, d := range s.declared {
+		if s.kinds[d].complete == nil {
+			s.mu.Unlock()
+			return
 		}
 	}
-	if err == nil {
-		l.Hash = hash.String()
+	c, sum := s.captureLocked()
+	variant := s.variant
+	if s.published == nil {
+		s.published = map[string]bool{}
 	}
-	s.pubMu.Lock()
-	defer s.pubMu.Unlock() // one publication at a time: the last one recorded is the last one published
-	last, ok := s.lastPub[variant]
-	switch {
-	case err != nil:
-		delete(s.lastPub, variant)
-	case known && v.LiveHash != "" && v.LiveHash == l.Hash,
-		ok && last.hash == l.Hash && (known || time.Since(last.at) < s.cfg.Timeout):
-		s.obs.Seen(l)
-		return
-	default:
-		if s.lastPub == nil {
-			s.lastPub = map[string]publication{}
-		}
-		s.lastPub[variant] = publication{hash: l.Hash, at: time.Now()}
-	}
-	if doc == nil {
-		doc = c.bytes()
-	}
-	s.obs.Listing(l, doc)
-}
-
-// gateNow asks the gate, without waiting, what it holds of variant.
-func (s *Session) gateNow(variant string) (View, bool) {
-	now, cancel := context.WithCancel(context.Background())
-	cancel() // answer from what the gate holds
-	return s.gate.View(now, variant, false, 0)
-}
-
-// summary is what a capture's surface hash is made of, when the session
-// hashed all of it with one setting as it passed (ok).
-type summary struct {
-	ok     bool
-	with   surface.Options
-	listed []surface.Kind
-	items  []surface.Item
+	s.published[variant] = true
+	s.assembling = false
+	s.mu.Unlock()
+	s.publish(variant, c, sum)
 }
 
 // captureLocked takes what the capture document of what the session has
@@ -158,6 +90,15 @@ func (s *Session) captureLocked() (capture, summary) {
 		sum.ok = false // near the size a parse of the capture refuses: let the parse say
 	}
 	return c, sum
+}
+
+// summary is what a capture's surface hash is made of, when the session
+// hashed all of it with one setting as it passed (ok).
+type summary struct {
+	ok     bool
+	with   surface.Options
+	listed []surface.Kind
+	items  []surface.Item
 }
 
 // capture is what a capture document is written from: the pages and the
@@ -232,22 +173,81 @@ func object(raw []byte) *canonjson.Doc {
 	return d
 }
 
-// publishWholeLocked publishes the session's whole surface when every
-// declared listing is complete; it releases s.mu.
-func (s *Session) publishWholeLocked() {
-	for _, d := range s.declared {
-		if s.kinds[d].complete == nil {
-			s.mu.Unlock()
-			return
+// publish reports a complete listing to the observer, once, whole or in
+// the compact form (docs/bus.md, "Compact re-listings"):
+//
+//   - a capture that is not a surface (a listing that failed) goes whole;
+//   - a surface whose hash, made with the variant's record's hashing, is
+//     the hash the record confirms (View.LiveHash: the pipeline hashed it
+//     itself from a whole manifest) goes compact: re-deciding on it would
+//     change nothing;
+//   - a surface whose hash equals the one this session last published
+//     whole in variant (the client's listing after the proxy's own, a
+//     re-listing that found nothing new) goes compact too, since the
+//     pipeline's verdict on it is known or on its way, unless the verdict
+//     needs asking for again: the gate knows none for variant although the
+//     first-sight bound has passed since that publication;
+//   - anything else goes whole, and the pipeline decides on it.
+//
+// The compact form feeds only the audit trail: the fingerprint and drift
+// services never see it, so reporting a hash compact can never make the
+// pipeline adopt it. Judging is not affected: every listing is judged
+// where it passes.
+func (s *Session) publish(variant string, c capture, sum summary) {
+	v, known := s.gateNow(variant)
+	opts := defaultHashing
+	if known {
+		opts = v.Hashing
+	}
+	l := Listed{Variant: variant, Agent: s.cfg.Agent, Session: s.id}
+	var hash surface.Digest
+	var err error
+	var doc []byte // the capture document, written once when needed
+	if sum.ok && sum.with == opts {
+		// The items were hashed as their pages passed, with the settings
+		// the surface is hashed with: the surface hash is made of them.
+		hash, err = surface.HashItemsForm(opts.Hash, opts.Form, sum.items, sum.listed)
+	} else {
+		var sf *surface.Surface
+		doc = c.bytes()
+		if sf, err = surface.Parse(doc, opts); err == nil {
+			hash = sf.Hash
 		}
 	}
-	c, sum := s.captureLocked()
-	variant := s.variant
-	if s.published == nil {
-		s.published = map[string]bool{}
+	if err == nil {
+		l.Hash = hash.String()
 	}
-	s.published[variant] = true
-	s.assembling = false
-	s.mu.Unlock()
-	s.publish(variant, c, sum)
+	s.pubMu.Lock()
+	defer s.pubMu.Unlock() // one publication at a time: the last one recorded is the last one published
+	last, ok := s.lastPub[variant]
+	switch {
+	case err != nil:
+		delete(s.lastPub, variant)
+	case known && v.LiveHash != "" && v.LiveHash == l.Hash,
+		ok && last.hash == l.Hash && (known || time.Since(last.at) < s.cfg.Timeout):
+		s.obs.Seen(l)
+		return
+	default:
+		if s.lastPub == nil {
+			s.lastPub = map[string]publication{}
+		}
+		s.lastPub[variant] = publication{hash: l.Hash, at: time.Now()}
+	}
+	if doc == nil {
+		doc = c.bytes()
+	}
+	s.obs.Listing(l, doc)
+}
+
+// publication is the surface a session last published whole in a variant.
+type publication struct {
+	hash string
+	at   time.Time
+}
+
+// gateNow asks the gate, without waiting, what it holds of variant.
+func (s *Session) gateNow(variant string) (View, bool) {
+	now, cancel := context.WithCancel(context.Background())
+	cancel() // answer from what the gate holds
+	return s.gate.View(now, variant, false, 0)
 }
