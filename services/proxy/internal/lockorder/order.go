@@ -8,6 +8,7 @@ type (
 	RequestsMu      struct{} // session.requests.mu
 	InitPinMu       struct{} // session.initPin.mu
 	ToolsMemoryMu   struct{} // session.toolsMemory.mu
+	RelistsMu       struct{} // session.relists.mu
 	ParamBookMu     struct{} // streamhttp.paramBook.mu
 	FrontMu         struct{} // streamhttp.front.mu
 	TrackedMu       struct{} // streamhttp.tracked.mu
@@ -35,6 +36,7 @@ func (SessionPubMu) LockClass() string    { return "session.Session.pubMu" }
 func (RequestsMu) LockClass() string      { return "session.requests.mu" }
 func (InitPinMu) LockClass() string       { return "session.initPin.mu" }
 func (ToolsMemoryMu) LockClass() string   { return "session.toolsMemory.mu" }
+func (RelistsMu) LockClass() string       { return "session.relists.mu" }
 func (ParamBookMu) LockClass() string     { return "streamhttp.paramBook.mu" }
 func (FrontMu) LockClass() string         { return "streamhttp.front.mu" }
 func (TrackedMu) LockClass() string       { return "streamhttp.tracked.mu" }
@@ -57,7 +59,7 @@ func (ApprovalsMu) LockClass() string     { return "fleet.Approvals.mu" }
 func (EdgeReloadMu) LockClass() string    { return "edgeauth.Edge.mu" }
 
 // Classes are every class, in the order session/LOCKS.md lists the leaves.
-var Classes = []Class{SessionMu{}, SessionPubMu{}, RequestsMu{}, InitPinMu{}, ToolsMemoryMu{}, ParamBookMu{}, FrontMu{}, TrackedMu{}, MonitorMu{}, LegacySessionMu{},
+var Classes = []Class{SessionMu{}, SessionPubMu{}, RequestsMu{}, InitPinMu{}, ToolsMemoryMu{}, RelistsMu{}, ParamBookMu{}, FrontMu{}, TrackedMu{}, MonitorMu{}, LegacySessionMu{},
 	QueueMu{}, QueueWriting{}, BoundMu{}, LineWriterMu{}, OwnQueueMu{}, PublisherMu{}, PublisherWarnMu{}, OutboxMu{}, GateMu{}, GateCopyMu{},
 	PolicyCopyMu{}, StatusWatchMu{}, StatusWatchNeed{}, ApprovalsMu{}, EdgeReloadMu{}}
 
@@ -80,6 +82,8 @@ var Order = []Nesting{
 		"`adoptHashing` hashes the initialize result's items again, and `captureLocked` reads them, under the session's lock, with the listings' items, so that a capture's items are all hashed with one setting. The pin takes nothing under its lock."},
 	{"session.Session.mu", "session.toolsMemory.mu",
 		"`finishListing` and `adoptHashing` remember a tools listing (or the same listing hashed again) under the session's lock, with the listing it was assembled from. The memory takes nothing under its lock."},
+	{"session.Session.mu", "session.relists.mu",
+		"`relistDropped` marks a kind's re-listing dropped under the session's lock, once it has checked that no newer listing of the kind started (the listing's generation). The re-listings take nothing under their lock."},
 	{"session.Session.mu", "streamhttp.paramBook.mu",
 		"`addPage` hands each tools page to `Config.ToolsPage` (`paramBook.note`) under the session's lock, so that `ToolListed` true means the book has the page (a follower's leader learns the page from `followPage` only after, under the leader's lock alone). `ToolsPage` must not block or call the session."},
 	{"session.Session.pubMu", "fleet.Publisher.mu",

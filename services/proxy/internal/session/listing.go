@@ -478,15 +478,6 @@ type kindState struct {
 	complete  [][]byte                  // the last complete listing's pages
 	lastItems map[string]surface.Digest // the items of the last complete listing
 	itemsWith surface.Options           // what lastItems were hashed with
-	relisting chan struct{}             // closed when the re-listing list_changed asked for is done
-	// The proxy's own listing of the kind (flood.go): one in flight since
-	// since, and dirty when another is owed after it; dropped when its
-	// request did not reach the server, and the kind is distrusted until
-	// it is listed again; held counts the list_changed held until it is
-	// done (holdChange).
-	inFlight, dirty, dropped bool
-	since                    time.Time
-	held                     int
 }
 
 // startListing starts k's listing by by afresh; s.mu held.
@@ -539,13 +530,7 @@ func (s *Session) ListAll() error {
 		// with new credentials, and on the monitor's rounds, never from
 		// the server's word, and a listing in flight may be one the
 		// transport could not deliver (a refused request).
-		s.mu.Lock()
-		ks := &s.kinds[k]
-		if ks.dropped && ks.relisting == nil {
-			ks.relisting = make(chan struct{}) // distrusted until listed (relistDropped)
-		}
-		ks.inFlight, ks.dirty, ks.dropped, ks.since = true, false, false, time.Now()
-		s.mu.Unlock()
+		s.relists.start(k)
 		if err := s.relist(k, ""); err != nil {
 			return err
 		}
@@ -601,21 +586,10 @@ func (s *Session) relist(k surface.Kind, cursor string) error {
 // under way (kind 0: of any kind), and reports whether none is left (false
 // too while a re-listing of it was dropped: relistDropped).
 func (s *Session) waitRelisted(ctx context.Context, kind surface.Kind) bool {
-	var chans []chan struct{}
-	s.mu.Lock()
-	for k := range s.kinds {
-		if kind != 0 && surface.Kind(k) != kind {
-			continue
-		}
-		if s.kinds[k].dropped {
-			s.mu.Unlock()
-			return false // its re-listing never reached the server
-		}
-		if ch := s.kinds[k].relisting; ch != nil {
-			chans = append(chans, ch)
-		}
+	chans, distrusted := s.relists.waits(kind)
+	if distrusted {
+		return false // its re-listing never reached the server
 	}
-	s.mu.Unlock()
 	if len(chans) == 0 {
 		return true
 	}
@@ -636,20 +610,9 @@ func (s *Session) waitRelisted(ctx context.Context, kind surface.Kind) bool {
 // endRelist ends the proxy's own listing of k: the one owed is sent
 // (relistSoon), or else the wait for a re-listing of k ends.
 func (s *Session) endRelist(k surface.Kind) {
-	s.mu.Lock()
-	ks := &s.kinds[k]
-	if ks.inFlight && ks.dirty && !ks.dropped {
-		ks.dirty, ks.since = false, time.Now()
-		s.mu.Unlock()
+	if s.relists.end(k) {
 		_ = s.relist(k, "") // a write that failed is returned by the next send, on the reader
-		return
 	}
-	ks.inFlight, ks.dirty = false, false
-	if ch := ks.relisting; ch != nil {
-		close(ch)
-		ks.relisting = nil
-	}
-	s.mu.Unlock()
 }
 
 // failListing records that a listing could not be judged: it fails, and
@@ -719,7 +682,7 @@ func (s *Session) poison(why string) {
 	j.mu.Lock()
 	// One re-listing at a time: a server that answers it with what the
 	// proxy cannot read again does not start another.
-	relist := j.init.result() != nil && slices.Contains(j.declared, surface.KindTool) && !j.kinds[surface.KindTool].inFlight
+	relist := j.init.result() != nil && slices.Contains(j.declared, surface.KindTool) && !j.relists.inFlight(surface.KindTool)
 	j.mu.Unlock()
 	if relist {
 		_ = j.relistSoon(surface.KindTool, true)

@@ -196,6 +196,7 @@ type Session struct {
 	init     initPin                                     // the initialize result, pinned (initpin.go)
 	live     map[ItemKey]surface.Digest
 	declared []surface.Kind // the listings the server's capabilities announce
+	relists  relists        // the proxy's own re-listings, by kind (flood.go)
 	tools    toolsMemory    // the server's tools against its baselines (tools.go)
 
 	toolsListed     chan struct{} // closed once a tools listing was complete
