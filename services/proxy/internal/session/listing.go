@@ -453,6 +453,18 @@ func (s *Session) reportFollowed(k surface.Kind, items map[string]surface.Digest
 	s.publish(variant, c, sum)
 }
 
+// listings is what a session holds of the server's listings: each kind's
+// listings in progress and last complete one, the live definition of
+// every item a page showed, the kinds the server declares, and what the
+// session published. The session's lock guards it.
+type listings struct {
+	kinds      [surface.KindResourceTemplate + 1]kindState // by the kind of listing
+	live       map[ItemKey]surface.Digest                  // each item's hash as the last page showing it had it
+	declared   []surface.Kind                              // the listings the server's capabilities announce
+	published  map[string]bool                             // variants whose whole surface this session published
+	assembling bool                                        // ListAll ran and the whole surface is not published yet
+}
+
 // owner says whose listing of a kind a page belongs to.
 type owner uint8
 

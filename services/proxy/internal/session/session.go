@@ -189,26 +189,25 @@ type Session struct {
 	toServer func([]byte) error // sendOwn
 	send     func([]byte) error // the transport's (New)
 
+	// mu guards the session's variant, its listings and what its own
+	// gets got; every other part of its state has a lock of its own, a
+	// leaf (LOCKS.md).
 	mu       lockorder.Mutex[lockorder.SessionMu]
 	variant  string
-	reqs     requests                                    // the requests in flight whose answers the session judges (requests.go)
-	kinds    [surface.KindResourceTemplate + 1]kindState // by the kind of listing
-	init     initPin                                     // the initialize result, pinned (initpin.go)
-	live     map[ItemKey]surface.Digest
-	declared []surface.Kind // the listings the server's capabilities announce
-	relists  relists        // the proxy's own re-listings, by kind (flood.go)
-	tools    toolsMemory    // the server's tools against its baselines (tools.go)
+	listings         // the listings as assembled (listing.go); mu guards them
+	ui       uiState // MCP Apps UI contents, argument-less prompts' messages (apps.go); mu guards it
+
+	reqs    requests    // the requests in flight whose answers the session judges (requests.go)
+	init    initPin     // the initialize result, pinned (initpin.go)
+	relists relists     // the proxy's own re-listings, by kind (flood.go)
+	tools   toolsMemory // the server's tools against its baselines (tools.go)
 
 	toolsListed     chan struct{} // closed once a tools listing was complete
 	toolsListedOnce sync.Once
-	published       map[string]bool // variants whose whole surface this session published
-	assembling      bool            // ListAll ran and the whole surface is not published yet
 
 	// hashing is what the session hashes items with: the last View's
 	// Hashing (adoptHashing); followers use their leader's.
 	hashing atomic.Pointer[surface.Options]
-
-	ui uiState // MCP Apps: the UI resources' contents, the tools' UI links (apps.go)
 
 	pubMu   lockorder.Mutex[lockorder.SessionPubMu]
 	lastPub map[string]publication // by variant: what this session published last (publish)
@@ -244,7 +243,7 @@ func New(cfg Config, gate Gate, obs Observer, toServer func([]byte) error) *Sess
 	var nonce [8]byte
 	_, _ = rand.Read(nonce[:]) // never fails (crypto/rand)
 	s := &Session{cfg: cfg, id: hex.EncodeToString(nonce[:]), gate: gate, obs: obs, send: toServer,
-		live:        map[ItemKey]surface.Digest{},
+		listings:    listings{live: map[ItemKey]surface.Digest{}},
 		toolsListed: make(chan struct{})}
 	s.toServer = s.sendOwn
 	return s
