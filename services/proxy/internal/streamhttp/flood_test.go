@@ -31,13 +31,13 @@ import (
 // flood is answered, and the approved surface is served after it.
 func TestListChangedFloodStreamable(t *testing.T) {
 	const burst = 10000
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	// The decision bound outlasts the flood: reading 10,000 events can
 	// take longer than the rig's 5 s on a loaded machine, and a held
 	// list_changed given up at the bound makes the next one held rather
 	// than coalesced (and a re-listing in flight that long, a second).
-	r := newHostileRigBound(t, Config{}, 2*time.Minute)
+	r := newHostileRigBound(t, Config{}, 5*time.Minute)
 	var relists atomic.Int64
 	read := make(chan struct{}) // closed once the proxy has read the whole flood
 	r.setScript(func(w http.ResponseWriter, req *http.Request, m rpc) {
@@ -100,7 +100,7 @@ func TestListChangedFloodStreamable(t *testing.T) {
 		_, body := post(t, r.url, r.h(), `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
 		called <- body
 	}()
-	poll.Eventually(t, time.Minute, func() error {
+	poll.Eventually(t, 3*time.Minute, func() error {
 		if n := r.meter.Drops(session.DropCoalesced); n < burst-1 {
 			return fmt.Errorf("%d of %d list_changed read and coalesced", n, burst-1)
 		}
@@ -115,7 +115,7 @@ func TestListChangedFloodStreamable(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("tools/call during the flood not answered before the deadline")
 	}
-	poll.Eventually(t, time.Minute, func() error {
+	poll.Eventually(t, 3*time.Minute, func() error {
 		if heard.Load() == 0 {
 			return fmt.Errorf("the agent heard of no change")
 		}
