@@ -74,15 +74,8 @@ func (r *rig) ownRequest(method string) (id string, params map[string]any) {
 // read, and returns the whole listings published.
 func (r *rig) openApp(tools []string, resources []string, read string) []Listed {
 	r.t.Helper()
-	r.client(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}`)
-	r.server(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"resources":{}},"serverInfo":{"name":"notes","version":"1"}}}`)
-	r.client(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	id, _ := r.ownRequest("tools/list")
-	r.server(`{"jsonrpc":"2.0","id":` + id + `,"result":{"tools":[` + strings.Join(tools, ",") + `]}}`)
-	id, _ = r.ownRequest("resources/templates/list")
-	r.server(`{"jsonrpc":"2.0","id":` + id + `,"result":{"resourceTemplates":[]}}`)
-	id, _ = r.ownRequest("resources/list")
-	r.server(`{"jsonrpc":"2.0","id":` + id + `,"result":{"resources":[` + strings.Join(resources, ",") + `]}}`)
+	r.openListings(tools)
+	r.answerOwn("resources/list", `{"resources":[`+strings.Join(resources, ",")+`]}`)
 	if read != "" {
 		id, params := r.ownRequest("resources/read")
 		if params["uri"] != appURI {
@@ -91,6 +84,25 @@ func (r *rig) openApp(tools []string, resources []string, read string) []Listed 
 		r.server(`{"jsonrpc":"2.0","id":` + id + `,"result":` + read + `}`)
 	}
 	return r.published(1)
+}
+
+// openListings runs the handshake of a server with tools and resources,
+// and answers the proxy's own tools listing with tools and its templates
+// listing with none; its resources listing is the caller's to answer.
+func (r *rig) openListings(tools []string) {
+	r.t.Helper()
+	r.client(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}`)
+	r.server(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"resources":{}},"serverInfo":{"name":"notes","version":"1"}}}`)
+	r.client(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	r.answerOwn("tools/list", `{"tools":[`+strings.Join(tools, ",")+`]}`)
+	r.answerOwn("resources/templates/list", `{"resourceTemplates":[]}`)
+}
+
+// answerOwn answers the proxy's last own request of method with result.
+func (r *rig) answerOwn(method, result string) {
+	r.t.Helper()
+	id, _ := r.ownRequest(method)
+	r.server(`{"jsonrpc":"2.0","id":` + id + `,"result":` + result + `}`)
 }
 
 // published waits for n whole listings and returns them.
@@ -218,16 +230,9 @@ func TestAppsReadFailsClosed(t *testing.T) {
 	t.Run("error", func(t *testing.T) {
 		r := newRig(t)
 		r.gate.v, r.gate.ok = appsBaseline(t, viewTool), true
-		r.client(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}`)
-		r.server(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"resources":{}},"serverInfo":{"name":"notes","version":"1"}}}`)
-		r.client(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-		id, _ := r.ownRequest("tools/list")
-		r.server(`{"jsonrpc":"2.0","id":` + id + `,"result":{"tools":[` + viewTool + `]}}`)
-		id, _ = r.ownRequest("resources/templates/list")
-		r.server(`{"jsonrpc":"2.0","id":` + id + `,"result":{"resourceTemplates":[]}}`)
-		id, _ = r.ownRequest("resources/list")
-		r.server(`{"jsonrpc":"2.0","id":` + id + `,"result":{"resources":[` + appResource + `]}}`)
-		id, _ = r.ownRequest("resources/read")
+		r.openListings([]string{viewTool})
+		r.answerOwn("resources/list", `{"resources":[`+appResource+`]}`)
+		id, _ := r.ownRequest("resources/read")
 		r.server(`{"jsonrpc":"2.0","id":` + id + `,"error":{"code":-32002,"message":"not found"}}`)
 		if pub := r.published(1); pub[0].Hash != "" {
 			t.Fatalf("published %s for a UI that could not be read", pub[0].Hash)
@@ -237,15 +242,8 @@ func TestAppsReadFailsClosed(t *testing.T) {
 		r := newRig(t)
 		r.s.cfg.Timeout = 100 * time.Millisecond
 		r.gate.v, r.gate.ok = appsBaseline(t, viewTool), true
-		r.client(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}`)
-		r.server(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"resources":{}},"serverInfo":{"name":"notes","version":"1"}}}`)
-		r.client(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-		id, _ := r.ownRequest("tools/list")
-		r.server(`{"jsonrpc":"2.0","id":` + id + `,"result":{"tools":[` + viewTool + `]}}`)
-		id, _ = r.ownRequest("resources/templates/list")
-		r.server(`{"jsonrpc":"2.0","id":` + id + `,"result":{"resourceTemplates":[]}}`)
-		id, _ = r.ownRequest("resources/list")
-		r.server(`{"jsonrpc":"2.0","id":` + id + `,"result":{"resources":[` + appResource + `]}}`)
+		r.openListings([]string{viewTool})
+		r.answerOwn("resources/list", `{"resources":[`+appResource+`]}`)
 		r.ownRequest("resources/read") // never answered
 		if pub := r.published(1); pub[0].Hash != "" {
 			t.Fatalf("published %s for a UI the server never returned", pub[0].Hash)
@@ -263,18 +261,12 @@ func TestAppsReadFailsClosed(t *testing.T) {
 		meter := &sessiontest.Meter[Code]{}
 		r.s.cfg.Meter = meter
 		r.gate.v, r.gate.ok = appsBaseline(t, viewTool), true
-		r.client(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}`)
-		r.server(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"resources":{}},"serverInfo":{"name":"notes","version":"1"}}}`)
-		r.client(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-		id, _ := r.ownRequest("tools/list")
-		r.server(`{"jsonrpc":"2.0","id":` + id + `,"result":{"tools":[` + viewTool + `]}}`)
+		r.openListings([]string{viewTool})
 		var res []string
 		for i := range MaxUIReads + 1 {
 			res = append(res, fmt.Sprintf(`{"uri":"ui://notes/%02d.html","name":"v%d"}`, i, i))
 		}
-		id, _ = r.ownRequest("resources/templates/list")
-		r.server(`{"jsonrpc":"2.0","id":` + id + `,"result":{"resourceTemplates":[]}}`)
-		id, _ = r.ownRequest("resources/list")
+		id, _ := r.ownRequest("resources/list")
 		sent := len(r.toServer)
 		r.server(`{"jsonrpc":"2.0","id":` + id + `,"result":{"resources":[` + strings.Join(res, ",") + `]}}`)
 		r.mu.Lock()
@@ -313,15 +305,8 @@ func TestAppsReadFailsClosed(t *testing.T) {
 // its prompts made the server "changed" for every agent.
 func TestAppsReadLostIsThisSessions(t *testing.T) {
 	open := func(r *rig) (readID string) {
-		r.client(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}`)
-		r.server(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"resources":{}},"serverInfo":{"name":"notes","version":"1"}}}`)
-		r.client(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-		id, _ := r.ownRequest("tools/list")
-		r.server(`{"jsonrpc":"2.0","id":` + id + `,"result":{"tools":[` + viewTool + `]}}`)
-		id, _ = r.ownRequest("resources/templates/list")
-		r.server(`{"jsonrpc":"2.0","id":` + id + `,"result":{"resourceTemplates":[]}}`)
-		id, _ = r.ownRequest("resources/list")
-		r.server(`{"jsonrpc":"2.0","id":` + id + `,"result":{"resources":[` + appResource + `]}}`)
+		r.openListings([]string{viewTool})
+		r.answerOwn("resources/list", `{"resources":[`+appResource+`]}`)
 		readID, _ = r.ownRequest("resources/read")
 		return readID
 	}
@@ -406,15 +391,8 @@ func TestAppsUIByLink(t *testing.T) {
 			}
 			r := newRig(t)
 			r.gate.v, r.gate.ok = v, true
-			r.client(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}`)
-			r.server(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"resources":{}},"serverInfo":{"name":"notes","version":"1"}}}`)
-			r.client(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-			id, _ := r.ownRequest("tools/list")
-			r.server(`{"jsonrpc":"2.0","id":` + id + `,"result":{"tools":[` + tool + `]}}`)
-			id, _ = r.ownRequest("resources/templates/list")
-			r.server(`{"jsonrpc":"2.0","id":` + id + `,"result":{"resourceTemplates":[]}}`)
-			id, _ = r.ownRequest("resources/list")
-			r.server(`{"jsonrpc":"2.0","id":` + id + `,"result":{"resources":[` + sub(appResource) + `]}}`)
+			r.openListings([]string{tool})
+			r.answerOwn("resources/list", `{"resources":[`+sub(appResource)+`]}`)
 			id, params := r.ownRequest("resources/read")
 			if params["uri"] != uri {
 				t.Fatalf("the proxy read %v, want %s", params["uri"], uri)
