@@ -80,7 +80,6 @@ type uiState struct {
 	round   int  // the proxy's own gets under way belong to this round
 	waiting int  // own gets of the round not answered yet
 	due     bool // the whole surface is to be published once the round is done
-	lost    bool // a get of the round failed on the way, not on the server's word (OwnFailed)
 	ended   bool // the session ended (End): no round publishes any more
 	// results are the results the capture carries, by key: of the last
 	// round, or an agent's get since that returned others.
@@ -289,7 +288,7 @@ func (s *Session) sendReads(reqs [][]byte) {
 	round := first.gen // the round the reads were made for, not one started since
 	for _, b := range reqs {
 		if err := s.sendOwn(b); err != nil {
-			s.ownReadFailed(ownID(b), "the proxy's read could not be written to the server: "+err.Error(), true)
+			s.ownReadFailed(ownID(b), "the proxy's read could not be written to the server: "+err.Error())
 		}
 	}
 	time.AfterFunc(4*s.cfg.Timeout, func() { s.expireReads(round) })
@@ -306,42 +305,45 @@ func ownID(req []byte) string {
 // expireReads gives the reads of round still unanswered a placeholder.
 func (s *Session) expireReads(round int) {
 	for _, id := range s.reqs.ownGets(round) {
-		s.ownReadFailed(id, "the server did not answer the proxy's read in time", false)
+		s.ownReadFailed(id, "the server did not answer the proxy's read in time")
 	}
 }
 
-// ownReadFailed ends the proxy's own read id, when still unanswered: a
-// placeholder saying why, or with local (it failed on the way) nothing
-// (readDone).
-func (s *Session) ownReadFailed(id, why string, local bool) {
+// ownReadFailed gives the proxy's own read id, when still unanswered, a
+// placeholder saying why.
+func (s *Session) ownReadFailed(id, why string) {
 	if p, ok := s.reqs.takeOwn(id); ok {
-		s.readDone(p, nil, why, local)
+		s.readDone(p, nil, why)
 	}
 }
 
 // OwnFailed tells the session that the transport could not carry its own
 // request req to the server or the answer back (the HTTP request failed,
 // the server refused it, the answer's stream broke), err saying why. A
-// get of a UI resource or a prompt so lost is this session's failure
-// alone, like a listing the transport refused (failListing without
-// publish): its round publishes nothing, and the next listing reads it
-// again. What the server said itself (an error answer) is no such
-// failure: it stands in the capture as a placeholder, and the server is
-// held. The proxy's own listings keep their bound (Config.Timeout).
+// get of a UI resource or a prompt so lost gets its placeholder at once,
+// as one the server answered with an error does, rather than at the
+// read's bound: what the proxy could not get it cannot judge, so the
+// server is held (fail closed), whatever made the request fail. (A server
+// could otherwise refuse the proxy's own gets alone and so keep every
+// session from publishing its surface.) A session that ended publishes
+// nothing (End): the transport says so before a failure the end brings
+// (the client's DELETE, the upstream's 404) can reach this. The proxy's
+// own listings keep their bound (Config.Timeout).
 func (s *Session) OwnFailed(req []byte, err error) {
 	m, perr := jsonrpc.Parse(req, jsonrpc.Limits{})
 	if perr != nil || m.ID == nil {
 		return
 	}
 	if p, _ := s.reqs.ownOf(string(m.ID)); p.got.kind != 0 {
-		s.ownReadFailed(string(m.ID), "the proxy's get did not reach the server or its answer was lost: "+err.Error(), true)
+		s.ownReadFailed(string(m.ID), "the proxy's get did not reach the server or its answer was lost: "+err.Error())
 	}
 }
 
-// End tells the session that its client's session ended: a round of the
-// proxy's own gets under way publishes nothing (the server may answer
-// them no more, and a placeholder for each would hold the server
-// fleet-wide for a session that is gone).
+// End tells the session that its client's session ended (the client's
+// DELETE, before it is forwarded; the upstream's 404; eviction; the end of
+// an HTTP+SSE stream): a round of the proxy's own gets under way publishes
+// nothing (the server may answer them no more, and a placeholder for each
+// would hold the server fleet-wide for a session that is gone).
 func (s *Session) End() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -353,10 +355,9 @@ func (s *Session) End() {
 
 // readDone records the answer to the proxy's own read p: result, or a
 // placeholder saying why when result is nil. The last answer of a round
-// publishes the surface. local (result nil) says the get failed on the
-// way rather than on the server's word (OwnFailed): nothing stands for it
-// in the capture, and the round does not publish.
-func (s *Session) readDone(p pendingReq, result []byte, why string, local bool) {
+// publishes the surface; in a session that ended, nothing is recorded or
+// published (End).
+func (s *Session) readDone(p pendingReq, result []byte, why string) {
 	s.mu.Lock()
 	ui := &s.ui
 	if p.got.kind == 0 || p.gen != ui.round || ui.waiting == 0 || ui.ended {
@@ -368,10 +369,6 @@ func (s *Session) readDone(p pendingReq, result []byte, why string, local bool) 
 		total += len(r)
 	}
 	switch {
-	case result == nil && local:
-		delete(ui.results, p.got)
-		delete(ui.hashes, p.got)
-		ui.lost = true
 	case result == nil:
 		ui.results[p.got] = placeholder(why)
 	case total+len(result) > MaxUIReadBytes:
@@ -390,15 +387,6 @@ func (s *Session) readDone(p pendingReq, result []byte, why string, local bool) 
 		return
 	}
 	ui.due = false
-	if ui.lost || ui.ended {
-		// The surface this session read is not whole: publishing it would
-		// read as drift (an item missing) or hold the server fleet-wide
-		// (a placeholder) for what one session's transport lost. A
-		// listing of this session reads what is missing again.
-		ui.lost, s.assembling = false, false
-		s.mu.Unlock()
-		return
-	}
 	if reads := s.uiReadsDue(false); len(reads) > 0 {
 		// A listing since the round started lists a UI resource it did
 		// not read: one more round.

@@ -164,7 +164,7 @@ func (s *Session) unreadableAnswer(id []byte, code Code, why string) (answer []b
 	switch {
 	case ok && p.own:
 		if p.got.kind != 0 {
-			s.readDone(p, nil, why, false)
+			s.readDone(p, nil, why)
 		}
 		if p.kind != 0 {
 			s.failListing(p.kind, refOf(p), why, true)
@@ -417,9 +417,9 @@ func (s *Session) servedWhole(ctx context.Context, variant string, awaiting bool
 func (s *Session) ownResponse(p pendingReq, m *jsonrpc.Message) error {
 	if p.got.kind != 0 {
 		if m.Result == nil {
-			s.readDone(p, nil, "the server answered the proxy's get with an error", false)
+			s.readDone(p, nil, "the server answered the proxy's get with an error")
 		} else {
-			s.readDone(p, m.Result, "", false)
+			s.readDone(p, m.Result, "")
 		}
 		return nil
 	}

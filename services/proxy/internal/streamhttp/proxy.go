@@ -329,6 +329,13 @@ func (f *front) newTracked(agent string) *tracked {
 		return t.own.send(f, func() *session.Session { return t.s }, func(ctx context.Context) {
 			h := t.ownHeaders()
 			err := f.own(ctx, t.s, h, b)
+			var re *refusedError
+			if errors.As(err, &re) && re.status == http.StatusNotFound {
+				// The upstream no longer knows the session: it ended (as
+				// when it answers a client's request so), before what
+				// failed is told.
+				f.forget(t.sessionID())
+			}
 			if err != nil {
 				t.s.OwnFailed(b, err)
 			}
@@ -338,6 +345,13 @@ func (f *front) newTracked(agent string) *tracked {
 		})
 	})
 	return t
+}
+
+// sessionID is the upstream's id of the session ("" before it named one).
+func (t *tracked) sessionID() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.id
 }
 
 func (t *tracked) ownHeaders() http.Header {
@@ -775,8 +789,15 @@ func (f *front) get(w http.ResponseWriter, r *http.Request) {
 
 func (f *front) delete(w http.ResponseWriter, r *http.Request) {
 	sid := r.Header.Get("Mcp-Session-Id")
-	if sid != "" && f.owned(w, r, sid, nil) == nil {
-		return
+	if sid != "" {
+		t := f.owned(w, r, sid, nil)
+		if t == nil {
+			return
+		}
+		// The client ends its session: the proxy's own gets that the
+		// upstream refuses from now on are the end's doing, not the
+		// server's (Session.End, before the DELETE can bring them).
+		t.s.End()
 	}
 	resp, err := f.send(r.Context(), http.MethodDelete, f.up.URL, forwardHeaders(r.Header, false), nil)
 	if err != nil {
