@@ -562,7 +562,10 @@ func listChangedCases() []advCase {
 					x.Errorf("the flood was not read within 60s: the proxy is stuck")
 					return
 				}
-				deadline := time.Now().Add(10 * time.Second)
+				// Bounded by a minute: on a loaded machine the proxy may
+				// still be working through the flood (a run at load 20 took
+				// 40 s over it, and two listings of 4 s each timed out).
+				deadline := time.Now().Add(60 * time.Second)
 				for {
 					tools, err := x.a.listTools()
 					if tools["read"] != "" {

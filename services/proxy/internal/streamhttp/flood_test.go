@@ -211,7 +211,7 @@ func TestListChangedFloodMonitor(t *testing.T) {
 	t.Cleanup(up.Close)
 	g := newTofu()
 	p, err := New(Config{Relist: time.Minute, Log: zerolog.New(zerolog.NewTestWriter(t))},
-		[]Upstream{{ID: "ev", URL: up.URL + "/mcp", Gate: g, Observer: g, Session: session.Config{Timeout: 5 * time.Second, Meter: meter}}})
+		[]Upstream{{ID: "ev", URL: up.URL + "/mcp", Gate: g, Observer: g, Session: session.Config{Timeout: 5 * time.Minute, Meter: meter}}})
 	if err != nil {
 		t.Fatal(err)
 	}
