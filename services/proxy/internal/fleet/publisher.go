@@ -184,8 +184,10 @@ type Publisher struct {
 	log      zerolog.Logger
 	now      func() time.Time
 	idPrefix string
-	seq      atomic.Uint64
-	ob       *outbox
+	// callSubject is where call observations go (the same for every call).
+	callSubject string
+	seq         atomic.Uint64
+	ob          *outbox
 
 	queue      chan *event
 	queueBytes atomic.Int64
@@ -233,10 +235,11 @@ func NewPublisher(cfg Config, d Deps) (*Publisher, error) {
 		log: d.Log.With().Str("tenant", cfg.Tenant).Str("server", cfg.Server).Str("proxy", cfg.Proxy).Logger(),
 		// Unique across restarts: the boot time and a random nonce tell two
 		// lives of the same proxy apart, the sequence the events of one.
-		idPrefix: cfg.Proxy + "-" + strconv.FormatInt(d.Now().UnixNano(), 36) + hex.EncodeToString(nonce[:]) + "-",
-		queue:    make(chan *event, cfg.QueueEvents),
-		timer:    time.NewTimer(time.Hour),
-		urgent:   make(chan struct{}, 1),
+		idPrefix:    cfg.Proxy + "-" + strconv.FormatInt(d.Now().UnixNano(), 36) + hex.EncodeToString(nonce[:]) + "-",
+		callSubject: bus.CallObservationsSubject(cfg.Tenant, cfg.Server),
+		queue:       make(chan *event, cfg.QueueEvents),
+		timer:       time.NewTimer(time.Hour),
+		urgent:      make(chan struct{}, 1),
 	}
 	p.timer.Stop()
 	ob, err := openOutbox(cfg.Dir, cfg.MaxEvents, cfg.MaxBytes, p.noteDrop)
@@ -310,7 +313,10 @@ func (p *Publisher) Call(c session.Call) {
 		}
 	}
 	id := p.nextID()
-	obs := &mcpdriftv1.CallObservation{
+	enc := callEncs.Get().(*callEnc)
+	defer enc.release()
+	obs := &enc.obs
+	*obs = mcpdriftv1.CallObservation{
 		EventId: id, Tenant: p.cfg.Tenant, Server: p.cfg.Server, Proxy: p.cfg.Proxy,
 		Tool: c.Tool, Outcome: outcome, RefusalCode: string(c.RefusalCode), LatencyUs: c.Latency.Microseconds(),
 		ArgumentsDigest: c.ArgsDigest, Arguments: c.Arguments, ObservedAtUnixMs: p.now().UnixMilli(),
@@ -320,14 +326,36 @@ func (p *Publisher) Call(c session.Call) {
 		ApprovalId: c.Policy.ApprovalID, ApprovalOutcome: c.Policy.ApprovalOutcome, ApprovalActor: c.Policy.Who,
 	}
 	// A CallObservations batch of one (mergeBatches joins them; ADR 0004,
-	// and ADR 0008 for why this is proto.Marshal and not framed by hand).
-	batch, err := proto.Marshal(&mcpdriftv1.CallObservations{Calls: []*mcpdriftv1.CallObservation{obs}})
+	// and ADR 0008 for why this is proto.Marshal and not framed by hand),
+	// in messages reused from call to call: the bytes are the event's own.
+	enc.calls[0] = obs
+	enc.batch.Calls = enc.calls[:]
+	batch, err := proto.MarshalOptions{}.MarshalAppend(nil, &enc.batch)
 	if err != nil {
 		p.log.Error().Err(err).Str("event_id", id).Msg("encoding call observation")
 		p.noteDrop(kindCall, 1)
 		return
 	}
-	p.enqueue(&event{id: id, subject: bus.CallObservationsSubject(p.cfg.Tenant, p.cfg.Server), kind: kindCall, n: 1, data: batch})
+	p.enqueue(&event{id: id, subject: p.callSubject, kind: kindCall, n: 1, data: batch})
+}
+
+// callEnc holds the messages Call encodes an observation with, reused
+// (callEncs): only the encoded bytes are allocated per call.
+type callEnc struct {
+	obs   mcpdriftv1.CallObservation
+	batch mcpdriftv1.CallObservations
+	calls [1]*mcpdriftv1.CallObservation
+}
+
+var callEncs = sync.Pool{New: func() any { return new(callEnc) }}
+
+// release forgets what the messages held (the call's strings and
+// arguments) and gives them back.
+func (e *callEnc) release() {
+	e.obs.Reset()
+	e.batch.Reset()
+	e.calls[0] = nil
+	callEncs.Put(e)
 }
 
 // mergeBatches joins each run of consecutive events of one batched kind
@@ -376,7 +404,8 @@ func (p *Publisher) mergeLimit() int {
 }
 
 func (p *Publisher) nextID() string {
-	return p.idPrefix + strconv.FormatUint(p.seq.Add(1), 10)
+	var b [128]byte // prefix (at most 88 bytes: a 64-byte proxy id and 24) and sequence: one allocation, the string
+	return string(strconv.AppendUint(append(b[:0], p.idPrefix...), p.seq.Add(1), 10))
 }
 
 // enqueue hands an event to Run without waiting: into the in-memory queue,
