@@ -453,8 +453,13 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The one parse of the client's message: the session and the headers'
-	// checks read it, never the bytes again.
-	msgs, batch, err := jsonrpc.SplitIn(new(canonjson.Doc), body, jsonrpc.Limits{})
+	// checks read it, never the bytes again. It is borrowed and given back
+	// when the POST is served: nothing keeps it longer (the session decides
+	// on the client's message within Client and Wait, on this goroutine,
+	// and keeps only copies and slices of body, which is not pooled).
+	d := canonjson.Borrow()
+	defer canonjson.Return(d)
+	msgs, batch, err := jsonrpc.SplitIn(d, body, jsonrpc.Limits{})
 	if err != nil {
 		refuseMessage(w, session.InvalidMessage, session.Unreadable(err))
 		return

@@ -77,7 +77,7 @@ func (s *sseReader) next() (*event, error) {
 		}
 	}
 	ev := &event{}
-	var data bytes.Buffer
+	var data []byte // the data lines, each followed by \n: the event's own (its first line allocates it to size)
 	s.size = 0
 	for {
 		line, err := s.readLine()
@@ -90,7 +90,7 @@ func (s *sseReader) next() (*event, error) {
 				continue // blank lines between events
 			}
 			if ev.HasData {
-				ev.Data = bytes.TrimSuffix(data.Bytes(), []byte{'\n'})
+				ev.Data = data[:len(data)-1]
 			}
 			return ev, nil
 		}
@@ -104,9 +104,11 @@ func (s *sseReader) next() (*event, error) {
 		}
 		switch string(name) {
 		case "data":
+			if !ev.HasData {
+				data = make([]byte, 0, len(value)+1)
+			}
 			ev.HasData = true
-			data.Write(value)
-			data.WriteByte('\n')
+			data = append(append(data, value...), '\n')
 		case "id":
 			if bytes.IndexByte(value, 0) < 0 {
 				ev.ID, ev.HasID = bytes.Clone(value), true
