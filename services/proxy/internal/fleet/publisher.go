@@ -461,9 +461,14 @@ func (p *Publisher) Run(ctx context.Context) error {
 		reconnected = nc.StatusChanged(nats.CONNECTED)
 		defer nc.RemoveStatusListener(reconnected)
 	}
+	// Each of the two goroutines that publish (drain, and replay) reads its
+	// own acknowledgements.
+	drainAcks, replayAcks := p.newAcks(), p.newAcks()
+	defer drainAcks.close()
+	defer replayAcks.close()
 	var wg sync.WaitGroup
-	wg.Go(func() { p.replay(ctx, reconnected) })
-	p.drain(ctx)
+	wg.Go(func() { p.replay(ctx, reconnected, replayAcks) })
+	p.drain(ctx, drainAcks)
 	wg.Wait()
 	return nil
 }
@@ -502,13 +507,13 @@ func (p *Publisher) connected() bool {
 // has waited Linger) or when one is due at once (enqueue), and takes what
 // is queued, up to one batch; what a full round left starts the next at
 // once.
-func (p *Publisher) drain(ctx context.Context) {
+func (p *Publisher) drain(ctx context.Context, a *acks) {
 	full := false
 	for {
 		if !full {
 			select {
 			case <-ctx.Done():
-				p.flush(ctx)
+				p.flush(ctx, a)
 				return
 			case <-p.timer.C:
 			case <-p.urgent:
@@ -525,7 +530,7 @@ func (p *Publisher) drain(ctx context.Context) {
 			continue
 		}
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.PublishTimeout)
-		failed, err := p.publish(pctx, mergeBatches(batch, p.mergeLimit()))
+		failed, err := p.publish(pctx, mergeBatches(batch, p.mergeLimit()), a)
 		cancel()
 		p.spool(failed, err)
 	}
@@ -564,7 +569,7 @@ func batchSize(evs []*event) int {
 
 // flush stops the queue and publishes what it holds within ShutdownTimeout,
 // spooling whatever is not acknowledged by then.
-func (p *Publisher) flush(ctx context.Context) {
+func (p *Publisher) flush(ctx context.Context, a *acks) {
 	p.mu.Lock() // waits for enqueues in progress; later ones spool
 	p.draining = true
 	p.mu.Unlock()
@@ -590,34 +595,29 @@ func (p *Publisher) flush(ctx context.Context) {
 			p.spool(rest, err)
 			return
 		}
-		p.spool(p.publish(sctx, rest[:n]))
+		p.spool(p.publish(sctx, rest[:n], a))
 		rest = rest[n:]
 	}
 }
 
 // publish sends a batch without waiting between messages, then waits for
-// the acknowledgements until ctx ends. It returns the events to retry, in
-// order, and the last error; events JetStream refuses for good are counted
-// and logged.
-func (p *Publisher) publish(ctx context.Context, evs []*event) ([]*event, error) {
-	futures := make([]jetstream.PubAckFuture, len(evs))
-	errs := make([]error, len(evs))
-	for i, ev := range evs {
-		futures[i], errs[i] = p.js.PublishMsgAsync(&nats.Msg{Subject: ev.subject, Data: ev.data}, jetstream.WithMsgID(ev.id))
+// the acknowledgements, read from a (nil: through JetStream's asynchronous
+// publishing), until ctx ends. It returns the events to retry, in order,
+// and the last error; events JetStream refuses for good are counted and
+// logged.
+func (p *Publisher) publish(ctx context.Context, evs []*event, a *acks) ([]*event, error) {
+	var errs []error
+	if a != nil {
+		errs = a.publish(ctx, evs)
+	} else {
+		errs = p.publishAsync(ctx, evs)
 	}
 	var retry []*event
 	var last error
 	for i, ev := range evs {
 		if errs[i] == nil {
-			select {
-			case <-futures[i].Ok():
-				p.published.Add(uint64(ev.count()))
-				continue
-			case err := <-futures[i].Err():
-				errs[i] = err
-			case <-ctx.Done():
-				errs[i] = ctx.Err()
-			}
+			p.published.Add(uint64(ev.count()))
+			continue
 		}
 		if permanent(errs[i]) {
 			p.rejected.Add(uint64(ev.count()))
@@ -629,6 +629,28 @@ func (p *Publisher) publish(ctx context.Context, evs []*event) ([]*event, error)
 		last = errs[i]
 	}
 	return retry, last
+}
+
+// publishAsync publishes evs with JetStream's asynchronous publishing and
+// returns the error of each (nil: acknowledged), ctx's once it ends.
+func (p *Publisher) publishAsync(ctx context.Context, evs []*event) []error {
+	futures := make([]jetstream.PubAckFuture, len(evs))
+	errs := make([]error, len(evs))
+	for i, ev := range evs {
+		futures[i], errs[i] = p.js.PublishMsgAsync(&nats.Msg{Subject: ev.subject, Data: ev.data}, jetstream.WithMsgID(ev.id))
+	}
+	for i := range evs {
+		if errs[i] == nil {
+			select {
+			case <-futures[i].Ok():
+			case err := <-futures[i].Err():
+				errs[i] = err
+			case <-ctx.Done():
+				errs[i] = ctx.Err()
+			}
+		}
+	}
+	return errs
 }
 
 // permanent reports an error that retrying the same message cannot fix.
@@ -686,7 +708,7 @@ func (p *Publisher) noteDrop(kind string, n int) {
 
 // replay publishes the outbox, oldest first, whenever NATS is reachable,
 // until ctx ends.
-func (p *Publisher) replay(ctx context.Context, reconnected <-chan nats.Status) {
+func (p *Publisher) replay(ctx context.Context, reconnected <-chan nats.Status, a *acks) {
 	wait := func() bool {
 		select {
 		case <-ctx.Done():
@@ -717,7 +739,7 @@ func (p *Publisher) replay(ctx context.Context, reconnected <-chan nats.Status) 
 			}
 			continue
 		}
-		if !p.replayBatch(ctx) && !wait() {
+		if !p.replayBatch(ctx, a) && !wait() {
 			return
 		}
 	}
@@ -725,7 +747,7 @@ func (p *Publisher) replay(ctx context.Context, reconnected <-chan nats.Status) 
 
 // replayBatch publishes the oldest events of the outbox and deletes each
 // once acknowledged. It reports whether all of them were.
-func (p *Publisher) replayBatch(ctx context.Context) bool {
+func (p *Publisher) replayBatch(ctx context.Context, a *acks) bool {
 	entries := p.ob.head(batchEvents, batchBytes)
 	if len(entries) == 0 {
 		return true
@@ -744,7 +766,7 @@ func (p *Publisher) replayBatch(ctx context.Context) bool {
 		from = append(from, e)
 	}
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.PublishTimeout)
-	retry, err := p.publish(pctx, evs)
+	retry, err := p.publish(pctx, evs, a)
 	cancel()
 	if err != nil {
 		p.log.Debug().Err(err).Int("events", len(retry)).Msg("outbox replay incomplete, retrying")
