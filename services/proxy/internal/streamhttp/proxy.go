@@ -950,7 +950,8 @@ func (f *front) relay(ctx context.Context, q *ordered.Queue[session.Decision], s
 			f.dropEvent(sess, "a message that an event cannot carry unchanged", ev)
 			return appendIDOnly(nil, ev)
 		}
-		return appendEvent(nil, ev, out)
+		// Sized for the fields and the data's framing (one line, mostly).
+		return appendEvent(make([]byte, 0, len(out)+len(ev.ID)+len(ev.Retry)+48), ev, out)
 	})
 }
 
