@@ -3,9 +3,11 @@ package fleet
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -22,7 +24,7 @@ import (
 // goroutine of its own, which wakes the publisher) and decodes each
 // acknowledgement with encoding/json. What is published, with what message
 // id, and what counts as acknowledged are the same: an acknowledgement that
-// names its stream, or JetStream's error.
+// names its stream, or JetStream's error; no responders is retried as there.
 type acks struct {
 	nc     *nats.Conn
 	prefix string // the inbox and a dot: a message's reply subject is prefix and its number
@@ -66,17 +68,25 @@ func (a *acks) publish(ctx context.Context, evs []*event) []error {
 	errs := make([]error, len(evs))
 	done := make([]bool, len(evs))
 	first := a.seq + 1
+	a.seq += uint64(len(evs))
+	send := func(i int) error {
+		ev := evs[i]
+		return a.nc.PublishMsg(&nats.Msg{Subject: ev.subject, Reply: a.prefix + strconv.FormatUint(first+uint64(i), 10), Data: ev.data,
+			Header: nats.Header{jetstream.MsgIDHeader: []string{ev.id}}})
+	}
 	waiting := 0
-	for i, ev := range evs {
-		a.seq++
-		m := &nats.Msg{Subject: ev.subject, Reply: a.prefix + strconv.FormatUint(a.seq, 10), Data: ev.data,
-			Header: nats.Header{jetstream.MsgIDHeader: []string{ev.id}}}
-		if errs[i] = a.nc.PublishMsg(m); errs[i] != nil {
+	for i := range evs {
+		if errs[i] = send(i); errs[i] != nil {
 			done[i] = true
 			continue
 		}
 		waiting++
 	}
+	// No responders (no stream leader at the moment) is retried as
+	// JetStream's asynchronous publishing retries it: twice, 250 ms apart.
+	var tries []int
+	var due []int
+	var retry <-chan time.Time
 	for waiting > 0 {
 		select {
 		case m := <-a.ch:
@@ -84,9 +94,31 @@ func (a *acks) publish(ctx context.Context, evs []*event) []error {
 			if err != nil || n < first || n-first >= uint64(len(evs)) || done[n-first] {
 				continue // not one of these events'
 			}
-			i := n - first
-			done[i], errs[i] = true, ackError(m)
+			i := int(n - first)
+			err = ackError(m)
+			if errors.Is(err, jetstream.ErrNoStreamResponse) {
+				if tries == nil {
+					tries = make([]int, len(evs))
+				}
+				if tries[i] < jetstream.DefaultPubRetryAttempts {
+					tries[i]++
+					due = append(due, i)
+					if retry == nil {
+						retry = time.After(jetstream.DefaultPubRetryWait)
+					}
+					continue
+				}
+			}
+			done[i], errs[i] = true, err
 			waiting--
+		case <-retry:
+			for _, i := range due {
+				if errs[i] = send(i); errs[i] != nil {
+					done[i] = true
+					waiting--
+				}
+			}
+			due, retry = due[:0], nil
 		case <-ctx.Done():
 			for i := range evs {
 				if !done[i] {

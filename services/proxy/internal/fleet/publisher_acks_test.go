@@ -60,7 +60,8 @@ func TestAckError(t *testing.T) {
 
 // TestAcksPublish: against a real JetStream, each event gets its own
 // answer: stored, refused for good (larger than the stream takes), no
-// stream at all; and a later round is not confused by the answers of an
+// stream at all (after the two retries of no responders); and a later
+// round is not confused by the answers of an
 // earlier one that gave up waiting.
 func TestAcksPublish(t *testing.T) {
 	b := natstest.StartBus(t)
