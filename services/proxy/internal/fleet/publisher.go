@@ -184,8 +184,10 @@ type Publisher struct {
 	log      zerolog.Logger
 	now      func() time.Time
 	idPrefix string
-	seq      atomic.Uint64
-	ob       *outbox
+	// callSubject is where call observations go (the same for every call).
+	callSubject string
+	seq         atomic.Uint64
+	ob          *outbox
 
 	queue      chan *event
 	queueBytes atomic.Int64
@@ -233,10 +235,11 @@ func NewPublisher(cfg Config, d Deps) (*Publisher, error) {
 		log: d.Log.With().Str("tenant", cfg.Tenant).Str("server", cfg.Server).Str("proxy", cfg.Proxy).Logger(),
 		// Unique across restarts: the boot time and a random nonce tell two
 		// lives of the same proxy apart, the sequence the events of one.
-		idPrefix: cfg.Proxy + "-" + strconv.FormatInt(d.Now().UnixNano(), 36) + hex.EncodeToString(nonce[:]) + "-",
-		queue:    make(chan *event, cfg.QueueEvents),
-		timer:    time.NewTimer(time.Hour),
-		urgent:   make(chan struct{}, 1),
+		idPrefix:    cfg.Proxy + "-" + strconv.FormatInt(d.Now().UnixNano(), 36) + hex.EncodeToString(nonce[:]) + "-",
+		callSubject: bus.CallObservationsSubject(cfg.Tenant, cfg.Server),
+		queue:       make(chan *event, cfg.QueueEvents),
+		timer:       time.NewTimer(time.Hour),
+		urgent:      make(chan struct{}, 1),
 	}
 	p.timer.Stop()
 	ob, err := openOutbox(cfg.Dir, cfg.MaxEvents, cfg.MaxBytes, p.noteDrop)
@@ -310,7 +313,10 @@ func (p *Publisher) Call(c session.Call) {
 		}
 	}
 	id := p.nextID()
-	obs := &mcpdriftv1.CallObservation{
+	enc := callEncs.Get().(*callEnc)
+	defer enc.release()
+	obs := &enc.obs
+	*obs = mcpdriftv1.CallObservation{
 		EventId: id, Tenant: p.cfg.Tenant, Server: p.cfg.Server, Proxy: p.cfg.Proxy,
 		Tool: c.Tool, Outcome: outcome, RefusalCode: string(c.RefusalCode), LatencyUs: c.Latency.Microseconds(),
 		ArgumentsDigest: c.ArgsDigest, Arguments: c.Arguments, ObservedAtUnixMs: p.now().UnixMilli(),
@@ -320,14 +326,36 @@ func (p *Publisher) Call(c session.Call) {
 		ApprovalId: c.Policy.ApprovalID, ApprovalOutcome: c.Policy.ApprovalOutcome, ApprovalActor: c.Policy.Who,
 	}
 	// A CallObservations batch of one (mergeBatches joins them; ADR 0004,
-	// and ADR 0008 for why this is proto.Marshal and not framed by hand).
-	batch, err := proto.Marshal(&mcpdriftv1.CallObservations{Calls: []*mcpdriftv1.CallObservation{obs}})
+	// and ADR 0008 for why this is proto.Marshal and not framed by hand),
+	// in messages reused from call to call: the bytes are the event's own.
+	enc.calls[0] = obs
+	enc.batch.Calls = enc.calls[:]
+	batch, err := proto.MarshalOptions{}.MarshalAppend(nil, &enc.batch)
 	if err != nil {
 		p.log.Error().Err(err).Str("event_id", id).Msg("encoding call observation")
 		p.noteDrop(kindCall, 1)
 		return
 	}
-	p.enqueue(&event{id: id, subject: bus.CallObservationsSubject(p.cfg.Tenant, p.cfg.Server), kind: kindCall, n: 1, data: batch})
+	p.enqueue(&event{id: id, subject: p.callSubject, kind: kindCall, n: 1, data: batch})
+}
+
+// callEnc holds the messages Call encodes an observation with, reused
+// (callEncs): only the encoded bytes are allocated per call.
+type callEnc struct {
+	obs   mcpdriftv1.CallObservation
+	batch mcpdriftv1.CallObservations
+	calls [1]*mcpdriftv1.CallObservation
+}
+
+var callEncs = sync.Pool{New: func() any { return new(callEnc) }}
+
+// release forgets what the messages held (the call's strings and
+// arguments) and gives them back.
+func (e *callEnc) release() {
+	e.obs.Reset()
+	e.batch.Reset()
+	e.calls[0] = nil
+	callEncs.Put(e)
 }
 
 // mergeBatches joins each run of consecutive events of one batched kind
@@ -376,7 +404,8 @@ func (p *Publisher) mergeLimit() int {
 }
 
 func (p *Publisher) nextID() string {
-	return p.idPrefix + strconv.FormatUint(p.seq.Add(1), 10)
+	var b [128]byte // prefix (at most 88 bytes: a 64-byte proxy id and 24) and sequence: one allocation, the string
+	return string(strconv.AppendUint(append(b[:0], p.idPrefix...), p.seq.Add(1), 10))
 }
 
 // enqueue hands an event to Run without waiting: into the in-memory queue,
@@ -432,9 +461,14 @@ func (p *Publisher) Run(ctx context.Context) error {
 		reconnected = nc.StatusChanged(nats.CONNECTED)
 		defer nc.RemoveStatusListener(reconnected)
 	}
+	// Each of the two goroutines that publish (drain, and replay) reads its
+	// own acknowledgements.
+	drainAcks, replayAcks := p.newAcks(), p.newAcks()
+	defer drainAcks.close()
+	defer replayAcks.close()
 	var wg sync.WaitGroup
-	wg.Go(func() { p.replay(ctx, reconnected) })
-	p.drain(ctx)
+	wg.Go(func() { p.replay(ctx, reconnected, replayAcks) })
+	p.drain(ctx, drainAcks)
 	wg.Wait()
 	return nil
 }
@@ -473,13 +507,13 @@ func (p *Publisher) connected() bool {
 // has waited Linger) or when one is due at once (enqueue), and takes what
 // is queued, up to one batch; what a full round left starts the next at
 // once.
-func (p *Publisher) drain(ctx context.Context) {
+func (p *Publisher) drain(ctx context.Context, a *acks) {
 	full := false
 	for {
 		if !full {
 			select {
 			case <-ctx.Done():
-				p.flush(ctx)
+				p.flush(ctx, a)
 				return
 			case <-p.timer.C:
 			case <-p.urgent:
@@ -496,7 +530,7 @@ func (p *Publisher) drain(ctx context.Context) {
 			continue
 		}
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.PublishTimeout)
-		failed, err := p.publish(pctx, mergeBatches(batch, p.mergeLimit()))
+		failed, err := p.publish(pctx, mergeBatches(batch, p.mergeLimit()), a)
 		cancel()
 		p.spool(failed, err)
 	}
@@ -535,7 +569,7 @@ func batchSize(evs []*event) int {
 
 // flush stops the queue and publishes what it holds within ShutdownTimeout,
 // spooling whatever is not acknowledged by then.
-func (p *Publisher) flush(ctx context.Context) {
+func (p *Publisher) flush(ctx context.Context, a *acks) {
 	p.mu.Lock() // waits for enqueues in progress; later ones spool
 	p.draining = true
 	p.mu.Unlock()
@@ -561,34 +595,29 @@ func (p *Publisher) flush(ctx context.Context) {
 			p.spool(rest, err)
 			return
 		}
-		p.spool(p.publish(sctx, rest[:n]))
+		p.spool(p.publish(sctx, rest[:n], a))
 		rest = rest[n:]
 	}
 }
 
 // publish sends a batch without waiting between messages, then waits for
-// the acknowledgements until ctx ends. It returns the events to retry, in
-// order, and the last error; events JetStream refuses for good are counted
-// and logged.
-func (p *Publisher) publish(ctx context.Context, evs []*event) ([]*event, error) {
-	futures := make([]jetstream.PubAckFuture, len(evs))
-	errs := make([]error, len(evs))
-	for i, ev := range evs {
-		futures[i], errs[i] = p.js.PublishMsgAsync(&nats.Msg{Subject: ev.subject, Data: ev.data}, jetstream.WithMsgID(ev.id))
+// the acknowledgements, read from a (nil: through JetStream's asynchronous
+// publishing), until ctx ends. It returns the events to retry, in order,
+// and the last error; events JetStream refuses for good are counted and
+// logged.
+func (p *Publisher) publish(ctx context.Context, evs []*event, a *acks) ([]*event, error) {
+	var errs []error
+	if a != nil {
+		errs = a.publish(ctx, evs)
+	} else {
+		errs = p.publishAsync(ctx, evs)
 	}
 	var retry []*event
 	var last error
 	for i, ev := range evs {
 		if errs[i] == nil {
-			select {
-			case <-futures[i].Ok():
-				p.published.Add(uint64(ev.count()))
-				continue
-			case err := <-futures[i].Err():
-				errs[i] = err
-			case <-ctx.Done():
-				errs[i] = ctx.Err()
-			}
+			p.published.Add(uint64(ev.count()))
+			continue
 		}
 		if permanent(errs[i]) {
 			p.rejected.Add(uint64(ev.count()))
@@ -600,6 +629,28 @@ func (p *Publisher) publish(ctx context.Context, evs []*event) ([]*event, error)
 		last = errs[i]
 	}
 	return retry, last
+}
+
+// publishAsync publishes evs with JetStream's asynchronous publishing and
+// returns the error of each (nil: acknowledged), ctx's once it ends.
+func (p *Publisher) publishAsync(ctx context.Context, evs []*event) []error {
+	futures := make([]jetstream.PubAckFuture, len(evs))
+	errs := make([]error, len(evs))
+	for i, ev := range evs {
+		futures[i], errs[i] = p.js.PublishMsgAsync(&nats.Msg{Subject: ev.subject, Data: ev.data}, jetstream.WithMsgID(ev.id))
+	}
+	for i := range evs {
+		if errs[i] == nil {
+			select {
+			case <-futures[i].Ok():
+			case err := <-futures[i].Err():
+				errs[i] = err
+			case <-ctx.Done():
+				errs[i] = ctx.Err()
+			}
+		}
+	}
+	return errs
 }
 
 // permanent reports an error that retrying the same message cannot fix.
@@ -657,7 +708,7 @@ func (p *Publisher) noteDrop(kind string, n int) {
 
 // replay publishes the outbox, oldest first, whenever NATS is reachable,
 // until ctx ends.
-func (p *Publisher) replay(ctx context.Context, reconnected <-chan nats.Status) {
+func (p *Publisher) replay(ctx context.Context, reconnected <-chan nats.Status, a *acks) {
 	wait := func() bool {
 		select {
 		case <-ctx.Done():
@@ -688,7 +739,7 @@ func (p *Publisher) replay(ctx context.Context, reconnected <-chan nats.Status) 
 			}
 			continue
 		}
-		if !p.replayBatch(ctx) && !wait() {
+		if !p.replayBatch(ctx, a) && !wait() {
 			return
 		}
 	}
@@ -696,7 +747,7 @@ func (p *Publisher) replay(ctx context.Context, reconnected <-chan nats.Status) 
 
 // replayBatch publishes the oldest events of the outbox and deletes each
 // once acknowledged. It reports whether all of them were.
-func (p *Publisher) replayBatch(ctx context.Context) bool {
+func (p *Publisher) replayBatch(ctx context.Context, a *acks) bool {
 	entries := p.ob.head(batchEvents, batchBytes)
 	if len(entries) == 0 {
 		return true
@@ -715,7 +766,7 @@ func (p *Publisher) replayBatch(ctx context.Context) bool {
 		from = append(from, e)
 	}
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.PublishTimeout)
-	retry, err := p.publish(pctx, evs)
+	retry, err := p.publish(pctx, evs, a)
 	cancel()
 	if err != nil {
 		p.log.Debug().Err(err).Int("events", len(retry)).Msg("outbox replay incomplete, retrying")

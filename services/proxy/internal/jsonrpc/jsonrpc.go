@@ -86,26 +86,31 @@ func Parse(raw []byte, lim Limits) (*Message, error) {
 	if err := d.Parse(raw, lim); err != nil {
 		return nil, err
 	}
-	return fromDoc(&d, canonjson.Root, raw)
+	m := new(Message)
+	if err := m.read(&d, canonjson.Root); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
-func fromDoc(d *canonjson.Doc, n canonjson.NodeID, raw []byte) (*Message, error) {
+// read fills m, zero, with the message at node n of d.
+func (m *Message) read(d *canonjson.Doc, n canonjson.NodeID) error {
 	if d.Kind(n) != canonjson.Object {
-		return nil, fmt.Errorf("%w: a JSON-RPC message is an object, not a %s", ErrInvalid, d.Kind(n))
+		return fmt.Errorf("%w: a JSON-RPC message is an object, not a %s", ErrInvalid, d.Kind(n))
 	}
-	m := &Message{Raw: d.Raw(n), off: d.Offset(n), doc: d}
+	m.Raw, m.off, m.doc = d.Raw(n), d.Offset(n), d
 	if a, b, twin := d.FoldTwin(n); twin {
-		return nil, fmt.Errorf("%w: members %q and %q differ only in case", ErrAmbiguous, a, b)
+		return fmt.Errorf("%w: members %q and %q differ only in case", ErrAmbiguous, a, b)
 	}
 	for i := range d.Len(n) {
 		k, _ := d.Member(n, i)
 		if name, ok := d.FoldsToAny(k, envelope); ok {
-			return nil, fmt.Errorf("%w: member %q reads as %q to a case-insensitive reader", ErrAmbiguous, d.Text(k), name)
+			return fmt.Errorf("%w: member %q reads as %q to a case-insensitive reader", ErrAmbiguous, d.Text(k), name)
 		}
 	}
 	v, ok := d.Get(n, "jsonrpc")
 	if !ok || d.Kind(v) != canonjson.String || !d.StringIs(v, "2.0") {
-		return nil, fmt.Errorf("%w: jsonrpc must be \"2.0\"", ErrInvalid)
+		return fmt.Errorf("%w: jsonrpc must be \"2.0\"", ErrInvalid)
 	}
 	method, hasMethod := d.Get(n, "method")
 	id, hasID := d.Get(n, "id")
@@ -117,25 +122,25 @@ func fromDoc(d *canonjson.Doc, n canonjson.NodeID, raw []byte) (*Message, error)
 			m.ID = d.Raw(id)
 		case canonjson.Null:
 			if hasMethod {
-				return nil, fmt.Errorf("%w: a request id must not be null", ErrInvalid)
+				return fmt.Errorf("%w: a request id must not be null", ErrInvalid)
 			}
 			m.ID = d.Raw(id) // a response to a request whose id could not be read
 		default:
-			return nil, fmt.Errorf("%w: id must be a string or a number", ErrInvalid)
+			return fmt.Errorf("%w: id must be a string or a number", ErrInvalid)
 		}
 	}
 	switch {
 	case hasMethod:
 		if d.Kind(method) != canonjson.String {
-			return nil, fmt.Errorf("%w: method must be a string", ErrInvalid)
+			return fmt.Errorf("%w: method must be a string", ErrInvalid)
 		}
 		if hasResult || hasError {
-			return nil, fmt.Errorf("%w: a message with a method has no result or error", ErrInvalid)
+			return fmt.Errorf("%w: a message with a method has no result or error", ErrInvalid)
 		}
 		m.Method = d.Text(method)
 		if p, ok := d.Get(n, "params"); ok {
 			if k := d.Kind(p); k != canonjson.Object && k != canonjson.Array {
-				return nil, fmt.Errorf("%w: params must be an object or an array", ErrInvalid)
+				return fmt.Errorf("%w: params must be an object or an array", ErrInvalid)
 			}
 			m.Params, m.params = d.Raw(p), p
 			m.paramsOff = d.Offset(p) - d.Offset(n)
@@ -145,9 +150,9 @@ func fromDoc(d *canonjson.Doc, n canonjson.NodeID, raw []byte) (*Message, error)
 			m.Kind = KindRequest
 		}
 	case hasResult == hasError:
-		return nil, fmt.Errorf("%w: a response has exactly one of result and error", ErrInvalid)
+		return fmt.Errorf("%w: a response has exactly one of result and error", ErrInvalid)
 	case !hasID:
-		return nil, fmt.Errorf("%w: a response has an id", ErrInvalid)
+		return fmt.Errorf("%w: a response has an id", ErrInvalid)
 	default:
 		m.Kind = KindResponse
 		if hasResult {
@@ -155,12 +160,12 @@ func fromDoc(d *canonjson.Doc, n canonjson.NodeID, raw []byte) (*Message, error)
 			m.resultOff = d.Offset(result) - d.Offset(n)
 		} else {
 			if d.Kind(rpcErr) != canonjson.Object {
-				return nil, fmt.Errorf("%w: error must be an object", ErrInvalid)
+				return fmt.Errorf("%w: error must be an object", ErrInvalid)
 			}
 			m.Error = d.Raw(rpcErr)
 		}
 	}
-	return m, nil
+	return nil
 }
 
 // Split reads a message that may be a 2025-03-26 batch (a JSON array of
@@ -189,21 +194,27 @@ func split(d *canonjson.Doc, raw []byte, lim Limits) (msgs []*Message, batch boo
 		return nil, false, err
 	}
 	if d.Kind(canonjson.Root) != canonjson.Array {
-		m, err := fromDoc(d, canonjson.Root, raw)
-		if err != nil {
+		// The message and the slice that holds it in one allocation.
+		one := new(struct {
+			m Message
+			s [1]*Message
+		})
+		if err := one.m.read(d, canonjson.Root); err != nil {
 			return nil, false, err
 		}
-		return []*Message{m}, false, nil
+		one.s[0] = &one.m
+		return one.s[:], false, nil
 	}
 	if d.Len(canonjson.Root) == 0 {
 		return nil, true, fmt.Errorf("%w: an empty batch", ErrInvalid)
 	}
-	for el, i := d.First(canonjson.Root), 0; i < d.Len(canonjson.Root); el, i = d.Next(el), i+1 {
-		m, err := fromDoc(d, el, raw)
-		if err != nil {
+	all := make([]Message, d.Len(canonjson.Root))
+	msgs = make([]*Message, len(all))
+	for el, i := d.First(canonjson.Root), 0; i < len(all); el, i = d.Next(el), i+1 {
+		if err := all[i].read(d, el); err != nil {
 			return nil, true, fmt.Errorf("batch element %d: %w", i+1, err)
 		}
-		msgs = append(msgs, m)
+		msgs[i] = &all[i]
 	}
 	return msgs, true, nil
 }

@@ -467,8 +467,13 @@ func (f *front) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The one parse of the client's message: the session and the headers'
-	// checks read it, never the bytes again.
-	msgs, batch, err := jsonrpc.SplitIn(new(canonjson.Doc), body, jsonrpc.Limits{})
+	// checks read it, never the bytes again. It is borrowed and given back
+	// when the POST is served: nothing keeps it longer (the session decides
+	// on the client's message within Client and Wait, on this goroutine,
+	// and keeps only copies and slices of body, which is not pooled).
+	d := canonjson.Borrow()
+	defer canonjson.Return(d)
+	msgs, batch, err := jsonrpc.SplitIn(d, body, jsonrpc.Limits{})
 	if err != nil {
 		refuseMessage(w, session.InvalidMessage, session.Unreadable(err))
 		return
@@ -966,7 +971,8 @@ func (f *front) relay(ctx context.Context, q *ordered.Queue[session.Decision], s
 			f.dropEvent(sess, "a message that an event cannot carry unchanged", ev)
 			return appendIDOnly(nil, ev)
 		}
-		return appendEvent(nil, ev, out)
+		// Sized for the fields and the data's framing (one line, mostly).
+		return appendEvent(make([]byte, 0, len(out)+len(ev.ID)+len(ev.Retry)+48), ev, out)
 	})
 }
 

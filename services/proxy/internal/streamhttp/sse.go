@@ -39,6 +39,7 @@ var errEventTooLarge = errors.New("event_too_large")
 // last event is discarded.
 type sseReader struct {
 	src     io.Reader
+	buf     *sseBuf // br and line come from it
 	br      *bufio.Reader
 	max     int
 	started bool // the BOM check is done
@@ -47,23 +48,39 @@ type sseReader struct {
 	line    []byte
 }
 
-// sseBufs are the sseReaders' read buffers, 4 KiB each, reused from one
-// stream to the next (release).
-var sseBufs = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4<<10) }}
-
-func newSSEReader(r io.Reader, max int) *sseReader {
-	br := sseBufs.Get().(*bufio.Reader)
-	br.Reset(r)
-	return &sseReader{src: r, br: br, max: max}
+// sseBuf is what an sseReader reads with: its read buffer, 4 KiB, and
+// the buffer its lines are gathered in.
+type sseBuf struct {
+	br   *bufio.Reader
+	line []byte
 }
 
-// release gives the reader's buffer back for another stream; the reader
-// is not used again. Nothing it returned refers to the buffer: an event's
+// sseBufs are the sseReaders' buffers, reused from one stream to the next
+// (release).
+var sseBufs = sync.Pool{New: func() any { return &sseBuf{br: bufio.NewReaderSize(nil, 4<<10)} }}
+
+// maxPooledLine: a line buffer that grew larger than this for one long
+// line is let go rather than kept.
+const maxPooledLine = 64 << 10
+
+func newSSEReader(r io.Reader, max int) *sseReader {
+	b := sseBufs.Get().(*sseBuf)
+	b.br.Reset(r)
+	return &sseReader{src: r, buf: b, br: b.br, max: max, line: b.line[:0]}
+}
+
+// release gives the reader's buffers back for another stream; the reader
+// is not used again. Nothing it returned refers to them: an event's
 // fields are copies.
 func (s *sseReader) release() {
 	s.br.Reset(nil)
-	sseBufs.Put(s.br)
-	s.br = nil
+	line := s.line[:0]
+	if cap(line) > maxPooledLine {
+		line = nil
+	}
+	s.buf.line = line
+	sseBufs.Put(s.buf)
+	s.buf, s.br, s.line = nil, nil, nil
 }
 
 // next returns the next event that holds anything (data, an id, a retry,
@@ -77,7 +94,7 @@ func (s *sseReader) next() (*event, error) {
 		}
 	}
 	ev := &event{}
-	var data bytes.Buffer
+	var data []byte // the data lines, each followed by \n: the event's own (its first line allocates it to size)
 	s.size = 0
 	for {
 		line, err := s.readLine()
@@ -90,7 +107,7 @@ func (s *sseReader) next() (*event, error) {
 				continue // blank lines between events
 			}
 			if ev.HasData {
-				ev.Data = bytes.TrimSuffix(data.Bytes(), []byte{'\n'})
+				ev.Data = data[:len(data)-1]
 			}
 			return ev, nil
 		}
@@ -104,9 +121,11 @@ func (s *sseReader) next() (*event, error) {
 		}
 		switch string(name) {
 		case "data":
+			if !ev.HasData {
+				data = make([]byte, 0, len(value)+1)
+			}
 			ev.HasData = true
-			data.Write(value)
-			data.WriteByte('\n')
+			data = append(append(data, value...), '\n')
 		case "id":
 			if bytes.IndexByte(value, 0) < 0 {
 				ev.ID, ev.HasID = bytes.Clone(value), true
