@@ -121,6 +121,17 @@ func (r *rig) published(n int) []Listed {
 	return out
 }
 
+// captureAt returns the i-th capture published whole (a negative i counts
+// from the last).
+func (r *rig) captureAt(i int) string {
+	r.obs.mu.Lock()
+	defer r.obs.mu.Unlock()
+	if i < 0 {
+		i += len(r.obs.listings)
+	}
+	return string(r.obs.listings[i])
+}
+
 // TestAppsContentsPinned: the proxy reads the UI before it publishes, so
 // the surface it publishes is the approved one, contents included; an
 // agent's read gets the approved HTML, and never swapped HTML, which is
@@ -135,9 +146,7 @@ func TestAppsContentsPinned(t *testing.T) {
 	if pub[0].Hash != r.gate.v.BaselineHash {
 		t.Fatalf("published %s, want the baseline %s", pub[0].Hash, r.gate.v.BaselineHash)
 	}
-	r.obs.mu.Lock()
-	capture := string(r.obs.listings[0])
-	r.obs.mu.Unlock()
+	capture := r.captureAt(0)
 	if !strings.Contains(capture, `"uiContents":{"`+appURI+`":`) {
 		t.Fatalf("the capture has no UI contents: %s", capture)
 	}
@@ -166,9 +175,7 @@ func TestAppsContentsPinned(t *testing.T) {
 	if pub[1].Hash == "" || pub[1].Hash == r.gate.v.BaselineHash {
 		t.Fatalf("the swapped contents were published as %q", pub[1].Hash)
 	}
-	r.obs.mu.Lock()
-	capture = string(r.obs.listings[1])
-	r.obs.mu.Unlock()
+	capture = r.captureAt(1)
 	if !strings.Contains(capture, "evil.example") {
 		t.Fatalf("the swapped contents are not in the capture published: %s", capture)
 	}

@@ -118,9 +118,7 @@ func TestPromptMessagesPinned(t *testing.T) {
 	if pub[0].Hash != r.gate.v.BaselineHash {
 		t.Fatalf("published %s, want the baseline %s", pub[0].Hash, r.gate.v.BaselineHash)
 	}
-	r.obs.mu.Lock()
-	capture := string(r.obs.listings[0])
-	r.obs.mu.Unlock()
+	capture := r.captureAt(0)
 	if !strings.Contains(capture, `"promptMessages":{"hello":`) {
 		t.Fatalf("the capture has no prompt messages: %s", capture)
 	}
@@ -150,9 +148,7 @@ func TestPromptMessagesPinned(t *testing.T) {
 	if pub[1].Hash == "" || pub[1].Hash == r.gate.v.BaselineHash {
 		t.Fatalf("the swapped messages were published as %q", pub[1].Hash)
 	}
-	r.obs.mu.Lock()
-	capture = string(r.obs.listings[1])
-	r.obs.mu.Unlock()
+	capture = r.captureAt(1)
 	if !strings.Contains(capture, "PWNED") {
 		t.Fatalf("the swapped messages are not in the capture published: %s", capture)
 	}
@@ -283,9 +279,7 @@ func TestPromptMessagesRelisted(t *testing.T) {
 	if pub[1].Hash == "" || pub[1].Hash == r.gate.v.BaselineHash {
 		t.Fatalf("published %q", pub[1].Hash)
 	}
-	r.obs.mu.Lock()
-	capture := string(r.obs.listings[len(r.obs.listings)-1])
-	r.obs.mu.Unlock()
+	capture := r.captureAt(-1)
 	if strings.Contains(capture, "promptMessages") {
 		t.Fatalf("the messages of a prompt with an argument are in the capture: %s", capture)
 	}
