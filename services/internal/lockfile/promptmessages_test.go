@@ -1,12 +1,8 @@
 package lockfile
 
 import (
-	"crypto/ed25519"
-	"os"
-	"path/filepath"
 	"testing"
 
-	"github.com/mcpdrift/mcpdrift/services/internal/status"
 	"github.com/mcpdrift/mcpdrift/services/internal/surface"
 )
 
@@ -20,37 +16,5 @@ func TestRoundTripPromptMessages(t *testing.T) {
 		`"resources":{"pages":[{"resources":[{"uri":"` + uri + `","name":"view","mimeType":"text/html;profile=mcp-app"}]}]},` +
 		`"uiContents":{"` + uri + `":{"contents":[{"uri":"` + uri + `","mimeType":"text/html;profile=mcp-app","text":"<p>a & b</p>"}]}},` +
 		`"promptMessages":{"hello":{"description":"Hi <there>","messages":[{"role":"user","content":{"type":"text","text":"Say hello & smile."}}]}}}`
-	path := filepath.Join(t.TempDir(), "prompts.json")
-	if err := os.WriteFile(path, []byte(capture), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f, sf := lockOf(t, path, status.DefaultHashing)
-	if _, ok := sf.Find(surface.KindPromptMessages, "hello"); !ok {
-		t.Fatal("no prompt messages in the surface")
-	}
-	key := testKey(1)
-	if err := f.Sign(key); err != nil {
-		t.Fatal(err)
-	}
-	data, err := f.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := Read(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := got.Verify([]ed25519.PublicKey{pub(key)}); err != nil {
-		t.Fatalf("Verify: %v", err)
-	}
-	again, err := got.Variants[0].Surface()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if again.Hash != sf.Hash {
-		t.Fatalf("the definitions make %s, the capture %s", again.Hash, sf.Hash)
-	}
-	if _, err := got.Variants[0].ItemHashes().Verify(); err != nil {
-		t.Fatalf("item hashes: %v", err)
-	}
+	roundTrip(t, capture, surface.KindPromptMessages, "hello")
 }

@@ -21,13 +21,21 @@ func TestRoundTripUIContent(t *testing.T) {
 	capture := `{"tools":{"pages":[{"tools":[{"name":"view","inputSchema":{"type":"object"},"_meta":{"ui":{"resourceUri":"` + uri + `"}}}]}]},` +
 		`"resources":{"pages":[{"resources":[{"uri":"` + uri + `","name":"view","mimeType":"text/html;profile=mcp-app"}]}]},` +
 		`"uiContents":{"` + uri + `":{"contents":[{"uri":"` + uri + `","mimeType":"text/html;profile=mcp-app","text":` + strconv.Quote(html) + `,"_meta":{"ui":{"csp":{"connectDomains":[]}}}}]}}}`
-	path := filepath.Join(t.TempDir(), "ui.json")
+	roundTrip(t, capture, surface.KindUIContent, uri)
+}
+
+// roundTrip writes capture to a file, makes its lockfile, which must hold
+// the item kind:name, and requires the lockfile to come back, signed,
+// written and read again, as the same surface with verified item hashes.
+func roundTrip(t *testing.T, capture string, kind surface.Kind, name string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "capture.json")
 	if err := os.WriteFile(path, []byte(capture), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	f, sf := lockOf(t, path, status.DefaultHashing)
-	if _, ok := sf.Find(surface.KindUIContent, uri); !ok {
-		t.Fatal("no UI content in the surface")
+	if _, ok := sf.Find(kind, name); !ok {
+		t.Fatalf("no %s %s in the surface", kind, name)
 	}
 	key := testKey(1)
 	if err := f.Sign(key); err != nil {
