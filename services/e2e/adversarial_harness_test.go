@@ -214,6 +214,34 @@ func (c *caseT) runCleanups() {
 	}
 }
 
+// run runs f as the case, on a goroutine of its own (Fatalf ends it), its
+// cleanups after it, and waits for it at most advCaseTimeout.
+func (c *caseT) run(f func()) {
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		defer c.runCleanups()
+		f()
+	}()
+	select {
+	case <-finished:
+	case <-time.After(advCaseTimeout):
+		c.Errorf("the case did not end within %s", advCaseTimeout)
+	}
+}
+
+// report hands what the case logged and the errors it met to t.
+func (c *caseT) report(t *testing.T) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, l := range c.logs {
+		t.Log(l)
+	}
+	for _, e := range c.errs {
+		t.Error(e)
+	}
+}
+
 // advRun is a case while it runs.
 type advRun struct {
 	*caseT
@@ -269,34 +297,18 @@ func runAdversarial(t *testing.T, cases []advCase, driftEnv ...string) {
 			defer func() { <-sem }()
 			defer close(done[i])
 			ct := results[i]
-			finished := make(chan struct{})
-			go func() {
-				defer close(finished)
-				defer ct.runCleanups()
+			ct.run(func() {
 				start := time.Now()
 				runCase(env, ct, c)
 				ct.Logf("case took %s", time.Since(start).Round(time.Millisecond))
-			}()
-			select {
-			case <-finished:
-			case <-time.After(advCaseTimeout):
-				ct.Errorf("the case did not end within %s", advCaseTimeout)
-			}
+			})
 		}()
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			<-done[i]
-			ct := results[i]
-			ct.mu.Lock()
-			defer ct.mu.Unlock()
 			t.Logf("%s over %s, %s client", c.class, c.transport, c.client)
-			for _, l := range ct.logs {
-				t.Log(l)
-			}
-			for _, e := range ct.errs {
-				t.Error(e)
-			}
+			results[i].report(t)
 		})
 	}
 }

@@ -91,25 +91,8 @@ func TestAppsSDKServers(t *testing.T) {
 			t.Parallel()
 			ct := &caseT{name: tt.name}
 			x := &advRun{caseT: ct, env: env, serverID: "apps-sdk-" + strings.ReplaceAll(tt.name, "_", "-"), c: advCase{transport: tt.transport, client: tt.client}}
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				defer ct.runCleanups()
-				runAppsSDK(x, tt.server, node, script)
-			}()
-			select {
-			case <-done:
-			case <-time.After(advCaseTimeout):
-				ct.Errorf("the case did not end within %s", advCaseTimeout)
-			}
-			ct.mu.Lock()
-			defer ct.mu.Unlock()
-			for _, l := range ct.logs {
-				t.Log(l)
-			}
-			for _, e := range ct.errs {
-				t.Error(e)
-			}
+			ct.run(func() { runAppsSDK(x, tt.server, node, script) })
+			ct.report(t)
 		})
 	}
 }

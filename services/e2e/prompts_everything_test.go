@@ -25,10 +25,7 @@ func TestPromptMessagesEverythingTwoSessions(t *testing.T) {
 	}
 	ct := &caseT{name: t.Name()}
 	x := &advRun{caseT: ct, env: env, serverID: "prompts-everything", c: advCase{transport: advStdio, client: "ts"}}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer ct.runCleanups()
+	ct.run(func() {
 		bin := env.peers.bin(t, "@modelcontextprotocol/server-everything")
 		x.ep = agentEndpoint{Transport: "stdio",
 			Command: []string{x.env.bin + "/proxy", "--server-id", x.serverID, "--proxy-id", "adv-" + x.serverID,
@@ -79,18 +76,6 @@ func TestPromptMessagesEverythingTwoSessions(t *testing.T) {
 				x.Errorf("%s is %s after the second session, want verified (a false alarm)", k, s)
 			}
 		}
-	}()
-	select {
-	case <-done:
-	case <-time.After(advCaseTimeout):
-		ct.Errorf("the case did not end within %s", advCaseTimeout)
-	}
-	ct.mu.Lock()
-	defer ct.mu.Unlock()
-	for _, l := range ct.logs {
-		t.Log(l)
-	}
-	for _, e := range ct.errs {
-		t.Error(e)
-	}
+	})
+	ct.report(t)
 }

@@ -90,6 +90,21 @@ type uiState struct {
 	noArgs  map[string]bool     // whether each prompt's live definition declares no arguments
 }
 
+// rehash hashes every result kept again with o (a placeholder has no
+// hash); s.mu held.
+func (ui *uiState) rehash(o surface.Options) {
+	ui.with = o
+	if ui.hashes == nil {
+		ui.hashes = map[gotKey]surface.Digest{}
+	}
+	clear(ui.hashes)
+	for u, r := range ui.results {
+		if h, ok, err := hashGot(o, u, r); err == nil && ok {
+			ui.hashes[u] = h
+		}
+	}
+}
+
 // uiURIs are the UI resources of the last complete resources listing,
 // sorted: those whose scheme is ui (surface.IsUIResource), and any other
 // a tool's UI link names (an OpenAI Apps SDK template may have another
@@ -364,22 +379,11 @@ func (s *Session) readDone(p pendingReq, result []byte, why string) {
 		s.mu.Unlock()
 		return // of a round superseded
 	}
-	total := 0
-	for _, r := range ui.results {
-		total += len(r)
-	}
-	switch {
-	case result == nil:
+	if result == nil {
 		ui.results[p.got] = placeholder(why)
-	case total+len(result) > MaxUIReadBytes:
-		_, code, _ := limitOf(p.got.kind)
-		s.Dropped(code)
-		ui.results[p.got] = placeholder(fmt.Sprintf("%s: the UI resources' contents and the prompts' messages add up to more than %d bytes", code, MaxUIReadBytes))
-	default:
-		ui.results[p.got] = bytes.Clone(result)
-		if h, ok, err := hashGot(ui.with, p.got, result); err == nil && ok {
-			ui.hashes[p.got] = h
-		}
+	} else {
+		h, ok, err := hashGot(ui.with, p.got, result)
+		s.holdGot(p.got, result, h, ok && err == nil)
 	}
 	ui.waiting--
 	if ui.waiting > 0 || !ui.due {
@@ -533,6 +537,31 @@ func (s *Session) uiAnswer(ctx context.Context, p pendingReq, m *jsonrpc.Message
 	return Reply(m.ID, code, fmt.Sprintf("mcpdrift withheld this %s: %s that server %q returned for %q is not the approved one (new or changed). An admin must review and approve it first.", act, what, s.cfg.Server, k.name))
 }
 
+// holdGot keeps result as what the get k got, with its hash h when
+// hashed, unless the results kept would then add up to more than
+// MaxUIReadBytes: then a placeholder stands for it, and the excess is
+// counted; s.mu held.
+func (s *Session) holdGot(k gotKey, result []byte, h surface.Digest, hashed bool) {
+	ui := &s.ui
+	total := len(result)
+	for u, r := range ui.results {
+		if u != k {
+			total += len(r)
+		}
+	}
+	delete(ui.hashes, k)
+	if total > MaxUIReadBytes {
+		_, code, _ := limitOf(k.kind)
+		s.Dropped(code)
+		ui.results[k] = placeholder(fmt.Sprintf("%s: the UI resources' contents and the prompts' messages add up to more than %d bytes", code, MaxUIReadBytes))
+		return
+	}
+	ui.results[k] = bytes.Clone(result)
+	if hashed {
+		ui.hashes[k] = h
+	}
+}
+
 // Withheld counts one item of kind withheld from the client.
 func (s *Session) Withheld(kind surface.Kind) {
 	if s.cfg.Meter != nil {
@@ -553,14 +582,7 @@ func (s *Session) keepRead(uri gotKey, result []byte, h surface.Digest, o surfac
 	}
 	if ui.with != o {
 		// Hashed otherwise than the session's: hash them all again.
-		ui.with = o
-		for u, r := range ui.results {
-			if hh, ok, err := hashGot(o, u, r); err == nil && ok {
-				ui.hashes[u] = hh
-			} else {
-				delete(ui.hashes, u)
-			}
-		}
+		ui.rehash(o)
 		if ui.hashes[uri] == h {
 			s.mu.Unlock()
 			return
@@ -569,20 +591,7 @@ func (s *Session) keepRead(uri gotKey, result []byte, h surface.Digest, o surfac
 	if ui.results == nil {
 		ui.results, ui.hashes = map[gotKey][]byte{}, map[gotKey]surface.Digest{}
 	}
-	total := len(result)
-	for u, r := range ui.results {
-		if u != uri {
-			total += len(r)
-		}
-	}
-	if total > MaxUIReadBytes {
-		_, code, _ := limitOf(uri.kind)
-		s.Dropped(code)
-		ui.results[uri] = placeholder(fmt.Sprintf("%s: the UI resources' contents and the prompts' messages add up to more than %d bytes", code, MaxUIReadBytes))
-		delete(ui.hashes, uri)
-	} else {
-		ui.results[uri], ui.hashes[uri] = bytes.Clone(result), h
-	}
+	s.holdGot(uri, result, h, true)
 	if ui.waiting > 0 {
 		ui.due = true
 		s.mu.Unlock()

@@ -412,15 +412,7 @@ func (s *Session) adoptHashing(o surface.Options) {
 			s.tools.rehashed(items)
 		}
 	}
-	if ui := &s.ui; len(ui.results) > 0 {
-		ui.with = o
-		clear(ui.hashes)
-		for u, r := range ui.results {
-			if h, ok, err := hashGot(o, u, r); err == nil && ok {
-				ui.hashes[u] = h
-			}
-		}
-	}
+	s.ui.rehash(o)
 }
 
 // observe reports a call, as made by the session's agent.
