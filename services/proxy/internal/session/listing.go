@@ -68,7 +68,7 @@ func (s *Session) listPage(ctx context.Context, k surface.Kind, m *jsonrpc.Messa
 // follows what the page showed (followPage), its own lock released: a
 // session never holds its lock while it takes another's (LOCKS.md).
 func (s *Session) addPage(k surface.Kind, by owner, m *jsonrpc.Message) (page, bool, error) {
-	pg, last, err, shown := s.addPageLocked(k, by, m)
+	pg, last, shown, err := s.addPageLocked(k, by, m)
 	if f := s.cfg.Follow; f != nil && shown.items != nil && (shown.variant == "" || shown.variant == f.currentVariant()) {
 		f.followPage(k, shown.items, shown.src)
 	}
@@ -78,7 +78,7 @@ func (s *Session) addPage(k surface.Kind, by owner, m *jsonrpc.Message) (page, b
 // addPageLocked is addPage under s.mu; shown is what the page showed, for
 // the session this one follows (its items nil when there is nothing to
 // tell).
-func (s *Session) addPageLocked(k surface.Kind, by owner, m *jsonrpc.Message) (_ page, last bool, _ error, shown shownPage) {
+func (s *Session) addPageLocked(k surface.Kind, by owner, m *jsonrpc.Message) (_ page, last bool, shown shownPage, _ error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a := &s.kinds[k].listing[by]
@@ -92,7 +92,7 @@ func (s *Session) addPageLocked(k surface.Kind, by owner, m *jsonrpc.Message) (_
 		// Hostile or broken: nothing of it is served, and the pipeline hears of it.
 		s.kinds[k].complete = a.pages
 		a.builder, a.failure = nil, err.Error()
-		return page{}, true, err, shownPage{}
+		return page{}, true, shownPage{}, err
 	}
 	items, cursor := pg.items, pg.cursor
 	for _, it := range items {
@@ -122,9 +122,9 @@ func (s *Session) addPageLocked(k surface.Kind, by owner, m *jsonrpc.Message) (_
 	}
 	if cursor != "" && len(a.pages) >= s.cfg.MaxPages {
 		a.failure = fmt.Sprintf("the listing went on past the limit of %d pages", s.cfg.MaxPages)
-		return pg, true, nil, shown
+		return pg, true, shown, nil
 	}
-	return pg, cursor == "", nil, shown
+	return pg, cursor == "", shown, nil
 }
 
 // hashPage has b read the page m answers, from m's parse when it kept one.
