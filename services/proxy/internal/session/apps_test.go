@@ -34,16 +34,7 @@ func appsBaseline(t testing.TB, tools ...string) View {
 	capture := `{"initialize":{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"resources":{}},"serverInfo":{"name":"notes","version":"1"}},` +
 		`"tools":{"pages":[{"tools":[` + strings.Join(tools, ",") + `]}]},"resources":{"pages":[{"resources":[` + appResource + `]}]},"resourceTemplates":{"pages":[{"resourceTemplates":[]}]},` +
 		`"uiContents":{"` + appURI + `":` + appRead(approvedApp) + `}}`
-	opt := surface.Options{Form: surface.FormV2}
-	s, err := surface.Parse([]byte(capture), opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := View{Status: "verified", Serve: true, BaselineHash: s.Hash.String(), Hashing: opt, Items: map[ItemKey]surface.Digest{}}
-	for _, it := range s.Items {
-		v.Items[ItemKey{it.Kind, it.Name}] = it.Hash
-	}
-	return v
+	return verifiedView(capture, surface.Options{Form: surface.FormV2})
 }
 
 // ownRequest returns the id of the last request of the proxy's own with
@@ -372,14 +363,7 @@ func TestAppsUIByLink(t *testing.T) {
 			capture := `{"initialize":{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"resources":{}},"serverInfo":{"name":"notes","version":"1"}},` +
 				`"tools":{"pages":[{"tools":[` + tool + `]}]},"resources":{"pages":[{"resources":[` + sub(appResource) + `]}]},"resourceTemplates":{"pages":[{"resourceTemplates":[]}]},` +
 				`"uiContents":{"` + uri + `":` + sub(appRead(approvedApp)) + `}}`
-			sf, err := surface.Parse([]byte(capture), opt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			v := View{Status: "verified", Serve: true, BaselineHash: sf.Hash.String(), Hashing: opt, Items: map[ItemKey]surface.Digest{}}
-			for _, it := range sf.Items {
-				v.Items[ItemKey{it.Kind, it.Name}] = it.Hash
-			}
+			v := verifiedView(capture, opt)
 			r := newRig(t)
 			r.gate.v, r.gate.ok = v, true
 			r.openListings([]string{tool})

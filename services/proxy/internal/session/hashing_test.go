@@ -10,15 +10,7 @@ import (
 // baselineWith approves the given tools hashed with opt, as a record with
 // those settings carries them.
 func baselineWith(opt surface.Options, tools ...string) View {
-	s, err := surface.Parse([]byte(`{"tools":[`+strings.Join(tools, ",")+`]}`), opt)
-	if err != nil {
-		panic(err)
-	}
-	v := View{Status: "verified", Serve: true, BaselineHash: s.Hash.String(), Items: map[ItemKey]surface.Digest{}, Hashing: opt}
-	for _, it := range s.Items {
-		v.Items[ItemKey{it.Kind, it.Name}] = it.Hash
-	}
-	return v
+	return verifiedView(`{"tools":[`+strings.Join(tools, ",")+`]}`, opt)
 }
 
 // TestHashingFromTheRecord: a server whose record says sha512 (and

@@ -30,16 +30,7 @@ func promptsBaseline(t testing.TB) View {
 	capture := `{"initialize":{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"prompts":{}},"serverInfo":{"name":"notes","version":"1"}},` +
 		`"tools":{"pages":[{"tools":[]}]},"prompts":{"pages":[{"prompts":[` + helloPrompt + `,` + greetArgPrompt + `]}]},` +
 		`"promptMessages":{"hello":` + helloGet(approvedHello) + `}}`
-	opt := surface.Options{Form: surface.FormV2}
-	s, err := surface.Parse([]byte(capture), opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := View{Status: "verified", Serve: true, BaselineHash: s.Hash.String(), Hashing: opt, Items: map[ItemKey]surface.Digest{}}
-	for _, it := range s.Items {
-		v.Items[ItemKey{it.Kind, it.Name}] = it.Hash
-	}
-	return v
+	return verifiedView(capture, surface.Options{Form: surface.FormV2})
 }
 
 // openPrompts runs the handshake and the proxy's own listings of a server

@@ -268,11 +268,17 @@ const (
 
 // baseline approves the given tools.
 func baseline(tools ...string) View {
-	s, err := surface.Parse([]byte(`{"tools":[`+strings.Join(tools, ",")+`]}`), surface.Options{})
+	return verifiedView(`{"tools":[`+strings.Join(tools, ",")+`]}`, surface.Options{})
+}
+
+// verifiedView is the record of a verified server whose baseline is
+// capture, hashed with opt: every item of it approved.
+func verifiedView(capture string, opt surface.Options) View {
+	s, err := surface.Parse([]byte(capture), opt)
 	if err != nil {
 		panic(err)
 	}
-	v := View{Status: "verified", Serve: true, BaselineHash: s.Hash.String(), Items: map[ItemKey]surface.Digest{}}
+	v := View{Status: "verified", Serve: true, BaselineHash: s.Hash.String(), Hashing: opt, Items: map[ItemKey]surface.Digest{}}
 	for _, it := range s.Items {
 		v.Items[ItemKey{it.Kind, it.Name}] = it.Hash
 	}
