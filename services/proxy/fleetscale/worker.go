@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -320,7 +319,6 @@ type lineForwarder struct {
 	ev     string
 	proxy  string
 	events func(workerEvent)
-	count  *atomic.Int64
 }
 
 func (l *lineForwarder) Write(p []byte) (int, error) {

@@ -1,3 +1,5 @@
+//lint:file-ignore SA2001 the checker's tests take locks to have their nesting checked, not to guard anything
+
 package lockorder
 
 import (
