@@ -368,29 +368,6 @@ func (s *Session) End() {
 	}
 }
 
-// Resume tells the session that its client's session goes on after all:
-// the upstream refused the client's DELETE (a server that does not let
-// clients end sessions answers 405) or could not be reached for it. End
-// is undone. A round of the proxy's own gets that End left unfinished is
-// given up (answers to it, should they come, are of a round superseded)
-// and made again, so that the surface it was to publish is published.
-func (s *Session) Resume() {
-	s.mu.Lock()
-	ui := &s.ui
-	if !ui.ended {
-		s.mu.Unlock()
-		return
-	}
-	ui.ended = false
-	var reqs [][]byte
-	if ui.waiting > 0 {
-		ui.waiting, ui.due = 0, false
-		reqs = s.uiReadsDue(true)
-	}
-	s.mu.Unlock()
-	s.sendReads(reqs)
-}
-
 // readDone records the answer to the proxy's own read p: result, or a
 // placeholder saying why when result is nil. The last answer of a round
 // publishes the surface; in a session that ended, nothing is recorded or

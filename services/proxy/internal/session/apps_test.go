@@ -349,32 +349,6 @@ func TestAppsReadLost(t *testing.T) {
 			t.Fatalf("%d whole listings published by a session that ended, want none", n)
 		}
 	})
-	t.Run("resumed", func(t *testing.T) {
-		// The upstream refused the client's DELETE (405): the session goes
-		// on, and the read End left unanswered is made again and published.
-		r := newRig(t)
-		v := appsBaseline(t, viewTool)
-		r.gate.v, r.gate.ok = v, true
-		readID, _ := open(r)
-		r.s.End()
-		r.s.Resume()
-		var again string
-		poll.Eventually(t, 10*time.Second, func() error {
-			if again, _ = r.ownRequest("resources/read"); again == readID {
-				return fmt.Errorf("the read was not made again")
-			}
-			return nil
-		})
-		// The first read's answer is of a round given up.
-		r.server(`{"jsonrpc":"2.0","id":` + readID + `,"result":` + appRead(swappedApp) + `}`)
-		if n := whole(r); n != 0 {
-			t.Fatalf("%d whole listings published from the read given up, want none", n)
-		}
-		r.server(`{"jsonrpc":"2.0","id":` + again + `,"result":` + appRead(approvedApp) + `}`)
-		if pub := r.published(1); pub[0].Hash != v.BaselineHash {
-			t.Fatalf("published %s, want the baseline %s", pub[0].Hash, v.BaselineHash)
-		}
-	})
 }
 
 // TestAppsUIByLink: a resource is a UI when a tool's UI link names it,

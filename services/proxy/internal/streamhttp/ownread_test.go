@@ -42,20 +42,51 @@ func TestOwnReadRefused(t *testing.T) {
 			var reads atomic.Int64
 			var mu sync.Mutex
 			var agentIDs []string // the ids of the agent's requests the upstream got
-			up := appUpstream(t, nil, func(w http.ResponseWriter, _ *http.Request, m rpc) {
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Method != http.MethodPost {
+					w.WriteHeader(http.StatusMethodNotAllowed)
+					return
+				}
+				body, _ := io.ReadAll(r.Body)
+				var m rpc
+				_ = json.Unmarshal(body, &m)
 				if m.ID != nil && !strings.HasPrefix(string(m.ID), `"mcpdrift-`) {
 					mu.Lock()
 					agentIDs = append(agentIDs, string(m.ID))
 					mu.Unlock()
 				}
-				if m.Method == "resources/read" {
+				w.Header().Set("Mcp-Session-Id", "s1")
+				switch m.Method {
+				case "initialize":
+					writeJSONRPC(w, m.ID, `{"protocolVersion":"2025-06-18","capabilities":{"tools":{},"resources":{}},"serverInfo":{"name":"app","version":"1"}}`)
+				case "tools/list":
+					writeJSONRPC(w, m.ID, `{"tools":[{"name":"view","inputSchema":{"type":"object"},"_meta":{"ui":{"resourceUri":"ui://app/view.html"}}}]}`)
+				case "resources/templates/list":
+					writeJSONRPC(w, m.ID, `{"resourceTemplates":[]}`)
+				case "resources/list":
+					writeJSONRPC(w, m.ID, `{"resources":[{"uri":"ui://app/view.html","name":"view","mimeType":"text/html;profile=mcp-app"}]}`)
+				case "resources/read":
 					reads.Add(1)
 					http.Error(w, "refused", tt.status)
-					return
+				default:
+					w.WriteHeader(http.StatusAccepted)
 				}
-				answerApp(w, m)
-			})
-			url, h, g := openApp(t, up)
+			}))
+			t.Cleanup(up.Close)
+			g := newTofu()
+			p, err := New(Config{Log: zerolog.New(zerolog.NewTestWriter(t))}, []Upstream{{ID: "a", URL: up.URL + "/mcp", Gate: g, Observer: g,
+				Session: session.Config{Timeout: 30 * time.Second}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(p)
+			t.Cleanup(func() { srv.Close(); p.Close() })
+			url := srv.URL + "/a/mcp"
+			h := map[string]string{"Mcp-Session-Id": "s1", "Mcp-Protocol-Version": "2025-06-18"}
+			if resp, body := post(t, url, nil, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"agent","version":"1"}}}`); resp.StatusCode != http.StatusOK {
+				t.Fatalf("initialize: HTTP %d %s", resp.StatusCode, body)
+			}
+			post(t, url, h, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 			if tt.status != http.StatusNotFound {
 				poll.Eventually(t, 10*time.Second, func() error {
 					g.mu.Lock()
@@ -98,129 +129,4 @@ func TestOwnReadRefused(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestDeleteRefused: an upstream that does not let clients end sessions
-// answers the client's DELETE 405, and the session goes on: the proxy's
-// own read of a UI that was under way when the DELETE came (the session
-// ended for it meanwhile, Session.End) is made again once the refusal is
-// in (Session.Resume), and the session publishes its surface with the UI's
-// contents. Before, the session stayed ended and published nothing more.
-func TestDeleteRefused(t *testing.T) {
-	var reads atomic.Int64
-	deleted := make(chan struct{})
-	var once sync.Once
-	up := appUpstream(t, func(r *http.Request) {
-		if r.Method == http.MethodDelete {
-			once.Do(func() { close(deleted) })
-		}
-	}, func(w http.ResponseWriter, r *http.Request, m rpc) {
-		if m.Method == "resources/read" && reads.Add(1) == 1 {
-			// The first read is under way when the client deletes its
-			// session; it fails after.
-			select {
-			case <-deleted:
-			case <-r.Context().Done():
-			}
-			http.Error(w, "refused", http.StatusInternalServerError)
-			return
-		}
-		answerApp(w, m)
-	})
-	url, h, g := openApp(t, up)
-	poll.Eventually(t, 10*time.Second, func() error {
-		if reads.Load() == 0 {
-			return fmt.Errorf("the proxy has not read its UI yet")
-		}
-		return nil
-	})
-	req, err := http.NewRequest(http.MethodDelete, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range h {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusMethodNotAllowed {
-		t.Fatalf("DELETE: HTTP %d, want the upstream's 405", resp.StatusCode)
-	}
-	poll.Eventually(t, 10*time.Second, func() error {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		for _, l := range g.listings {
-			if strings.Contains(l, "<p>notes</p>") && !strings.Contains(l, "mcpdrift/unreadable") {
-				return nil
-			}
-		}
-		return fmt.Errorf("no capture with the UI's contents published (%d published, %d reads)", len(g.listings), reads.Load())
-	})
-}
-
-// appUpstream is an MCP server over Streamable HTTP (session "s1") for the
-// tests of the proxy's own reads: other methods than POST are answered
-// 405, after seen (when not nil) has seen them; each POSTed message goes
-// to answer with its request.
-func appUpstream(t *testing.T, seen func(*http.Request), answer func(http.ResponseWriter, *http.Request, rpc)) *httptest.Server {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			if seen != nil {
-				seen(r)
-			}
-			w.WriteHeader(http.StatusMethodNotAllowed)
-			return
-		}
-		body, _ := io.ReadAll(r.Body)
-		var m rpc
-		_ = json.Unmarshal(body, &m)
-		w.Header().Set("Mcp-Session-Id", "s1")
-		answer(w, r, m)
-	}))
-	t.Cleanup(up.Close)
-	return up
-}
-
-// answerApp answers m as a server with one tool whose UI is the resource
-// ui://app/view.html would.
-func answerApp(w http.ResponseWriter, m rpc) {
-	switch m.Method {
-	case "initialize":
-		writeJSONRPC(w, m.ID, `{"protocolVersion":"2025-06-18","capabilities":{"tools":{},"resources":{}},"serverInfo":{"name":"app","version":"1"}}`)
-	case "tools/list":
-		writeJSONRPC(w, m.ID, `{"tools":[{"name":"view","inputSchema":{"type":"object"},"_meta":{"ui":{"resourceUri":"ui://app/view.html"}}}]}`)
-	case "resources/templates/list":
-		writeJSONRPC(w, m.ID, `{"resourceTemplates":[]}`)
-	case "resources/list":
-		writeJSONRPC(w, m.ID, `{"resources":[{"uri":"ui://app/view.html","name":"view","mimeType":"text/html;profile=mcp-app"}]}`)
-	case "resources/read":
-		writeJSONRPC(w, m.ID, `{"contents":[{"uri":"ui://app/view.html","mimeType":"text/html;profile=mcp-app","text":"<p>notes</p>"}]}`)
-	default:
-		w.WriteHeader(http.StatusAccepted)
-	}
-}
-
-// openApp puts a proxy in front of up (its decision bound 30 s, its read
-// bound four times that, beyond the tests) and opens a session through it:
-// the session's endpoint, the headers its requests carry, and the gate
-// that records what it publishes.
-func openApp(t *testing.T, up *httptest.Server) (string, map[string]string, *tofu) {
-	g := newTofu()
-	p, err := New(Config{Log: zerolog.New(zerolog.NewTestWriter(t))}, []Upstream{{ID: "a", URL: up.URL + "/mcp", Gate: g, Observer: g,
-		Session: session.Config{Timeout: 30 * time.Second}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(p)
-	t.Cleanup(func() { srv.Close(); p.Close() })
-	url := srv.URL + "/a/mcp"
-	h := map[string]string{"Mcp-Session-Id": "s1", "Mcp-Protocol-Version": "2025-06-18"}
-	if resp, body := post(t, url, nil, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"agent","version":"1"}}}`); resp.StatusCode != http.StatusOK {
-		t.Fatalf("initialize: HTTP %d %s", resp.StatusCode, body)
-	}
-	post(t, url, h, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	return url, h, g
 }

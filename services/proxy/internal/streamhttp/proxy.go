@@ -432,17 +432,6 @@ func (f *front) forget(id string) {
 	}
 }
 
-// resume tells the session id, still tracked, that the DELETE its client
-// sent did not end it (Session.Resume).
-func (f *front) resume(id string) {
-	f.mu.Lock()
-	t := f.sessions[id]
-	f.mu.Unlock()
-	if t != nil {
-		t.s.Resume()
-	}
-}
-
 // firstSightWait bounds a wait for what the proxy has not seen yet.
 func (f *front) firstSightWait() time.Duration {
 	if f.up.Session.Timeout > 0 {
@@ -817,19 +806,12 @@ func (f *front) delete(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, err := f.send(r.Context(), http.MethodDelete, f.up.URL, forwardHeaders(r.Header, false), nil)
 	if err != nil {
-		if sid != "" {
-			f.resume(sid) // the session was not ended
-		}
 		httpError(w, nil, CodeUpstreamUnreachable, "the MCP server behind this proxy could not be reached")
 		return
 	}
 	defer resp.Body.Close()
-	switch {
-	case sid == "":
-	case resp.StatusCode/100 == 2 || resp.StatusCode == http.StatusNotFound:
+	if sid != "" && (resp.StatusCode/100 == 2 || resp.StatusCode == http.StatusNotFound) {
 		f.forget(sid)
-	default:
-		f.resume(sid) // refused (405: the server does not let clients end sessions): it goes on
 	}
 	if resp.StatusCode/100 != 2 {
 		f.refuseStatus(w, r, resp, nil, false, nil, nil)
