@@ -249,7 +249,7 @@ func (s *Session) uiReadsDue(fresh bool) [][]byte {
 			ui.results[k] = placeholder(fmt.Sprintf("%s: the server lists more than %d %s; the proxy gets at most that many", code, bound, what))
 			continue
 		}
-		reqs = append(reqs, s.ownReadLocked(k))
+		reqs = append(reqs, s.ownReadLocked(k, false))
 		ui.waiting++
 	}
 	s.assembling = true
@@ -275,13 +275,14 @@ func placeholder(why string) []byte {
 
 // ownReadLocked registers the proxy's own get k (a resources/read of a UI
 // resource's uri, a prompts/get of a prompt's name, no arguments) in the
-// current round and returns the request; s.mu held.
-func (s *Session) ownReadLocked(k gotKey) []byte {
+// current round and returns the request; again says it is made a second
+// time (OwnFailed). s.mu held.
+func (s *Session) ownReadLocked(k gotKey, again bool) []byte {
 	method, param := jsonrpc.MethodResourcesRead, `"uri":`
 	if k.kind == surface.KindPromptMessages {
 		method, param = jsonrpc.MethodPromptsGet, `"name":`
 	}
-	id := s.reqs.addOwn(pendingReq{method: method, got: k, gen: s.ui.round})
+	id := s.reqs.addOwn(pendingReq{method: method, got: k, gen: s.ui.round, again: again})
 	b := []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":{`)
 	if meta := s.cfg.OwnMeta; meta != nil {
 		b = append(strconv.AppendQuote(b, jsonrpc.MetaKey), ':')
@@ -335,7 +336,9 @@ func (s *Session) ownReadFailed(id, why string) {
 // OwnFailed tells the session that the transport could not carry its own
 // request req to the server or the answer back (the HTTP request failed,
 // the server refused it, the answer's stream broke), err saying why. A
-// get of a UI resource or a prompt so lost gets its placeholder at once,
+// get of a UI resource or a prompt so lost is made once more, after
+// ownRetryWait (an upstream's passing failure, a load balancer's 502,
+// does not hold the server); lost again, it gets its placeholder at once,
 // as one the server answered with an error does, rather than at the
 // read's bound: what the proxy could not get it cannot judge, so the
 // server is held (fail closed), whatever made the request fail. (A server
@@ -349,8 +352,42 @@ func (s *Session) OwnFailed(req []byte, err error) {
 	if perr != nil || m.ID == nil {
 		return
 	}
-	if p, _ := s.reqs.ownOf(string(m.ID)); p.got.kind != 0 {
-		s.ownReadFailed(string(m.ID), "the proxy's get did not reach the server or its answer was lost: "+err.Error())
+	id := string(m.ID)
+	p, _ := s.reqs.ownOf(id)
+	if p.got.kind == 0 {
+		return
+	}
+	why := "the proxy's get did not reach the server or its answer was lost: " + err.Error()
+	if p.again {
+		s.ownReadFailed(id, why+" (the second time)")
+		return
+	}
+	time.AfterFunc(ownRetryWait, func() { s.getAgain(id, why) })
+}
+
+// ownRetryWait is how long a get of the proxy's own that the transport
+// lost waits before it is made again (OwnFailed).
+const ownRetryWait = 250 * time.Millisecond
+
+// getAgain makes the proxy's own get id, lost on the way (why), a second
+// time, in its round, unless it was answered, given up or superseded
+// meanwhile.
+func (s *Session) getAgain(id, why string) {
+	s.mu.Lock()
+	p, ok := s.reqs.takeOwn(id)
+	if !ok {
+		s.mu.Unlock()
+		return // answered late after all, or past the read's bound
+	}
+	if p.gen != s.ui.round || s.ui.ended {
+		s.mu.Unlock()
+		s.readDone(p, nil, why) // of a round superseded, or a session that ended: nothing
+		return
+	}
+	b := s.ownReadLocked(p.got, true)
+	s.mu.Unlock()
+	if err := s.sendOwn(b); err != nil {
+		s.ownReadFailed(ownID(b), why+"; made again, it could not be written to the server: "+err.Error())
 	}
 }
 

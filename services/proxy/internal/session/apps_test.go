@@ -294,7 +294,9 @@ func TestAppsReadFailsClosed(t *testing.T) {
 
 // TestAppsReadLost: a get of the proxy's own that its transport lost
 // (OwnFailed: the HTTP request failed, the upstream refused it, the answer
-// broke off) gets its placeholder at once, as one the server answered
+// broke off) is made once more, and published as got when that one is
+// answered (an upstream's passing failure does not hold the server); lost
+// again, it gets its placeholder at once, as one the server answered
 // with an error does, rather than at the read's bound: what the proxy
 // could not get it cannot judge, so the capture it publishes is no
 // surface and the server is held (a server that refused the proxy's own
@@ -304,38 +306,71 @@ func TestAppsReadFailsClosed(t *testing.T) {
 // comes of them: before, a client that left while the proxy read its UI or
 // got its prompts made the server "changed" for every agent.
 func TestAppsReadLost(t *testing.T) {
+	sent := func(r *rig, id string) (req []byte) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, m := range r.toServer {
+			if strings.Contains(m, `"id":`+id) {
+				req = []byte(m)
+			}
+		}
+		return req
+	}
 	open := func(r *rig) (readID string, req []byte) {
 		r.openListings([]string{viewTool})
 		r.answerOwn("resources/list", `{"resources":[`+appResource+`]}`)
 		readID, _ = r.ownRequest("resources/read")
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		for _, m := range r.toServer {
-			if strings.Contains(m, `"id":`+readID) {
-				req = []byte(m)
+		return readID, sent(r, readID)
+	}
+	// again waits for the read made a second time after first was lost.
+	again := func(r *rig, first string) string {
+		var id string
+		poll.Eventually(r.t, 10*time.Second, func() error {
+			if id, _ = r.ownRequest("resources/read"); id == first {
+				return fmt.Errorf("the lost read was not made again")
 			}
-		}
-		return readID, req
+			return nil
+		})
+		return id
 	}
 	whole := func(r *rig) int {
 		r.obs.mu.Lock()
 		defer r.obs.mu.Unlock()
 		return len(r.obs.whole)
 	}
-	t.Run("lost", func(t *testing.T) {
+	t.Run("lost_twice", func(t *testing.T) {
 		r := newRig(t)
 		r.s.cfg.Timeout = time.Hour // the read's bound is not what ends it
 		r.gate.v, r.gate.ok = appsBaseline(t, viewTool), true
 		readID, req := open(r)
-		r.s.OwnFailed(req, errors.New("the server refused it: HTTP 500"))
+		r.s.OwnFailed(req, errors.New("the server refused it: HTTP 502"))
+		second := again(r, readID)
+		if n := whole(r); n != 0 {
+			t.Fatalf("%d whole listings published after the first loss, want none until the read made again is done", n)
+		}
+		r.s.OwnFailed(sent(r, second), errors.New("the server refused it: HTTP 500"))
 		pub := r.published(1)
 		if pub[0].Hash != "" {
 			t.Fatalf("published %s for a UI the proxy could not get", pub[0].Hash)
 		}
-		// The answer, should it come after all, is of a read given up.
+		// The answers, should they come after all, are of reads given up.
 		r.server(`{"jsonrpc":"2.0","id":` + readID + `,"result":` + appRead(approvedApp) + `}`)
+		r.server(`{"jsonrpc":"2.0","id":` + second + `,"result":` + appRead(approvedApp) + `}`)
 		if n := whole(r); n != 1 {
 			t.Fatalf("%d whole listings published, want the one", n)
+		}
+	})
+	t.Run("lost_once", func(t *testing.T) {
+		r := newRig(t)
+		r.s.cfg.Timeout = time.Hour
+		v := appsBaseline(t, viewTool)
+		r.gate.v, r.gate.ok = v, true
+		readID, req := open(r)
+		r.s.OwnFailed(req, errors.New("the server refused it: HTTP 502"))
+		second := again(r, readID)
+		r.server(`{"jsonrpc":"2.0","id":` + second + `,"result":` + appRead(approvedApp) + `}`)
+		if pub := r.published(1); pub[0].Hash != v.BaselineHash {
+			t.Fatalf("published %s, want the baseline %s", pub[0].Hash, v.BaselineHash)
 		}
 	})
 	t.Run("ended", func(t *testing.T) {

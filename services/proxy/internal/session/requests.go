@@ -47,6 +47,9 @@ type pendingReq struct {
 	// uiAnswer): a UI resource's contents, an argument-less prompt's
 	// messages.
 	got gotKey
+	// again: a get of the proxy's own made a second time, its first
+	// lost on the way (Session.OwnFailed).
+	again bool
 }
 
 // addClient books the client's request id.

@@ -23,10 +23,11 @@ import (
 // (Session.OwnFailed), not left to the read's bound (four times the
 // decision bound of 30 s here, beyond the test).
 //
-//   - Refused otherwise than 404: the read gets its placeholder at once, so
-//     the capture published is no surface and the server is held (fail
-//     closed: a server that refused the proxy's own gets alone would
-//     otherwise keep its surface from being published).
+//   - Refused otherwise than 404: the read is made once more, and refused
+//     again gets its placeholder at once, so the capture published is no
+//     surface and the server is held (fail closed: a server that refused
+//     the proxy's own gets alone would otherwise keep its surface from
+//     being published).
 //   - Refused with 404 (the upstream no longer knows the session, as after
 //     the client's DELETE): the session ended, and the proxy forgets it, as
 //     when the upstream answers a client's request so: the agent's next
@@ -100,6 +101,9 @@ func TestOwnReadRefused(t *testing.T) {
 				defer g.mu.Unlock()
 				if l := g.listings[0]; !strings.Contains(l, "mcpdrift/unreadable") {
 					t.Fatalf("published a capture without the placeholder of the refused read:\n%s", l)
+				}
+				if n := reads.Load(); n != 2 {
+					t.Fatalf("the upstream got %d reads, want the read and the one made again", n)
 				}
 				return
 			}
