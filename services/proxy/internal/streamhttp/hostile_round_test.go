@@ -1,0 +1,218 @@
+package streamhttp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mcpdrift/mcpdrift/services/internal/policy"
+	"github.com/mcpdrift/mcpdrift/services/internal/poll"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session/sessiontest"
+)
+
+// The tests in this file are the hostile round on the borrowed parse of
+// the client's message and on the end of a session: what the upstream
+// gets is what the proxy judged, and a server cannot keep its drift from
+// being published.
+
+// barrierApprover holds every approval request until want of them wait,
+// then approves them all; it keeps what each asked.
+type barrierApprover struct {
+	want  int
+	mu    sync.Mutex
+	asked map[string][]byte // the arguments an admin saw, by the call's digest
+	all   chan struct{}     // closed once want wait
+}
+
+func (a *barrierApprover) Await(ctx context.Context, req session.ApprovalRequest) session.Approval {
+	a.mu.Lock()
+	a.asked[req.ArgsDigest] = append([]byte(nil), req.Arguments...)
+	if len(a.asked) == a.want {
+		close(a.all)
+	}
+	a.mu.Unlock()
+	select {
+	case <-a.all:
+		return session.Approval{ID: "a-" + req.ArgsDigest[7:15], Outcome: session.ApprovalApproved, Actor: "alice"}
+	case <-ctx.Done():
+		return session.Approval{Outcome: session.ApprovalTimeout}
+	}
+}
+
+// postErr is post for goroutines other than the test's.
+func postErr(url string, h map[string]string, body string) (int, string, error) {
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range h {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// TestHeldCallBytesAreJudged: the client's message is parsed into a
+// borrowed Doc given back once its POST is served, and other POSTs reuse
+// it meanwhile. Calls held for an admin's approval wait while many other
+// POSTs (calls the policy sanitizes, calls it allows) are parsed, judged
+// and forwarded beside them; once approved, each held call reaches the
+// upstream byte for byte as the client wrote it (and the arguments the
+// admin saw are exactly its arguments), each sanitized call as the client
+// wrote it but for the redacted member, each allowed one unchanged. Run
+// it with -race: a held call reading a Doc another POST reuses is a race.
+func TestHeldCallBytesAreJudged(t *testing.T) {
+	const held, others = 12, 96
+	var mu sync.Mutex
+	got := map[string]string{} // the tools/call bodies the upstream got, by id
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		var m rpc
+		_ = json.Unmarshal(body, &m)
+		w.Header().Set("Mcp-Session-Id", "s1")
+		switch m.Method {
+		case "initialize":
+			writeJSONRPC(w, m.ID, `{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"fs","version":"1"}}`)
+		case "tools/list":
+			writeJSONRPC(w, m.ID, `{"tools":[{"name":"write","inputSchema":{"type":"object"}},{"name":"send","inputSchema":{"type":"object"}},{"name":"echo","inputSchema":{"type":"object"}}]}`)
+		case "tools/call":
+			mu.Lock()
+			got[string(m.ID)] = string(body)
+			mu.Unlock()
+			writeJSONRPC(w, m.ID, `{"content":[{"type":"text","text":"ok"}]}`)
+		case "":
+			w.WriteHeader(http.StatusAccepted)
+		default:
+			writeJSONRPC(w, m.ID, `{}`)
+		}
+	}))
+	t.Cleanup(up.Close)
+	d, err := policy.Parse([]byte(`rules:
+  - {id: hold, tenant: default, tool: write, action: pending_approval, reason: writes need a human}
+  - {id: redact, tenant: default, tool: send, action: sanitize, redact: [$.token]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := policy.Compile("default", d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ap := &barrierApprover{want: held, asked: map[string][]byte{}, all: make(chan struct{})}
+	g := newTofu()
+	p, err := New(Config{Log: zerolog.New(zerolog.NewTestWriter(t))}, []Upstream{{ID: "a", URL: up.URL + "/mcp", Gate: g, Observer: g,
+		Session: session.Config{Timeout: 30 * time.Second, Policy: sessiontest.Policy[session.Code]{Set: set}, Approvals: ap}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(p)
+	t.Cleanup(func() { srv.Close(); p.Close() })
+	url := srv.URL + "/a/mcp"
+	h := map[string]string{"Mcp-Session-Id": "s1", "Mcp-Protocol-Version": "2025-06-18"}
+	if resp, body := post(t, url, nil, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"agent","version":"1"}}}`); resp.StatusCode != http.StatusOK {
+		t.Fatalf("initialize: HTTP %d %s", resp.StatusCode, body)
+	}
+	post(t, url, h, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	poll.Eventually(t, 10*time.Second, g.approvedOnce)
+
+	// Each body differs from the others in its bytes and its layout
+	// (escapes, spacing, member order, sizes), so that bytes read from
+	// another POST's parse would show.
+	type sent struct{ id, body, want, args string }
+	var calls []sent
+	pad := func(i int) string { return strings.Repeat(string(rune('a'+i%26)), 1+(i*37)%700) }
+	for i := range held {
+		args := fmt.Sprintf(`{"path":"/tmp/f%d","text":"%s\u00e9\n","n":%d.50}`, i, pad(i), i)
+		body := fmt.Sprintf(`{"params":{"arguments":%s,  "name":"write"},"id":"w-%d","method":"tools/call","jsonrpc":"2.0"}`, args, i)
+		calls = append(calls, sent{fmt.Sprintf(`"w-%d"`, i), body, body, args})
+	}
+	for i := range others {
+		if i%2 == 0 {
+			body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"send","arguments":{"token":"secret-%d-%s","to":"x%d"}}}`, 1000+i, i, pad(i+3), i)
+			want := strings.Replace(body, fmt.Sprintf(`"secret-%d-%s"`, i, pad(i+3)), `"`+policy.Redacted+`"`, 1)
+			calls = append(calls, sent{fmt.Sprint(1000 + i), body, want, ""})
+			continue
+		}
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","method":"tools/call","id":%d,"params":{"name":"echo","arguments":{"s":"%s","k":[%d,{"z":null}]}}}`, 1000+i, pad(i+11), i)
+		calls = append(calls, sent{fmt.Sprint(1000 + i), body, body, ""})
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(calls))
+	// The held calls first, so that the others are parsed while they wait.
+	for _, c := range calls[:held] {
+		wg.Go(func() {
+			status, body, err := postErr(url, h, c.body)
+			if err == nil && (status != http.StatusOK || !strings.Contains(body, `"result"`) || !strings.Contains(body, `"id":`+c.id)) {
+				err = fmt.Errorf("held call %s: HTTP %d %s", c.id, status, body)
+			}
+			errs <- err
+		})
+	}
+	poll.Eventually(t, 10*time.Second, func() error {
+		ap.mu.Lock()
+		defer ap.mu.Unlock()
+		if len(ap.asked) < held/2 {
+			return fmt.Errorf("%d calls held, want at least %d before the others", len(ap.asked), held/2)
+		}
+		return nil
+	})
+	for _, c := range calls[held:] {
+		wg.Go(func() {
+			status, body, err := postErr(url, h, c.body)
+			if err == nil && (status != http.StatusOK || !strings.Contains(body, `"result"`)) {
+				err = fmt.Errorf("call %s: HTTP %d %s", c.id, status, body)
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, c := range calls {
+		if got[c.id] != c.want {
+			t.Errorf("the upstream got for %s\n%s\nwant\n%s", c.id, got[c.id], c.want)
+		}
+	}
+	ap.mu.Lock()
+	defer ap.mu.Unlock()
+	var seen []string
+	for _, a := range ap.asked {
+		seen = append(seen, string(a))
+	}
+	for _, c := range calls[:held] {
+		found := false
+		for _, a := range seen {
+			found = found || a == c.args
+		}
+		if !found {
+			t.Errorf("no admin saw the arguments of %s as written: %s", c.id, c.args)
+		}
+	}
+}
