@@ -368,6 +368,34 @@ func (s *Session) End() {
 	}
 }
 
+// Continue tells the session that the end End was told of did not happen
+// (the upstream refused the client's DELETE, or it did not reach it): the
+// session goes on, and publishes again. A round of the proxy's own gets
+// under way, whose answers the end let go, is made again, so that it
+// publishes; else the server, having refused a DELETE, could keep every
+// later change of the session from being published (each listing waits
+// for a round that never ends).
+func (s *Session) Continue() {
+	s.mu.Lock()
+	ui := &s.ui
+	if !ui.ended {
+		s.mu.Unlock()
+		return
+	}
+	ui.ended = false
+	if ui.waiting == 0 {
+		s.mu.Unlock()
+		return
+	}
+	ui.waiting, ui.due = 0, false // the answers of the round under way are let go (readDone: another round)
+	if reads := s.uiReadsDue(true); len(reads) > 0 {
+		s.mu.Unlock()
+		s.sendReads(reads)
+		return
+	}
+	s.publishWholeLocked() // unlocks
+}
+
 // readDone records the answer to the proxy's own read p: result, or a
 // placeholder saying why when result is nil. The last answer of a round
 // publishes the surface; in a session that ended, nothing is recorded or

@@ -794,9 +794,9 @@ func (f *front) get(w http.ResponseWriter, r *http.Request) {
 
 func (f *front) delete(w http.ResponseWriter, r *http.Request) {
 	sid := r.Header.Get("Mcp-Session-Id")
+	var t *tracked
 	if sid != "" {
-		t := f.owned(w, r, sid, nil)
-		if t == nil {
+		if t = f.owned(w, r, sid, nil); t == nil {
 			return
 		}
 		// The client ends its session: the proxy's own gets that the
@@ -806,12 +806,21 @@ func (f *front) delete(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, err := f.send(r.Context(), http.MethodDelete, f.up.URL, forwardHeaders(r.Header, false), nil)
 	if err != nil {
+		if t != nil {
+			t.s.Continue() // not ended: it goes on publishing
+		}
 		httpError(w, nil, CodeUpstreamUnreachable, "the MCP server behind this proxy could not be reached")
 		return
 	}
 	defer resp.Body.Close()
-	if sid != "" && (resp.StatusCode/100 == 2 || resp.StatusCode == http.StatusNotFound) {
+	switch {
+	case sid != "" && (resp.StatusCode/100 == 2 || resp.StatusCode == http.StatusNotFound):
 		f.forget(sid)
+	case t != nil:
+		// The upstream refused to end it (405: it does not let clients
+		// end sessions): the session goes on, and publishes again
+		// (Session.Continue).
+		t.s.Continue()
 	}
 	if resp.StatusCode/100 != 2 {
 		f.refuseStatus(w, r, resp, nil, false, nil, nil)
