@@ -334,7 +334,8 @@ func (s *Session) ownReadFailed(id, why string) {
 
 // OwnFailed tells the session that the transport could not carry its own
 // request req to the server or the answer back (the HTTP request failed,
-// the server refused it, the answer's stream broke), err saying why. A
+// the server refused it, the answer's stream broke, the answer held no
+// response to it), err saying why; it does nothing once req is answered. A
 // get of a UI resource or a prompt so lost gets its placeholder at once,
 // as one the server answered with an error does, rather than at the
 // read's bound: what the proxy could not get it cannot judge, so the

@@ -333,3 +333,86 @@ func TestRefusedDeleteKeepsPublishing(t *testing.T) {
 		t.Fatalf("the changed tool reached the agent: %s", body)
 	}
 }
+
+// TestOwnReadUnanswered: the proxy's own read of a UI resource whose
+// answer holds no response to it (an event stream that ends without one,
+// one that breaks, a JSON answer to another id, a 202) is told to the
+// session at once (Session.OwnFailed), as one the upstream refuses is, not
+// left to the read's bound (four times the decision bound of 30 s, beyond
+// the test): the capture published holds the read's placeholder, so the
+// server is held (fail closed), and nothing of the answer reached a
+// client.
+func TestOwnReadUnanswered(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		answer func(w http.ResponseWriter, id json.RawMessage)
+	}{
+		{"stream_ends", func(w http.ResponseWriter, _ json.RawMessage) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, ": nothing\n\nid: 7\ndata:\n\n")
+		}},
+		{"stream_breaks", func(w http.ResponseWriter, _ json.RawMessage) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "data: "+strings.Repeat("x", 100<<10)+"\n\n")
+		}},
+		{"json_other_id", func(w http.ResponseWriter, _ json.RawMessage) {
+			writeJSONRPC(w, json.RawMessage(`"mcpdrift-not-asked"`), `{"contents":[{"uri":"ui://app/view.html","text":"`+marker+`"}]}`)
+		}},
+		{"accepted", func(w http.ResponseWriter, _ json.RawMessage) { w.WriteHeader(http.StatusAccepted) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Method != http.MethodPost {
+					w.WriteHeader(http.StatusMethodNotAllowed)
+					return
+				}
+				body, _ := io.ReadAll(r.Body)
+				var m rpc
+				_ = json.Unmarshal(body, &m)
+				w.Header().Set("Mcp-Session-Id", "s1")
+				switch m.Method {
+				case "initialize":
+					writeJSONRPC(w, m.ID, `{"protocolVersion":"2025-06-18","capabilities":{"tools":{},"resources":{}},"serverInfo":{"name":"app","version":"1"}}`)
+				case "tools/list":
+					writeJSONRPC(w, m.ID, `{"tools":[{"name":"view","inputSchema":{"type":"object"},"_meta":{"ui":{"resourceUri":"ui://app/view.html"}}}]}`)
+				case "resources/templates/list":
+					writeJSONRPC(w, m.ID, `{"resourceTemplates":[]}`)
+				case "resources/list":
+					writeJSONRPC(w, m.ID, `{"resources":[{"uri":"ui://app/view.html","name":"view","mimeType":"text/html;profile=mcp-app"}]}`)
+				case "resources/read":
+					tt.answer(w, m.ID)
+				default:
+					w.WriteHeader(http.StatusAccepted)
+				}
+			}))
+			t.Cleanup(up.Close)
+			g := newTofu()
+			p, err := New(Config{Log: zerolog.New(zerolog.NewTestWriter(t)), MaxMessage: 64 << 10}, []Upstream{{ID: "a", URL: up.URL + "/mcp", Gate: g, Observer: g,
+				Session: session.Config{Timeout: 30 * time.Second}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(p)
+			t.Cleanup(func() { srv.Close(); p.Close() })
+			url := srv.URL + "/a/mcp"
+			h := map[string]string{"Mcp-Session-Id": "s1", "Mcp-Protocol-Version": "2025-06-18"}
+			if resp, body := post(t, url, nil, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"agent","version":"1"}}}`); resp.StatusCode != http.StatusOK {
+				t.Fatalf("initialize: HTTP %d %s", resp.StatusCode, body)
+			}
+			post(t, url, h, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+			poll.Eventually(t, 10*time.Second, func() error {
+				g.mu.Lock()
+				defer g.mu.Unlock()
+				if len(g.listings) == 0 {
+					return fmt.Errorf("nothing published after an unanswered read")
+				}
+				return nil
+			})
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			if l := g.listings[0]; !strings.Contains(l, "mcpdrift/unreadable") || strings.Contains(l, marker) {
+				t.Fatalf("published a capture without the placeholder of the unanswered read:\n%s", l)
+			}
+		})
+	}
+}

@@ -1006,8 +1006,17 @@ func (f *front) own(ctx context.Context, sess *session.Session, h http.Header, b
 		f.log.Warn().Err(err).Msg("the proxy's own request failed")
 		return err
 	}
+	// The answer is read: a get of the proxy's own it held no response to
+	// (a stream that ended or broke without one, an answer to another id,
+	// a 202) is lost, and fails at once; one answered is no longer the
+	// session's to fail (OwnFailed does nothing then).
+	sess.OwnFailed(body, errOwnUnanswered)
 	return nil
 }
+
+// errOwnUnanswered: the upstream's answer to a request of the proxy's own
+// held no response to it.
+var errOwnUnanswered = errors.New("the server's answer held no response to it")
 
 // ownPost posts a message of the proxy's own with h and the headers every
 // such request carries (content type, accepted answers, Mcp-Method); an
