@@ -49,14 +49,29 @@ type pendingReq struct {
 	got gotKey
 }
 
-// addClient books the client's request id.
-func (b *requests) addClient(id []byte, p pendingReq) {
+// addClient books the client's request id; false, and nothing booked,
+// when a request of the client's with that id is in flight already: an
+// answer would be taken for either's (clientMessage refuses it).
+func (b *requests) addClient(id []byte, p pendingReq) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.client == nil {
 		b.client = map[string]pendingReq{}
 	}
+	if _, ok := b.client[string(id)]; ok {
+		return false
+	}
 	b.client[string(id)] = p
+	return true
+}
+
+// inFlight reports whether a request of the client's with id is in
+// flight.
+func (b *requests) inFlight(id []byte) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ok := b.client[string(id)]
+	return ok
 }
 
 // addOwn books a request of the proxy's own and returns the id made for
