@@ -416,3 +416,77 @@ func TestOwnReadUnanswered(t *testing.T) {
 		})
 	}
 }
+
+// TestOwnAnswerOnClientStream: a server that answers the proxy's own read
+// of its UI on the stream of a client's request (the proxy's own POST
+// kept open, silent) gets it judged as the proxy's own: the session
+// publishes the contents it sent there, and the client reads nothing of
+// it, only its own answer.
+func TestOwnAnswerOnClientStream(t *testing.T) {
+	ownID := make(chan json.RawMessage, 1)
+	release := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		var m rpc
+		_ = json.Unmarshal(body, &m)
+		w.Header().Set("Mcp-Session-Id", "s1")
+		switch m.Method {
+		case "initialize":
+			writeJSONRPC(w, m.ID, `{"protocolVersion":"2025-06-18","capabilities":{"tools":{},"resources":{}},"serverInfo":{"name":"app","version":"1"}}`)
+		case "tools/list":
+			writeJSONRPC(w, m.ID, `{"tools":[{"name":"view","inputSchema":{"type":"object"},"_meta":{"ui":{"resourceUri":"ui://app/view.html"}}}]}`)
+		case "resources/templates/list":
+			writeJSONRPC(w, m.ID, `{"resourceTemplates":[]}`)
+		case "resources/list":
+			writeJSONRPC(w, m.ID, `{"resources":[{"uri":"ui://app/view.html","name":"view","mimeType":"text/html;profile=mcp-app"}]}`)
+		case "resources/read":
+			// Kept open, silent: the answer goes elsewhere.
+			ownID <- m.ID
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(http.StatusOK)
+			http.NewResponseController(w).Flush()
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		case "ping":
+			id := <-ownID
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"contents\":[{\"uri\":\"ui://app/view.html\",\"mimeType\":\"text/html;profile=mcp-app\",\"text\":\"<p>%s</p>\"}]}}\n\n", id, marker)
+			fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{}}\n\n", m.ID)
+		default:
+			w.WriteHeader(http.StatusAccepted)
+		}
+	}))
+	t.Cleanup(up.Close)
+	t.Cleanup(func() { close(release) })
+	g := newTofu()
+	p, err := New(Config{Log: zerolog.New(zerolog.NewTestWriter(t))}, []Upstream{{ID: "a", URL: up.URL + "/mcp", Gate: g, Observer: g,
+		Session: session.Config{Timeout: 30 * time.Second}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(p)
+	t.Cleanup(func() { srv.Close(); p.Close() })
+	url := srv.URL + "/a/mcp"
+	h := map[string]string{"Mcp-Session-Id": "s1", "Mcp-Protocol-Version": "2025-06-18"}
+	if resp, body := post(t, url, nil, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"agent","version":"1"}}}`); resp.StatusCode != http.StatusOK {
+		t.Fatalf("initialize: HTTP %d %s", resp.StatusCode, body)
+	}
+	post(t, url, h, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	resp, body := post(t, url, h, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	msgs := clientMessages(t, resp, body)
+	if strings.Contains(body, marker) || strings.Contains(body, "mcpdrift-") || len(msgs) != 1 || fmt.Sprint(msgs[0]["id"]) != "1" || msgs[0]["result"] == nil {
+		t.Fatalf("the client's stream carrying the proxy's own answer: HTTP %d %q", resp.StatusCode, body)
+	}
+	poll.Eventually(t, 10*time.Second, g.approvedOnce)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if l := g.listings[0]; !strings.Contains(l, `"uiContents"`) || !strings.Contains(l, marker) || strings.Contains(l, "mcpdrift/unreadable") {
+		t.Fatalf("the capture published is not the contents the server sent for the proxy's read:\n%s", l)
+	}
+}
