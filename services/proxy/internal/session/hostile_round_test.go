@@ -61,6 +61,11 @@ func TestInFlightIDReused(t *testing.T) {
 		if len(r.toServer) != sent || !strings.Contains(r.lastClient(), `"mcpdrift/code":"`+string(RefuseAmbiguous)+`"`) {
 			t.Fatalf("a second request with an id in flight: forwarded %d, the client got %s", len(r.toServer)-sent, r.lastClient())
 		}
+		// Nor one a client that coerces ids takes for it.
+		r.client(`{"jsonrpc":"2.0","id":"1","method":"ping"}`)
+		if len(r.toServer) != sent || !strings.Contains(r.lastClient(), `"mcpdrift/code":"`+string(RefuseAmbiguous)+`"`) {
+			t.Fatalf("a request with an id coerced to one in flight: forwarded %d, the client got %s", len(r.toServer)-sent, r.lastClient())
+		}
 		r.server(`{"jsonrpc":"2.0","id":1,"result":{"tools":[` + readTool + `,` + evil + `]}}`)
 		if got := r.lastClient(); strings.Contains(got, "exfiltrate") || !strings.Contains(got, `"name":"read"`) {
 			t.Fatalf("the listing answered under a reused id: %s", got)
