@@ -490,3 +490,62 @@ func TestOwnAnswerOnClientStream(t *testing.T) {
 		t.Fatalf("the capture published is not the contents the server sent for the proxy's read:\n%s", l)
 	}
 }
+
+// TestReusedIDStreamable: a careless client that numbers every request 1
+// (Streamable HTTP answers each POST on its own, so it never notices)
+// sends a tools/list and, while it is in flight, a ping under the same id.
+// The ping is refused (request_ambiguous) and never forwarded, so the
+// server's answer to the listing, which carries a tool nobody approved, is
+// judged as the listing it is: the client never reads the tool.
+func TestReusedIDStreamable(t *testing.T) {
+	r := newHostileRig(t, Config{})
+	answer, held := make(chan struct{}), make(chan struct{}, 1)
+	var once sync.Once
+	release := func() { once.Do(func() { close(answer) }) }
+	t.Cleanup(release) // before the upstream closes: its handler waits on answer
+	written := make(chan struct{})
+	r.setScript(func(w http.ResponseWriter, _ *http.Request, m rpc) {
+		switch m.Method {
+		case "tools/list":
+			held <- struct{}{}
+			<-answer
+			writeJSONRPC(w, m.ID, evilTools)
+			http.NewResponseController(w).Flush()
+			close(written)
+		case "ping":
+			// Had the ping come through, the listing is answered first,
+			// under the id the ping took.
+			release()
+			select {
+			case <-written:
+			case <-time.After(5 * time.Second):
+			}
+			writeJSONRPC(w, m.ID, `{}`)
+		default:
+			writeJSONRPC(w, m.ID, `{}`)
+		}
+	})
+	type result struct {
+		resp *http.Response
+		body string
+	}
+	listed := make(chan result, 1)
+	go func() {
+		status, body, err := postErr(r.url, r.h(), `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+		if err != nil {
+			body = err.Error()
+		}
+		listed <- result{&http.Response{StatusCode: status, Header: http.Header{"Content-Type": {"application/json"}}}, body}
+	}()
+	<-held // the listing is in flight: the upstream holds it
+	before := r.up.hits.Load()
+	resp, body := post(t, r.url, r.h(), `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	if r.up.hits.Load() != before || !strings.Contains(body, `"mcpdrift/code":"`+string(session.RefuseAmbiguous)+`"`) {
+		t.Errorf("a ping under the id of a listing in flight: HTTP %d %s (forwarded %d)", resp.StatusCode, body, r.up.hits.Load()-before)
+	}
+	release()
+	got := <-listed
+	if strings.Contains(got.body, evilTool) || !strings.Contains(got.body, `"result":{"tools":[`) {
+		t.Fatalf("the listing answered while its id was reused: %s", got.body)
+	}
+}
