@@ -1002,7 +1002,7 @@ func (f *front) own(ctx context.Context, sess *session.Session, h http.Header, b
 		return err
 	}
 	defer resp.Body.Close()
-	if err := f.feed(ctx, sess, resp, true, nil); err != nil {
+	if err := f.feed(ctx, sess, resp, true, idOf(body), nil); err != nil {
 		f.log.Warn().Err(err).Msg("the proxy's own request failed")
 		return err
 	}
