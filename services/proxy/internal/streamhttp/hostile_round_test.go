@@ -556,97 +556,104 @@ func TestReusedIDStreamable(t *testing.T) {
 // call gets an answer (its own, judged) or the proxy's coded error, never
 // an empty 202 to a request.
 func TestClientAnswerOnOwnStream(t *testing.T) {
-	callHeld := make(chan json.RawMessage, 1)
-	release := make(chan struct{})
-	var once sync.Once
-	releaseAll := func() { once.Do(func() { close(release) }) }
-	var lists atomic.Int64
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			w.WriteHeader(http.StatusMethodNotAllowed)
-			return
-		}
-		body, _ := io.ReadAll(r.Body)
-		var m rpc
-		_ = json.Unmarshal(body, &m)
-		w.Header().Set("Mcp-Session-Id", "s1")
-		const tools = `{"tools":[{"name":"echo","inputSchema":{"type":"object"}}]}`
-		switch m.Method {
-		case "initialize":
-			writeJSONRPC(w, m.ID, `{"protocolVersion":"2025-06-18","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"h","version":"1"}}`)
-		case "tools/list":
-			if lists.Add(1) == 1 {
-				writeJSONRPC(w, m.ID, tools)
-				return
+	for _, tt := range []struct{ name, first string }{
+		{"readable", `{"jsonrpc":"2.0","id":{{id}},"result":{"content":[{"type":"text","text":"on the proxy's stream"}]}}`},
+		{"unreadable", `{"jsonrpc":"2.0","id":{{id}},"result":{"content":[],"content":[{"type":"text","text":"on the proxy's stream"}]}}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			callHeld := make(chan json.RawMessage, 1)
+			release := make(chan struct{})
+			var once sync.Once
+			releaseAll := func() { once.Do(func() { close(release) }) }
+			var lists atomic.Int64
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Method != http.MethodPost {
+					w.WriteHeader(http.StatusMethodNotAllowed)
+					return
+				}
+				body, _ := io.ReadAll(r.Body)
+				var m rpc
+				_ = json.Unmarshal(body, &m)
+				w.Header().Set("Mcp-Session-Id", "s1")
+				const tools = `{"tools":[{"name":"echo","inputSchema":{"type":"object"}}]}`
+				switch m.Method {
+				case "initialize":
+					writeJSONRPC(w, m.ID, `{"protocolVersion":"2025-06-18","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"h","version":"1"}}`)
+				case "tools/list":
+					if lists.Add(1) == 1 {
+						writeJSONRPC(w, m.ID, tools)
+						return
+					}
+					// The re-listing: the client's call answered here first.
+					id := <-callHeld
+					w.Header().Set("Content-Type", "text/event-stream")
+					fmt.Fprintf(w, "data: %s\n\n", strings.ReplaceAll(tt.first, "{{id}}", string(id)))
+					http.NewResponseController(w).Flush()
+					fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":%s}\n\n", m.ID, tools)
+				case "tools/call":
+					callHeld <- m.ID
+					select {
+					case <-release:
+					case <-r.Context().Done():
+						return
+					}
+					writeJSONRPC(w, m.ID, `{"content":[{"type":"text","text":"on the call's stream"}]}`)
+				case "ping":
+					w.Header().Set("Content-Type", "text/event-stream")
+					fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n")
+					fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{}}\n\n", m.ID)
+				default:
+					w.WriteHeader(http.StatusAccepted)
+				}
+			}))
+			t.Cleanup(up.Close)
+			t.Cleanup(releaseAll)
+			g := newTofu()
+			p, err := New(Config{Log: zerolog.New(zerolog.NewTestWriter(t))}, []Upstream{{ID: "a", URL: up.URL + "/mcp", Gate: g, Observer: g,
+				Session: session.Config{Timeout: 5 * time.Second}}})
+			if err != nil {
+				t.Fatal(err)
 			}
-			// The re-listing: the client's call answered here first.
-			id := <-callHeld
-			w.Header().Set("Content-Type", "text/event-stream")
-			fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"on the proxy's stream\"}]}}\n\n", id)
-			http.NewResponseController(w).Flush()
-			fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":%s}\n\n", m.ID, tools)
-		case "tools/call":
-			callHeld <- m.ID
-			select {
-			case <-release:
-			case <-r.Context().Done():
-				return
+			srv := httptest.NewServer(p)
+			t.Cleanup(func() { srv.Close(); p.Close() })
+			url := srv.URL + "/a/mcp"
+			h := map[string]string{"Mcp-Session-Id": "s1", "Mcp-Protocol-Version": "2025-06-18"}
+			if resp, body := post(t, url, nil, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"agent","version":"1"}}}`); resp.StatusCode != http.StatusOK {
+				t.Fatalf("initialize: HTTP %d %s", resp.StatusCode, body)
 			}
-			writeJSONRPC(w, m.ID, `{"content":[{"type":"text","text":"on the call's stream"}]}`)
-		case "ping":
-			w.Header().Set("Content-Type", "text/event-stream")
-			fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n")
-			fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{}}\n\n", m.ID)
-		default:
-			w.WriteHeader(http.StatusAccepted)
-		}
-	}))
-	t.Cleanup(up.Close)
-	t.Cleanup(releaseAll)
-	g := newTofu()
-	p, err := New(Config{Log: zerolog.New(zerolog.NewTestWriter(t))}, []Upstream{{ID: "a", URL: up.URL + "/mcp", Gate: g, Observer: g,
-		Session: session.Config{Timeout: 5 * time.Second}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(p)
-	t.Cleanup(func() { srv.Close(); p.Close() })
-	url := srv.URL + "/a/mcp"
-	h := map[string]string{"Mcp-Session-Id": "s1", "Mcp-Protocol-Version": "2025-06-18"}
-	if resp, body := post(t, url, nil, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"agent","version":"1"}}}`); resp.StatusCode != http.StatusOK {
-		t.Fatalf("initialize: HTTP %d %s", resp.StatusCode, body)
-	}
-	post(t, url, h, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	poll.Eventually(t, 10*time.Second, g.approvedOnce)
-	type result struct {
-		status int
-		body   string
-		err    error
-	}
-	called := make(chan result, 1)
-	go func() {
-		status, body, err := postErr(url, h, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
-		called <- result{status, body, err}
-	}()
-	// The call is in flight (the upstream holds it) when the server
-	// announces a change.
-	poll.Eventually(t, 10*time.Second, func() error {
-		if len(callHeld) == 0 {
-			return fmt.Errorf("the call has not reached the upstream")
-		}
-		return nil
-	})
-	// The ping's list_changed is delivered once the re-listing is done
-	// (or given up): the proxy has read its stream by then.
-	post(t, url, h, `{"jsonrpc":"2.0","id":6,"method":"ping"}`)
-	releaseAll()
-	got := <-called
-	if got.err != nil {
-		t.Fatal(got.err)
-	}
-	t.Logf("the call got HTTP %d %s", got.status, got.body)
-	ok := strings.Contains(got.body, `"result"`) || strings.Contains(got.body, `"mcpdrift/code"`)
-	if got.status == http.StatusAccepted || !ok || !strings.Contains(got.body, `"id":5`) {
-		t.Fatalf("the client's call answered on the proxy's own stream: HTTP %d %q, want its answer or a coded error", got.status, got.body)
+			post(t, url, h, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+			poll.Eventually(t, 10*time.Second, g.approvedOnce)
+			type result struct {
+				status int
+				body   string
+				err    error
+			}
+			called := make(chan result, 1)
+			go func() {
+				status, body, err := postErr(url, h, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
+				called <- result{status, body, err}
+			}()
+			// The call is in flight (the upstream holds it) when the server
+			// announces a change.
+			poll.Eventually(t, 10*time.Second, func() error {
+				if len(callHeld) == 0 {
+					return fmt.Errorf("the call has not reached the upstream")
+				}
+				return nil
+			})
+			// The ping's list_changed is delivered once the re-listing is done
+			// (or given up): the proxy has read its stream by then.
+			post(t, url, h, `{"jsonrpc":"2.0","id":6,"method":"ping"}`)
+			releaseAll()
+			got := <-called
+			if got.err != nil {
+				t.Fatal(got.err)
+			}
+			t.Logf("the call got HTTP %d %s", got.status, got.body)
+			ok := strings.Contains(got.body, `"result"`) || strings.Contains(got.body, `"mcpdrift/code"`)
+			if got.status == http.StatusAccepted || !ok || !strings.Contains(got.body, `"id":5`) {
+				t.Fatalf("the client's call answered on the proxy's own stream: HTTP %d %q, want its answer or a coded error", got.status, got.body)
+			}
+		})
 	}
 }

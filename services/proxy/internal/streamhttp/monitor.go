@@ -654,12 +654,19 @@ func (f *front) feed(ctx context.Context, sess *session.Session, resp *http.Resp
 
 // answersOf reports whether a message (or a batch) holds a response to an
 // id other than sent (foreign), and whether it holds the response to sent
-// (answered). A message that cannot be read holds neither: the session
-// refuses it.
+// (answered). A message that cannot be read is tied to the ids a lenient
+// reader finds in it, as the session ties it (session.LooseIDs).
 func answersOf(raw, sent []byte) (foreign, answered bool) {
 	msgs, _, err := jsonrpc.Split(raw, jsonrpc.Limits{})
 	if err != nil {
-		return false, false
+		for _, id := range session.LooseIDs(raw) {
+			if sent != nil && bytes.Equal(id, sent) {
+				answered = true
+			} else {
+				foreign = true
+			}
+		}
+		return foreign, answered
 	}
 	for _, m := range msgs {
 		if m.Kind != jsonrpc.KindResponse {
