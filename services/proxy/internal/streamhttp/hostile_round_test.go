@@ -657,3 +657,57 @@ func TestClientAnswerOnOwnStream(t *testing.T) {
 		})
 	}
 }
+
+// TestMonitorOpensAgainAfterRefusal: the monitor's opening message, booked
+// in its session as a client's request under one id every round, is freed
+// once its exchange is over, answered or not: the server/discover the
+// server refuses with HTTP 400 (-32022) leaves nothing in flight, so the
+// initialize it falls back to is sent (the session refuses an id in
+// flight), and the server is listed in it.
+func TestMonitorOpensAgainAfterRefusal(t *testing.T) {
+	var inits atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		var m rpc
+		_ = json.Unmarshal(body, &m)
+		switch m.Method {
+		case "server/discover":
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32022,"message":"unsupported protocol version","data":{"supported":["2025-06-18"]}}}`, m.ID)
+		case "initialize":
+			inits.Add(1)
+			writeJSONRPC(w, m.ID, `{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}`)
+		case "tools/list":
+			writeJSONRPC(w, m.ID, `{"tools":[{"name":"echo","inputSchema":{"type":"object"}}]}`)
+		case "":
+			w.WriteHeader(http.StatusAccepted)
+		default:
+			writeJSONRPC(w, m.ID, `{}`)
+		}
+	}))
+	t.Cleanup(up.Close)
+	g := newTofu()
+	p, err := New(Config{Log: zerolog.New(zerolog.NewTestWriter(t))}, []Upstream{{ID: "a", URL: up.URL + "/mcp", Gate: g, Observer: g,
+		Session: session.Config{Timeout: 5 * time.Second}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(p)
+	t.Cleanup(func() { srv.Close(); p.Close() })
+	resp, body := post(t, srv.URL+"/a/mcp", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the stateless request: HTTP %d %s", resp.StatusCode, body)
+	}
+	poll.Eventually(t, 10*time.Second, func() error {
+		if inits.Load() == 0 {
+			return fmt.Errorf("the monitor fell back without sending initialize")
+		}
+		return nil
+	})
+	poll.Eventually(t, 10*time.Second, g.approvedOnce)
+}

@@ -536,6 +536,12 @@ func (f *front) ownExchange(ctx context.Context, mon *monitor, msg string) error
 	if forward == nil {
 		return nil
 	}
+	if id := idOf(forward); id != nil {
+		// Booked as a client's request of the monitor's session: once the
+		// exchange is over, answered or not, its id is free again for the
+		// next round's (the session refuses an id in flight).
+		defer mon.s.Unanswered([][]byte{id})
+	}
 	ctx, cancel := context.WithTimeout(ctx, f.p.cfg.OwnTimeout)
 	defer cancel()
 	resp, err := f.ownPost(ctx, f.up.URL, mon.ownHeaders(), forward)
