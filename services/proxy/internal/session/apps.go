@@ -335,7 +335,8 @@ func (s *Session) ownReadFailed(id, why string) {
 
 // OwnFailed tells the session that the transport could not carry its own
 // request req to the server or the answer back (the HTTP request failed,
-// the server refused it, the answer's stream broke), err saying why. A
+// the server refused it, the answer's stream broke, the answer held no
+// response to it), err saying why; it does nothing once req is answered. A
 // get of a UI resource or a prompt so lost is made once more, after
 // ownRetryWait (an upstream's passing failure, a load balancer's 502,
 // does not hold the server); lost again, it gets its placeholder at once,
@@ -403,6 +404,34 @@ func (s *Session) End() {
 	if s.ui.waiting > 0 {
 		s.assembling = false
 	}
+}
+
+// Continue tells the session that the end End was told of did not happen
+// (the upstream refused the client's DELETE, or it did not reach it): the
+// session goes on, and publishes again. A round of the proxy's own gets
+// under way, whose answers the end let go, is made again, so that it
+// publishes; else the server, having refused a DELETE, could keep every
+// later change of the session from being published (each listing waits
+// for a round that never ends).
+func (s *Session) Continue() {
+	s.mu.Lock()
+	ui := &s.ui
+	if !ui.ended {
+		s.mu.Unlock()
+		return
+	}
+	ui.ended = false
+	if ui.waiting == 0 {
+		s.mu.Unlock()
+		return
+	}
+	ui.waiting, ui.due = 0, false // the answers of the round under way are let go (readDone: another round)
+	if reads := s.uiReadsDue(true); len(reads) > 0 {
+		s.mu.Unlock()
+		s.sendReads(reads)
+		return
+	}
+	s.publishWholeLocked() // unlocks
 }
 
 // readDone records the answer to the proxy's own read p: result, or a

@@ -113,6 +113,9 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) verdict
 	} else {
 		twin = foldTwin(m)
 	}
+	if s.reqs.inFlight(m.ID) {
+		return s.reusedID(m, Call{Tool: tool, ArgsDigest: digest, Arguments: args})
+	}
 	if twin != "" {
 		text := "mcpdrift withheld this request: its params have member names that differ only in case (" + twin + "), which servers read in different ways."
 		if m.Method == jsonrpc.MethodToolsCall {
@@ -133,9 +136,13 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) verdict
 		s.mu.Lock()
 		s.variant = variantOf(m)
 		s.mu.Unlock()
-		s.reqs.addClient(m.ID, pendingReq{method: m.Method})
+		if !s.reqs.addClient(m.ID, pendingReq{method: m.Method}) {
+			return s.reusedID(m, Call{})
+		}
 	case listKinds[m.Method] != 0:
-		s.reqs.addClient(m.ID, pendingReq{method: m.Method, kind: listKinds[m.Method]})
+		if !s.reqs.addClient(m.ID, pendingReq{method: m.Method, kind: listKinds[m.Method]}) {
+			return s.reusedID(m, Call{})
+		}
 		s.mu.Lock()
 		if stringParam(m, "cursor") == "" {
 			s.startListing(listKinds[m.Method], byClient)
@@ -157,7 +164,9 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) verdict
 			}
 			p.rawArgs = nil
 		}
-		s.reqs.addClient(m.ID, p)
+		if !s.reqs.addClient(m.ID, p) {
+			return s.reusedID(m, Call{Tool: tool, ArgsDigest: digest, Arguments: args, Policy: p.policy})
+		}
 		return v
 	default:
 		if code, text := s.decideOther(ctx, m); code != "" {
@@ -174,9 +183,26 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) verdict
 				p.got = gotKey{surface.KindPromptMessages, name} // its messages are pinned: judged (uiAnswer)
 			}
 		}
-		s.reqs.addClient(m.ID, p)
+		if !s.reqs.addClient(m.ID, p) {
+			return s.reusedID(m, Call{})
+		}
 	}
 	return verdict{}
+}
+
+// reusedID refuses request m, whose id is that of a request of the
+// client's still in flight (request_ambiguous): the server's answer would
+// be taken for either's, and judged as the wrong one's (a listing as a
+// ping's answer, unfiltered). A tools/call is refused with a tool error,
+// and observed as refused (c).
+func (s *Session) reusedID(m *jsonrpc.Message, c Call) verdict {
+	text := "mcpdrift withheld this request: its id is that of another request of this session still in flight, so the server's answer could be taken for either's. Give each request in flight an id of its own."
+	if m.Method == jsonrpc.MethodToolsCall {
+		c.Refused, c.RefusalCode = true, RefuseAmbiguous
+		s.observe(c)
+		return verdict{refusal: ToolError(m.ID, RefuseAmbiguous, text)}
+	}
+	return verdict{refusal: Reply(m.ID, RefuseAmbiguous, text)}
 }
 
 // decideOther decides on a request that is neither a listing nor a call:

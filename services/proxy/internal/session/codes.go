@@ -52,7 +52,9 @@ const (
 	RefuseListingPending Code = "listing_pending"
 	// RefuseAmbiguous: the request's params have member names that differ
 	// only in case ("name" and "Name"): the proxy and a case-insensitive
-	// server (Go's encoding/json) would read two different requests.
+	// server (Go's encoding/json) would read two different requests. Or
+	// its id is that of another request of the client's still in flight:
+	// the server's answer would be taken for either's.
 	RefuseAmbiguous Code = "request_ambiguous"
 )
 

@@ -197,7 +197,11 @@ func (s *Session) hold(m *jsonrpc.Message, forward []byte, p *pendingReq, d poli
 				return Decision{ToClient: ToolError(id, code, text)}
 			}
 			held.start = time.Now()
-			s.reqs.addClient(id, held)
+			if !s.reqs.addClient(id, held) {
+				// Another request took its id while it waited.
+				m := &jsonrpc.Message{ID: id, Method: jsonrpc.MethodToolsCall}
+				return Decision{ToClient: s.reusedID(m, Call{Tool: held.tool, ArgsDigest: held.digest, Arguments: held.args, Policy: held.policy}).refusal}
+			}
 			return Decision{ToServer: raw}
 		}
 		code, why := PolicyApprovalUnavailable, "the approval request could not be delivered to the drift service"

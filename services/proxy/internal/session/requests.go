@@ -52,14 +52,48 @@ type pendingReq struct {
 	again bool
 }
 
-// addClient books the client's request id.
-func (b *requests) addClient(id []byte, p pendingReq) {
+// addClient books the client's request id; false, and nothing booked,
+// when a request of the client's with that id is in flight already, or
+// one whose id a client that coerces ids takes for it (1 and "1": idKey):
+// an answer would be taken for either's (clientMessage refuses it).
+func (b *requests) addClient(id []byte, p pendingReq) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.client == nil {
 		b.client = map[string]pendingReq{}
 	}
+	if b.inFlightLocked(id) {
+		return false
+	}
 	b.client[string(id)] = p
+	return true
+}
+
+// inFlight reports whether a request of the client's with id, or with an
+// id a client that coerces ids takes for it, is in flight.
+func (b *requests) inFlight(id []byte) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.inFlightLocked(id)
+}
+
+func (b *requests) inFlightLocked(id []byte) bool {
+	if len(b.client) == 0 {
+		return false
+	}
+	if _, ok := b.client[string(id)]; ok {
+		return true
+	}
+	key, ok := idKey(id)
+	if !ok {
+		return false
+	}
+	for pid := range b.client {
+		if k, ok := idKey([]byte(pid)); ok && k == key {
+			return true
+		}
+	}
+	return false
 }
 
 // addOwn books a request of the proxy's own and returns the id made for

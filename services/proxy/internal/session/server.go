@@ -178,6 +178,10 @@ func (s *Session) unreadableAnswer(id []byte, code Code, why string) (answer []b
 	return Reply(id, code, "mcpdrift proxy: the server's answer could not be read exactly as a client would read it, so it was dropped"), true
 }
 
+// LooseIDs reads the ids of a message the strict parser refuses as a
+// lenient reader would (looseIDs): those the session ties it to.
+func LooseIDs(raw []byte) [][]byte { return looseIDs(raw) }
+
 // looseIDs reads the ids of a message the strict parser refused, the way a
 // lenient reader would, as raw JSON (strings or numbers): the "id" members
 // of the top-level object, or of the objects of a top-level array (a

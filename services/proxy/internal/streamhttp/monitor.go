@@ -536,6 +536,12 @@ func (f *front) ownExchange(ctx context.Context, mon *monitor, msg string) error
 	if forward == nil {
 		return nil
 	}
+	if id := idOf(forward); id != nil {
+		// Booked as a client's request of the monitor's session: once the
+		// exchange is over, answered or not, its id is free again for the
+		// next round's (the session refuses an id in flight).
+		defer mon.s.Unanswered([][]byte{id})
+	}
 	ctx, cancel := context.WithTimeout(ctx, f.p.cfg.OwnTimeout)
 	defer cancel()
 	resp, err := f.ownPost(ctx, f.up.URL, mon.ownHeaders(), forward)
@@ -555,7 +561,7 @@ func (f *front) ownExchange(ctx context.Context, mon *monitor, msg string) error
 		mon.mu.Unlock()
 	}
 	var versionErr *versionRefused
-	err = f.feed(ctx, mon.s, resp, true, func(raw []byte) {
+	err = f.feed(ctx, mon.s, resp, true, idOf(forward), func(raw []byte) {
 		if r, ok := versionRefusal(raw); ok {
 			versionErr = r
 		}
@@ -586,9 +592,14 @@ func ownAnswer(ctx context.Context, sess *session.Session, raw []byte) error {
 }
 
 // feed passes the messages of an answer (JSON or an event stream) to sess,
-// and to inspect when it is not nil; with untilResponse an event stream is
-// left once a response arrived.
-func (f *front) feed(ctx context.Context, sess *session.Session, resp *http.Response, untilResponse bool, inspect func([]byte)) error {
+// and to inspect when it is not nil. With untilResponse it is the answer to
+// the proxy's own message whose id is sent (nil: one without an id): an
+// event stream is left once the response to sent arrived, and a message
+// holding a response to any other id (a client's request answered on a
+// stream no client reads) is dropped (response_unmatched), not fed: else
+// the session would take the client's request for answered, and the
+// client get neither its answer nor an error.
+func (f *front) feed(ctx context.Context, sess *session.Session, resp *http.Response, untilResponse bool, sent []byte, inspect func([]byte)) error {
 	b := openBody(resp)
 	switch b.kind {
 	case mediaRefused:
@@ -600,6 +611,12 @@ func (f *front) feed(ctx context.Context, sess *session.Session, resp *http.Resp
 		}
 		if inspect != nil {
 			inspect(raw)
+		}
+		if untilResponse {
+			if foreign, _ := answersOf(raw, sent); foreign {
+				sess.Dropped(session.DropUnmatched)
+				return nil
+			}
 		}
 		return ownAnswer(ctx, sess, raw)
 	case mediaSSE:
@@ -622,13 +639,59 @@ func (f *front) feed(ctx context.Context, sess *session.Session, resp *http.Resp
 			if inspect != nil {
 				inspect(ev.Data)
 			}
+			answered := false
+			if untilResponse {
+				var foreign bool
+				if foreign, answered = answersOf(ev.Data, sent); foreign {
+					sess.Dropped(session.DropUnmatched)
+					continue
+				}
+			}
 			if err := q.Push(ctx, sess.Server(ctx, ev.Data), nil); err != nil {
 				f.log.Warn().Err(err).Msg("re-listing the server")
 			}
-			if m, err := jsonrpc.Parse(ev.Data, jsonrpc.Limits{}); untilResponse && err == nil && m.Kind == jsonrpc.KindResponse {
+			if answered {
 				return nil
 			}
 		}
+	}
+	return nil
+}
+
+// answersOf reports whether a message (or a batch) holds a response to an
+// id other than sent (foreign), and whether it holds the response to sent
+// (answered). A message that cannot be read is tied to the ids a lenient
+// reader finds in it, as the session ties it (session.LooseIDs).
+func answersOf(raw, sent []byte) (foreign, answered bool) {
+	msgs, _, err := jsonrpc.Split(raw, jsonrpc.Limits{})
+	if err != nil {
+		for _, id := range session.LooseIDs(raw) {
+			if sent != nil && bytes.Equal(id, sent) {
+				answered = true
+			} else {
+				foreign = true
+			}
+		}
+		return foreign, answered
+	}
+	for _, m := range msgs {
+		if m.Kind != jsonrpc.KindResponse {
+			continue
+		}
+		if sent != nil && bytes.Equal(m.ID, sent) {
+			answered = true
+		} else {
+			foreign = true
+		}
+	}
+	return foreign, answered
+}
+
+// idOf returns the id of one of the proxy's own messages (nil when it has
+// none).
+func idOf(msg []byte) []byte {
+	if m, err := jsonrpc.Parse(msg, jsonrpc.Limits{}); err == nil {
+		return m.ID
 	}
 	return nil
 }
@@ -653,7 +716,7 @@ func (f *front) listen(ctx context.Context, mon *monitor) {
 		<-ctx.Done() // no change stream: the next round lists again
 		return
 	}
-	_ = f.feed(ctx, mon.s, resp, false, nil)
+	_ = f.feed(ctx, mon.s, resp, false, nil, nil)
 	<-ctx.Done()
 }
 

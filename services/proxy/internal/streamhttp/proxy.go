@@ -794,9 +794,9 @@ func (f *front) get(w http.ResponseWriter, r *http.Request) {
 
 func (f *front) delete(w http.ResponseWriter, r *http.Request) {
 	sid := r.Header.Get("Mcp-Session-Id")
+	var t *tracked
 	if sid != "" {
-		t := f.owned(w, r, sid, nil)
-		if t == nil {
+		if t = f.owned(w, r, sid, nil); t == nil {
 			return
 		}
 		// The client ends its session: the proxy's own gets that the
@@ -806,12 +806,21 @@ func (f *front) delete(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, err := f.send(r.Context(), http.MethodDelete, f.up.URL, forwardHeaders(r.Header, false), nil)
 	if err != nil {
+		if t != nil {
+			t.s.Continue() // not ended: it goes on publishing
+		}
 		httpError(w, nil, CodeUpstreamUnreachable, "the MCP server behind this proxy could not be reached")
 		return
 	}
 	defer resp.Body.Close()
-	if sid != "" && (resp.StatusCode/100 == 2 || resp.StatusCode == http.StatusNotFound) {
+	switch {
+	case sid != "" && (resp.StatusCode/100 == 2 || resp.StatusCode == http.StatusNotFound):
 		f.forget(sid)
+	case t != nil:
+		// The upstream refused to end it (405: it does not let clients
+		// end sessions): the session goes on, and publishes again
+		// (Session.Continue).
+		t.s.Continue()
 	}
 	if resp.StatusCode/100 != 2 {
 		f.refuseStatus(w, r, resp, nil, false, nil, nil)
@@ -993,12 +1002,21 @@ func (f *front) own(ctx context.Context, sess *session.Session, h http.Header, b
 		return err
 	}
 	defer resp.Body.Close()
-	if err := f.feed(ctx, sess, resp, true, nil); err != nil {
+	if err := f.feed(ctx, sess, resp, true, idOf(body), nil); err != nil {
 		f.log.Warn().Err(err).Msg("the proxy's own request failed")
 		return err
 	}
+	// The answer is read: a get of the proxy's own it held no response to
+	// (a stream that ended or broke without one, an answer to another id,
+	// a 202) is lost, and fails at once; one answered is no longer the
+	// session's to fail (OwnFailed does nothing then).
+	sess.OwnFailed(body, errOwnUnanswered)
 	return nil
 }
+
+// errOwnUnanswered: the upstream's answer to a request of the proxy's own
+// held no response to it.
+var errOwnUnanswered = errors.New("the server's answer held no response to it")
 
 // ownPost posts a message of the proxy's own with h and the headers every
 // such request carries (content type, accepted answers, Mcp-Method); an
