@@ -19,6 +19,7 @@ import (
 type requests struct {
 	mu     lockorder.Mutex[lockorder.RequestsMu]
 	client map[string]pendingReq // the client's requests the session answers for
+	keyed  map[string]string     // their ids by idKey (one each: addClient refuses a second)
 	own    map[string]pendingReq // the proxy's own
 	prefix string                // of the ids of the proxy's own requests
 	seq    int
@@ -50,6 +51,7 @@ type pendingReq struct {
 	// again: a get of the proxy's own made a second time, its first
 	// lost on the way (Session.OwnFailed).
 	again bool
+	key   string // a client's request: its id's idKey ("" when it has none)
 }
 
 // addClient books the client's request id; false, and nothing booked,
@@ -60,10 +62,17 @@ func (b *requests) addClient(id []byte, p pendingReq) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.client == nil {
-		b.client = map[string]pendingReq{}
+		b.client, b.keyed = map[string]pendingReq{}, map[string]string{}
 	}
-	if b.inFlightLocked(id) {
+	if _, ok := b.client[string(id)]; ok {
 		return false
+	}
+	if key, ok := idKey(id); ok {
+		if _, taken := b.keyed[key]; taken {
+			return false
+		}
+		p.key = key
+		b.keyed[key] = string(id)
 	}
 	b.client[string(id)] = p
 	return true
@@ -88,12 +97,20 @@ func (b *requests) inFlightLocked(id []byte) bool {
 	if !ok {
 		return false
 	}
-	for pid := range b.client {
-		if k, ok := idKey([]byte(pid)); ok && k == key {
-			return true
+	_, ok = b.keyed[key]
+	return ok
+}
+
+// takeClientLocked returns the client's request id and forgets it.
+func (b *requests) takeClientLocked(id string) (pendingReq, bool) {
+	p, ok := b.client[id]
+	if ok {
+		delete(b.client, id)
+		if p.key != "" {
+			delete(b.keyed, p.key)
 		}
 	}
-	return false
+	return p, ok
 }
 
 // addOwn books a request of the proxy's own and returns the id made for
@@ -144,9 +161,7 @@ func (b *requests) take(id string) (p pendingReq, ok bool) {
 		delete(b.own, id)
 		return p, true
 	}
-	p, ok = b.client[id]
-	delete(b.client, id)
-	return p, ok
+	return b.takeClientLocked(id)
 }
 
 // takeClientKeyed returns the id of a client's request in flight whose id
@@ -155,13 +170,12 @@ func (b *requests) take(id string) (p pendingReq, ok bool) {
 func (b *requests) takeClientKeyed(key string) []byte {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for pid := range b.client {
-		if k, ok := idKey([]byte(pid)); ok && k == key {
-			delete(b.client, pid)
-			return []byte(pid)
-		}
+	pid, ok := b.keyed[key]
+	if !ok {
+		return nil
 	}
-	return nil
+	b.takeClientLocked(pid)
+	return []byte(pid)
 }
 
 // unanswered returns those of ids the client still waits for, and the
@@ -170,8 +184,7 @@ func (b *requests) unanswered(ids [][]byte) (out [][]byte, lists []surface.Kind)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, id := range ids {
-		if p, ok := b.client[string(id)]; ok {
-			delete(b.client, string(id))
+		if p, ok := b.takeClientLocked(string(id)); ok {
 			out = append(out, id)
 			if p.kind != 0 {
 				lists = append(lists, p.kind)

@@ -348,16 +348,35 @@ func idKey(raw []byte) (string, bool) {
 	}
 	text := string(raw)
 	if raw[0] == '"' {
-		var str string
-		if json.Unmarshal(raw, &str) != nil {
-			return "", false
+		if plain := plainString(raw); plain != "" {
+			text = strings.TrimSpace(plain)
+		} else {
+			var str string
+			if json.Unmarshal(raw, &str) != nil {
+				return "", false
+			}
+			text = strings.TrimSpace(str)
 		}
-		text = strings.TrimSpace(str)
 	}
 	if f, err := strconv.ParseFloat(text, 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
 		return "n:" + strconv.FormatFloat(f, 'g', -1, 64), true
 	}
 	return "s:" + text, true
+}
+
+// plainString returns the text of the JSON string raw when it is printable
+// ASCII without an escape (an id's usual form: what json.Unmarshal would
+// decode it to, without decoding it), "" otherwise.
+func plainString(raw []byte) string {
+	if len(raw) < 3 || raw[len(raw)-1] != '"' {
+		return ""
+	}
+	for _, c := range raw[1 : len(raw)-1] {
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return ""
+		}
+	}
+	return string(raw[1 : len(raw)-1])
 }
 
 // serverRequest decides on a request of the server's (sampling,
