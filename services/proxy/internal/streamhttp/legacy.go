@@ -301,7 +301,7 @@ func (f *front) legacySend(ctx context.Context, l *legacySession, b []byte) {
 	resp, err := f.ownPost(ctx, endpoint, h, b)
 	if err != nil {
 		f.log.Warn().Err(err).Msg("the proxy's own request failed")
-		l.s.OwnFailed(b, err)
+		f.ownFailed(l.s, b, err)
 		return
 	}
 	defer resp.Body.Close()

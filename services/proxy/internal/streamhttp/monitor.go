@@ -323,7 +323,7 @@ func (f *front) newMonitor(r *http.Request, o opening) *monitor {
 		return mon.own.send(f, func() *session.Session { return mon.s }, func(ctx context.Context) {
 			err := f.own(ctx, mon.s, mon.ownHeaders(), b)
 			if err != nil {
-				mon.s.OwnFailed(b, err)
+				f.ownFailed(mon.s, b, err)
 			}
 			mon.refusedAuth(err)
 		})

@@ -1,21 +1,15 @@
 package streamhttp
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/mcpdrift/mcpdrift/services/internal/poll"
-	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
 
 // TestOwnReadRefused: the proxy's own read of a UI resource that the
@@ -43,51 +37,20 @@ func TestOwnReadRefused(t *testing.T) {
 			var reads atomic.Int64
 			var mu sync.Mutex
 			var agentIDs []string // the ids of the agent's requests the upstream got
-			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if r.Method != http.MethodPost {
-					w.WriteHeader(http.StatusMethodNotAllowed)
-					return
-				}
-				body, _ := io.ReadAll(r.Body)
-				var m rpc
-				_ = json.Unmarshal(body, &m)
+			up := appUpstream(t, func(w http.ResponseWriter, _ *http.Request, m rpc) bool {
 				if m.ID != nil && !strings.HasPrefix(string(m.ID), `"mcpdrift-`) {
 					mu.Lock()
 					agentIDs = append(agentIDs, string(m.ID))
 					mu.Unlock()
 				}
-				w.Header().Set("Mcp-Session-Id", "s1")
-				switch m.Method {
-				case "initialize":
-					writeJSONRPC(w, m.ID, `{"protocolVersion":"2025-06-18","capabilities":{"tools":{},"resources":{}},"serverInfo":{"name":"app","version":"1"}}`)
-				case "tools/list":
-					writeJSONRPC(w, m.ID, `{"tools":[{"name":"view","inputSchema":{"type":"object"},"_meta":{"ui":{"resourceUri":"ui://app/view.html"}}}]}`)
-				case "resources/templates/list":
-					writeJSONRPC(w, m.ID, `{"resourceTemplates":[]}`)
-				case "resources/list":
-					writeJSONRPC(w, m.ID, `{"resources":[{"uri":"ui://app/view.html","name":"view","mimeType":"text/html;profile=mcp-app"}]}`)
-				case "resources/read":
-					reads.Add(1)
-					http.Error(w, "refused", tt.status)
-				default:
-					w.WriteHeader(http.StatusAccepted)
+				if m.Method != "resources/read" {
+					return false
 				}
-			}))
-			t.Cleanup(up.Close)
-			g := newTofu()
-			p, err := New(Config{Log: zerolog.New(zerolog.NewTestWriter(t))}, []Upstream{{ID: "a", URL: up.URL + "/mcp", Gate: g, Observer: g,
-				Session: session.Config{Timeout: 30 * time.Second}}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv := httptest.NewServer(p)
-			t.Cleanup(func() { srv.Close(); p.Close() })
-			url := srv.URL + "/a/mcp"
-			h := map[string]string{"Mcp-Session-Id": "s1", "Mcp-Protocol-Version": "2025-06-18"}
-			if resp, body := post(t, url, nil, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"agent","version":"1"}}}`); resp.StatusCode != http.StatusOK {
-				t.Fatalf("initialize: HTTP %d %s", resp.StatusCode, body)
-			}
-			post(t, url, h, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+				reads.Add(1)
+				http.Error(w, "refused", tt.status)
+				return true
+			})
+			_, url, h, g := appProxy(t, up, Config{}, 30*time.Second)
 			if tt.status != http.StatusNotFound {
 				poll.Eventually(t, 10*time.Second, func() error {
 					g.mu.Lock()
@@ -132,5 +95,42 @@ func TestOwnReadRefused(t *testing.T) {
 				t.Fatalf("the agent's request on the forgotten session: %s, want the proxy's session_unknown", body)
 			}
 		})
+	}
+}
+
+// TestOwnReadClosed: the proxy's own read of a UI that the proxy's Close
+// cuts short (a restart, a rolling update) is not a failure of the
+// server's: the session is not told (front.ownFailed), so no placeholder
+// is published and the server is not held fleet-wide for it. Before, the
+// cancelled read was told as lost and the capture published with its
+// placeholder. Nothing is published within three times the wait of a
+// read made again after Close; a publication would come within it.
+func TestOwnReadClosed(t *testing.T) {
+	var reads atomic.Int64
+	up := appUpstream(t, func(w http.ResponseWriter, r *http.Request, m rpc) bool {
+		if m.Method != "resources/read" {
+			return false
+		}
+		reads.Add(1)
+		<-r.Context().Done() // answered never: the proxy closes first
+		return true
+	})
+	p, _, _, g := appProxy(t, up, Config{}, 30*time.Second)
+	poll.Eventually(t, 10*time.Second, func() error {
+		if reads.Load() == 0 {
+			return fmt.Errorf("the proxy has not read its UI yet")
+		}
+		return nil
+	})
+	p.Close()
+	deadline := time.Now().Add(3 * 250 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		g.mu.Lock()
+		published := append([]string(nil), g.listings...)
+		g.mu.Unlock()
+		if len(published) > 0 {
+			t.Fatalf("published %d captures after Close cut the proxy's read short:\n%s", len(published), published[0])
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

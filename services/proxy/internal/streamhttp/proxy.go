@@ -337,7 +337,7 @@ func (f *front) newTracked(agent string) *tracked {
 				f.forget(t.sessionID())
 			}
 			if err != nil {
-				t.s.OwnFailed(b, err)
+				f.ownFailed(t.s, b, err)
 			}
 			if t.ownRefused(h, err) {
 				t.relistAuthorized(f)
@@ -345,6 +345,19 @@ func (f *front) newTracked(agent string) *tracked {
 		})
 	})
 	return t
+}
+
+// ownFailed tells sess that its own request b failed (Session.OwnFailed),
+// unless the proxy is closing: a request Close cut short is the proxy's
+// end, not the server's doing, and must not hold the server fleet-wide
+// (the session publishes nothing more of that round).
+func (f *front) ownFailed(sess *session.Session, b []byte, err error) {
+	select {
+	case <-f.p.done:
+		return
+	default:
+	}
+	sess.OwnFailed(b, err)
 }
 
 // sessionID is the upstream's id of the session ("" before it named one).
@@ -1010,7 +1023,7 @@ func (f *front) own(ctx context.Context, sess *session.Session, h http.Header, b
 	// (a stream that ended or broke without one, an answer to another id,
 	// a 202) is lost, and fails at once; one answered is no longer the
 	// session's to fail (OwnFailed does nothing then).
-	sess.OwnFailed(body, errOwnUnanswered)
+	f.ownFailed(sess, body, errOwnUnanswered)
 	return nil
 }
 

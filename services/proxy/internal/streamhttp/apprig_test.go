@@ -1,0 +1,82 @@
+package streamhttp
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
+)
+
+// The rig of the tests of the proxy's own reads of a UI: an MCP server
+// over Streamable HTTP with one tool whose UI is the resource
+// ui://app/view.html, and a proxy in front of it with a session open.
+
+// appUpstream is that server (its session "s1"): each POSTed message goes
+// to answer, which answers it itself or leaves it to answerApp by
+// returning false; every other method is answered 405, after answer has
+// seen it with a zero message.
+func appUpstream(t *testing.T, answer func(w http.ResponseWriter, r *http.Request, m rpc) bool) *httptest.Server {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			if answer == nil || !answer(w, r, rpc{}) {
+				w.WriteHeader(http.StatusMethodNotAllowed)
+			}
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		var m rpc
+		_ = json.Unmarshal(body, &m)
+		w.Header().Set("Mcp-Session-Id", "s1")
+		if answer == nil || !answer(w, r, m) {
+			answerApp(w, m)
+		}
+	}))
+	t.Cleanup(up.Close)
+	return up
+}
+
+// answerApp answers m as the app server does by default.
+func answerApp(w http.ResponseWriter, m rpc) {
+	switch m.Method {
+	case "initialize":
+		writeJSONRPC(w, m.ID, `{"protocolVersion":"2025-06-18","capabilities":{"tools":{},"resources":{}},"serverInfo":{"name":"app","version":"1"}}`)
+	case "tools/list":
+		writeJSONRPC(w, m.ID, `{"tools":[{"name":"view","inputSchema":{"type":"object"},"_meta":{"ui":{"resourceUri":"ui://app/view.html"}}}]}`)
+	case "resources/templates/list":
+		writeJSONRPC(w, m.ID, `{"resourceTemplates":[]}`)
+	case "resources/list":
+		writeJSONRPC(w, m.ID, `{"resources":[{"uri":"ui://app/view.html","name":"view","mimeType":"text/html;profile=mcp-app"}]}`)
+	case "resources/read":
+		writeJSONRPC(w, m.ID, `{"contents":[{"uri":"ui://app/view.html","mimeType":"text/html;profile=mcp-app","text":"<p>notes</p>"}]}`)
+	default:
+		w.WriteHeader(http.StatusAccepted)
+	}
+}
+
+// appProxy is a proxy in front of up with cfg (its log the test's), the
+// session's decision bound timeout, with a session open through it: the
+// proxy, the session's endpoint, the headers its requests carry, and the
+// gate that records what it publishes.
+func appProxy(t *testing.T, up *httptest.Server, cfg Config, timeout time.Duration) (*Proxy, string, map[string]string, *tofu) {
+	g := newTofu()
+	cfg.Log = zerolog.New(zerolog.NewTestWriter(t))
+	p, err := New(cfg, []Upstream{{ID: "a", URL: up.URL + "/mcp", Gate: g, Observer: g, Session: session.Config{Timeout: timeout}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(p)
+	t.Cleanup(func() { srv.Close(); p.Close() })
+	url := srv.URL + "/a/mcp"
+	h := map[string]string{"Mcp-Session-Id": "s1", "Mcp-Protocol-Version": "2025-06-18"}
+	if resp, body := post(t, url, nil, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"agent","version":"1"}}}`); resp.StatusCode != http.StatusOK {
+		t.Fatalf("initialize: HTTP %d %s", resp.StatusCode, body)
+	}
+	post(t, url, h, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return p, url, h, g
+}
