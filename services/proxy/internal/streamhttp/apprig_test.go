@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 
 	"github.com/rs/zerolog"
 
@@ -59,14 +58,14 @@ func answerApp(w http.ResponseWriter, m rpc) {
 	}
 }
 
-// appProxy is a proxy in front of up with cfg (its log the test's), the
-// session's decision bound timeout, with a session open through it: the
+// appProxy is a proxy in front of up with cfg (its log the test's) and the
+// sessions' configuration sc, with a session open through it: the
 // proxy, the session's endpoint, the headers its requests carry, and the
 // gate that records what it publishes.
-func appProxy(t *testing.T, up *httptest.Server, cfg Config, timeout time.Duration) (*Proxy, string, map[string]string, *tofu) {
+func appProxy(t *testing.T, up *httptest.Server, cfg Config, sc session.Config) (*Proxy, string, map[string]string, *tofu) {
 	g := newTofu()
 	cfg.Log = zerolog.New(zerolog.NewTestWriter(t))
-	p, err := New(cfg, []Upstream{{ID: "a", URL: up.URL + "/mcp", Gate: g, Observer: g, Session: session.Config{Timeout: timeout}}})
+	p, err := New(cfg, []Upstream{{ID: "a", URL: up.URL + "/mcp", Gate: g, Observer: g, Session: sc}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -121,20 +121,7 @@ func TestHeldCallBytesAreJudged(t *testing.T) {
 		t.Fatal(err)
 	}
 	ap := &barrierApprover{want: held, asked: map[string][]byte{}, all: make(chan struct{})}
-	g := newTofu()
-	p, err := New(Config{Log: zerolog.New(zerolog.NewTestWriter(t))}, []Upstream{{ID: "a", URL: up.URL + "/mcp", Gate: g, Observer: g,
-		Session: session.Config{Timeout: 30 * time.Second, Policy: sessiontest.Policy[session.Code]{Set: set}, Approvals: ap}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(p)
-	t.Cleanup(func() { srv.Close(); p.Close() })
-	url := srv.URL + "/a/mcp"
-	h := map[string]string{"Mcp-Session-Id": "s1", "Mcp-Protocol-Version": "2025-06-18"}
-	if resp, body := post(t, url, nil, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"agent","version":"1"}}}`); resp.StatusCode != http.StatusOK {
-		t.Fatalf("initialize: HTTP %d %s", resp.StatusCode, body)
-	}
-	post(t, url, h, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	_, url, h, g := appProxy(t, up, Config{}, session.Config{Timeout: 30 * time.Second, Policy: sessiontest.Policy[session.Code]{Set: set}, Approvals: ap})
 	poll.Eventually(t, 10*time.Second, g.approvedOnce)
 
 	// Each body differs from the others in its bytes and its layout
@@ -263,7 +250,7 @@ func TestRefusedDeleteKeepsPublishing(t *testing.T) {
 		}
 		return true
 	})
-	_, url, h, g := appProxy(t, up, Config{}, 5*time.Second)
+	_, url, h, g := appProxy(t, up, Config{}, session.Config{Timeout: 5 * time.Second})
 	poll.Eventually(t, 10*time.Second, g.approvedOnce)
 
 	req, _ := http.NewRequest(http.MethodDelete, url, nil)
@@ -342,7 +329,7 @@ func TestOwnReadUnanswered(t *testing.T) {
 				tt.answer(w, m.ID)
 				return true
 			})
-			_, _, _, g := appProxy(t, up, Config{MaxMessage: 64 << 10}, 30*time.Second)
+			_, _, _, g := appProxy(t, up, Config{MaxMessage: 64 << 10}, session.Config{Timeout: 30 * time.Second})
 			poll.Eventually(t, 10*time.Second, func() error {
 				g.mu.Lock()
 				defer g.mu.Unlock()
@@ -391,7 +378,7 @@ func TestOwnAnswerOnClientStream(t *testing.T) {
 		return true
 	})
 	t.Cleanup(func() { close(release) })
-	_, url, h, g := appProxy(t, up, Config{}, 30*time.Second)
+	_, url, h, g := appProxy(t, up, Config{}, session.Config{Timeout: 30 * time.Second})
 	resp, body := post(t, url, h, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
 	msgs := clientMessages(t, resp, body)
 	if strings.Contains(body, marker) || strings.Contains(body, "mcpdrift-") || len(msgs) != 1 || fmt.Sprint(msgs[0]["id"]) != "1" || msgs[0]["result"] == nil {
@@ -522,20 +509,7 @@ func TestClientAnswerOnOwnStream(t *testing.T) {
 			}))
 			t.Cleanup(up.Close)
 			t.Cleanup(releaseAll)
-			g := newTofu()
-			p, err := New(Config{Log: zerolog.New(zerolog.NewTestWriter(t))}, []Upstream{{ID: "a", URL: up.URL + "/mcp", Gate: g, Observer: g,
-				Session: session.Config{Timeout: 5 * time.Second}}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv := httptest.NewServer(p)
-			t.Cleanup(func() { srv.Close(); p.Close() })
-			url := srv.URL + "/a/mcp"
-			h := map[string]string{"Mcp-Session-Id": "s1", "Mcp-Protocol-Version": "2025-06-18"}
-			if resp, body := post(t, url, nil, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"agent","version":"1"}}}`); resp.StatusCode != http.StatusOK {
-				t.Fatalf("initialize: HTTP %d %s", resp.StatusCode, body)
-			}
-			post(t, url, h, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+			_, url, h, g := appProxy(t, up, Config{}, session.Config{Timeout: 5 * time.Second})
 			poll.Eventually(t, 10*time.Second, g.approvedOnce)
 			type result struct {
 				status int

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/poll"
+	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 )
 
 // TestOwnReadRefused: the proxy's own read of a UI resource that the
@@ -50,7 +51,7 @@ func TestOwnReadRefused(t *testing.T) {
 				http.Error(w, "refused", tt.status)
 				return true
 			})
-			_, url, h, g := appProxy(t, up, Config{}, 30*time.Second)
+			_, url, h, g := appProxy(t, up, Config{}, session.Config{Timeout: 30 * time.Second})
 			if tt.status != http.StatusNotFound {
 				poll.Eventually(t, 10*time.Second, func() error {
 					g.mu.Lock()
@@ -115,7 +116,7 @@ func TestOwnReadClosed(t *testing.T) {
 		<-r.Context().Done() // answered never: the proxy closes first
 		return true
 	})
-	p, _, _, g := appProxy(t, up, Config{}, 30*time.Second)
+	p, _, _, g := appProxy(t, up, Config{}, session.Config{Timeout: 30 * time.Second})
 	poll.Eventually(t, 10*time.Second, func() error {
 		if reads.Load() == 0 {
 			return fmt.Errorf("the proxy has not read its UI yet")
