@@ -186,8 +186,9 @@ func LooseIDs(raw []byte) [][]byte { return looseIDs(raw) }
 // lenient reader would, as raw JSON (strings or numbers): the "id" members
 // of the top-level object, or of the objects of a top-level array (a
 // batch), read token by token so that what comes after an id (a NaN, a
-// second value) does not hide it.
+// second value) does not hide it, nor a byte order mark before it.
 func looseIDs(raw []byte) [][]byte {
+	raw = bytes.TrimPrefix(raw, []byte("\xef\xbb\xbf"))
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var ids [][]byte
