@@ -351,6 +351,14 @@ func (s *Session) finishListing(k surface.Kind, by owner) {
 	s.mu.Lock()
 	a := &s.kinds[k].listing[by]
 	failure := a.failure
+	if a.headless && failure == "" {
+		// Not the server's listing but its last pages: publishing them
+		// as its surface would read as the first pages' items removed,
+		// and calls of those would be refused as drifted.
+		a.builder, a.headless = nil, false
+		s.mu.Unlock()
+		return
+	}
 	var sf *surface.Surface
 	if b := a.builder; b != nil {
 		s.kinds[k].complete = a.pages
@@ -480,6 +488,9 @@ type assembly struct {
 	builder *surface.Builder // nil when none is in progress
 	pages   [][]byte         // the raw result bytes of its pages
 	failure string           // why it cannot be assembled ("" while it can)
+	// headless: the client's pages from a cursor, without the listing's
+	// first: each judged, together no listing of the server's.
+	headless bool
 }
 
 // kindState is what a session holds of one kind of listing.
