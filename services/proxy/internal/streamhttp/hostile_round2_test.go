@@ -132,3 +132,129 @@ func TestServerRequestOnOwnStream(t *testing.T) {
 		t.Fatalf("a ping after the listing: HTTP %d %s", resp.StatusCode, body)
 	}
 }
+
+// TestHostileLegacyEndpoint: HTTP+SSE (2024-11-05) from a hostile server:
+// what it sends before its endpoint event (a request of its own, an
+// answer to an id never asked, a notification) reaches no agent while its
+// status is unknown; an endpoint with ../, a query and a fragment is
+// resolved against the SSE URL as clients resolve it (same origin: the
+// proxy posts there, query kept, fragment never sent); a stream that ends
+// ends its session, and a client that reconnects gets a new one, the old
+// one's posts refused.
+func TestHostileLegacyEndpoint(t *testing.T) {
+	var mu sync.Mutex
+	var posted []string // path?query of each POST, then its body
+	events := make(chan string, 16)
+	var streams atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			b, _ := io.ReadAll(r.Body)
+			mu.Lock()
+			posted = append(posted, r.URL.RequestURI()+" "+string(b))
+			mu.Unlock()
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		streams.Add(1)
+		defer streams.Add(-1)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		rc := http.NewResponseController(w)
+		_ = rc.Flush()
+		for {
+			select {
+			case ev := <-events:
+				if ev == "" {
+					return // the stream ends
+				}
+				_, _ = io.WriteString(w, ev)
+				_ = rc.Flush()
+			case <-r.Context().Done():
+				return
+			}
+		}
+	}))
+	defer up.Close()
+	g := newTofu()
+	meter := &sessiontest.Meter[session.Code]{}
+	p, err := New(Config{Log: zerolog.New(zerolog.NewTestWriter(t))}, []Upstream{{ID: "l", SSEURL: up.URL + "/a/sse", Gate: g, Observer: g,
+		Session: session.Config{Timeout: 5 * time.Second, Meter: meter}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	srv := httptest.NewServer(p)
+	defer srv.Close()
+
+	ctx, cancel := contextWithTimeout(10 * time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/l/sse", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := newSSEReader(resp.Body, 1<<20)
+
+	events <- "data: {\"jsonrpc\":\"2.0\",\"id\":\"early\",\"method\":\"roots/list\"}\n\n"
+	events <- "data: {\"jsonrpc\":\"2.0\",\"id\":77,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"" + marker + "\"}]}}\n\n"
+	events <- "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"" + marker + "\"}}\n\n"
+	events <- "event: endpoint\ndata: ../messages?k=v#frag\n\n"
+	ev, err := rd.next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(ev.Name) != "endpoint" || !strings.HasPrefix(string(ev.Data), "/l/messages?session=") {
+		t.Fatalf("the agent's first event: %q %q, want the proxy's endpoint", ev.Name, ev.Data)
+	}
+	if n := meter.Drops(session.DropUnmatched) + meter.Drops(session.DropServerClosed); n != 3 {
+		t.Errorf("drops %v, want the three messages before the endpoint", meter)
+	}
+	endpoint := srv.URL + string(ev.Data)
+	hr, body := post(t, endpoint, nil, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	if hr.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST: HTTP %d %q", hr.StatusCode, body)
+	}
+	poll.Eventually(t, 10*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, p := range posted {
+			if strings.Contains(p, `"method":"ping"`) {
+				if !strings.HasPrefix(p, "/messages?k=v ") {
+					return fmt.Errorf("posted to %q, want /messages?k=v", p)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("the ping was not posted upstream (%q)", posted)
+	})
+	events <- "data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n"
+	if ev, err = rd.next(); err != nil || !strings.Contains(string(ev.Data), `"id":1,"result":{}`) {
+		t.Fatalf("the ping's answer: %q %v", ev.Data, err)
+	}
+
+	// The stream ends: so does the session, and the agent's stream.
+	events <- ""
+	if ev, err := rd.next(); err == nil {
+		t.Fatalf("after the upstream stream ended the agent got %q %q", ev.Name, ev.Data)
+	}
+	poll.Eventually(t, 10*time.Second, func() error {
+		hr, body := post(t, endpoint, nil, `{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+		if hr.StatusCode/100 == 2 || !strings.Contains(body, string(CodeUnknownStream)) {
+			return fmt.Errorf("a POST to the ended session: HTTP %d %q", hr.StatusCode, body)
+		}
+		return nil
+	})
+	// A new stream, a new session.
+	req, _ = http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/l/sse", nil)
+	resp2, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp2.Body.Close()
+	events <- "event: endpoint\ndata: /messages\n\n"
+	ev, err = newSSEReader(resp2.Body, 1<<20).next()
+	if err != nil || string(ev.Name) != "endpoint" || "/l/messages?session="+strings.TrimPrefix(endpoint, srv.URL+"/l/messages?session=") == string(ev.Data) {
+		t.Fatalf("the new stream's endpoint: %q %v (the old %q)", ev.Data, err, endpoint)
+	}
+}
