@@ -1,6 +1,7 @@
 package session
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -63,5 +64,74 @@ func TestCursorPageAloneIsNoListing(t *testing.T) {
 	r.client(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"read"}}`)
 	if len(r.toServer) != n+1 {
 		t.Fatalf("a call of the first page's tool after the page alone was refused: %s", r.lastClient())
+	}
+}
+
+// TestHostilePaginationRound2: more of a hostile server's cursors on the
+// proxy's own listing. A cycle of two cursors stops at the first repeat,
+// like one cursor repeated; a cursor of a mebibyte is followed as given;
+// a nextCursor of 5 (a JavaScript client would follow it) is no listing
+// the proxy can follow as every client would: the listing is invalid; a
+// null or empty one ends the listing, as it ends a client's.
+func TestHostilePaginationRound2(t *testing.T) {
+	huge := strings.Repeat("h", 1<<20)
+	tests := []struct {
+		name      string
+		page      func(n int) string
+		wantPages int
+		why       string // in the refusal of a call after it ("" : the call is forwarded)
+	}{
+		{"cycle", func(n int) string {
+			return fmt.Sprintf(`{"tools":[{"name":"t%d","inputSchema":{"type":"object"}}],"nextCursor":"%c"}`, n, "ab"[n%2])
+		}, 3, `gave the cursor \"b\" a second time`},
+		{"huge", func(n int) string {
+			if n == 1 {
+				return `{"tools":[{"name":"t1","inputSchema":{"type":"object"}}],"nextCursor":"` + huge + `"}`
+			}
+			return `{"tools":[{"name":"t2","inputSchema":{"type":"object"}}]}`
+		}, 2, ""},
+		{"number", func(n int) string {
+			return fmt.Sprintf(`{"tools":[{"name":"t%d","inputSchema":{"type":"object"}}],"nextCursor":5}`, n)
+		}, 1, "listing_invalid"},
+		{"null", func(n int) string {
+			return fmt.Sprintf(`{"tools":[{"name":"t%d","inputSchema":{"type":"object"}}],"nextCursor":null}`, n)
+		}, 1, ""},
+		{"empty", func(n int) string {
+			return fmt.Sprintf(`{"tools":[{"name":"t%d","inputSchema":{"type":"object"}}],"nextCursor":""}`, n)
+		}, 1, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			r.s.cfg.MaxPages = 5
+			t1, t2 := `{"name":"t1","inputSchema":{"type":"object"}}`, `{"name":"t2","inputSchema":{"type":"object"}}`
+			r.gate.v, r.gate.ok = baseline(t1, t2), true
+			if tt.wantPages == 1 {
+				r.gate.v = baseline(t1)
+			}
+			r.server(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
+			var cursors []string
+			if n := r.ownListing(100, func(n int) string {
+				if n > 1 {
+					var req struct{ Params struct{ Cursor string } }
+					_ = json.Unmarshal([]byte(r.toServer[len(r.toServer)-1]), &req)
+					cursors = append(cursors, req.Params.Cursor)
+				}
+				return tt.page(n)
+			}); n != tt.wantPages {
+				t.Fatalf("the proxy followed %d pages, want %d", n, tt.wantPages)
+			}
+			if tt.name == "huge" && (len(cursors) != 1 || cursors[0] != huge) {
+				t.Fatalf("the huge cursor was not sent as given (%d cursors)", len(cursors))
+			}
+			n := len(r.toServer)
+			r.client(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t1"}}`)
+			switch {
+			case tt.why == "" && len(r.toServer) != n+1:
+				t.Fatalf("a call after the listing was refused: %s", r.lastClient())
+			case tt.why != "" && (len(r.toServer) != n || !strings.Contains(r.lastClient(), tt.why)):
+				t.Fatalf("a call after the hostile listing: %s, want refused with %s", r.lastClient(), tt.why)
+			}
+		})
 	}
 }
