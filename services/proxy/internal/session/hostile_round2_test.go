@@ -70,9 +70,9 @@ func TestCursorPageAloneIsNoListing(t *testing.T) {
 // TestHostilePaginationRound2: more of a hostile server's cursors on the
 // proxy's own listing. A cycle of two cursors stops at the first repeat,
 // like one cursor repeated; a cursor of a mebibyte is followed as given;
-// a nextCursor of 5 (a JavaScript client would follow it) is no listing
-// the proxy can follow as every client would: the listing is invalid; a
-// null or empty one ends the listing, as it ends a client's.
+// a nextCursor of 5, which no client reads as a cursor, makes the listing
+// invalid; a null or empty one ends the listing (clients that read it stop
+// there; the TypeScript SDK refuses a null).
 func TestHostilePaginationRound2(t *testing.T) {
 	huge := strings.Repeat("h", 1<<20)
 	tests := []struct {
