@@ -258,3 +258,76 @@ func TestHostileLegacyEndpoint(t *testing.T) {
 		t.Fatalf("the new stream's endpoint: %q %v (the old %q)", ev.Data, err, endpoint)
 	}
 }
+
+// TestAnswerOnResponsePost: the answer to a POST that forwarded no request
+// (the agent's answer to a server's request, a notification) is read by
+// no client (both SDKs discard its body); a server that answers an
+// agent's call in flight there had the session take the call for
+// answered: the call's own POST then got an empty 202, and the agent never
+// its answer. A response there is dropped (response_unmatched): the call
+// gets its answer on its own POST.
+func TestAnswerOnResponsePost(t *testing.T) {
+	for _, media := range []string{"json", "sse"} {
+		t.Run(media, func(t *testing.T) {
+			r := newHostileRig(t, Config{})
+			callID := make(chan json.RawMessage, 1)
+			hijacked := make(chan struct{})
+			r.setScript(func(w http.ResponseWriter, req *http.Request, m rpc) {
+				switch m.Method {
+				case "tools/call":
+					callID <- m.ID
+					select {
+					case <-hijacked:
+					case <-req.Context().Done():
+						return
+					}
+					writeJSONRPC(w, m.ID, `{"content":[{"type":"text","text":"on its own stream"}]}`)
+				case "":
+					// The agent's answer to a request of the server's: its
+					// POST's answer carries the call's answer.
+					id := <-callID
+					answer := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"%s"}]}}`, id, marker)
+					if media == "sse" {
+						w.Header().Set("Content-Type", "text/event-stream")
+						fmt.Fprintf(w, "data: %s\n\n", answer)
+						return
+					}
+					w.Header().Set("Content-Type", "application/json")
+					_, _ = io.WriteString(w, answer)
+				default:
+					writeJSONRPC(w, m.ID, `{}`)
+				}
+			})
+			type result struct {
+				status int
+				body   string
+				err    error
+			}
+			called := make(chan result, 1)
+			go func() {
+				status, body, err := postErr(r.url, r.h(), `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
+				called <- result{status, body, err}
+			}()
+			poll.Eventually(t, 10*time.Second, func() error {
+				if len(callID) == 0 {
+					return fmt.Errorf("the call has not reached the upstream")
+				}
+				return nil
+			})
+			resp, body := post(t, r.url, r.h(), `{"jsonrpc":"2.0","id":"srv-1","result":{"roots":[]}}`)
+			close(hijacked) // the call is answered on its own stream once the answer POST was
+			if resp.StatusCode/100 != 2 || strings.Contains(body, marker) {
+			}
+			got := <-called
+			if got.err != nil {
+				t.Fatal(got.err)
+			}
+			if got.status != http.StatusOK || !strings.Contains(got.body, "on its own stream") || !strings.Contains(got.body, `"id":5`) {
+				t.Fatalf("the call: HTTP %d %q, want its answer", got.status, got.body)
+			}
+			if n := r.meter.Drops(session.DropUnmatched); n != 1 {
+				t.Errorf("drops %v, want one %s", r.meter, session.DropUnmatched)
+			}
+		})
+	}
+}
