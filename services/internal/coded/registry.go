@@ -258,6 +258,7 @@ var registry = []Entry{
 	{Code: "rebaselined", Uses: use(AreaVerdict, "The baseline was hashed again with the settings the tenant's policy asks for.")},
 	{Code: "replicas_unavailable", Uses: use(AreaDriftctl, "The NATS server or cluster cannot place the replicas asked for.")},
 	{Code: "request_ambiguous", Tool: true, RPC: rpcInvalidRequest, Uses: use(AreaProxy, "The request's params have member names that differ only in case: the proxy and a case-insensitive server would read two different requests. Or its id is that of another request of the session still in flight: the server's answer would be taken for either's.")},
+	{Code: "request_unroutable", Uses: use(AreaProxy, "A request of the server's sent where no agent reads it (on the answer to a request of the proxy's own): not delivered; the server gets an error with this code in the agent's stead (a ping, an empty result), so that it does not wait for an answer that cannot come.")},
 	{Code: "resource_not_approved", RPC: rpcInvalidRequest, Uses: use(AreaProxy, "resources/read (or subscribe) of a resource the server lists but the baseline does not approve; under on_drift withhold_changed also one it no longer lists, and one read through a changed resource template.")},
 	{Code: "response_missing", RPC: rpcInternal, Uses: use(AreaProxyHTTP, "The server's answer (a JSON body, an event stream that ended) held no response to a forwarded request.")},
 	{Code: "response_unmatched", Uses: use(AreaProxy, "A response from the server to no request the agent has pending: dropped.")},

@@ -146,6 +146,12 @@ func (s *Session) clientMessage(ctx context.Context, m *jsonrpc.Message) verdict
 		s.mu.Lock()
 		if stringParam(m, "cursor") == "" {
 			s.startListing(listKinds[m.Method], byClient)
+		} else if a := &s.kinds[listKinds[m.Method]].listing[byClient]; a.builder == nil {
+			// A later page without its first in this session (a retry, a
+			// cursor kept from before): judged on its own, and no listing
+			// of the server's (finishListing).
+			s.startListing(listKinds[m.Method], byClient)
+			a.headless = true
 		}
 		s.mu.Unlock()
 	case m.Method == jsonrpc.MethodToolsCall:

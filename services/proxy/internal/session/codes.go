@@ -158,7 +158,13 @@ const (
 	// or MaxUIReadBytes bytes shared with the UI reads): what is past it is
 	// not got, and the surface published fails, so the server is held.
 	DropPromptGetLimit Code = "prompt_get_limit"
+	// DropUnroutable: a request of the server's sent where no client
+	// reads (on the answer to a request of the proxy's own): not
+	// delivered; the server gets an error with this code in the client's
+	// stead (a ping, the proxy's own empty result), so that it does not
+	// wait for an answer that cannot come.
+	DropUnroutable Code = "request_unroutable"
 )
 
 // DropCodes lists every drop code.
-var DropCodes = []Code{DropUnreadable, DropAmbiguous, DropUnmatched, DropFraming, DropServerClosed, DropServerBacklog, DropCoalesced, DropBacklog, DropUIReadLimit, DropPromptGetLimit}
+var DropCodes = []Code{DropUnreadable, DropAmbiguous, DropUnmatched, DropFraming, DropServerClosed, DropServerBacklog, DropCoalesced, DropBacklog, DropUIReadLimit, DropPromptGetLimit, DropUnroutable}

@@ -502,8 +502,8 @@ func TestOversizedPoisonsOnce(t *testing.T) {
 	r.client(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}`)
 	r.server(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}}`)
 	before := len(r.toServer)
-	r.s.Oversized()
-	r.s.Oversized()
+	r.s.Oversized(nil)
+	r.s.Oversized(nil)
 	if got := len(r.toServer) - before; got != 1 {
 		t.Fatalf("%d re-listings asked for, want 1: %q", got, r.toServer[before:])
 	}

@@ -351,6 +351,14 @@ func (s *Session) finishListing(k surface.Kind, by owner) {
 	s.mu.Lock()
 	a := &s.kinds[k].listing[by]
 	failure := a.failure
+	if a.headless && failure == "" {
+		// Not the server's listing but its last pages: publishing them
+		// as its surface would read as the first pages' items removed,
+		// and calls of those would be refused as drifted.
+		a.builder, a.headless = nil, false
+		s.mu.Unlock()
+		return
+	}
 	var sf *surface.Surface
 	if b := a.builder; b != nil {
 		s.kinds[k].complete = a.pages
@@ -480,6 +488,9 @@ type assembly struct {
 	builder *surface.Builder // nil when none is in progress
 	pages   [][]byte         // the raw result bytes of its pages
 	failure string           // why it cannot be assembled ("" while it can)
+	// headless: the client's pages from a cursor, without the listing's
+	// first: each judged, together no listing of the server's.
+	headless bool
 }
 
 // kindState is what a session holds of one kind of listing.
@@ -702,11 +713,29 @@ func (s *Session) poison(why string) {
 }
 
 // Oversized reports a message from the server that the transport dropped
-// for its size: unread, it may have been a listing, so it is handled like
-// a message that could not be read and tied to a request (poison).
-func (s *Session) Oversized() {
+// for its size, of which head is the start: unread, it may have been a
+// listing, so it is handled like a message that could not be read and tied
+// to a request (poison). A pending request whose id head names, read
+// leniently (looseIDs), is answered with an error (DropFraming), returned
+// to deliver in the message's place (nil when none is), so that the client
+// does not wait for an answer that will not come.
+func (s *Session) Oversized(head []byte) []byte {
 	s.Dropped(DropFraming)
-	s.poison("the server sent a message over the size limit")
+	why := "the server sent a message over the size limit"
+	var answers [][]byte
+	for _, id := range looseIDs(head) {
+		if b, _ := s.unreadableAnswer(id, DropFraming, why); b != nil {
+			answers = append(answers, b)
+		}
+	}
+	s.poison(why)
+	switch len(answers) {
+	case 0:
+		return nil
+	case 1:
+		return answers[0]
+	}
+	return joinBatch(answers)
 }
 
 // adoptTools makes a tools listing that a following session judged this

@@ -186,8 +186,9 @@ func LooseIDs(raw []byte) [][]byte { return looseIDs(raw) }
 // lenient reader would, as raw JSON (strings or numbers): the "id" members
 // of the top-level object, or of the objects of a top-level array (a
 // batch), read token by token so that what comes after an id (a NaN, a
-// second value) does not hide it.
+// second value) does not hide it, nor a byte order mark before it.
 func looseIDs(raw []byte) [][]byte {
+	raw = bytes.TrimPrefix(raw, []byte("\xef\xbb\xbf"))
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var ids [][]byte
@@ -395,6 +396,29 @@ func (s *Session) serverRequest(ctx context.Context, m *jsonrpc.Message, mayWait
 		}
 		return nil, nil
 	})
+}
+
+// Unroutable answers, in the client's stead, a message of the server's
+// that is one request sent where no client reads it (on the answer to a
+// request of the proxy's own): a ping with the proxy's own empty result,
+// any other request with an error (DropUnroutable), and counts it, so that
+// a server that waits for the answer before it answers the proxy (roots
+// while it lists its tools) is not left waiting. It reports whether raw
+// was such a request; anything else is the caller's to pass to Server.
+func (s *Session) Unroutable(raw []byte) (bool, error) {
+	m, err := jsonrpc.Parse(raw, jsonrpc.Limits{})
+	if err != nil || m.Kind != jsonrpc.KindRequest {
+		return false, nil
+	}
+	s.Dropped(DropUnroutable)
+	answer := []byte(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{}}`)
+	if m.Method != jsonrpc.MethodPing {
+		answer = Reply(m.ID, DropUnroutable, "mcpdrift proxy: this request was sent on the answer to a request of the proxy's own, which no client reads; send it on a stream of the client's")
+	}
+	if err := s.toServer(answer); err != nil {
+		return true, fmt.Errorf("answering the server's %s request in the client's stead: %w", m.Method, err)
+	}
+	return true, nil
 }
 
 // whileOpen delivers a message the server sends of its own accord (a

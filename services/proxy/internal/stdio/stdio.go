@@ -32,8 +32,9 @@ type Handler interface {
 	FromClient(ctx context.Context, raw []byte) error
 	FromServer(ctx context.Context, raw []byte) error
 	// Oversized is told of a server message dropped for its size, which
-	// the handler never saw and so must not trust what it may have said.
-	Oversized()
+	// the handler never saw and so must not trust what it may have said;
+	// head is its start (at most maxHead bytes), whose id it may answer.
+	Oversized(ctx context.Context, head []byte) error
 }
 
 // Bound is a session bound to a proxy's pipes: the Handler that stdio
@@ -132,8 +133,24 @@ func (b *Bound) FromServer(ctx context.Context, raw []byte) error {
 	return err
 }
 
-// Oversized tells the session of a server message dropped for its size.
-func (b *Bound) Oversized() { b.s.Oversized() }
+// Oversized tells the session of a server message dropped for its size;
+// the error the session gives a request it answered goes to the agent in
+// the message's place, in order.
+func (b *Bound) Oversized(ctx context.Context, head []byte) error {
+	out := b.s.Oversized(head)
+	if out == nil {
+		return nil
+	}
+	err := b.q.Push(ctx, session.Decision{ToClient: out}, nil)
+	if err != nil {
+		b.mu.Lock()
+		if b.first == nil {
+			b.first = err
+		}
+		b.mu.Unlock()
+	}
+	return err
+}
 
 // Wait waits for the decisions made off the reader and returns the first
 // error the server's messages met (a write to the agent or to the server
@@ -354,17 +371,19 @@ func (p *Proxy) Pipes() *Pipes { return p.pipes }
 func (p *Proxy) Serve(ctx context.Context, h Handler, client io.Reader, sig <-chan os.Signal) (int, error) {
 	serverDone := make(chan error, 1)
 	go func() {
-		serverDone <- p.pump(ctx, p.stdout, h.FromServer, func() {
+		serverDone <- p.pump(ctx, p.stdout, h.FromServer, func(head []byte) error {
 			// The server sent a message too long to pass: it is dropped, and
-			// the client's request, if any, goes unanswered rather than half read.
+			// the client's request it answered, when its start names it, gets
+			// an error rather than half the answer.
 			fmt.Fprintf(p.stderrOrDiscard(), "mcpdrift proxy: dropped a message from the server longer than %d bytes\n", p.cfg.MaxLine)
-			h.Oversized()
+			return h.Oversized(ctx, head)
 		})
 	}()
 	clientDone := make(chan error, 1)
 	go func() {
-		clientDone <- p.pump(ctx, client, h.FromClient, func() {
+		clientDone <- p.pump(ctx, client, h.FromClient, func([]byte) error {
 			_ = p.pipes.ToClient(session.TooLarge(p.cfg.MaxLine))
+			return nil
 		})
 	}()
 	exited := p.exited
@@ -441,9 +460,20 @@ func (p *Proxy) stop(exited <-chan struct{}, sig <-chan os.Signal) {
 	}
 }
 
+// maxHead bounds the start of a line over MaxLine that oversize is told.
+const maxHead = 64 << 10
+
 // pump reads lines from r and hands each to fn. A line longer than MaxLine
-// is dropped with its remainder, oversize is told, and the pump goes on.
-func (p *Proxy) pump(ctx context.Context, r io.Reader, fn func(context.Context, []byte) error, oversize func()) error {
+// is dropped with its remainder, oversize is told its start, and the pump
+// goes on (unless oversize fails, as fn may).
+func (p *Proxy) pump(ctx context.Context, r io.Reader, fn func(context.Context, []byte) error, oversize func(head []byte) error) error {
+	tooLong := func(line, chunk []byte) error {
+		head := line
+		if len(head) == 0 {
+			head = chunk
+		}
+		return oversize(bytes.Clone(head[:min(len(head), maxHead)]))
+	}
 	br := bufio.NewReaderSize(r, 64<<10)
 	var line []byte
 	for {
@@ -453,8 +483,11 @@ func (p *Proxy) pump(ctx context.Context, r io.Reader, fn func(context.Context, 
 			if len(line)+len(chunk) <= p.cfg.MaxLine {
 				line = append(line, chunk...)
 			} else {
+				oerr := tooLong(line, chunk)
 				line = line[:0]
-				oversize()
+				if oerr != nil {
+					return oerr
+				}
 				if skipErr := skipLine(br); skipErr != nil {
 					return nil
 				}
@@ -467,8 +500,11 @@ func (p *Proxy) pump(ctx context.Context, r io.Reader, fn func(context.Context, 
 			return err
 		}
 		if len(line)+len(chunk) > p.cfg.MaxLine {
+			oerr := tooLong(line, chunk)
 			line = line[:0]
-			oversize()
+			if oerr != nil {
+				return oerr
+			}
 			if err != nil {
 				return nil
 			}

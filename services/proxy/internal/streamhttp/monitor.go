@@ -592,7 +592,9 @@ func ownAnswer(ctx context.Context, sess *session.Session, raw []byte) error {
 }
 
 // feed passes the messages of an answer (JSON or an event stream) to sess,
-// and to inspect when it is not nil. With untilResponse it is the answer to
+// and to inspect when it is not nil; a request of the server's among them,
+// which no client reads, is answered in the client's stead
+// (Session.Unroutable). With untilResponse it is the answer to
 // the proxy's own message whose id is sent (nil: one without an id): an
 // event stream is left once the response to sent arrived, and a message
 // holding a response to any other id (a client's request answered on a
@@ -611,6 +613,9 @@ func (f *front) feed(ctx context.Context, sess *session.Session, resp *http.Resp
 		}
 		if inspect != nil {
 			inspect(raw)
+		}
+		if unroutable, err := sess.Unroutable(raw); unroutable {
+			return err
 		}
 		if untilResponse {
 			if foreign, _ := answersOf(raw, sent); foreign {
@@ -638,6 +643,14 @@ func (f *front) feed(ctx context.Context, sess *session.Session, resp *http.Resp
 			}
 			if inspect != nil {
 				inspect(ev.Data)
+			}
+			if unroutable, err := sess.Unroutable(ev.Data); unroutable {
+				// No client reads this stream: the server's request is
+				// answered in the client's stead.
+				if err != nil {
+					f.log.Warn().Err(err).Msg("answering the server")
+				}
+				continue
 			}
 			answered := false
 			if untilResponse {

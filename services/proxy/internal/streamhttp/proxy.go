@@ -600,7 +600,7 @@ func (f *front) answer(w http.ResponseWriter, r *http.Request, resp *http.Respon
 	var out []byte
 	switch b.kind {
 	case mediaSSE:
-		f.pipeSSE(w, ctx, b.r, sess, reply, ids)
+		f.pipeSSE(w, ctx, b.r, sess, reply, ids, len(ids) == 0)
 		return
 	case mediaJSON:
 		raw, err := readAll(b.r, f.p.cfg.MaxMessage)
@@ -612,6 +612,13 @@ func (f *front) answer(w http.ResponseWriter, r *http.Request, resp *http.Respon
 		if err != nil {
 			f.refuse(w, sess, batch, reply, ids, http.StatusOK, session.DropFraming, "the MCP server's answer could not be read: "+err.Error(), err.Error())
 			return
+		}
+		if len(ids) == 0 {
+			if foreign, _ := answersOf(raw, nil); foreign {
+				// No request of this POST's: see pipeSSE.
+				sess.Dropped(session.DropUnmatched)
+				raw = nil
+			}
 		}
 		d := sess.Server(ctx, raw).Wait(ctx)
 		defer d.Report() // once the answer is written
@@ -789,7 +796,7 @@ func (f *front) get(w http.ResponseWriter, r *http.Request) {
 	switch b.kind {
 	case mediaSSE:
 		f.copyHeaders(w.Header(), resp.Header)
-		f.pipeSSE(w, r.Context(), b.r, sess, nil, nil)
+		f.pipeSSE(w, r.Context(), b.r, sess, nil, nil, false)
 	case mediaEmpty:
 		w.WriteHeader(resp.StatusCode)
 	default:
@@ -852,7 +859,9 @@ func (f *front) delete(w http.ResponseWriter, r *http.Request) {
 // POST forwarded) it left unanswered get errors, unless the stream can be
 // resumed (an event carried an id) and ended without a fault: the client
 // then resumes it and their answers may come on the resumed stream.
-func (f *front) pipeSSE(w http.ResponseWriter, ctx context.Context, body io.Reader, sess *session.Session, pre []byte, ids [][]byte) {
+// noRequests: the stream answers a POST that forwarded no request; a
+// response on it is dropped (response_unmatched).
+func (f *front) pipeSSE(w http.ResponseWriter, ctx context.Context, body io.Reader, sess *session.Session, pre []byte, ids [][]byte, noRequests bool) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Del("Content-Length")
@@ -913,6 +922,21 @@ func (f *front) pipeSSE(w http.ResponseWriter, ctx context.Context, body io.Read
 			return
 		}
 		resumable = resumable || (ev.HasID && len(ev.ID) > 0 && cleanID(ev.ID))
+		if noRequests && ev.HasData && isMessageName(ev.Name) {
+			if foreign, _ := answersOf(ev.Data, nil); foreign {
+				// The answer to a POST that forwarded no request, which
+				// no client reads (the SDKs discard it): a response in it,
+				// to a request of the client's in flight on another POST,
+				// would have the session take that request for answered,
+				// and its own POST get an empty 202. Dropped: the request
+				// is answered on its own stream, or with an error there.
+				sess.Dropped(session.DropUnmatched)
+				if err := q.Push(ctx, session.Decision{ToClient: appendIDOnly(nil, ev)}, nil); errors.Is(err, errClientGone) {
+					return
+				}
+				continue
+			}
+		}
 		err = f.relay(ctx, q, sess, ev)
 		switch {
 		case errors.Is(err, errClientGone):
