@@ -382,9 +382,12 @@ type loginView struct {
 	Error string
 }
 
-// safeNext keeps a redirect after login on this site.
+// safeNext keeps a redirect after login on this site. A control
+// character anywhere refuses it: browsers drop a tab or line break inside
+// a URL, so "/<tab>/evil.example" is "//evil.example", another site.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") || strings.ContainsAny(next, "\r\n") {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") ||
+		strings.ContainsFunc(next, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 		return "/"
 	}
 	return next
