@@ -1,10 +1,18 @@
 package console
 
 import (
+	"context"
+	"fmt"
+	"html"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // browserTarget is where a browser goes with a Location header: the URL
@@ -60,4 +68,86 @@ func TestLoginNextStaysOnSite(t *testing.T) {
 			t.Errorf("next %q: login sent the browser to %q (a browser reads %q): off the site", next, loc, dst)
 		}
 	}
+}
+
+// TestBrowserHostile drives the console in Debian's chromium
+// (testdata/hostile.cjs) against an attacker's site: a login link whose
+// next is another site in disguise stays on the console; a logged-in
+// reviewer who opens the attacker's page, on the console's host at another
+// port (same site: the cookie goes along) or on another host name (cross
+// site), has no approve forged with the hash the hostile server knows, no
+// quarantine fetched with the cookie, and the console refuses to be drawn
+// in the attacker's frame.
+func TestBrowserHostile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the browser test is not short")
+	}
+	root := repoRoot(t)
+	if _, err := os.Stat(chromium); err != nil {
+		t.Fatalf("the browser test needs Debian's chromium at %s: run make deps", chromium)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal("the browser test needs node: apt-get install nodejs npm, then make deps")
+	}
+	mods := os.Getenv("MCPDRIFT_BROWSER_DIR")
+	if mods == "" {
+		mods = filepath.Join(root, ".data", "browser")
+	}
+	mods = filepath.Join(mods, "node_modules")
+	if _, err := os.Stat(filepath.Join(mods, "playwright-core")); err != nil {
+		t.Fatalf("the browser test needs playwright-core in %s: run make deps", mods)
+	}
+	s := startStack(t)
+	_, pulled := s.rugPull()
+	target := s.srv.URL
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/csrf":
+			w.Header().Set("Content-Type", "text/html")
+			fmt.Fprintf(w, `<!doctype html><form id=f method=POST action="%s/servers/acme/notes/approve">`+
+				`<input name=hash value="%s"><input name=variant value="v0"></form>`+
+				`<script>document.getElementById("f").submit()</script>`, html.EscapeString(target), html.EscapeString(pulled))
+		case "/frame":
+			w.Header().Set("Content-Type", "text/html")
+			fmt.Fprintf(w, `<!doctype html><iframe src="%s/" width=800 height=600></iframe>`, html.EscapeString(target))
+		case "/state":
+			v, err := s.svc.Server(r.Context(), "acme", "notes")
+			if err != nil || len(v.Variants) == 0 {
+				http.Error(w, fmt.Sprint(err), http.StatusInternalServerError)
+				return
+			}
+			st := string(v.Variants[0].Status)
+			if v.Held() {
+				st = "held"
+			}
+			fmt.Fprint(w, st)
+		default:
+			fmt.Fprint(w, "landed on the attacker's site: "+r.URL.String())
+		}
+	}))
+	t.Cleanup(evil.Close)
+	cross := strings.Replace(evil.URL, "127.0.0.1", "localhost", 1)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "testdata/hostile.cjs")
+	cmd.Env = append(os.Environ(),
+		"NODE_PATH="+mods,
+		"CONSOLE_URL="+s.srv.URL,
+		"EVIL_SAME="+evil.URL,
+		"EVIL_CROSS="+cross,
+		"STATE_URL="+evil.URL+"/state",
+		"WRITE_TOKEN="+writeSecret,
+		"CHROMIUM="+chromium,
+		"PROFILE_DIR="+t.TempDir(),
+	)
+	out, err := cmd.CombinedOutput()
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		t.Log(line)
+	}
+	if err != nil {
+		t.Fatalf("the browser script failed: %v", err)
+	}
+	s.waitStatus("acme", "notes", "changed")
 }
