@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -464,6 +465,11 @@ func decodeBody(r *http.Request, v any) error {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return coded.Errorf("bad_request", "the body must be a JSON object of the documented shape: %w", err)
+	}
+	// One object and nothing after it: a second value (say the items of
+	// a per-item approve) would otherwise be ignored, not refused.
+	if _, err := dec.Token(); err != io.EOF {
+		return coded.New("bad_request", "the body must be one JSON object of the documented shape, with nothing after it")
 	}
 	return nil
 }
