@@ -42,6 +42,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/admin"
 	"github.com/mcpdrift/mcpdrift/services/internal/auditq"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
@@ -95,8 +96,14 @@ type Deps struct {
 	// Audit asks one of the audit queries of ClickHouse (auditq.Run); nil:
 	// the drift service has no ClickHouse, and the activity page says so.
 	Audit func(ctx context.Context, q auditq.Query, sinceMs int64) (*auditq.Result, error)
-	Log   zerolog.Logger
-	Now   func() time.Time
+	// Record publishes an admin action of the console's own, as
+	// admin.Deps.Audit does the API's: a login (action console_login),
+	// done or refused, and a page or write refused for a bearer token that
+	// is none (console_request), so that a token guessed at the console is
+	// on the audit trail as one guessed at the API is. Nil records nothing.
+	Record func(ctx context.Context, a *mcpdriftv1.AdminAction) error
+	Log    zerolog.Logger
+	Now    func() time.Time
 }
 
 // Console is the review console's HTTP handler.
@@ -403,6 +410,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	tok, ok := admin.Lookup(c.cfg.Tokens, strings.TrimSpace(r.PostFormValue("token")))
 	if !ok {
 		c.d.Log.Warn().Str("remote", r.RemoteAddr).Msg("console login refused")
+		c.record(r, "console_login", admin.Token{}, "unauthenticated", "the login's token is not one of the admin API's tokens")
 		c.render(w, r, http.StatusUnauthorized, "login", &loginView{Next: next, Error: "That token is not one of the admin API's tokens."})
 		return
 	}
@@ -414,6 +422,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: id, Path: "/", HttpOnly: true, Secure: r.TLS != nil,
 		SameSite: http.SameSiteStrictMode, MaxAge: int(c.cfg.SessionTTL.Seconds())})
 	c.d.Log.Info().Str("actor", tok.Name).Str("role", string(tok.Role)).Msg("console login")
+	c.record(r, "console_login", tok, "", "")
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
@@ -461,7 +470,32 @@ func (c *Console) page(f pageFunc) http.HandlerFunc {
 	}
 }
 
+// record publishes one of the console's own admin actions (Deps.Record):
+// tok's name is the actor (anonymous when it is none), code the refusal.
+func (c *Console) record(r *http.Request, action string, tok admin.Token, code, msg string) {
+	if c.d.Record == nil {
+		return
+	}
+	now := c.d.Now()
+	a := &mcpdriftv1.AdminAction{EventId: fmt.Sprintf("console-%d-%s", now.UnixNano(), randomHex(6)), Action: action,
+		Actor: "anonymous", AtUnixMs: now.UnixMilli(), Ok: code == "", ErrorCode: code, ErrorMessage: msg}
+	if tok.Name != "" {
+		a.Actor, a.Role = tok.Name, string(tok.Role)
+	}
+	if err := c.d.Record(r.Context(), a); err != nil {
+		c.d.Log.Error().Err(err).Str("action", action).Str("actor", a.Actor).Msg("publishing admin action")
+	}
+}
+
+// refusedBearer records a request refused for a bearer token that is none.
+func (c *Console) refusedBearer(r *http.Request) {
+	if r.Header.Get("Authorization") != "" {
+		c.record(r, "console_request", admin.Token{}, "unauthenticated", "the bearer token is not one of the admin API's tokens")
+	}
+}
+
 func (c *Console) unauthenticated(w http.ResponseWriter, r *http.Request) {
+	c.refusedBearer(r)
 	if r.Method == http.MethodGet && r.Header.Get("Authorization") == "" {
 		http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 		return

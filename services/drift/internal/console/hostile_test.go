@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 )
 
 // browserTarget is where a browser goes with a Location header: the URL
@@ -150,4 +152,53 @@ func TestBrowserHostile(t *testing.T) {
 		t.Fatalf("the browser script failed: %v", err)
 	}
 	s.waitStatus("acme", "notes", "changed")
+}
+
+// TestConsoleLoginsAudited: a token guessed at the console (a refused
+// login, a page or a write or the event stream asked with a bearer token
+// that is none) is on the audit trail as one guessed at the API is
+// (actor anonymous, unauthenticated); a login done is audited with the
+// token's name. Before, the console only logged them, so a token could be
+// guessed at /login without an admin action to show for it.
+func TestConsoleLoginsAudited(t *testing.T) {
+	recorded := make(chan *mcpdriftv1.AdminAction, 100)
+	s := startStackWith(t, func(d *Deps) {
+		d.Record = func(ctx context.Context, a *mcpdriftv1.AdminAction) error {
+			recorded <- a
+			return nil
+		}
+	})
+	next := func(what string) *mcpdriftv1.AdminAction {
+		t.Helper()
+		select {
+		case a := <-recorded:
+			return a
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: no admin action was recorded", what)
+		}
+		return nil
+	}
+	c := s.client()
+	must(t, c.do(http.MethodPost, "/login", url.Values{"token": {"guess-0123456789abcdef"}}, nil), http.StatusUnauthorized)
+	if a := next("a refused login"); a.Action != "console_login" || a.Actor != "anonymous" || a.Ok || a.ErrorCode != "unauthenticated" || a.EventId == "" || a.AtUnixMs == 0 {
+		t.Errorf("a refused login recorded %+v", a)
+	}
+	for _, rq := range [][2]string{{http.MethodGet, "/"}, {http.MethodGet, "/events"}, {http.MethodPost, "/servers/acme/notes/quarantine"}} {
+		a := c.do(rq[0], rq[1], url.Values{"reason": {"x"}}, map[string]string{"Authorization": "Bearer guess-0123456789abcdef"})
+		must(t, a, http.StatusUnauthorized)
+		if a := next(rq[1]); a.Action != "console_request" || a.Actor != "anonymous" || a.Ok || a.ErrorCode != "unauthenticated" {
+			t.Errorf("%s %s with a bearer that is none recorded %+v", rq[0], rq[1], a)
+		}
+	}
+	c.login(writeSecret)
+	if a := next("a login"); a.Action != "console_login" || a.Actor != "alice" || a.Role != "write" || !a.Ok {
+		t.Errorf("a login recorded %+v", a)
+	}
+	// A browser without credentials is only sent to the login form.
+	must(t, s.client().get("/"), http.StatusSeeOther)
+	select {
+	case a := <-recorded:
+		t.Errorf("a visit without credentials recorded %+v", a)
+	default:
+	}
 }
