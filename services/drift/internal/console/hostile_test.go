@@ -202,3 +202,36 @@ func TestConsoleLoginsAudited(t *testing.T) {
 	default:
 	}
 }
+
+// TestConsoleHostileQueries: every page asked with hostile query values
+// (negative, huge, not numbers, wildcards, markup, a path for a variant)
+// answers a page or a coded error, never a 5xx, and reflects nothing as
+// markup.
+func TestConsoleHostileQueries(t *testing.T) {
+	s := startStack(t)
+	s.rugPull()
+	c := s.client()
+	c.login(readSecret)
+	const mark = `<script>alert(7)</script>`
+	for _, v := range []string{"-1", "0", "99999999999999999999999", "abc", "*", ">", "a.b", "../../etc", mark, "%00", strings.Repeat("9", 300), "1e9", "0x10"} {
+		q := url.QueryEscape(v)
+		for _, p := range []string{
+			"/?page=" + q, "/?status=" + q, "/?tenant=" + q,
+			"/servers/acme/notes?variant=" + q,
+			"/servers/acme/notes/history?variant=" + q,
+			"/servers/acme/notes/history?variant=v0&from=" + q + "&to=2",
+			"/servers/acme/notes/history?variant=v0&from=1&to=" + q,
+			"/activity?since=" + q, "/policy?tenant=" + q, "/approvals?done=" + q,
+			"/login?next=" + q,
+		} {
+			a := c.do(http.MethodGet, p, nil, map[string]string{"Accept": "text/html"})
+			if a.code >= 500 {
+				t.Errorf("GET %s: %d", p, a.code)
+			}
+			if a.code >= 400 && a.hdr.Get("X-Mcpdrift-Error") == "" {
+				t.Errorf("GET %s: %d without a code", p, a.code)
+			}
+			lacks(t, a.body, mark)
+		}
+	}
+}
