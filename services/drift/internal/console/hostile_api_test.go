@@ -11,8 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/admin"
+	"github.com/mcpdrift/mcpdrift/services/drift/internal/driftsvc"
 	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 )
 
@@ -376,4 +379,36 @@ func hashIn(body string) string {
 	}
 	_ = json.Unmarshal([]byte(body), &r)
 	return r.Hash
+}
+
+// TestApproveLiftsHoldWhateverTheClocks: two drift instances whose clocks
+// differ. A hold placed by the instance whose clock is ahead, before an
+// approve on the other began, is the hold the approver saw: the approve of
+// the live hash lifts it. Before, the approve compared the hold's time (the
+// other instance's clock) with its own start and answered held_again, again
+// and again, for as long as the clocks were apart; and by the same
+// comparison an instance whose clock is ahead lifted a hold placed after
+// its approve began.
+func TestApproveLiftsHoldWhateverTheClocks(t *testing.T) {
+	s := startStack(t)
+	_, pulled := s.rugPull()
+	ahead, err := driftsvc.New(driftsvc.Config{}, driftsvc.Deps{JS: s.b.JS, Handles: s.b.Handles, Log: zerolog.Nop(),
+		Now: func() time.Time { return time.Now().Add(time.Minute) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ahead.Quarantine(context.Background(), "acme", "notes", "bob", "looking", false); err != nil {
+		t.Fatal(err)
+	}
+	if st, _, held := s.state("acme", "notes"); st != "quarantined" || !held {
+		t.Fatalf("after the hold acme/notes is %s held=%v", st, held)
+	}
+	drain(s.actions)
+	code, ec, body := s.raw("POST", "/v1/servers/acme/notes/approve", bearer(writeSecret), `{"hash":"`+pulled+`"}`)
+	if code != http.StatusOK {
+		t.Errorf("approving the live hash of a server held before: %d %s %s, want 200", code, ec, body)
+	}
+	if st, v, held := s.state("acme", "notes"); st != "verified" || v != 2 || held {
+		t.Errorf("after the approve acme/notes is %s at v%d held=%v, want verified at v2, not held", st, v, held)
+	}
 }
