@@ -235,3 +235,18 @@ func TestConsoleHostileQueries(t *testing.T) {
 		}
 	}
 }
+
+// TestHeldCallToolNameVisible: the tool a held call names is the agent's
+// choice; on the held calls page its invisible and bidi characters are
+// drawn as their code points, as the arguments' are, so that a tool named
+// "\u202eeton_daer" is not read as "read_note".
+func TestHeldCallToolNameVisible(t *testing.T) {
+	s := startStack(t)
+	s.hold("\u202eeton_daer\u200b", `{"id":"n1"}`)
+	c := s.client()
+	c.login(writeSecret)
+	a := c.get("/approvals")
+	must(t, a, http.StatusOK)
+	contains(t, a.body, "⟦U&#43;202E⟧</span>eton_daer", "⟦U&#43;200B⟧")
+	lacks(t, a.body, "\u202e", "\u200b")
+}
