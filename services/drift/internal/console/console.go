@@ -100,7 +100,9 @@ type Deps struct {
 	// admin.Deps.Audit does the API's: a login (action console_login),
 	// done or refused, and a page or write refused for a bearer token that
 	// is none (console_request), so that a token guessed at the console is
-	// on the audit trail as one guessed at the API is. Nil records nothing.
+	// on the audit trail as one guessed at the API is, and a write refused
+	// for its CSRF token or its site (console_request, csrf_invalid), a
+	// forgery that never reached the API. Nil records nothing.
 	Record func(ctx context.Context, a *mcpdriftv1.AdminAction) error
 	Log    zerolog.Logger
 	Now    func() time.Time
@@ -519,6 +521,7 @@ func (c *Console) write(f pageFunc) http.HandlerFunc {
 		}
 		if err := c.checkCSRF(r, u); err != nil {
 			c.d.Log.Warn().Str("actor", u.Name()).Str("path", r.URL.Path).Msg("console write refused: csrf")
+			c.record(r, "console_request", u.Token, "csrf_invalid", r.Method+" "+r.URL.Path+": "+err.Error())
 			c.fail(w, r, u, http.StatusForbidden, "csrf_invalid", err.Error())
 			return
 		}

@@ -194,6 +194,15 @@ func TestConsoleLoginsAudited(t *testing.T) {
 	if a := next("a login"); a.Action != "console_login" || a.Actor != "alice" || a.Role != "write" || !a.Ok {
 		t.Errorf("a login recorded %+v", a)
 	}
+	// A write refused for its CSRF token or its site: a forgery, which
+	// never reaches the API.
+	for _, hdr := range []map[string]string{nil, {"Origin": "http://evil.example"}, {"Sec-Fetch-Site": "cross-site"}} {
+		must(t, c.do(http.MethodPost, "/servers/acme/notes/quarantine", url.Values{"reason": {"x"}}, hdr), http.StatusForbidden)
+		if a := next("a forged write"); a.Action != "console_request" || a.Actor != "alice" || a.Ok || a.ErrorCode != "csrf_invalid" ||
+			!strings.Contains(a.ErrorMessage, "/servers/acme/notes/quarantine") {
+			t.Errorf("a forged write %v recorded %+v", hdr, a)
+		}
+	}
 	// A browser without credentials is only sent to the login form.
 	must(t, s.client().get("/"), http.StatusSeeOther)
 	select {
