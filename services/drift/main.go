@@ -178,16 +178,17 @@ func serveDrift(ctx context.Context, cfg Config, log zerolog.Logger, o *ops.Serv
 		}
 		return func() { _ = sub.Unsubscribe() }, nil
 	}
-	api := admin.NewHandler(svc, cfg.Tokens, admin.Deps{
-		Audit: func(ctx context.Context, a *mcpdriftv1.AdminAction) error {
-			data, err := bus.MarshalJSON(a)
-			if err != nil {
-				return err
-			}
-			subject := bus.AdminSubject(orDash(a.Tenant), orDash(a.Server))
-			_, err = bus.Publish(ctx, js, subject, data, a.EventId)
+	publishAction := func(ctx context.Context, a *mcpdriftv1.AdminAction) error {
+		data, err := bus.MarshalJSON(a)
+		if err != nil {
 			return err
-		},
+		}
+		subject := bus.AdminSubject(orDash(a.Tenant), orDash(a.Server))
+		_, err = bus.Publish(ctx, js, subject, data, a.EventId)
+		return err
+	}
+	api := admin.NewHandler(svc, cfg.Tokens, admin.Deps{
+		Audit:     publishAction,
 		Follow:    follow,
 		Code:      driftsvc.Code,
 		Log:       log,
@@ -197,7 +198,8 @@ func serveDrift(ctx context.Context, cfg Config, log zerolog.Logger, o *ops.Serv
 		Baselines: svc,
 	})
 	// The review console shares the address: the API under /v1, pages at /.
-	cd := console.Deps{Backend: svc, API: api, Sessions: b.Handles.Sessions, Manifest: svc.Manifest, Follow: follow, JS: js, Log: log}
+	cd := console.Deps{Backend: svc, API: api, Sessions: b.Handles.Sessions, Manifest: svc.Manifest, Follow: follow, JS: js, Log: log,
+		Record: publishAction}
 	if ch := cfg.ClickHouse; ch.Addr != "" {
 		conn, err := auditq.Open(ch.Addr, ch.User, ch.Password)
 		if err != nil {

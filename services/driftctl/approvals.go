@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/mcpdrift/mcpdrift/services/internal/approval"
 	"github.com/mcpdrift/mcpdrift/services/internal/options"
@@ -78,8 +80,31 @@ func printApprovals(w io.Writer, list []approval.Show) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tTENANT\tSERVER\tTOOL\tRULE\tREQUESTED\tEXPIRES\tBY")
 	for _, a := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.State, a.Tenant, a.Server, a.Tool, orDash(a.Rule),
-			time.UnixMilli(a.RequestedAtMs).UTC().Format(time.RFC3339), time.UnixMilli(a.ExpiresAtMs).UTC().Format(time.RFC3339), orDash(a.Actor))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.State, visible(a.Tenant), visible(a.Server), visible(a.Tool), visible(orDash(a.Rule)),
+			time.UnixMilli(a.RequestedAtMs).UTC().Format(time.RFC3339), time.UnixMilli(a.ExpiresAtMs).UTC().Format(time.RFC3339), visible(orDash(a.Actor)))
 	}
 	return tw.Flush()
 }
+
+// visible makes a string fit for a terminal: each control character (C0,
+// DEL, C1: escape sequences, carriage return, bell) and each format
+// character (bidi controls, zero-width) is drawn as its code point,
+// ⟦U+001B⟧, as the review console draws them. A table of driftctl prints
+// text others chose (the tool name of a held call is an agent's) that
+// could otherwise redraw the reviewer's screen.
+func visible(s string) string {
+	if !strings.ContainsFunc(s, hidden) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if hidden(r) {
+			fmt.Fprintf(&b, "⟦U+%04X⟧", r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func hidden(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }

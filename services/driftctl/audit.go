@@ -96,7 +96,7 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, st
 	for _, r := range out {
 		cells := make([]string, len(r))
 		for i, v := range r {
-			cells[i] = auditq.Cell(cols[i], v)
+			cells[i] = visible(auditq.Cell(cols[i], v))
 		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}

@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -42,6 +43,9 @@ const (
 	RoleWrite Role = "write"
 )
 
+// Anonymous is the actor of a request without a valid token.
+const Anonymous = "anonymous"
+
 // Token is one API credential.
 type Token struct {
 	Name   string // who: recorded as the actor of every action
@@ -54,7 +58,7 @@ type Token struct {
 func ParseTokens(spec string) ([]Token, error) {
 	var out []Token
 	var errs []error
-	seen := map[string]bool{}
+	seen, named := map[string]bool{}, map[string]bool{}
 	for _, f := range strings.FieldsFunc(spec, func(r rune) bool { return r == ',' || r == '\n' }) {
 		f = strings.TrimSpace(f)
 		if f == "" || strings.HasPrefix(f, "#") {
@@ -74,7 +78,14 @@ func ParseTokens(spec string) ([]Token, error) {
 			errs = append(errs, fmt.Errorf("token %q: the same secret is given twice", parts[0]))
 			continue
 		}
-		seen[parts[2]] = true
+		// The name is the actor in the audit trail: two tokens of one
+		// name, or one named as the unauthenticated caller is, could not
+		// be told apart there.
+		if named[parts[0]] || parts[0] == Anonymous {
+			errs = append(errs, fmt.Errorf("token %q: the name is given twice or is the unauthenticated caller's; give each token a name of its own", parts[0]))
+			continue
+		}
+		seen[parts[2]], named[parts[0]] = true, true
 		out = append(out, Token{Name: parts[0], Role: role, Secret: parts[2]})
 	}
 	return out, errors.Join(errs...)
@@ -230,7 +241,7 @@ func (h *handler) auth(need Role, action string, f apiFunc) http.HandlerFunc {
 		ctx := r.Context()
 		a := &mcpdriftv1.AdminAction{
 			EventId: fmt.Sprintf("admin-%d-%s", h.d.Now().UnixNano(), randomSuffix()),
-			Action:  action, Actor: "anonymous", AtUnixMs: h.d.Now().UnixMilli(),
+			Action:  action, Actor: Anonymous, AtUnixMs: h.d.Now().UnixMilli(),
 		}
 		pathErr := h.validPath(r)
 		if pathErr == nil {
@@ -464,6 +475,11 @@ func decodeBody(r *http.Request, v any) error {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return coded.Errorf("bad_request", "the body must be a JSON object of the documented shape: %w", err)
+	}
+	// One object and nothing after it: a second value (say the items of
+	// a per-item approve) would otherwise be ignored, not refused.
+	if _, err := dec.Token(); err != io.EOF {
+		return coded.New("bad_request", "the body must be one JSON object of the documented shape, with nothing after it")
 	}
 	return nil
 }

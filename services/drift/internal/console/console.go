@@ -42,6 +42,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/mcpdrift/mcpdrift/proto/mcpdriftv1"
 	"github.com/mcpdrift/mcpdrift/services/drift/internal/admin"
 	"github.com/mcpdrift/mcpdrift/services/internal/auditq"
 	"github.com/mcpdrift/mcpdrift/services/internal/bus"
@@ -95,8 +96,16 @@ type Deps struct {
 	// Audit asks one of the audit queries of ClickHouse (auditq.Run); nil:
 	// the drift service has no ClickHouse, and the activity page says so.
 	Audit func(ctx context.Context, q auditq.Query, sinceMs int64) (*auditq.Result, error)
-	Log   zerolog.Logger
-	Now   func() time.Time
+	// Record publishes an admin action of the console's own, as
+	// admin.Deps.Audit does the API's: a login (action console_login),
+	// done or refused, and a page or write refused for a bearer token that
+	// is none (console_request), so that a token guessed at the console is
+	// on the audit trail as one guessed at the API is, and a write refused
+	// for its CSRF token or its site (console_request, csrf_invalid), a
+	// forgery that never reached the API. Nil records nothing.
+	Record func(ctx context.Context, a *mcpdriftv1.AdminAction) error
+	Log    zerolog.Logger
+	Now    func() time.Time
 }
 
 // Console is the review console's HTTP handler.
@@ -382,9 +391,12 @@ type loginView struct {
 	Error string
 }
 
-// safeNext keeps a redirect after login on this site.
+// safeNext keeps a redirect after login on this site. A control
+// character anywhere refuses it: browsers drop a tab or line break inside
+// a URL, so "/<tab>/evil.example" is "//evil.example", another site.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") || strings.ContainsAny(next, "\r\n") {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") ||
+		strings.ContainsFunc(next, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 		return "/"
 	}
 	return next
@@ -400,6 +412,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	tok, ok := admin.Lookup(c.cfg.Tokens, strings.TrimSpace(r.PostFormValue("token")))
 	if !ok {
 		c.d.Log.Warn().Str("remote", r.RemoteAddr).Msg("console login refused")
+		c.record(r, "console_login", admin.Token{}, "unauthenticated", "the login's token is not one of the admin API's tokens")
 		c.render(w, r, http.StatusUnauthorized, "login", &loginView{Next: next, Error: "That token is not one of the admin API's tokens."})
 		return
 	}
@@ -411,6 +424,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: id, Path: "/", HttpOnly: true, Secure: r.TLS != nil,
 		SameSite: http.SameSiteStrictMode, MaxAge: int(c.cfg.SessionTTL.Seconds())})
 	c.d.Log.Info().Str("actor", tok.Name).Str("role", string(tok.Role)).Msg("console login")
+	c.record(r, "console_login", tok, "", "")
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
@@ -458,7 +472,32 @@ func (c *Console) page(f pageFunc) http.HandlerFunc {
 	}
 }
 
+// record publishes one of the console's own admin actions (Deps.Record):
+// tok's name is the actor (anonymous when it is none), code the refusal.
+func (c *Console) record(r *http.Request, action string, tok admin.Token, code, msg string) {
+	if c.d.Record == nil {
+		return
+	}
+	now := c.d.Now()
+	a := &mcpdriftv1.AdminAction{EventId: fmt.Sprintf("console-%d-%s", now.UnixNano(), randomHex(6)), Action: action,
+		Actor: "anonymous", AtUnixMs: now.UnixMilli(), Ok: code == "", ErrorCode: code, ErrorMessage: msg}
+	if tok.Name != "" {
+		a.Actor, a.Role = tok.Name, string(tok.Role)
+	}
+	if err := c.d.Record(r.Context(), a); err != nil {
+		c.d.Log.Error().Err(err).Str("action", action).Str("actor", a.Actor).Msg("publishing admin action")
+	}
+}
+
+// refusedBearer records a request refused for a bearer token that is none.
+func (c *Console) refusedBearer(r *http.Request) {
+	if r.Header.Get("Authorization") != "" {
+		c.record(r, "console_request", admin.Token{}, "unauthenticated", "the bearer token is not one of the admin API's tokens")
+	}
+}
+
 func (c *Console) unauthenticated(w http.ResponseWriter, r *http.Request) {
+	c.refusedBearer(r)
 	if r.Method == http.MethodGet && r.Header.Get("Authorization") == "" {
 		http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 		return
@@ -482,6 +521,7 @@ func (c *Console) write(f pageFunc) http.HandlerFunc {
 		}
 		if err := c.checkCSRF(r, u); err != nil {
 			c.d.Log.Warn().Str("actor", u.Name()).Str("path", r.URL.Path).Msg("console write refused: csrf")
+			c.record(r, "console_request", u.Token, "csrf_invalid", r.Method+" "+r.URL.Path+": "+err.Error())
 			c.fail(w, r, u, http.StatusForbidden, "csrf_invalid", err.Error())
 			return
 		}

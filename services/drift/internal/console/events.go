@@ -39,6 +39,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !ok {
+		c.refusedBearer(r)
 		c.fail(w, r, nil, http.StatusUnauthorized, "unauthenticated", "log in, or send a valid bearer token")
 		return
 	}

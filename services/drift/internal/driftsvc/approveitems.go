@@ -31,7 +31,6 @@ func (s *Service) ApproveItems(ctx context.Context, tenant, server, variant, has
 	if err != nil {
 		return nil, nil, err
 	}
-	started := s.now()
 	v, targets, err := s.approveTargets(ctx, tenant, server, variant, hash)
 	if err != nil {
 		return nil, nil, err
@@ -56,7 +55,7 @@ func (s *Service) ApproveItems(ctx context.Context, tenant, server, variant, has
 		return nil, nil, err
 	}
 	if rec.Status == state.Verified {
-		if err := s.releaseAfterApprove(ctx, tenant, server, actor, started); err != nil {
+		if err := s.releaseAfterApprove(ctx, tenant, server, actor, v.Hold); err != nil {
 			return nil, nil, err
 		}
 	}

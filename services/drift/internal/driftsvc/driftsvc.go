@@ -1084,8 +1084,7 @@ func (s *Service) DiffRecord(ctx context.Context, rec *state.Record) (*surface.R
 // manifest is hash (the same manifest, reviewed once). It lifts the
 // server's hold. It returns the server after, and the variants approved.
 func (s *Service) Approve(ctx context.Context, tenant, server, variant, hash, actor string) (*state.View, []string, error) {
-	started := s.now()
-	_, targets, err := s.approveTargets(ctx, tenant, server, variant, hash)
+	v, targets, err := s.approveTargets(ctx, tenant, server, variant, hash)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -1102,10 +1101,10 @@ func (s *Service) Approve(ctx context.Context, tenant, server, variant, hash, ac
 	}
 	// The approved variants are verified; now the server's hold (if any)
 	// is lifted, unless it was placed after this approve began.
-	if err := s.releaseAfterApprove(ctx, tenant, server, actor, started); err != nil {
+	if err := s.releaseAfterApprove(ctx, tenant, server, actor, v.Hold); err != nil {
 		return nil, nil, err
 	}
-	v, err := s.Server(ctx, tenant, server)
+	v, err = s.Server(ctx, tenant, server)
 	return v, targets, err
 }
 
@@ -1145,11 +1144,13 @@ func (s *Service) approveTargets(ctx context.Context, tenant, server, variant, h
 }
 
 // releaseAfterApprove lifts the server's hold (if any) after an approve
-// that began at started verified its variants, unless the hold was placed
-// after that.
-func (s *Service) releaseAfterApprove(ctx context.Context, tenant, server, actor string, started time.Time) error {
+// that, as it began, read the server record seen (nil: none) verified its
+// variants, unless the hold is not the one it saw: the server was held
+// again since. The holds are compared, not their times: the times of a
+// hold and of an approve may come from the clocks of two instances.
+func (s *Service) releaseAfterApprove(ctx context.Context, tenant, server, actor string, seen *state.Server) error {
 	_, err := s.updateServer(ctx, tenant, server, func(srv *state.Server) (state.Server, bool, error) {
-		if srv != nil && srv.Held && srv.HeldAtMs > started.UnixMilli() {
+		if srv != nil && srv.Held && (seen == nil || !seen.Held || seen.HeldAtMs != srv.HeldAtMs || seen.HeldBy != srv.HeldBy || seen.HeldReason != srv.HeldReason) {
 			return state.Server{}, false, coded.Errorf(ErrHeldAgain.Code, "%s quarantined %s/%s again while you approved; approve again to lift that hold", srv.HeldBy, tenant, server)
 		}
 		next, write := state.Release(srv, actor, s.now())
