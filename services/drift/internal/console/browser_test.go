@@ -45,22 +45,7 @@ func TestBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the browser test is not short")
 	}
-	root := repoRoot(t)
-	if _, err := os.Stat(chromium); err != nil {
-		t.Fatalf("the browser test needs Debian's chromium at %s: run make deps (scripts/deps.d/browser.sh), or apt-get install chromium", chromium)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("the browser test needs node (20 or later): apt-get install nodejs npm, then make deps")
-	}
-	mods := os.Getenv("MCPDRIFT_BROWSER_DIR")
-	if mods == "" {
-		mods = filepath.Join(root, ".data", "browser")
-	}
-	mods = filepath.Join(mods, "node_modules")
-	if _, err := os.Stat(filepath.Join(mods, "playwright-core")); err != nil {
-		t.Fatalf("the browser test needs playwright-core in %s: run make deps (scripts/deps.d/browser.sh)", mods)
-	}
+	node, mods := browserDeps(t)
 
 	s := startStack(t)
 	h1 := s.manifest(reviewedTools()...)
@@ -114,25 +99,53 @@ func TestBrowser(t *testing.T) {
 
 	images := t.TempDir()
 	if *updateImages {
-		images = filepath.Join(root, "docs", "images")
+		images = filepath.Join(repoRoot(t), "docs", "images")
 		if err := os.MkdirAll(images, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "testdata/browser.cjs")
-	cmd.Env = append(os.Environ(),
-		"NODE_PATH="+mods,
+	runBrowser(t, node, mods, "testdata/browser.cjs",
 		"CONSOLE_URL="+s.srv.URL,
 		"CONTROL_URL="+control.URL,
 		"WRITE_TOKEN="+writeSecret,
 		"READ_TOKEN="+readSecret,
-		"CHROMIUM="+chromium,
-		"PROFILE_DIR="+t.TempDir(),
 		"IMAGES_DIR="+images,
 		"H2="+h2, "H3="+h3,
 	)
+	s.waitStatus("acme", "notes", "verified")
+}
+
+// browserDeps checks what the browser tests need (Debian's chromium, node,
+// playwright-core as make deps installs it) and returns node's path and
+// the node_modules playwright-core is in.
+func browserDeps(t *testing.T) (node, mods string) {
+	root := repoRoot(t)
+	if _, err := os.Stat(chromium); err != nil {
+		t.Fatalf("the browser test needs Debian's chromium at %s: run make deps (scripts/deps.d/browser.sh), or apt-get install chromium", chromium)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal("the browser test needs node (20 or later): apt-get install nodejs npm, then make deps")
+	}
+	mods = os.Getenv("MCPDRIFT_BROWSER_DIR")
+	if mods == "" {
+		mods = filepath.Join(root, ".data", "browser")
+	}
+	mods = filepath.Join(mods, "node_modules")
+	if _, err := os.Stat(filepath.Join(mods, "playwright-core")); err != nil {
+		t.Fatalf("the browser test needs playwright-core in %s: run make deps (scripts/deps.d/browser.sh)", mods)
+	}
+	return node, mods
+}
+
+// runBrowser runs the browser script (under testdata) with node, with
+// env beside the chromium, the modules and a fresh profile, within three
+// minutes, and logs what it printed; the test fails when it fails.
+func runBrowser(t *testing.T, node, mods, script string, env ...string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, script)
+	cmd.Env = append(append(os.Environ(), "NODE_PATH="+mods, "CHROMIUM="+chromium, "PROFILE_DIR="+t.TempDir()), env...)
 	out, err := cmd.CombinedOutput()
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		t.Log(line)
@@ -140,5 +153,4 @@ func TestBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the browser script failed: %v", err)
 	}
-	s.waitStatus("acme", "notes", "verified")
 }

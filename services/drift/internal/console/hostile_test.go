@@ -7,9 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -84,22 +81,7 @@ func TestBrowserHostile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the browser test is not short")
 	}
-	root := repoRoot(t)
-	if _, err := os.Stat(chromium); err != nil {
-		t.Fatalf("the browser test needs Debian's chromium at %s: run make deps", chromium)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("the browser test needs node: apt-get install nodejs npm, then make deps")
-	}
-	mods := os.Getenv("MCPDRIFT_BROWSER_DIR")
-	if mods == "" {
-		mods = filepath.Join(root, ".data", "browser")
-	}
-	mods = filepath.Join(mods, "node_modules")
-	if _, err := os.Stat(filepath.Join(mods, "playwright-core")); err != nil {
-		t.Fatalf("the browser test needs playwright-core in %s: run make deps", mods)
-	}
+	node, mods := browserDeps(t)
 	s := startStack(t)
 	_, pulled := s.rugPull()
 	target := s.srv.URL
@@ -131,26 +113,13 @@ func TestBrowserHostile(t *testing.T) {
 	t.Cleanup(evil.Close)
 	cross := strings.Replace(evil.URL, "127.0.0.1", "localhost", 1)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "testdata/hostile.cjs")
-	cmd.Env = append(os.Environ(),
-		"NODE_PATH="+mods,
+	runBrowser(t, node, mods, "testdata/hostile.cjs",
 		"CONSOLE_URL="+s.srv.URL,
 		"EVIL_SAME="+evil.URL,
 		"EVIL_CROSS="+cross,
 		"STATE_URL="+evil.URL+"/state",
 		"WRITE_TOKEN="+writeSecret,
-		"CHROMIUM="+chromium,
-		"PROFILE_DIR="+t.TempDir(),
 	)
-	out, err := cmd.CombinedOutput()
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		t.Log(line)
-	}
-	if err != nil {
-		t.Fatalf("the browser script failed: %v", err)
-	}
 	s.waitStatus("acme", "notes", "changed")
 }
 
