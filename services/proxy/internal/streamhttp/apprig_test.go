@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -78,4 +79,29 @@ func appProxy(t *testing.T, up *httptest.Server, cfg Config, sc session.Config) 
 	}
 	post(t, url, h, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	return p, url, h, g
+}
+
+// legacyStream puts a proxy (upstream "l") in front of the HTTP+SSE server
+// at sseURL, with the sessions' configuration sc, and opens a client's
+// event stream through it (for 10 s at most): the gate that records what
+// it publishes, the proxy's URL, a reader of the stream, and a function
+// that ends the stream (the client leaves). All end with the test.
+func legacyStream(t *testing.T, sseURL string, sc session.Config) (*tofu, string, *sseReader, func()) {
+	g := newTofu()
+	p, err := New(Config{Log: zerolog.New(zerolog.NewTestWriter(t))}, []Upstream{{ID: "l", SSEURL: sseURL, Gate: g, Observer: g, Session: sc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(p)
+	t.Cleanup(func() { srv.Close(); p.Close() })
+	ctx, cancel := contextWithTimeout(10 * time.Second)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/l/sse", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	end := func() { cancel(); resp.Body.Close() }
+	t.Cleanup(end)
+	return g, srv.URL, newSSEReader(resp.Body, 1<<20), end
 }

@@ -174,27 +174,9 @@ func TestHostileLegacyEndpoint(t *testing.T) {
 			}
 		}
 	}))
-	defer up.Close()
-	g := newTofu()
+	t.Cleanup(up.Close) // after the proxy's stream to it has ended
 	meter := &sessiontest.Meter[session.Code]{}
-	p, err := New(Config{Log: zerolog.New(zerolog.NewTestWriter(t))}, []Upstream{{ID: "l", SSEURL: up.URL + "/a/sse", Gate: g, Observer: g,
-		Session: session.Config{Timeout: 5 * time.Second, Meter: meter}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	srv := httptest.NewServer(p)
-	defer srv.Close()
-
-	ctx, cancel := contextWithTimeout(10 * time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/l/sse", nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	rd := newSSEReader(resp.Body, 1<<20)
+	_, srvURL, rd, _ := legacyStream(t, up.URL+"/a/sse", session.Config{Timeout: 5 * time.Second, Meter: meter})
 
 	events <- "data: {\"jsonrpc\":\"2.0\",\"id\":\"early\",\"method\":\"roots/list\"}\n\n"
 	events <- "data: {\"jsonrpc\":\"2.0\",\"id\":77,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"" + marker + "\"}]}}\n\n"
@@ -210,7 +192,7 @@ func TestHostileLegacyEndpoint(t *testing.T) {
 	if n := meter.Drops(session.DropUnmatched) + meter.Drops(session.DropServerClosed); n != 3 {
 		t.Errorf("drops %v, want the three messages before the endpoint", meter)
 	}
-	endpoint := srv.URL + string(ev.Data)
+	endpoint := srvURL + string(ev.Data)
 	hr, body := post(t, endpoint, nil, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
 	if hr.StatusCode != http.StatusAccepted {
 		t.Fatalf("POST: HTTP %d %q", hr.StatusCode, body)
@@ -246,7 +228,9 @@ func TestHostileLegacyEndpoint(t *testing.T) {
 		return nil
 	})
 	// A new stream, a new session.
-	req, _ = http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/l/sse", nil)
+	ctx, cancel := contextWithTimeout(10 * time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srvURL+"/l/sse", nil)
 	resp2, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -254,7 +238,7 @@ func TestHostileLegacyEndpoint(t *testing.T) {
 	defer resp2.Body.Close()
 	events <- "event: endpoint\ndata: /messages\n\n"
 	ev, err = newSSEReader(resp2.Body, 1<<20).next()
-	if err != nil || string(ev.Name) != "endpoint" || "/l/messages?session="+strings.TrimPrefix(endpoint, srv.URL+"/l/messages?session=") == string(ev.Data) {
+	if err != nil || string(ev.Name) != "endpoint" || "/l/messages?session="+strings.TrimPrefix(endpoint, srvURL+"/l/messages?session=") == string(ev.Data) {
 		t.Fatalf("the new stream's endpoint: %q %v (the old %q)", ev.Data, err, endpoint)
 	}
 }

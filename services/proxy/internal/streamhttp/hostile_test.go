@@ -793,26 +793,8 @@ func TestHostileLegacy(t *testing.T) {
 			}
 		}
 	}))
-	defer up.Close()
-	g := newTofu()
-	p, err := New(Config{Log: zerolog.New(zerolog.NewTestWriter(t))}, []Upstream{{ID: "l", SSEURL: up.URL + "/sse", Gate: g, Observer: g,
-		Session: session.Config{Timeout: 5 * time.Second}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	srv := httptest.NewServer(p)
-	defer srv.Close()
-
-	ctx, cancel := contextWithTimeout(10 * time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/l/sse", nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	rd := newSSEReader(resp.Body, 1<<20)
+	t.Cleanup(up.Close) // after the proxy's stream to it has ended
+	_, srvURL, rd, end := legacyStream(t, up.URL+"/sse", session.Config{Timeout: 5 * time.Second})
 	next := func() *event {
 		t.Helper()
 		ev, err := rd.next()
@@ -827,7 +809,7 @@ func TestHostileLegacy(t *testing.T) {
 	if string(ev.Name) != "endpoint" || !strings.HasPrefix(string(ev.Data), "/l/messages?session=") {
 		t.Fatalf("endpoint event: %q %q", ev.Name, ev.Data)
 	}
-	endpoint := srv.URL + string(ev.Data)
+	endpoint := srvURL + string(ev.Data)
 	// A second endpoint event is dropped: the proxy posts where the first
 	// said.
 	events <- "event: endpoint\ndata: http://attacker.example/steal\n\n"
@@ -867,8 +849,7 @@ func TestHostileLegacy(t *testing.T) {
 	}
 
 	// An endpoint of another origin ends the stream.
-	cancel()
-	resp.Body.Close()
+	end()
 	poll.Eventually(t, 10*time.Second, func() error {
 		if n := streams.Load(); n != 0 {
 			return fmt.Errorf("%d streams still open upstream, want the first one ended", n)
@@ -877,7 +858,7 @@ func TestHostileLegacy(t *testing.T) {
 	})
 	ctx2, cancel2 := contextWithTimeout(10 * time.Second)
 	defer cancel2()
-	req, _ = http.NewRequestWithContext(ctx2, http.MethodGet, srv.URL+"/l/sse", nil)
+	req, _ := http.NewRequestWithContext(ctx2, http.MethodGet, srvURL+"/l/sse", nil)
 	resp2, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
