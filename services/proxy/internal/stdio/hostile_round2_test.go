@@ -2,7 +2,6 @@ package stdio
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -160,32 +159,7 @@ func hostile2Main(in io.Reader, stdout io.Writer) {
 // verified with its one tool approved, and opens the session.
 func startHostile2(t *testing.T) (*client, chan int) {
 	t.Helper()
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	p, err := Start(Config{Command: os.Args[0], Env: append(os.Environ(), hostile2Env+"=1"), MaxLine: hostile2Max, StopWait: 2 * time.Second}, outW, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := session.New(session.Config{Server: "fake"}, gate{approved(toolRead)}, &nopObs{}, p.Pipes().ToServer)
-	code := make(chan int, 1)
-	go func() {
-		c, err := p.Serve(context.Background(), Bind(s, p.Pipes()), inR, nil)
-		if err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-		outW.Close()
-		code <- c
-	}()
-	lines := make(chan string, 64)
-	go func() {
-		sc := bufio.NewScanner(outR)
-		sc.Buffer(make([]byte, 1<<20), 8<<20)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	c := &client{t: t, in: inW, lines: lines}
+	c, code := startProxyOf(t, approved(toolRead), hostile2Max, hostile2Env, io.Discard)
 	t.Cleanup(func() {
 		c.in.Close()
 		select {

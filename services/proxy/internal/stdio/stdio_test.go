@@ -82,9 +82,16 @@ func (c *client) recv() string {
 
 func startProxy(t *testing.T, v session.View, maxLine int) (*client, <-chan int) {
 	t.Helper()
+	return startProxyOf(t, v, maxLine, mcptest.Env, os.Stderr)
+}
+
+// startProxyOf is startProxy with the test binary run as the server that
+// the environment variable env names, its standard error to stderr.
+func startProxyOf(t *testing.T, v session.View, maxLine int, env string, stderr io.Writer) (*client, chan int) {
+	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	p, err := Start(Config{Command: os.Args[0], Env: append(os.Environ(), mcptest.Env+"=1"), MaxLine: maxLine, StopWait: 2 * time.Second}, outW, os.Stderr)
+	p, err := Start(Config{Command: os.Args[0], Env: append(os.Environ(), env+"=1"), MaxLine: maxLine, StopWait: 2 * time.Second}, outW, stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
