@@ -122,7 +122,13 @@ func (b *Bound) deliver(d session.Decision) error {
 // FromServer passes one message of the server's through the session, in
 // order; it returns at once when the decision must wait.
 func (b *Bound) FromServer(ctx context.Context, raw []byte) error {
-	err := b.q.Push(ctx, b.s.Server(ctx, raw), nil)
+	return b.push(ctx, b.s.Server(ctx, raw))
+}
+
+// push queues d for the agent, in order, and keeps the first error a push
+// met.
+func (b *Bound) push(ctx context.Context, d session.Decision) error {
+	err := b.q.Push(ctx, d, nil)
 	if err != nil {
 		b.mu.Lock()
 		if b.first == nil {
@@ -141,15 +147,7 @@ func (b *Bound) Oversized(ctx context.Context, head []byte) error {
 	if out == nil {
 		return nil
 	}
-	err := b.q.Push(ctx, session.Decision{ToClient: out}, nil)
-	if err != nil {
-		b.mu.Lock()
-		if b.first == nil {
-			b.first = err
-		}
-		b.mu.Unlock()
-	}
-	return err
+	return b.push(ctx, session.Decision{ToClient: out})
 }
 
 // Wait waits for the decisions made off the reader and returns the first
