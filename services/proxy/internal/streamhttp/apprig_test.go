@@ -17,14 +17,14 @@ import (
 // over Streamable HTTP with one tool whose UI is the resource
 // ui://app/view.html, and a proxy in front of it with a session open.
 
-// appUpstream is that server (its session "s1"): each POSTed message goes
-// to answer, which answers it itself or leaves it to answerApp by
-// returning false; every other method is answered 405, after answer has
-// seen it with a zero message.
-func appUpstream(t *testing.T, answer func(w http.ResponseWriter, r *http.Request, m rpc) bool) *httptest.Server {
+// mcpUpstream is an MCP server over Streamable HTTP (its session "s1"):
+// each POSTed message goes to answer with its bytes; every other method
+// goes to answer with a zero message. What answer leaves (returning false)
+// is answered 405, or 202 for a POST.
+func mcpUpstream(t *testing.T, answer func(w http.ResponseWriter, r *http.Request, m rpc, body []byte) bool) *httptest.Server {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
-			if answer == nil || !answer(w, r, rpc{}) {
+			if !answer(w, r, rpc{}, nil) {
 				w.WriteHeader(http.StatusMethodNotAllowed)
 			}
 			return
@@ -33,12 +33,28 @@ func appUpstream(t *testing.T, answer func(w http.ResponseWriter, r *http.Reques
 		var m rpc
 		_ = json.Unmarshal(body, &m)
 		w.Header().Set("Mcp-Session-Id", "s1")
-		if answer == nil || !answer(w, r, m) {
-			answerApp(w, m)
+		if !answer(w, r, m, body) {
+			w.WriteHeader(http.StatusAccepted)
 		}
 	}))
 	t.Cleanup(up.Close)
 	return up
+}
+
+// appUpstream is the app server: each message goes to answer, which
+// answers it itself or leaves it to answerApp by returning false (any
+// other method than POST: answered 405).
+func appUpstream(t *testing.T, answer func(w http.ResponseWriter, r *http.Request, m rpc) bool) *httptest.Server {
+	return mcpUpstream(t, func(w http.ResponseWriter, r *http.Request, m rpc, _ []byte) bool {
+		if answer != nil && answer(w, r, m) {
+			return true
+		}
+		if r.Method != http.MethodPost {
+			return false
+		}
+		answerApp(w, m)
+		return true
+	})
 }
 
 // answerApp answers m as the app server does by default.
@@ -94,8 +110,16 @@ func legacyStream(t *testing.T, sseURL string, sc session.Config) (*tofu, string
 	}
 	srv := httptest.NewServer(p)
 	t.Cleanup(func() { srv.Close(); p.Close() })
+	resp, end := openSSE(t, srv.URL+"/l/sse")
+	return g, srv.URL, newSSEReader(resp.Body, 1<<20), end
+}
+
+// openSSE opens a client's event stream at url (for 10 s at most) and
+// returns the answer and a function that ends it (the client leaves),
+// called with the test's end too.
+func openSSE(t *testing.T, url string) (*http.Response, func()) {
 	ctx, cancel := contextWithTimeout(10 * time.Second)
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/l/sse", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		cancel()
@@ -103,5 +127,5 @@ func legacyStream(t *testing.T, sseURL string, sc session.Config) (*tofu, string
 	}
 	end := func() { cancel(); resp.Body.Close() }
 	t.Cleanup(end)
-	return g, srv.URL, newSSEReader(resp.Body, 1<<20), end
+	return resp, end
 }

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/mcpdrift/mcpdrift/services/internal/poll"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session"
 	"github.com/mcpdrift/mcpdrift/services/proxy/internal/session/sessiontest"
@@ -82,21 +80,8 @@ func TestServerRequestOnOwnStream(t *testing.T) {
 		}
 	}))
 	t.Cleanup(up.Close)
-	g := newTofu()
 	meter := &sessiontest.Meter[session.Code]{}
-	p, err := New(Config{Log: zerolog.New(zerolog.NewTestWriter(t))}, []Upstream{{ID: "a", URL: up.URL + "/mcp", Gate: g, Observer: g,
-		Session: session.Config{Timeout: 5 * time.Second, Meter: meter}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(p)
-	t.Cleanup(func() { srv.Close(); p.Close() })
-	url := srv.URL + "/a/mcp"
-	h := map[string]string{"Mcp-Session-Id": "s1", "Mcp-Protocol-Version": "2025-06-18"}
-	if resp, body := post(t, url, nil, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"agent","version":"1"}}}`); resp.StatusCode != http.StatusOK {
-		t.Fatalf("initialize: HTTP %d %s", resp.StatusCode, body)
-	}
-	post(t, url, h, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	_, url, h, g := appProxy(t, up, Config{}, session.Config{Timeout: 5 * time.Second, Meter: meter})
 	// The proxy's own listing completes: the server got its answers.
 	poll.Eventually(t, 10*time.Second, g.approvedOnce)
 	check := func(n int) {
@@ -228,14 +213,7 @@ func TestHostileLegacyEndpoint(t *testing.T) {
 		return nil
 	})
 	// A new stream, a new session.
-	ctx, cancel := contextWithTimeout(10 * time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srvURL+"/l/sse", nil)
-	resp2, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp2.Body.Close()
+	resp2, _ := openSSE(t, srvURL+"/l/sse")
 	events <- "event: endpoint\ndata: /messages\n\n"
 	ev, err = newSSEReader(resp2.Body, 1<<20).next()
 	if err != nil || string(ev.Name) != "endpoint" || "/l/messages?session="+strings.TrimPrefix(endpoint, srvURL+"/l/messages?session=") == string(ev.Data) {

@@ -83,15 +83,7 @@ func TestHeldCallBytesAreJudged(t *testing.T) {
 	const held, others = 12, 96
 	var mu sync.Mutex
 	got := map[string]string{} // the tools/call bodies the upstream got, by id
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			w.WriteHeader(http.StatusMethodNotAllowed)
-			return
-		}
-		body, _ := io.ReadAll(r.Body)
-		var m rpc
-		_ = json.Unmarshal(body, &m)
-		w.Header().Set("Mcp-Session-Id", "s1")
+	up := mcpUpstream(t, func(w http.ResponseWriter, r *http.Request, m rpc, body []byte) bool {
 		switch m.Method {
 		case "initialize":
 			writeJSONRPC(w, m.ID, `{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"fs","version":"1"}}`)
@@ -107,8 +99,8 @@ func TestHeldCallBytesAreJudged(t *testing.T) {
 		default:
 			writeJSONRPC(w, m.ID, `{}`)
 		}
-	}))
-	t.Cleanup(up.Close)
+		return true
+	})
 	d, err := policy.Parse([]byte(`rules:
   - {id: hold, tenant: default, tool: write, action: pending_approval, reason: writes need a human}
   - {id: redact, tenant: default, tool: send, action: sanitize, redact: [$.token]}
@@ -467,15 +459,7 @@ func TestClientAnswerOnOwnStream(t *testing.T) {
 			var once sync.Once
 			releaseAll := func() { once.Do(func() { close(release) }) }
 			var lists atomic.Int64
-			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if r.Method != http.MethodPost {
-					w.WriteHeader(http.StatusMethodNotAllowed)
-					return
-				}
-				body, _ := io.ReadAll(r.Body)
-				var m rpc
-				_ = json.Unmarshal(body, &m)
-				w.Header().Set("Mcp-Session-Id", "s1")
+			up := mcpUpstream(t, func(w http.ResponseWriter, r *http.Request, m rpc, body []byte) bool {
 				const tools = `{"tools":[{"name":"echo","inputSchema":{"type":"object"}}]}`
 				switch m.Method {
 				case "initialize":
@@ -483,7 +467,7 @@ func TestClientAnswerOnOwnStream(t *testing.T) {
 				case "tools/list":
 					if lists.Add(1) == 1 {
 						writeJSONRPC(w, m.ID, tools)
-						return
+						return true
 					}
 					// The re-listing: the client's call answered here first.
 					id := <-callHeld
@@ -496,7 +480,7 @@ func TestClientAnswerOnOwnStream(t *testing.T) {
 					select {
 					case <-release:
 					case <-r.Context().Done():
-						return
+						return true
 					}
 					writeJSONRPC(w, m.ID, `{"content":[{"type":"text","text":"on the call's stream"}]}`)
 				case "ping":
@@ -506,8 +490,8 @@ func TestClientAnswerOnOwnStream(t *testing.T) {
 				default:
 					w.WriteHeader(http.StatusAccepted)
 				}
-			}))
-			t.Cleanup(up.Close)
+				return true
+			})
 			t.Cleanup(releaseAll)
 			_, url, h, g := appProxy(t, up, Config{}, session.Config{Timeout: 5 * time.Second})
 			poll.Eventually(t, 10*time.Second, g.approvedOnce)

@@ -856,14 +856,7 @@ func TestHostileLegacy(t *testing.T) {
 		}
 		return nil
 	})
-	ctx2, cancel2 := contextWithTimeout(10 * time.Second)
-	defer cancel2()
-	req, _ := http.NewRequestWithContext(ctx2, http.MethodGet, srvURL+"/l/sse", nil)
-	resp2, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp2.Body.Close()
+	resp2, _ := openSSE(t, srvURL+"/l/sse")
 	events <- "event: endpoint\ndata: http://attacker.example/messages\n\n"
 	b, _ := io.ReadAll(resp2.Body)
 	if strings.Contains(string(b), "attacker") || strings.Contains(string(b), "data:") {
